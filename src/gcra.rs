@@ -1,0 +1,590 @@
+//! The generic cell rate algorithm: shared ([`Gcra`]) and single-owner
+//! ([`LocalGcra`]), and the token and leaky buckets it contains.
+//!
+//! # The math
+//!
+//! The state is one number, the theoretical arrival time `TAT`: the time at
+//! which the limiter would be back to full. With the emission interval `T`,
+//! the burst `b` and the tolerance `τ = (b − 1)·T` of the [`Quota`], a request
+//! of `cost` cells at `now` is admitted iff
+//!
+//! ```text
+//! max(TAT, now) + cost·T − now ≤ τ + T                    (= b·T, the span)
+//! ```
+//!
+//! and then `TAT ← max(TAT, now) + cost·T`. A denied request changes nothing.
+//! All of it runs in sub-ticks (`now · scale`, see [`quota`](crate::quota)), so
+//! the admit/deny path is one multiply, adds, compares and one
+//! compare-and-swap: no division, no floating point, no loop but the CAS retry.
+//!
+//! Derived quantities (`remaining`, `retry_after`, `reset_after`) are exact
+//! consequences of the same inequality and are converted to cells and ticks
+//! only when read ([`decision`](crate::decision)):
+//!
+//! ```text
+//! remaining   = ⌊(b·T − (TAT′ − now)) / T⌋
+//! retry_after = ⌈(max(TAT, now) + cost·T − b·T − now) / scale⌉ ticks
+//! reset_after = ⌈(TAT′ − now) / scale⌉ ticks
+//! ```
+//!
+//! # Token bucket and leaky bucket
+//!
+//! A token bucket of capacity `b` refilled at `r` tokens per tick admits `c`
+//! tokens iff it holds at least `c`. Write its content as
+//! `tokens = b − (TAT − now)/T` with `T = 1/r` (and `TAT ≤ now` meaning full):
+//! as time passes `TAT − now` shrinks by `Δt`, so the bucket gains `Δt/T = r·Δt`
+//! tokens, and `tokens ≥ c` ⇔ `TAT − now + c·T ≤ b·T` — the GCRA inequality
+//! with `τ = (b − 1)/r`. So [`TokenBucket`] is [`Gcra`] built by
+//! [`Gcra::token_bucket`]. The leaky bucket as a meter is the same with no
+//! burst (`b = 1`, `τ = 0`): the "continuous-state leaky bucket" that ITU-T
+//! I.371 and the ATM Forum's TM 4.0 prove equivalent to the virtual
+//! scheduling form used here. The leaky bucket as a queue (a shaper) is
+//! [`Gcra::reserve_n`]: each request is given the earliest tick at which it
+//! conforms, and the state advances as if it were sent then.
+//!
+//! # Invariants
+//!
+//! * A new or [`reset`](Gcra::reset) limiter has `TAT = 0 ≤ now`: full.
+//! * A check admits only if the inequality holds for the TAT it replaces
+//!   (compare-and-swap), so concurrent checks never admit more than the same
+//!   checks run one after another in the order of their swaps.
+//! * A denied check, a peek and a check of cost 0 never store.
+//! * `now` earlier than a previous `now` (a clock stepping back) only makes
+//!   `max(TAT, now) − now` larger: it can deny more, never admit more.
+//! * `now` past the quota's horizon saturates, and a TAT that would overflow
+//!   denies: the limiter fails closed, it never wraps.
+//! * [`set_quota`](Gcra::set_quota) keeps `TAT` as it is: a client's debt is
+//!   kept **as time**. A client that would have been full in 2 s is still full
+//!   in 2 s; how many cells that debt is worth follows the new `T`, and a debt
+//!   larger than the new span denies until it drains. Quotas are re-expressed
+//!   at the limiter's fixed scale and frequency (those of the quota given to
+//!   `new`), rounding up — toward admitting less — if that is not exact.
+
+use core::cell::Cell;
+use core::convert::Infallible;
+use core::fmt;
+
+use crate::decision::{Decision, Denied, Limited, Snapshot, Usage};
+use crate::quota::{Quota, QuotaError, Rate};
+use crate::sync::{loom_const_fn, QuotaCell, StateWord};
+use crate::RateLimiter;
+
+/// One GCRA step at sub-tick time `now`: the new TAT and the decision, or the
+/// denial. `cost` must be non-zero.
+#[inline(always)]
+pub(crate) fn admit(
+    quota: &Quota,
+    tat: u64,
+    now: u64,
+    cost: u64,
+) -> Result<(u64, Decision), Denied> {
+    if cost > quota.burst() {
+        return Err(Denied::CostTooLarge {
+            cost,
+            limit: quota.burst(),
+        });
+    }
+    let base = if tat > now { tat } else { now };
+    // cost ≤ burst, so cost·T ≤ burst·T = span fits (Quota invariant).
+    let increment = cost * quota.emission_interval();
+    match base.checked_add(increment) {
+        Some(new_tat) if new_tat - now <= quota.span() => Ok((
+            new_tat,
+            Decision::from_usage(Usage::gcra(quota, new_tat - now)),
+        )),
+        Some(new_tat) => {
+            let wait = new_tat - now - quota.span();
+            Err(Denied::Limited(Limited::from_usage(
+                Usage::gcra(quota, base - now),
+                wait,
+            )))
+        }
+        None => Err(Denied::Limited(Limited::from_usage(
+            Usage::gcra(quota, base - now),
+            u64::MAX,
+        ))),
+    }
+}
+
+/// The state seen at sub-tick time `now`, with the wait for one cell.
+#[inline]
+pub(crate) fn snapshot(quota: &Quota, tat: u64, now: u64) -> Snapshot {
+    let until_full = tat.saturating_sub(now);
+    let wait = match until_full.checked_add(quota.emission_interval()) {
+        Some(ahead) => ahead.saturating_sub(quota.span()),
+        None => u64::MAX,
+    };
+    Snapshot::from_usage(Usage::gcra(quota, until_full), wait)
+}
+
+/// Shaping: the TAT after sending `cost` cells at the earliest conforming
+/// time, if that time is at most `max_wait` sub-ticks after `now`.
+#[inline]
+pub(crate) fn reserve(
+    quota: &Quota,
+    tat: u64,
+    now: u64,
+    cost: u64,
+    max_wait: u64,
+) -> Result<(u64, Reservation), Denied> {
+    if cost > quota.burst() {
+        return Err(Denied::CostTooLarge {
+            cost,
+            limit: quota.burst(),
+        });
+    }
+    let base = if tat > now { tat } else { now };
+    let increment = cost * quota.emission_interval();
+    let Some(new_tat) = base.checked_add(increment) else {
+        return Err(Denied::Limited(Limited::from_usage(
+            Usage::gcra(quota, base - now),
+            u64::MAX,
+        )));
+    };
+    let wait = (new_tat - now).saturating_sub(quota.span());
+    if wait <= max_wait {
+        // Sent at now + wait ≥ TAT + cost·T − span; since that is ≤ TAT when
+        // it is later than now, the new TAT is max(TAT, now) + cost·T either way.
+        let tat = if cost == 0 { tat } else { new_tat };
+        Ok((
+            tat,
+            Reservation {
+                usage: Usage::gcra(quota, new_tat - now),
+                wait,
+            },
+        ))
+    } else {
+        Err(Denied::Limited(Limited::from_usage(
+            Usage::gcra(quota, base - now),
+            wait - max_wait,
+        )))
+    }
+}
+
+/// The TAT after giving back `cost` cells at sub-tick time `now`: never
+/// earlier than `now` (a full limiter cannot get fuller), and unchanged when
+/// already full.
+#[inline]
+pub(crate) fn refund(quota: &Quota, tat: u64, now: u64, cost: u64) -> u64 {
+    if tat <= now {
+        return tat;
+    }
+    let back = tat.saturating_sub(cost.saturating_mul(quota.emission_interval()));
+    if back > now {
+        back
+    } else {
+        now
+    }
+}
+
+/// A shaped send: when it may go, and the limiter's state after it.
+///
+/// ```
+/// use cellrate::{Gcra, Quota};
+/// // A leaky bucket as a queue: one cell every 100 ticks, up to 1 000 ticks of queueing.
+/// let shaper = Gcra::leaky_bucket(cellrate::Rate::per_ticks(1, 100), 1_000);
+/// let departures: Vec<u64> = (0..4).map(|_| shaper.reserve_n(0, 1, 1_000).unwrap().send_after()).collect();
+/// assert_eq!(departures, [0, 100, 200, 300]);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Reservation {
+    usage: Usage,
+    wait: u64,
+}
+
+impl Reservation {
+    /// Ticks after `now` at which the cells may be sent (0: immediately).
+    pub const fn send_after(&self) -> u64 {
+        Quota::ticks_ceil(self.wait, self.usage.scale)
+    }
+    /// The burst.
+    pub const fn limit(&self) -> u64 {
+        self.usage.limit
+    }
+    /// Ticks until the limiter is full again, counted from `now`.
+    pub const fn reset_after(&self) -> u64 {
+        Decision::from_usage(self.usage).reset_after()
+    }
+    /// Cells of cost 1 still admitted at `now` after this reservation.
+    pub const fn remaining(&self) -> u64 {
+        Decision::from_usage(self.usage).remaining()
+    }
+}
+
+impl fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reservation")
+            .field("send_after", &self.send_after())
+            .field("remaining", &self.remaining())
+            .field("reset_after", &self.reset_after())
+            .finish()
+    }
+}
+
+/// Why [`Gcra::set_quota`] changed nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SetQuotaError {
+    /// Another `set_quota` on the same limiter was in progress (for example in
+    /// the thread an interrupt handler preempted). Retry later; never spin on
+    /// it from an interrupt handler.
+    Busy,
+    /// The quota cannot be expressed at this limiter's scale and frequency.
+    Quota(QuotaError),
+}
+
+impl fmt::Display for SetQuotaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SetQuotaError::Busy => {
+                f.write_str("another reconfiguration of this limiter is in progress")
+            }
+            SetQuotaError::Quota(e) => e.fmt(f),
+        }
+    }
+}
+
+impl core::error::Error for SetQuotaError {}
+
+/// A GCRA limiter shared through `&self`: lock-free where the target has
+/// 64-bit compare-and-swap, a short critical section where it has not (see
+/// [`sync`](crate::sync)). `const`-constructible, so it can live in a `static`
+/// shared by thread mode and interrupt handlers.
+///
+/// ```
+/// use cellrate::{Gcra, Quota, RateLimiter};
+/// static RADIO: Gcra = Gcra::new(Quota::per_minute(6).with_burst(2).at_hz(1_000));
+///
+/// assert!(RADIO.check(0).is_ok());
+/// assert!(RADIO.check(0).is_ok());
+/// let denied = RADIO.check(0).unwrap_err();
+/// assert_eq!(denied.retry_after(), Some(10_000)); // one message per 10 s
+/// ```
+pub struct Gcra {
+    tat: StateWord,
+    quota: QuotaCell,
+}
+
+impl Gcra {
+    loom_const_fn! {
+        /// A full limiter for `quota`.
+        pub fn new(quota: Quota) -> Self {
+            Gcra { tat: StateWord::new(0), quota: QuotaCell::new(quota) }
+        }
+    }
+
+    loom_const_fn! {
+        /// A token bucket holding up to `capacity` tokens, refilled at `refill`
+        /// (its cells per its period), on a clock of `hz` ticks per second.
+        ///
+        /// # Panics
+        /// On an invalid quota; a compile error in `const` context. See
+        /// [`try_token_bucket`](Self::try_token_bucket).
+        ///
+        /// ```
+        /// use cellrate::{Rate, RateLimiter, TokenBucket};
+        /// static BUCKET: TokenBucket = TokenBucket::token_bucket(20, Rate::per_second(5), 1_000);
+        /// assert!((0..20).all(|_| BUCKET.check(0).is_ok()));
+        /// assert!(BUCKET.check(0).is_err());
+        /// assert!(BUCKET.check(200).is_ok()); // one token per 200 ms
+        /// ```
+        pub fn token_bucket(capacity: u64, refill: Rate, hz: u64) -> Self {
+            Gcra::new(Quota::builder(refill).with_burst(capacity).at_hz(hz))
+        }
+    }
+
+    /// [`token_bucket`](Self::token_bucket), returning the error instead of
+    /// panicking.
+    pub fn try_token_bucket(capacity: u64, refill: Rate, hz: u64) -> Result<Self, QuotaError> {
+        Ok(Gcra::new(
+            Quota::builder(refill).with_burst(capacity).try_at_hz(hz)?,
+        ))
+    }
+
+    loom_const_fn! {
+        /// A leaky bucket with no burst: one cell per emission interval of
+        /// `rate`. As a meter use `check`; as a queue (shaper) use
+        /// [`reserve_n`](Self::reserve_n).
+        ///
+        /// # Panics
+        /// On an invalid rate; a compile error in `const` context. See
+        /// [`try_leaky_bucket`](Self::try_leaky_bucket).
+        ///
+        /// ```
+        /// use cellrate::{LeakyBucket, Rate, RateLimiter};
+        /// let meter = LeakyBucket::leaky_bucket(Rate::per_second(10), 1_000);
+        /// assert!(meter.check(0).is_ok());
+        /// assert!(meter.check(99).is_err());
+        /// assert!(meter.check(100).is_ok());
+        /// ```
+        pub fn leaky_bucket(rate: Rate, hz: u64) -> Self {
+            Gcra::new(Quota::builder(rate).with_burst(1).at_hz(hz))
+        }
+    }
+
+    /// [`leaky_bucket`](Self::leaky_bucket), returning the error instead of
+    /// panicking.
+    pub fn try_leaky_bucket(rate: Rate, hz: u64) -> Result<Self, QuotaError> {
+        Ok(Gcra::new(Quota::builder(rate).with_burst(1).try_at_hz(hz)?))
+    }
+
+    /// The quota in force (as re-expressed by the last `set_quota`).
+    pub fn quota(&self) -> Quota {
+        self.quota.load()
+    }
+
+    /// Admits one cell at `now`.
+    ///
+    /// ```
+    /// use cellrate::{Gcra, Quota};
+    /// let g = Gcra::new(Quota::per_second(1).at_hz(1_000));
+    /// assert!(g.check(0).is_ok());
+    /// assert_eq!(g.check(400).unwrap_err().retry_after(), Some(600));
+    /// ```
+    #[inline]
+    pub fn check(&self, now: u64) -> Result<Decision, Denied> {
+        self.check_n(now, 1)
+    }
+
+    /// Admits `cost` cells at `now`, or denies and stores nothing. A cost of 0
+    /// is a peek; a cost above the burst is [`Denied::CostTooLarge`].
+    ///
+    /// ```
+    /// use cellrate::{Gcra, Quota};
+    /// let g = Gcra::new(Quota::per_second(1_000).with_burst(1_500).at_hz(1_000_000));
+    /// assert_eq!(g.check_n(0, 1_500).unwrap().remaining(), 0);
+    /// assert_eq!(g.check_n(0, 10).unwrap_err().retry_after(), Some(10_000));
+    /// ```
+    #[inline]
+    pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        let quota = self.quota.load();
+        let now = quota.sub_ticks(now);
+        if cost == 0 {
+            return Ok(snapshot(&quota, self.tat.load(), now).to_decision());
+        }
+        self.tat.update(|tat| admit(&quota, tat, now, cost))
+    }
+
+    /// The state at `now`, consuming nothing.
+    pub fn peek(&self, now: u64) -> Snapshot {
+        let quota = self.quota.load();
+        snapshot(&quota, self.tat.load(), quota.sub_ticks(now))
+    }
+
+    /// Shaping (the leaky bucket as a queue): reserves `cost` cells at the
+    /// earliest tick at which they conform, if that is at most `max_wait`
+    /// ticks after `now`. The reservation is consumed at once; send the cells
+    /// [`send_after`](Reservation::send_after) ticks from `now`. A reservation
+    /// that would wait longer is denied and stores nothing.
+    ///
+    /// ```
+    /// use cellrate::{Gcra, Quota};
+    /// let g = Gcra::new(Quota::per_second(10).with_burst(2).at_hz(1_000));
+    /// let waits: Vec<u64> = (0..5).map(|_| g.reserve_n(0, 1, 250).map(|r| r.send_after()).unwrap_or(u64::MAX)).collect();
+    /// assert_eq!(waits, [0, 0, 100, 200, u64::MAX]); // the fifth would wait 300 > 250
+    /// ```
+    pub fn reserve_n(&self, now: u64, cost: u64, max_wait: u64) -> Result<Reservation, Denied> {
+        let quota = self.quota.load();
+        let now = quota.sub_ticks(now);
+        let max_wait = max_wait.saturating_mul(quota.scale());
+        self.tat
+            .update(|tat| reserve(&quota, tat, now, cost, max_wait))
+    }
+
+    /// Gives back `cost` cells at `now` (for example for a request that was
+    /// admitted but never sent). The limiter never becomes fuller than full.
+    /// Returns the state after the refund.
+    ///
+    /// ```
+    /// use cellrate::{Gcra, Quota};
+    /// let g = Gcra::new(Quota::per_second(10).at_hz(1_000));
+    /// g.check_n(0, 10).unwrap();
+    /// assert_eq!(g.refund_n(0, 3).remaining(), 3);
+    /// assert_eq!(g.refund_n(0, 100).remaining(), 10);
+    /// ```
+    pub fn refund_n(&self, now: u64, cost: u64) -> Snapshot {
+        let quota = self.quota.load();
+        let now = quota.sub_ticks(now);
+        let step = |tat: u64| -> Result<(u64, Snapshot), Infallible> {
+            let tat = refund(&quota, tat, now, cost);
+            Ok((tat, snapshot(&quota, tat, now)))
+        };
+        match self.tat.update(step) {
+            Ok(snapshot) => snapshot,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Makes the limiter full, as new.
+    pub fn reset(&self) {
+        self.tat.store(0)
+    }
+
+    /// Replaces the quota at run time. Checks never block on it and each sees
+    /// either the old quota or the new one whole, never a mix; a check that
+    /// overlaps the call may decide with either. The client's debt is kept as
+    /// time (see the [module docs](self)). Returns the quota in force, which
+    /// may be rounded toward admitting less if the new quota is not exact at
+    /// this limiter's scale.
+    ///
+    /// ```
+    /// use cellrate::{Gcra, Quota};
+    /// let g = Gcra::new(Quota::per_second(1).at_hz(1_000));
+    /// assert!(g.check(0).is_ok() && g.check(0).is_err());
+    /// g.set_quota(Quota::per_second(1).with_burst(5).at_hz(1_000)).unwrap();
+    /// assert_eq!(g.check(0).unwrap().remaining(), 3); // 1 000 ticks of debt = 1 cell of 5
+    /// ```
+    pub fn set_quota(&self, quota: Quota) -> Result<Quota, SetQuotaError> {
+        let fixed = self.quota.fixed();
+        let quota = quota
+            .rescaled(fixed.scale(), fixed.hz())
+            .map_err(SetQuotaError::Quota)?;
+        if self.quota.try_store(&quota) {
+            Ok(quota)
+        } else {
+            Err(SetQuotaError::Busy)
+        }
+    }
+}
+
+impl RateLimiter for Gcra {
+    #[inline]
+    fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        Gcra::check_n(self, now, cost)
+    }
+    #[inline]
+    fn check(&self, now: u64) -> Result<Decision, Denied> {
+        Gcra::check(self, now)
+    }
+    fn peek(&self, now: u64) -> Snapshot {
+        Gcra::peek(self, now)
+    }
+}
+
+impl fmt::Debug for Gcra {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gcra")
+            .field("tat", &self.tat.load())
+            .field("quota", &self.quota())
+            .finish()
+    }
+}
+
+/// A token bucket: [`Gcra`] built from a capacity and a refill rate with
+/// [`Gcra::token_bucket`]. See the [module docs](self) for the equivalence.
+pub type TokenBucket = Gcra;
+
+/// A leaky bucket: [`Gcra`] with no burst, built with [`Gcra::leaky_bucket`];
+/// a meter through `check`, a queue through `reserve_n`.
+pub type LeakyBucket = Gcra;
+
+/// The same GCRA for a single owner: `&mut self`, no atomics, no critical
+/// section. It also implements [`RateLimiter`] through `&self` (the state sits
+/// in a [`Cell`], so it is `Send` but not `Sync`).
+///
+/// ```
+/// use cellrate::{LocalGcra, Quota};
+/// let mut flow = LocalGcra::new(Quota::per_second(1_000_000).at_hz(1_000_000_000));
+/// assert!(flow.check_n(0, 1_000_000).is_ok());
+/// assert!(flow.check_n(0, 1).is_err());
+/// ```
+#[derive(Clone)]
+pub struct LocalGcra {
+    tat: Cell<u64>,
+    quota: Quota,
+    fixed: Quota,
+}
+
+impl LocalGcra {
+    /// A full limiter for `quota`.
+    pub const fn new(quota: Quota) -> Self {
+        LocalGcra {
+            tat: Cell::new(0),
+            quota,
+            fixed: quota,
+        }
+    }
+
+    /// The quota in force.
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    /// Admits one cell at `now`.
+    #[inline]
+    pub fn check(&mut self, now: u64) -> Result<Decision, Denied> {
+        self.check_n(now, 1)
+    }
+
+    /// Admits `cost` cells at `now`; see [`Gcra::check_n`].
+    #[inline]
+    pub fn check_n(&mut self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        self.step(now, cost)
+    }
+
+    /// The state at `now`.
+    pub fn peek(&self, now: u64) -> Snapshot {
+        snapshot(&self.quota, self.tat.get(), self.quota.sub_ticks(now))
+    }
+
+    /// Shaping; see [`Gcra::reserve_n`].
+    pub fn reserve_n(&mut self, now: u64, cost: u64, max_wait: u64) -> Result<Reservation, Denied> {
+        let quota = &self.quota;
+        let max_wait = max_wait.saturating_mul(quota.scale());
+        let (tat, reservation) =
+            reserve(quota, self.tat.get(), quota.sub_ticks(now), cost, max_wait)?;
+        self.tat.set(tat);
+        Ok(reservation)
+    }
+
+    /// Gives back `cost` cells; see [`Gcra::refund_n`].
+    pub fn refund_n(&mut self, now: u64, cost: u64) -> Snapshot {
+        let now = self.quota.sub_ticks(now);
+        let tat = refund(&self.quota, self.tat.get(), now, cost);
+        self.tat.set(tat);
+        snapshot(&self.quota, tat, now)
+    }
+
+    /// Makes the limiter full.
+    pub fn reset(&mut self) {
+        self.tat.set(0)
+    }
+
+    /// Replaces the quota; see [`Gcra::set_quota`] (the same rescaling and
+    /// debt rule; never busy here).
+    pub fn set_quota(&mut self, quota: Quota) -> Result<Quota, QuotaError> {
+        self.quota = quota.rescaled(self.fixed.scale(), self.fixed.hz())?;
+        Ok(self.quota)
+    }
+
+    #[inline(always)]
+    fn step(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        let quota = &self.quota;
+        let now = quota.sub_ticks(now);
+        let tat = self.tat.get();
+        if cost == 0 {
+            return Ok(snapshot(quota, tat, now).to_decision());
+        }
+        let (tat, decision) = admit(quota, tat, now, cost)?;
+        self.tat.set(tat);
+        Ok(decision)
+    }
+}
+
+impl RateLimiter for LocalGcra {
+    #[inline]
+    fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        self.step(now, cost)
+    }
+    fn peek(&self, now: u64) -> Snapshot {
+        LocalGcra::peek(self, now)
+    }
+}
+
+impl fmt::Debug for LocalGcra {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalGcra")
+            .field("tat", &self.tat.get())
+            .field("quota", &self.quota)
+            .finish()
+    }
+}

@@ -1,0 +1,120 @@
+//! # cellrate
+//!
+//! Exact, lock-free rate limiting with the generic cell rate algorithm (GCRA)
+//! and its family, from a Cortex-M0 interrupt handler to a server fleet.
+//!
+//! * **Time is a number you supply.** Every check takes `now: u64`, ticks of a
+//!   monotonic clock at a frequency you declare in the [`Quota`]. A [`Clock`]
+//!   trait exists for convenience wrappers; the limiters never read a clock.
+//! * **One state word per client.** [`Gcra`] keeps the theoretical arrival time
+//!   (TAT) in one `u64` and changes it with a single compare-and-swap: no locks,
+//!   no allocation, no panics, no division on the admit/deny path.
+//! * **Exact by construction.** A request of `cost` cells is admitted at `now`
+//!   iff `max(TAT, now) + cost·T − now ≤ τ + T`, where `T` is the emission
+//!   interval and `τ = (burst − 1)·T` the tolerance. [`Quota`] represents `T`
+//!   exactly for every rate whose ratio to the tick frequency fits the
+//!   documented horizon, and otherwise rounds toward admitting less and says so.
+//!
+//! ```
+//! use cellrate::{Gcra, Quota, RateLimiter};
+//!
+//! // 100 requests per second, bursts of up to 20, on a 1 MHz tick.
+//! static LIMITER: Gcra = Gcra::new(Quota::per_second(100).with_burst(20).at_hz(1_000_000));
+//!
+//! let now = 5_000_000; // ticks, from your clock
+//! match LIMITER.check(now) {
+//!     Ok(decision) => assert_eq!(decision.remaining(), 19),
+//!     Err(denied) => panic!("denied: retry after {:?} ticks", denied.retry_after()),
+//! }
+//! ```
+//!
+//! ## Features
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `std` | [`StdClock`](time::StdClock), a monotonic nanosecond clock |
+//! | `loom` | swaps the atomics for loom's in this crate's own unit tests (`cargo test --features loom`); never enable it in a dependent crate |
+//!
+//! No feature is on by default: the crate builds for bare metal as it is.
+//!
+//! ## Firmware: which targets share state how
+//!
+//! [`sync`] is the one module that decides. Targets with a 64-bit
+//! compare-and-swap (x86_64, aarch64, riscv64, …) use native atomics and are
+//! lock-free. Targets without one (thumbv6m, thumbv7m, thumbv7em, thumbv8m,
+//! riscv32) update the state word inside a [`critical_section`], which is
+//! safe against interrupt handlers and never deadlocks. On those targets the
+//! final binary must provide a `critical-section` implementation, exactly as
+//! for any embedded HAL; cellrate never enables one, and never enables
+//! `portable-atomic`'s `unsafe-assume-single-core`:
+//!
+//! ```toml
+//! # Single-core Cortex-M (M0/M0+/M3/M4/M7/M33):
+//! cortex-m = { version = "0.7", features = ["critical-section-single-core"] }
+//! # Single-hart RISC-V without atomics (riscv32imc):
+//! riscv = { version = "0.12", features = ["critical-section-single-hart"] }
+//! # Multi-core parts (RP2040): the HAL's multi-core implementation, e.g.
+//! rp2040-hal = { version = "0.10", features = ["critical-section-impl"] }
+//! ```
+#![no_std]
+#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+#![deny(missing_docs, unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod decision;
+pub mod gcra;
+pub mod quota;
+pub mod sync;
+pub mod time;
+
+pub use decision::{Decision, Denied, Limited, Snapshot};
+pub use gcra::{Gcra, LeakyBucket, LocalGcra, Reservation, SetQuotaError, TokenBucket};
+pub use quota::{Quota, QuotaBuilder, QuotaError, Rate};
+pub use time::{Clock, ManualClock};
+
+/// The common face of every limiter in the crate.
+///
+/// `now` is a tick count of a monotonic clock whose frequency the limiter's
+/// quota declares. `cost` is a number of cells (requests, bytes, airtime
+/// ticks…). A cost of 0 never consumes anything and answers like
+/// [`peek`](RateLimiter::peek).
+///
+/// ```
+/// use cellrate::{Gcra, Quota, RateLimiter};
+///
+/// fn admit(limiter: &impl RateLimiter, now: u64) -> bool {
+///     limiter.check(now).is_ok()
+/// }
+/// let gcra = Gcra::new(Quota::per_second(1).at_hz(1_000));
+/// assert!(admit(&gcra, 0));
+/// assert!(!admit(&gcra, 1));
+/// assert!(admit(&gcra, 1_000));
+/// ```
+pub trait RateLimiter {
+    /// Admits `cost` cells at `now` and consumes them, or denies and consumes
+    /// nothing.
+    fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied>;
+
+    /// Admits one cell at `now`, or denies.
+    fn check(&self, now: u64) -> Result<Decision, Denied> {
+        self.check_n(now, 1)
+    }
+
+    /// The state at `now`, without consuming anything.
+    fn peek(&self, now: u64) -> Snapshot;
+}
+
+impl<L: RateLimiter + ?Sized> RateLimiter for &L {
+    fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        (**self).check_n(now, cost)
+    }
+    fn check(&self, now: u64) -> Result<Decision, Denied> {
+        (**self).check(now)
+    }
+    fn peek(&self, now: u64) -> Snapshot {
+        (**self).peek(now)
+    }
+}

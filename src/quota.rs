@@ -1,0 +1,558 @@
+//! Quotas: a rate and a burst, turned once into integer GCRA parameters.
+//!
+//! # The math
+//!
+//! A quota of `cells` per `period` on a clock of `hz` ticks per second has the
+//! emission interval
+//!
+//! ```text
+//! T = period · hz / cells            (ticks per cell, a rational number)
+//! τ = (burst − 1) · T                (tolerance)
+//! ```
+//!
+//! and GCRA admits `cost` cells at `now` iff `max(TAT, now) + cost·T − now ≤ τ + T`.
+//! To keep `T` exact, time inside a limiter runs in **sub-ticks**: one tick is
+//! `scale` sub-ticks, where `scale` is the denominator of `T` in lowest terms.
+//! With `T = n/d` (lowest terms) the quota stores
+//!
+//! ```text
+//! scale              = d
+//! emission_interval  = n            (T in sub-ticks, an integer)
+//! span               = burst · n    (τ + T in sub-ticks)
+//! ```
+//!
+//! and every check multiplies `now` by `scale`, never divides. Examples:
+//!
+//! | quota | hz | T (ticks) | scale | emission_interval |
+//! |---|---|---|---|---|
+//! | 3 per 10 s | 1 MHz | 10 000 000/3 | 3 | 10 000 000 |
+//! | 100 per s | 32 768 Hz (RTC) | 8 192/25 | 25 | 8 192 |
+//! | 1.25·10⁹ per s (bytes) | 3 GHz | 12/5 | 5 | 12 |
+//! | 100 per s | 1 MHz | 10 000 | 1 | 10 000 |
+//!
+//! # The horizon
+//!
+//! `now · scale` must fit in a `u64`. A quota is represented exactly when its
+//! `scale` keeps at least [`HORIZON_SECS`] (2³⁰ s, about 34 years) of ticks
+//! representable, i.e. `scale ≤ u64::MAX / (2³⁰ · hz)`. That bound is
+//! 17 179 869 at 1 kHz, 17 179 at 1 MHz and 17 at 1 GHz. A rate whose scale would
+//! be larger is rounded: `scale` is set to the bound and `T` rounded **up**, so
+//! the limiter admits less than asked, never more. [`Quota::is_exact`] and
+//! [`Quota::effective_rate`] report it, and a rounding that would lose more than
+//! 1 % of the rate is refused with [`QuotaError::Unrepresentable`].
+//!
+//! The horizon of a quota is [`Quota::horizon_ticks`] = `u64::MAX / scale` ticks:
+//!
+//! | hz | scale 1 | largest exact scale | rounded quotas |
+//! |---|---|---|---|
+//! | 1 kHz | 5.8·10⁸ years | ≥ 34 years | 34 years |
+//! | 1 MHz | 584 942 years | ≥ 34 years | 34 years |
+//! | 1 GHz | 584 years | ≥ 34 years | 34 years |
+//!
+//! Past the horizon `now` saturates: time stops advancing for the limiter, which
+//! then admits nothing more (it fails closed, it never wraps).
+//!
+//! # Invariants
+//!
+//! For every `Quota` value: `scale ≥ 1`, `emission_interval ≥ 1`,
+//! `burst ≥ 1`, `span = burst · emission_interval` without overflow, and
+//! `max_now · scale ≤ u64::MAX`. Hence `cost · emission_interval ≤ span` never
+//! overflows for `cost ≤ burst`, which is what lets the hot path skip overflow
+//! checks on that product.
+
+use core::fmt;
+use core::time::Duration;
+
+/// The largest burst a quota accepts (2⁶³ − 1 cells).
+pub const MAX_BURST: u64 = (1 << 63) - 1;
+
+/// The guaranteed minimum horizon of any quota, in seconds (2³⁰ s ≈ 34 years).
+pub const HORIZON_SECS: u64 = 1 << 30;
+
+const NANOS_PER_SEC: u128 = 1_000_000_000;
+
+/// Why a quota cannot be built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum QuotaError {
+    /// The rate has zero cells per period.
+    ZeroRate,
+    /// The period is zero.
+    ZeroPeriod,
+    /// The burst is zero: nothing could ever be admitted.
+    ZeroBurst,
+    /// The tick frequency is zero.
+    ZeroHz,
+    /// The emission interval or `burst · T` does not fit in 64 bits, or the
+    /// burst exceeds [`MAX_BURST`].
+    Overflow,
+    /// The rate is too fine for the tick frequency: representing it within the
+    /// horizon would lose more than 1 % of it. Use a slower rate, a coarser
+    /// unit of cost, or a faster tick.
+    Unrepresentable,
+}
+
+impl QuotaError {
+    /// A one-line explanation, usable in a `const` panic.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            QuotaError::ZeroRate => "quota: the rate has zero cells per period",
+            QuotaError::ZeroPeriod => "quota: the period is zero",
+            QuotaError::ZeroBurst => "quota: the burst is zero",
+            QuotaError::ZeroHz => "quota: the tick frequency is zero",
+            QuotaError::Overflow => {
+                "quota: the emission interval or burst times it overflows 64 bits"
+            }
+            QuotaError::Unrepresentable => {
+                "quota: the rate cannot be represented within 1 % at this tick frequency"
+            }
+        }
+    }
+}
+
+impl fmt::Display for QuotaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl core::error::Error for QuotaError {}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Period {
+    Nanos(u128),
+    Ticks(u64),
+}
+
+/// A rate: a number of cells per period, before a tick frequency is chosen.
+///
+/// ```
+/// use cellrate::Rate;
+/// use core::time::Duration;
+///
+/// let r = Rate::per_duration(3, Duration::from_secs(10));
+/// assert_eq!(r.cells(), 3);
+/// assert_eq!(r.period_ticks(1_000_000), Some(10_000_000));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Rate {
+    cells: u64,
+    period: Period,
+}
+
+impl Rate {
+    /// `cells` per second.
+    pub const fn per_second(cells: u64) -> Self {
+        Self::per_secs(cells, 1)
+    }
+    /// `cells` per minute.
+    pub const fn per_minute(cells: u64) -> Self {
+        Self::per_secs(cells, 60)
+    }
+    /// `cells` per hour.
+    pub const fn per_hour(cells: u64) -> Self {
+        Self::per_secs(cells, 3_600)
+    }
+    /// `cells` per day (86 400 s).
+    pub const fn per_day(cells: u64) -> Self {
+        Self::per_secs(cells, 86_400)
+    }
+    const fn per_secs(cells: u64, secs: u64) -> Self {
+        Self {
+            cells,
+            period: Period::Nanos(secs as u128 * NANOS_PER_SEC),
+        }
+    }
+    /// `cells` per arbitrary `period`.
+    pub const fn per_duration(cells: u64, period: Duration) -> Self {
+        Self {
+            cells,
+            period: Period::Nanos(period.as_nanos()),
+        }
+    }
+    /// `cells` per `ticks` ticks of the limiter's clock, whatever its frequency.
+    pub const fn per_ticks(cells: u64, ticks: u64) -> Self {
+        Self {
+            cells,
+            period: Period::Ticks(ticks),
+        }
+    }
+    /// The number of cells per period.
+    pub const fn cells(&self) -> u64 {
+        self.cells
+    }
+    /// The period in ticks at `hz`, if it is a whole number of ticks that fits.
+    pub const fn period_ticks(&self, hz: u64) -> Option<u64> {
+        match self.period {
+            Period::Ticks(t) => Some(t),
+            Period::Nanos(ns) => {
+                let Some(scaled) = ns.checked_mul(hz as u128) else {
+                    return None;
+                };
+                if scaled % NANOS_PER_SEC != 0 || scaled / NANOS_PER_SEC > u64::MAX as u128 {
+                    return None;
+                }
+                Some((scaled / NANOS_PER_SEC) as u64)
+            }
+        }
+    }
+    /// `T` as a fraction `(numerator, denominator)` of ticks at `hz`, unreduced.
+    const fn interval_fraction(&self, hz: u64) -> Result<(u128, u128), QuotaError> {
+        match self.period {
+            Period::Ticks(t) => Ok((t as u128, self.cells as u128)),
+            Period::Nanos(ns) => match ns.checked_mul(hz as u128) {
+                Some(num) => Ok((num, self.cells as u128 * NANOS_PER_SEC)),
+                None => Err(QuotaError::Overflow),
+            },
+        }
+    }
+    const fn validate(&self) -> Result<(), QuotaError> {
+        if self.cells == 0 {
+            return Err(QuotaError::ZeroRate);
+        }
+        match self.period {
+            Period::Nanos(0) | Period::Ticks(0) => Err(QuotaError::ZeroPeriod),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A rate with an optional burst, waiting for its tick frequency.
+///
+/// Made by [`Quota::per_second`] and friends; finished by [`at_hz`](Self::at_hz)
+/// (in `const` contexts) or [`try_at_hz`](Self::try_at_hz) (at run time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[must_use = "a QuotaBuilder does nothing until `at_hz` or `try_at_hz` turns it into a Quota"]
+pub struct QuotaBuilder {
+    rate: Rate,
+    burst: Option<u64>,
+}
+
+impl QuotaBuilder {
+    /// Sets the burst: how many cells may be admitted at once from full.
+    /// Without it the burst is the rate's cells per period.
+    pub const fn with_burst(self, burst: u64) -> Self {
+        Self {
+            rate: self.rate,
+            burst: Some(burst),
+        }
+    }
+
+    /// Builds the quota for a clock of `hz` ticks per second.
+    ///
+    /// # Panics
+    ///
+    /// On an invalid quota, with [`QuotaError::as_str`]'s message. In a `const`
+    /// or `static` initialiser that panic is a compile error; for values known
+    /// only at run time use [`try_at_hz`](Self::try_at_hz).
+    ///
+    /// ```
+    /// use cellrate::Quota;
+    /// const Q: Quota = Quota::per_second(100).with_burst(20).at_hz(1_000_000);
+    /// assert_eq!(Q.burst(), 20);
+    /// ```
+    ///
+    /// ```compile_fail
+    /// use cellrate::Quota;
+    /// const BAD: Quota = Quota::per_second(0).at_hz(1_000_000); // zero rate
+    /// ```
+    pub const fn at_hz(self, hz: u64) -> Quota {
+        match self.try_at_hz(hz) {
+            Ok(q) => q,
+            Err(e) => panic!("{}", e.as_str()),
+        }
+    }
+
+    /// Builds the quota for a clock of `hz` ticks per second, or says what is
+    /// wrong with it.
+    ///
+    /// ```
+    /// use cellrate::{Quota, QuotaError};
+    /// assert_eq!(Quota::per_minute(10).with_burst(0).try_at_hz(1_000), Err(QuotaError::ZeroBurst));
+    /// assert!(Quota::per_minute(10).try_at_hz(1_000).is_ok());
+    /// ```
+    pub const fn try_at_hz(self, hz: u64) -> Result<Quota, QuotaError> {
+        let burst = match self.burst {
+            Some(b) => b,
+            None => self.rate.cells,
+        };
+        Quota::from_rate(self.rate, burst, hz)
+    }
+}
+
+/// An emission interval and a tolerance in sub-ticks, ready for GCRA.
+///
+/// See the [module docs](self) for the representation and its horizon.
+///
+/// ```
+/// use cellrate::Quota;
+///
+/// // 3 requests per 10 s on a 1 MHz clock: exact, with 3 sub-ticks per tick.
+/// let q = Quota::per_duration(3, core::time::Duration::from_secs(10)).at_hz(1_000_000);
+/// assert!(q.is_exact());
+/// assert_eq!(q.scale(), 3);
+/// assert_eq!(q.emission_interval(), 10_000_000); // sub-ticks, i.e. 10/3 s
+/// assert_eq!(q.tolerance(), 2 * 10_000_000);     // (burst − 1) · T
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Quota {
+    emission_interval: u64,
+    span: u64,
+    burst: u64,
+    scale: u64,
+    max_now: u64,
+    hz: u64,
+    exact: bool,
+}
+
+const fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while b != 0 {
+        let r = a % b;
+        a = b;
+        b = r;
+    }
+    a
+}
+
+/// The largest scale that keeps [`HORIZON_SECS`] of ticks at `hz` representable.
+const fn max_scale(hz: u64) -> u64 {
+    let horizon_ticks = HORIZON_SECS as u128 * hz as u128;
+    let bound = u64::MAX as u128 / horizon_ticks;
+    if bound == 0 {
+        1
+    } else if bound > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        bound as u64
+    }
+}
+
+impl Quota {
+    /// `cells` per second; burst `cells` unless set.
+    pub const fn per_second(cells: u64) -> QuotaBuilder {
+        Self::builder(Rate::per_second(cells))
+    }
+    /// `cells` per minute; burst `cells` unless set.
+    pub const fn per_minute(cells: u64) -> QuotaBuilder {
+        Self::builder(Rate::per_minute(cells))
+    }
+    /// `cells` per hour; burst `cells` unless set.
+    pub const fn per_hour(cells: u64) -> QuotaBuilder {
+        Self::builder(Rate::per_hour(cells))
+    }
+    /// `cells` per day; burst `cells` unless set.
+    pub const fn per_day(cells: u64) -> QuotaBuilder {
+        Self::builder(Rate::per_day(cells))
+    }
+    /// `cells` per arbitrary `period`; burst `cells` unless set.
+    pub const fn per_duration(cells: u64, period: Duration) -> QuotaBuilder {
+        Self::builder(Rate::per_duration(cells, period))
+    }
+    /// `cells` per `ticks` ticks; burst `cells` unless set.
+    pub const fn per_ticks(cells: u64, ticks: u64) -> QuotaBuilder {
+        Self::builder(Rate::per_ticks(cells, ticks))
+    }
+    /// A builder from any [`Rate`]; burst `rate.cells()` unless set.
+    pub const fn builder(rate: Rate) -> QuotaBuilder {
+        QuotaBuilder { rate, burst: None }
+    }
+
+    /// The quota for `rate` with `burst` on a clock of `hz` ticks per second.
+    ///
+    /// ```
+    /// use cellrate::{Quota, Rate};
+    /// let q = Quota::from_rate(Rate::per_second(100), 5, 32_768).unwrap();
+    /// assert_eq!((q.scale(), q.emission_interval()), (25, 8_192));
+    /// ```
+    pub const fn from_rate(rate: Rate, burst: u64, hz: u64) -> Result<Quota, QuotaError> {
+        if let Err(e) = rate.validate() {
+            return Err(e);
+        }
+        if hz == 0 {
+            return Err(QuotaError::ZeroHz);
+        }
+        if burst == 0 {
+            return Err(QuotaError::ZeroBurst);
+        }
+        let (num, den) = match rate.interval_fraction(hz) {
+            Ok(f) => f,
+            Err(e) => return Err(e),
+        };
+        let g = gcd(num, den);
+        Self::from_fraction(num / g, den / g, burst, hz)
+    }
+
+    /// Builds from `T = num/den` ticks (lowest terms), rounding up when `den`
+    /// exceeds the horizon's bound.
+    const fn from_fraction(num: u128, den: u128, burst: u64, hz: u64) -> Result<Quota, QuotaError> {
+        let bound = max_scale(hz);
+        let (scale, interval, exact) = if den <= bound as u128 {
+            (den as u64, num, true)
+        } else {
+            // T rounded up at the coarsest scale the horizon allows.
+            let Some(scaled) = num.checked_mul(bound as u128) else {
+                return Err(QuotaError::Overflow);
+            };
+            let interval = scaled.div_ceil(den);
+            // Shortfall of the effective rate: 1 − (bound·den⁻¹·num)/(interval) …
+            // effective/requested = scaled / (interval · den); refuse below 99 %.
+            let Some(full) = interval.checked_mul(den) else {
+                return Err(QuotaError::Overflow);
+            };
+            // full ≥ scaled; (full − scaled)/full > 1/100 ⇔ 100·(full − scaled) > full
+            let Some(lost) = (full - scaled).checked_mul(100) else {
+                return Err(QuotaError::Overflow);
+            };
+            if lost > full {
+                return Err(QuotaError::Unrepresentable);
+            }
+            (bound, interval, false)
+        };
+        if interval > u64::MAX as u128 {
+            return Err(QuotaError::Overflow);
+        }
+        let interval = interval as u64;
+        if burst > MAX_BURST {
+            return Err(QuotaError::Overflow);
+        }
+        let Some(span) = interval.checked_mul(burst) else {
+            return Err(QuotaError::Overflow);
+        };
+        Ok(Quota {
+            emission_interval: interval,
+            span,
+            burst,
+            scale,
+            max_now: u64::MAX / scale,
+            hz,
+            exact,
+        })
+    }
+
+    /// This quota, with its emission interval re-expressed for a limiter whose
+    /// clock runs at `hz` with `scale` sub-ticks per tick, rounding up (toward
+    /// admitting less) when that is not exact. The burst is kept.
+    pub(crate) const fn rescaled(&self, scale: u64, hz: u64) -> Result<Quota, QuotaError> {
+        if scale == self.scale && hz == self.hz {
+            return Ok(*self);
+        }
+        // T seconds = interval / (self.scale · self.hz); in the target's sub-ticks:
+        // interval · hz · scale / (self.scale · self.hz).
+        let Some(num) = (self.emission_interval as u128).checked_mul(hz as u128) else {
+            return Err(QuotaError::Overflow);
+        };
+        let Some(num) = num.checked_mul(scale as u128) else {
+            return Err(QuotaError::Overflow);
+        };
+        let den = self.scale as u128 * self.hz as u128;
+        let interval = num.div_ceil(den);
+        if interval > u64::MAX as u128 || interval == 0 {
+            return Err(QuotaError::Overflow);
+        }
+        let interval = interval as u64;
+        let Some(span) = interval.checked_mul(self.burst) else {
+            return Err(QuotaError::Overflow);
+        };
+        Ok(Quota {
+            emission_interval: interval,
+            span,
+            burst: self.burst,
+            scale,
+            max_now: u64::MAX / scale,
+            hz,
+            exact: self.exact && num % den == 0,
+        })
+    }
+
+    /// The burst: the most cells admitted at once from a full bucket.
+    pub const fn burst(&self) -> u64 {
+        self.burst
+    }
+    /// The emission interval `T`, in sub-ticks (see [`scale`](Self::scale)).
+    pub const fn emission_interval(&self) -> u64 {
+        self.emission_interval
+    }
+    /// The tolerance `τ = (burst − 1)·T`, in sub-ticks.
+    pub const fn tolerance(&self) -> u64 {
+        self.span - self.emission_interval
+    }
+    /// `τ + T = burst · T`, in sub-ticks: how far the TAT may run ahead of now.
+    pub const fn span(&self) -> u64 {
+        self.span
+    }
+    /// Sub-ticks per tick: the denominator that makes `T` an integer.
+    pub const fn scale(&self) -> u64 {
+        self.scale
+    }
+    /// The tick frequency the quota was built for.
+    pub const fn hz(&self) -> u64 {
+        self.hz
+    }
+    /// Whether `T` is exactly the rate asked for (otherwise it was rounded up).
+    pub const fn is_exact(&self) -> bool {
+        self.exact
+    }
+    /// The largest `now` (ticks) before time saturates for this quota.
+    pub const fn horizon_ticks(&self) -> u64 {
+        self.max_now
+    }
+    /// The rate the limiter really enforces: `scale` cells per
+    /// `emission_interval` ticks.
+    ///
+    /// ```
+    /// use cellrate::Quota;
+    /// // 999 999 937 per second cannot be exact on a 1 GHz clock with a 34-year horizon.
+    /// let q = Quota::per_second(999_999_937).try_at_hz(1_000_000_000);
+    /// assert!(q.is_err()); // rounding would lose more than 1 %
+    /// let q = Quota::per_second(999_937).at_hz(1_000_000_000);
+    /// assert!(!q.is_exact());
+    /// let r = q.effective_rate();
+    /// // never more than asked: r.cells / r.ticks ≤ 999 937 / 10⁹
+    /// assert!((r.cells() as u128) * 1_000_000_000 <= 999_937 * r.period_ticks(0).unwrap() as u128);
+    /// ```
+    pub const fn effective_rate(&self) -> Rate {
+        Rate::per_ticks(self.scale, self.emission_interval)
+    }
+    /// The emission interval in whole ticks, rounded up.
+    pub const fn emission_interval_ticks(&self) -> u64 {
+        self.emission_interval.div_ceil(self.scale)
+    }
+    /// `now` in sub-ticks, saturating at the horizon.
+    #[inline(always)]
+    pub(crate) const fn sub_ticks(&self, now: u64) -> u64 {
+        if now > self.max_now {
+            u64::MAX
+        } else {
+            now * self.scale
+        }
+    }
+    /// Sub-ticks to whole ticks, rounding up. Not on the admit/deny path: the
+    /// results call it lazily.
+    #[inline]
+    pub(crate) const fn ticks_ceil(sub: u64, scale: u64) -> u64 {
+        sub.div_ceil(scale)
+    }
+    /// The three words that may change under runtime reconfiguration.
+    #[cfg_attr(not(target_has_atomic = "64"), allow(dead_code))]
+    pub(crate) const fn variable_words(&self) -> [u64; 3] {
+        [
+            self.emission_interval,
+            self.span,
+            self.burst | ((self.exact as u64) << 63),
+        ]
+    }
+    /// Rebuilds a quota from [`variable_words`](Self::variable_words) and the
+    /// fixed scale and frequency of a limiter.
+    #[cfg_attr(not(target_has_atomic = "64"), allow(dead_code))]
+    pub(crate) const fn from_words(words: [u64; 3], fixed: &Quota) -> Quota {
+        Quota {
+            emission_interval: words[0],
+            span: words[1],
+            burst: words[2] & !(1 << 63),
+            exact: words[2] >> 63 == 1,
+            scale: fixed.scale,
+            max_now: fixed.max_now,
+            hz: fixed.hz,
+        }
+    }
+}

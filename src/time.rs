@@ -1,0 +1,200 @@
+//! Time as a number the caller supplies.
+//!
+//! Every limiter takes `now: u64`, ticks of a monotonic clock. The frequency
+//! of that clock (`hz`) is part of the [`Quota`](crate::Quota); the limiter
+//! never reads a clock by itself. [`Clock`] exists for convenience wrappers
+//! (blocking waits, throttled buses) that need to ask for the time.
+//!
+//! # Conversions
+//!
+//! [`ticks_to_duration`] and [`duration_to_ticks`] convert between ticks and
+//! [`Duration`] given a frequency, in 128-bit integer arithmetic:
+//!
+//! ```text
+//! duration = ⌈ticks · 10⁹ / hz⌉ ns        ticks = ⌈nanos · hz / 10⁹⌉
+//! ```
+//!
+//! Both round **up**, so a wait converted either way is never shorter than
+//! the true one, and both are exact whenever the result is a whole number of
+//! the target unit. Neither panics: a zero frequency or a result too large for
+//! the target type saturates to its maximum.
+
+use core::time::Duration;
+
+use crate::sync::{loom_const_fn, StateWord};
+
+/// A monotonic source of ticks.
+///
+/// ```
+/// use cellrate::{Clock, ManualClock};
+/// fn elapsed(clock: &impl Clock, since: u64) -> u64 {
+///     clock.now() - since
+/// }
+/// let clock = ManualClock::new(10);
+/// clock.advance(5);
+/// assert_eq!(elapsed(&clock, 10), 5);
+/// ```
+pub trait Clock {
+    /// The current tick count. Must never decrease.
+    fn now(&self) -> u64;
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    fn now(&self) -> u64 {
+        (**self).now()
+    }
+}
+
+/// A clock that moves only when told: for tests, simulations and examples.
+/// Shareable (`&self` everywhere), usable in a `static`.
+///
+/// ```
+/// use cellrate::{Clock, ManualClock};
+/// static CLOCK: ManualClock = ManualClock::new(0);
+/// CLOCK.advance(1_000);
+/// CLOCK.set(5_000);
+/// assert_eq!(CLOCK.now(), 5_000);
+/// ```
+pub struct ManualClock {
+    now: StateWord,
+}
+
+impl ManualClock {
+    loom_const_fn! {
+        /// A clock reading `start`.
+        pub fn new(start: u64) -> Self {
+            ManualClock { now: StateWord::new(start) }
+        }
+    }
+
+    /// Moves the clock forward by `ticks`, saturating at `u64::MAX`; returns
+    /// the new reading.
+    pub fn advance(&self, ticks: u64) -> u64 {
+        let step = |t: u64| -> Result<(u64, u64), core::convert::Infallible> {
+            let next = t.saturating_add(ticks);
+            Ok((next, next))
+        };
+        match self.now.update(step) {
+            Ok(now) => now,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Sets the reading (tests may set it backwards to model a faulty clock).
+    pub fn set(&self, now: u64) {
+        self.now.store(now)
+    }
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        ManualClock::new(0)
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> u64 {
+        self.now.load()
+    }
+}
+
+impl core::fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ManualClock")
+            .field("now", &self.now())
+            .finish()
+    }
+}
+
+const NANOS: u128 = 1_000_000_000;
+
+/// `ticks` at `hz` as a [`Duration`], rounded up to the nanosecond;
+/// saturates at [`Duration::MAX`] (also for `hz == 0`).
+///
+/// ```
+/// use cellrate::time::ticks_to_duration;
+/// use core::time::Duration;
+/// assert_eq!(ticks_to_duration(32_768, 32_768), Duration::from_secs(1));
+/// assert_eq!(ticks_to_duration(1, 3), Duration::from_nanos(333_333_334));
+/// ```
+pub const fn ticks_to_duration(ticks: u64, hz: u64) -> Duration {
+    if hz == 0 {
+        return Duration::MAX;
+    }
+    // ticks · 10⁹ < 2⁶⁴ · 2³⁰: no overflow in u128.
+    let nanos = (ticks as u128 * NANOS).div_ceil(hz as u128);
+    let secs = nanos / NANOS;
+    if secs > u64::MAX as u128 {
+        return Duration::MAX;
+    }
+    Duration::new(secs as u64, (nanos % NANOS) as u32)
+}
+
+/// `duration` as ticks at `hz`, rounded up; saturates at `u64::MAX`.
+///
+/// ```
+/// use cellrate::time::duration_to_ticks;
+/// use core::time::Duration;
+/// assert_eq!(duration_to_ticks(Duration::from_millis(1), 32_768), 33); // 32.768 → 33
+/// assert_eq!(duration_to_ticks(Duration::from_secs(2), 1_000), 2_000);
+/// assert_eq!(duration_to_ticks(Duration::MAX, 1_000_000_000), u64::MAX);
+/// ```
+pub const fn duration_to_ticks(duration: Duration, hz: u64) -> u64 {
+    let Some(scaled) = duration.as_nanos().checked_mul(hz as u128) else {
+        return u64::MAX;
+    };
+    let ticks = scaled.div_ceil(NANOS);
+    if ticks > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        ticks as u64
+    }
+}
+
+#[cfg(feature = "std")]
+pub use self::std_clock::StdClock;
+
+#[cfg(feature = "std")]
+mod std_clock {
+    use std::time::Instant;
+
+    /// A monotonic clock in nanoseconds since the clock was made
+    /// (`hz = 1_000_000_000`), over [`std::time::Instant`].
+    ///
+    /// ```
+    /// use cellrate::{Clock, Gcra, Quota, RateLimiter};
+    /// use cellrate::time::StdClock;
+    ///
+    /// let clock = StdClock::new();
+    /// let limiter = Gcra::new(Quota::per_second(10).at_hz(StdClock::HZ));
+    /// assert!(limiter.check(clock.now()).is_ok());
+    /// ```
+    #[derive(Clone, Copy, Debug)]
+    pub struct StdClock {
+        origin: Instant,
+    }
+
+    impl StdClock {
+        /// Ticks per second: nanoseconds.
+        pub const HZ: u64 = 1_000_000_000;
+
+        /// A clock reading 0 now.
+        pub fn new() -> Self {
+            StdClock {
+                origin: Instant::now(),
+            }
+        }
+    }
+
+    impl Default for StdClock {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    impl super::Clock for StdClock {
+        fn now(&self) -> u64 {
+            u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        }
+    }
+}
