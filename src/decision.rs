@@ -265,6 +265,7 @@ impl fmt::Debug for Limited {
 /// assert_eq!(gcra.check_n(0, 11), Err(Denied::CostTooLarge { cost: 11, limit: 10 }));
 /// assert_eq!(gcra.check_n(0, 11).unwrap_err().retry_after(), None);
 /// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Denied {
     /// Over the limit now; see [`Limited::retry_after`].
@@ -324,3 +325,36 @@ impl fmt::Display for Denied {
 }
 
 impl core::error::Error for Denied {}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Decision {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(
+            f,
+            "Decision {{ limit: {=u64}, remaining: {=u64}, reset_after: {=u64} }}",
+            self.limit(),
+            self.remaining(),
+            self.reset_after()
+        )
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Snapshot {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(f, "Snapshot {{ limit: {=u64}, remaining: {=u64}, reset_after: {=u64}, retry_after: {=u64} }}", self.limit(), self.remaining(), self.reset_after(), self.retry_after())
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Limited {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(
+            f,
+            "Limited {{ limit: {=u64}, retry_after: {=u64}, reset_after: {=u64} }}",
+            self.limit(),
+            self.retry_after(),
+            self.reset_after()
+        )
+    }
+}

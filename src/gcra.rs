@@ -67,7 +67,7 @@ use core::fmt;
 use crate::decision::{Decision, Denied, Limited, Snapshot, Usage};
 use crate::quota::{Quota, QuotaError, Rate};
 use crate::sync::{loom_const_fn, QuotaCell, StateWord};
-use crate::RateLimiter;
+use crate::{Algorithm, RateLimiter};
 
 /// One GCRA step at sub-tick time `now`: the new TAT and the decision, or the
 /// denial. `cost` must be non-zero.
@@ -222,6 +222,7 @@ impl fmt::Debug for Reservation {
 }
 
 /// Why [`Gcra::set_quota`] changed nothing.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SetQuotaError {
     /// Another `set_quota` on the same limiter was in progress (for example in
@@ -357,11 +358,10 @@ impl Gcra {
     #[inline]
     pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
         let quota = self.quota.load();
-        let now = quota.sub_ticks(now);
         if cost == 0 {
-            return Ok(snapshot(&quota, self.tat.load(), now).to_decision());
+            return Ok(quota.peek(self.tat.load(), now).to_decision());
         }
-        self.tat.update(|tat| admit(&quota, tat, now, cost))
+        self.tat.update(|tat| quota.check(tat, now, cost))
     }
 
     /// The state at `now`, consuming nothing.
@@ -558,13 +558,7 @@ impl LocalGcra {
 
     #[inline(always)]
     fn step(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        let quota = &self.quota;
-        let now = quota.sub_ticks(now);
-        let tat = self.tat.get();
-        if cost == 0 {
-            return Ok(snapshot(quota, tat, now).to_decision());
-        }
-        let (tat, decision) = admit(quota, tat, now, cost)?;
+        let (tat, decision) = self.quota.check(self.tat.get(), now, cost)?;
         self.tat.set(tat);
         Ok(decision)
     }
@@ -586,5 +580,42 @@ impl fmt::Debug for LocalGcra {
             .field("tat", &self.tat.get())
             .field("quota", &self.quota)
             .finish()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Reservation {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(
+            f,
+            "Reservation {{ send_after: {=u64}, remaining: {=u64}, reset_after: {=u64} }}",
+            self.send_after(),
+            self.remaining(),
+            self.reset_after()
+        )
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Gcra {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(
+            f,
+            "Gcra {{ tat: {=u64}, quota: {} }}",
+            self.tat.load(),
+            self.quota()
+        )
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for LocalGcra {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(
+            f,
+            "LocalGcra {{ tat: {=u64}, quota: {} }}",
+            self.tat.get(),
+            self.quota
+        )
     }
 }

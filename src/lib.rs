@@ -64,12 +64,14 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod algorithm;
 pub mod decision;
 pub mod gcra;
 pub mod quota;
 pub mod sync;
 pub mod time;
 
+pub use algorithm::Algorithm;
 pub use decision::{Decision, Denied, Limited, Snapshot};
 pub use gcra::{Gcra, LeakyBucket, LocalGcra, Reservation, SetQuotaError, TokenBucket};
 pub use quota::{Quota, QuotaBuilder, QuotaError, Rate};

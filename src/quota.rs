@@ -72,6 +72,7 @@ pub const HORIZON_SECS: u64 = 1 << 30;
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
 /// Why a quota cannot be built.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum QuotaError {
@@ -118,6 +119,7 @@ impl fmt::Display for QuotaError {
 
 impl core::error::Error for QuotaError {}
 
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Period {
     Nanos(u128),
@@ -134,6 +136,7 @@ enum Period {
 /// assert_eq!(r.cells(), 3);
 /// assert_eq!(r.period_ticks(1_000_000), Some(10_000_000));
 /// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Rate {
     cells: u64,
@@ -221,6 +224,7 @@ impl Rate {
 ///
 /// Made by [`Quota::per_second`] and friends; finished by [`at_hz`](Self::at_hz)
 /// (in `const` contexts) or [`try_at_hz`](Self::try_at_hz) (at run time).
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[must_use = "a QuotaBuilder does nothing until `at_hz` or `try_at_hz` turns it into a Quota"]
 pub struct QuotaBuilder {
@@ -294,6 +298,7 @@ impl QuotaBuilder {
 /// assert_eq!(q.emission_interval(), 10_000_000); // sub-ticks, i.e. 10/3 s
 /// assert_eq!(q.tolerance(), 2 * 10_000_000);     // (burst − 1) · T
 /// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Quota {
     emission_interval: u64,

@@ -186,6 +186,13 @@ mod std_clock {
         }
     }
 
+    #[cfg(feature = "defmt")]
+    impl defmt::Format for StdClock {
+        fn format(&self, f: defmt::Formatter) {
+            defmt::write!(f, "StdClock {{ now: {=u64} }}", super::Clock::now(self))
+        }
+    }
+
     impl Default for StdClock {
         fn default() -> Self {
             Self::new()
@@ -196,5 +203,12 @@ mod std_clock {
         fn now(&self) -> u64 {
             u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
         }
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for ManualClock {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(f, "ManualClock {{ now: {=u64} }}", self.now())
     }
 }

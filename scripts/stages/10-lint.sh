@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Formatting and clippy for the feature sets CI builds (never --all-features).
+set -euo pipefail
+cargo fmt --all --check
+cargo clippy --all-targets -- -D warnings
+cargo clippy --all-targets --features std -- -D warnings
+cargo clippy --all-targets --features loom -- -D warnings
+for target in thumbv6m-none-eabi thumbv7em-none-eabihf riscv32imc-unknown-none-elf; do
+    cargo clippy --lib --target "$target" -- -D warnings
+done
+cargo clippy --lib --target thumbv7em-none-eabihf --features defmt -- -D warnings

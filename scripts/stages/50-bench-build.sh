@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+# Benchmarks must build; running them is `cargo bench` (see README).
+set -euo pipefail
+cargo bench --no-run
