@@ -118,7 +118,16 @@ pub(crate) fn snapshot(quota: &Quota, tat: u64, now: u64) -> Snapshot {
 }
 
 /// Shaping: the TAT after sending `cost` cells at the earliest conforming
-/// time, if that time is at most `max_wait` sub-ticks after `now`.
+/// tick, if that tick is at most `max_wait` sub-ticks after `now`.
+///
+/// The send time is rounded up to a whole tick (the caller can only send on a
+/// tick), and the state advances as a policer downstream would see it:
+/// `TAT ← max(TAT, send) + cost·T`. That rounding is the one division outside
+/// result accessors, and only when a wait is needed at `scale > 1`.
+///
+/// Departures are non-decreasing when `now` is: a reservation that waits
+/// departs at `TAT + cost·T − span` with the TAT left by the previous one,
+/// which is at least that one's departure plus `cost·T`.
 #[inline]
 pub(crate) fn reserve(
     quota: &Quota,
@@ -135,30 +144,53 @@ pub(crate) fn reserve(
     }
     let base = if tat > now { tat } else { now };
     let increment = cost * quota.emission_interval();
-    let Some(new_tat) = base.checked_add(increment) else {
-        return Err(Denied::Limited(Limited::from_usage(
-            Usage::gcra(quota, base - now),
-            u64::MAX,
-        )));
-    };
-    let wait = (new_tat - now).saturating_sub(quota.span());
-    if wait <= max_wait {
-        // Sent at now + wait ≥ TAT + cost·T − span; since that is ≤ TAT when
-        // it is later than now, the new TAT is max(TAT, now) + cost·T either way.
-        let tat = if cost == 0 { tat } else { new_tat };
-        Ok((
-            tat,
-            Reservation {
-                usage: Usage::gcra(quota, new_tat - now),
-                wait,
-            },
-        ))
-    } else {
+    let limited = |wait| {
         Err(Denied::Limited(Limited::from_usage(
             Usage::gcra(quota, base - now),
-            wait - max_wait,
+            wait,
         )))
+    };
+    let Some(earliest) = base.checked_add(increment) else {
+        return limited(u64::MAX);
+    };
+    // Sub-ticks after `now` before the cost conforms.
+    let wait = (earliest - now).saturating_sub(quota.span());
+    if wait > max_wait {
+        // `max_wait` is whole ticks, so ⌈wait/scale⌉ ≤ max_wait/scale ⇔ wait ≤ max_wait.
+        return limited(wait - max_wait);
     }
+    if cost == 0 {
+        return Ok((
+            tat,
+            Reservation {
+                usage: Usage::gcra(quota, base - now),
+                wait,
+            },
+        ));
+    }
+    let scale = quota.scale();
+    let wait = if scale == 1 || wait == 0 {
+        wait
+    } else {
+        match wait.div_ceil(scale).checked_mul(scale) {
+            Some(aligned) => aligned,
+            None => return limited(u64::MAX),
+        }
+    };
+    let Some(send) = now.checked_add(wait) else {
+        return limited(u64::MAX);
+    };
+    let start = if tat > send { tat } else { send };
+    let Some(new_tat) = start.checked_add(increment) else {
+        return limited(u64::MAX);
+    };
+    Ok((
+        new_tat,
+        Reservation {
+            usage: Usage::gcra(quota, new_tat - now),
+            wait,
+        },
+    ))
 }
 
 /// The TAT after giving back `cost` cells at sub-tick time `now`: never

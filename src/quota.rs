@@ -32,42 +32,51 @@
 //!
 //! # The horizon
 //!
-//! `now · scale` must fit in a `u64`. A quota is represented exactly when its
-//! `scale` keeps at least [`HORIZON_SECS`] (2³⁰ s, about 34 years) of ticks
-//! representable, i.e. `scale ≤ u64::MAX / (2³⁰ · hz)`. That bound is
-//! 17 179 869 at 1 kHz, 17 179 at 1 MHz and 17 at 1 GHz. A rate whose scale would
-//! be larger is rounded: `scale` is set to the bound and `T` rounded **up**, so
-//! the limiter admits less than asked, never more. [`Quota::is_exact`] and
-//! [`Quota::effective_rate`] report it, and a rounding that would lose more than
-//! 1 % of the rate is refused with [`QuotaError::Unrepresentable`].
+//! Sub-tick times and the span share one `u64`: time may use the lower half
+//! of its range and the span the upper half, so `now·scale + span` never
+//! overflows while `now` is within the horizon
 //!
-//! The horizon of a quota is [`Quota::horizon_ticks`] = `u64::MAX / scale` ticks:
+//! ```text
+//! horizon_ticks = (2⁶³ − 1) / scale          span ≤ 2⁶³
+//! ```
 //!
-//! | hz | scale 1 | largest exact scale | rounded quotas |
-//! |---|---|---|---|
-//! | 1 kHz | 5.8·10⁸ years | ≥ 34 years | 34 years |
-//! | 1 MHz | 584 942 years | ≥ 34 years | 34 years |
-//! | 1 GHz | 584 years | ≥ 34 years | 34 years |
+//! A quota is represented exactly when its `scale` keeps at least
+//! [`HORIZON_SECS`] (2²⁹ s, about 17 years) of ticks in that half, i.e.
+//! `scale ≤ 2⁶³ / (2²⁹ · hz)`: 17 179 869 at 1 kHz, 17 179 at 1 MHz, 17 at
+//! 1 GHz, 5 at 3 GHz. A rate whose scale would be larger is rounded: `scale`
+//! is set to that bound and `T` rounded **up**, so the limiter admits less
+//! than asked, never more. [`Quota::is_exact`] and [`Quota::effective_rate`]
+//! report it, and a rounding that would lose more than 1 % of the rate is
+//! refused with [`QuotaError::Unrepresentable`].
 //!
-//! Past the horizon `now` saturates: time stops advancing for the limiter, which
-//! then admits nothing more (it fails closed, it never wraps).
+//! [`Quota::horizon_ticks`] gives a quota's horizon:
+//!
+//! | hz | scale 1 (e.g. 100/s) | any exact or rounded quota |
+//! |---|---|---|
+//! | 1 kHz | 2.9·10⁸ years | ≥ 17 years |
+//! | 1 MHz | 292 471 years | ≥ 17 years |
+//! | 1 GHz | 292 years | ≥ 17 years |
+//!
+//! Past the horizon `now` saturates: time stops advancing for the limiter,
+//! which then admits nothing more (it fails closed, it never wraps). The same
+//! holds for a reservation or a TAT that would pass `u64::MAX`.
 //!
 //! # Invariants
 //!
 //! For every `Quota` value: `scale ≥ 1`, `emission_interval ≥ 1`,
-//! `burst ≥ 1`, `span = burst · emission_interval` without overflow, and
-//! `max_now · scale ≤ u64::MAX`. Hence `cost · emission_interval ≤ span` never
+//! `burst ≥ 1`, `span = burst · emission_interval ≤ 2⁶³`, and
+//! `max_now · scale + span ≤ u64::MAX`. Hence `cost · emission_interval ≤ span` never
 //! overflows for `cost ≤ burst`, which is what lets the hot path skip overflow
 //! checks on that product.
 
 use core::fmt;
 use core::time::Duration;
 
-/// The largest burst a quota accepts (2⁶³ − 1 cells).
-pub const MAX_BURST: u64 = (1 << 63) - 1;
+/// The largest span `burst · T` (in sub-ticks) a quota accepts: 2⁶³.
+pub const MAX_SPAN: u64 = 1 << 63;
 
-/// The guaranteed minimum horizon of any quota, in seconds (2³⁰ s ≈ 34 years).
-pub const HORIZON_SECS: u64 = 1 << 30;
+/// The guaranteed minimum horizon of any quota, in seconds (2²⁹ s ≈ 17 years).
+pub const HORIZON_SECS: u64 = 1 << 29;
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
@@ -84,8 +93,8 @@ pub enum QuotaError {
     ZeroBurst,
     /// The tick frequency is zero.
     ZeroHz,
-    /// The emission interval or `burst · T` does not fit in 64 bits, or the
-    /// burst exceeds [`MAX_BURST`].
+    /// The emission interval does not fit in 64 bits, or `burst · T` exceeds
+    /// [`MAX_SPAN`] sub-ticks.
     Overflow,
     /// The rate is too fine for the tick frequency: representing it within the
     /// horizon would lose more than 1 % of it. Use a slower rate, a coarser
@@ -319,10 +328,11 @@ const fn gcd(mut a: u128, mut b: u128) -> u128 {
     a
 }
 
-/// The largest scale that keeps [`HORIZON_SECS`] of ticks at `hz` representable.
+/// The largest scale that keeps [`HORIZON_SECS`] of ticks at `hz` in the
+/// lower half of the sub-tick range.
 const fn max_scale(hz: u64) -> u64 {
     let horizon_ticks = HORIZON_SECS as u128 * hz as u128;
-    let bound = u64::MAX as u128 / horizon_ticks;
+    let bound = (1u128 << 63) / horizon_ticks;
     if bound == 0 {
         1
     } else if bound > u64::MAX as u128 {
@@ -416,22 +426,29 @@ impl Quota {
         if interval > u64::MAX as u128 {
             return Err(QuotaError::Overflow);
         }
-        let interval = interval as u64;
-        if burst > MAX_BURST {
-            return Err(QuotaError::Overflow);
+        Self::assemble(interval as u64, burst, scale, hz, exact)
+    }
+
+    /// Checks the span bound and fills in the horizon.
+    const fn assemble(
+        interval: u64,
+        burst: u64,
+        scale: u64,
+        hz: u64,
+        exact: bool,
+    ) -> Result<Quota, QuotaError> {
+        match interval.checked_mul(burst) {
+            Some(span) if span <= MAX_SPAN => Ok(Quota {
+                emission_interval: interval,
+                span,
+                burst,
+                scale,
+                max_now: (MAX_SPAN - 1) / scale,
+                hz,
+                exact,
+            }),
+            _ => Err(QuotaError::Overflow),
         }
-        let Some(span) = interval.checked_mul(burst) else {
-            return Err(QuotaError::Overflow);
-        };
-        Ok(Quota {
-            emission_interval: interval,
-            span,
-            burst,
-            scale,
-            max_now: u64::MAX / scale,
-            hz,
-            exact,
-        })
     }
 
     /// This quota, with its emission interval re-expressed for a limiter whose
@@ -454,19 +471,13 @@ impl Quota {
         if interval > u64::MAX as u128 || interval == 0 {
             return Err(QuotaError::Overflow);
         }
-        let interval = interval as u64;
-        let Some(span) = interval.checked_mul(self.burst) else {
-            return Err(QuotaError::Overflow);
-        };
-        Ok(Quota {
-            emission_interval: interval,
-            span,
-            burst: self.burst,
+        Self::assemble(
+            interval as u64,
+            self.burst,
             scale,
-            max_now: u64::MAX / scale,
             hz,
-            exact: self.exact && num % den == 0,
-        })
+            self.exact && num % den == 0,
+        )
     }
 
     /// The burst: the most cells admitted at once from a full bucket.
@@ -497,7 +508,8 @@ impl Quota {
     pub const fn is_exact(&self) -> bool {
         self.exact
     }
-    /// The largest `now` (ticks) before time saturates for this quota.
+    /// The largest `now` (ticks) before time saturates for this quota:
+    /// `(2⁶³ − 1) / scale`.
     pub const fn horizon_ticks(&self) -> u64 {
         self.max_now
     }

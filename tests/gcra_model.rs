@@ -1,0 +1,322 @@
+//! `Gcra` and `LocalGcra` against an ideal GCRA in exact rational arithmetic.
+//!
+//! The reference below is written for clarity, not speed: every time is an
+//! integer count of `1/den` ticks, where `T = interval/den` is the emission
+//! interval exactly as asked (never reduced, never rounded), and `retry_after`
+//! is found by searching for the first tick that conforms rather than by a
+//! formula.
+use core::time::Duration;
+
+use cellrate::{Decision, Denied, Gcra, LocalGcra, Quota, QuotaError, RateLimiter};
+use proptest::prelude::*;
+
+/// The ideal GCRA of ITU-T I.371's virtual scheduling algorithm.
+#[derive(Clone, Debug)]
+struct Ideal {
+    /// Units per tick.
+    den: u128,
+    /// T in units.
+    interval: u128,
+    burst: u128,
+    /// Theoretical arrival time in units.
+    tat: u128,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    Admitted {
+        remaining: u128,
+        reset_after: u128,
+    },
+    Denied {
+        retry_after: u128,
+        reset_after: u128,
+    },
+    TooLarge,
+}
+
+impl Ideal {
+    /// `cells` per `period_ns` nanoseconds on a clock of `hz`:
+    /// T = period_ns · hz / (10⁹ · cells) ticks.
+    fn new(cells: u64, period_ns: u64, hz: u64, burst: u64) -> Self {
+        Ideal {
+            den: 1_000_000_000 * cells as u128,
+            interval: period_ns as u128 * hz as u128,
+            burst: burst as u128,
+            tat: 0,
+        }
+    }
+
+    fn units(&self, now: u64) -> u128 {
+        now as u128 * self.den
+    }
+
+    /// The GCRA test: does `cost` conform at `now`?
+    fn conforms(&self, now: u64, cost: u64) -> bool {
+        let now = self.units(now);
+        let start = self.tat.max(now);
+        start + cost as u128 * self.interval - now <= self.burst * self.interval
+    }
+
+    /// Units of debt: how far the TAT is ahead of now.
+    fn debt(&self, now: u64) -> u128 {
+        self.tat.saturating_sub(self.units(now))
+    }
+
+    fn remaining(&self, now: u64) -> u128 {
+        let room = (self.burst * self.interval).saturating_sub(self.debt(now));
+        room / self.interval
+    }
+
+    fn reset_after(&self, now: u64) -> u128 {
+        self.debt(now).div_ceil(self.den)
+    }
+
+    /// The first whole tick at or after `now` at which `cost` conforms,
+    /// found by binary search (conformance only improves as time passes).
+    fn retry_after(&self, now: u64, cost: u64) -> u128 {
+        let (mut lo, mut hi) = (0u128, 1u128);
+        while !self.conforms(now + hi as u64, cost) {
+            hi *= 2;
+        }
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.conforms(now + mid as u64, cost) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    }
+
+    fn check(&mut self, now: u64, cost: u64) -> Outcome {
+        if cost as u128 > self.burst {
+            return Outcome::TooLarge;
+        }
+        // The crate's contract: a cost of 0 is a peek, answered as admitted.
+        if cost == 0 || self.conforms(now, cost) {
+            if cost > 0 {
+                self.tat = self.tat.max(self.units(now)) + cost as u128 * self.interval;
+            }
+            Outcome::Admitted {
+                remaining: self.remaining(now),
+                reset_after: self.reset_after(now),
+            }
+        } else {
+            Outcome::Denied {
+                retry_after: self.retry_after(now, cost),
+                reset_after: self.reset_after(now),
+            }
+        }
+    }
+}
+
+fn observed(result: Result<Decision, Denied>) -> Outcome {
+    match result {
+        Ok(d) => Outcome::Admitted {
+            remaining: d.remaining() as u128,
+            reset_after: d.reset_after() as u128,
+        },
+        Err(Denied::Limited(l)) => Outcome::Denied {
+            retry_after: l.retry_after() as u128,
+            reset_after: l.reset_after() as u128,
+        },
+        Err(Denied::CostTooLarge { .. }) => Outcome::TooLarge,
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Spec {
+    cells: u64,
+    period_ns: u64,
+    hz: u64,
+    burst: u64,
+}
+
+impl Spec {
+    fn quota(&self) -> Result<Quota, QuotaError> {
+        Quota::per_duration(self.cells, Duration::from_nanos(self.period_ns))
+            .with_burst(self.burst)
+            .try_at_hz(self.hz)
+    }
+    /// `frac/64` of an emission interval, in whole ticks (rounded down).
+    fn ticks(&self, frac: u64) -> u64 {
+        let t = self.period_ns as u128 * self.hz as u128 * frac as u128
+            / (1_000_000_000 * self.cells as u128 * 64);
+        t.min(u64::MAX as u128 / 4) as u64
+    }
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    let hz = prop_oneof![
+        Just(1_000u64),
+        Just(32_768),
+        Just(1_000_000),
+        Just(1_000_000_000),
+        Just(3_000_000_000),
+        1_000u64..=1_000_000_000,
+    ];
+    let period_ns = prop_oneof![
+        Just(1_000_000_000u64),
+        Just(60_000_000_000),
+        Just(3_600_000_000_000),
+        Just(86_400_000_000_000),
+        (1u64..=100_000).prop_map(|ms| ms * 1_000_000),
+    ];
+    let cells = prop_oneof![1u64..=10, 1u64..=1_000_000, 1u64..=1_000_000_000];
+    let burst = prop_oneof![1u64..=10, 1u64..=1_000_000];
+    (hz, period_ns, cells, burst).prop_map(|(hz, period_ns, cells, burst)| Spec {
+        cells,
+        period_ns,
+        hz,
+        burst,
+    })
+}
+
+#[derive(Clone, Debug)]
+struct Step {
+    /// Signed time step in 64ths of T (negative: the clock steps back).
+    frac: i64,
+    /// Extra raw ticks, to land between multiples of T.
+    jitter: u64,
+    cost: u64,
+}
+
+fn steps(burst_hint: u64) -> impl Strategy<Value = Vec<Step>> {
+    let step = (
+        prop_oneof![8 => 0i64..=192, 1 => -128i64..0],
+        0u64..=3,
+        prop_oneof![
+            6 => Just(1u64),
+            2 => 0u64..=burst_hint.min(8),
+            1 => Just(0u64),
+            1 => 0u64..=burst_hint.saturating_add(2),
+        ],
+    )
+        .prop_map(|(frac, jitter, cost)| Step { frac, jitter, cost });
+    prop::collection::vec(step, 1..80)
+}
+
+fn case() -> impl Strategy<Value = (Spec, u64, Vec<Step>)> {
+    spec().prop_flat_map(|s| {
+        let b = s.burst;
+        (Just(s), 0u64..=1_000_000_000_000, steps(b))
+    })
+}
+
+fn advance(spec: &Spec, now: u64, step: &Step) -> u64 {
+    let delta = spec
+        .ticks(step.frac.unsigned_abs())
+        .saturating_add(step.jitter);
+    if step.frac < 0 {
+        now.saturating_sub(delta)
+    } else {
+        now.saturating_add(delta)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 384, ..ProptestConfig::default() })]
+
+    /// Exact quotas: every decision and every number is the ideal one, and
+    /// `retry_after` is exact (admits at `now + retry_after`, denies a tick earlier).
+    #[test]
+    fn exact_quotas_match_the_ideal((spec, start, steps) in case()) {
+        let quota = spec.quota();
+        prop_assume!(matches!(quota, Ok(q) if q.is_exact()));
+        let quota = quota.unwrap();
+        let shared = Gcra::new(quota);
+        let mut local = LocalGcra::new(quota);
+        let mut ideal = Ideal::new(spec.cells, spec.period_ns, spec.hz, spec.burst);
+        let mut now = start;
+        for step in &steps {
+            now = advance(&spec, now, step);
+            let peek = shared.peek(now);
+            prop_assert_eq!(peek.remaining() as u128, ideal.remaining(now));
+            prop_assert_eq!(peek.reset_after() as u128, ideal.reset_after(now));
+            prop_assert_eq!(peek.retry_after() as u128, ideal.retry_after(now, 1));
+
+            let before = ideal.clone();
+            let want = ideal.check(now, step.cost);
+            let got = shared.check_n(now, step.cost);
+            prop_assert_eq!(&observed(got), &want, "shared at now={} cost={}", now, step.cost);
+            prop_assert_eq!(&observed(local.check_n(now, step.cost)), &want, "local");
+            if let Outcome::Denied { retry_after, .. } = want {
+                // Exactness of retry_after, on the reference itself.
+                let at = now + retry_after as u64;
+                prop_assert!(before.conforms(at, step.cost));
+                prop_assert!(retry_after == 0 || !before.conforms(at - 1, step.cost));
+            }
+        }
+    }
+
+    /// Every quota, exact or rounded: what the limiter admits is a stream the
+    /// ideal GCRA of the quota *as asked* also admits, request by request.
+    #[test]
+    fn never_admits_more_than_the_ideal((spec, start, steps) in case()) {
+        let Ok(quota) = spec.quota() else { return Ok(()) };
+        let shared = Gcra::new(quota);
+        let mut ideal = Ideal::new(spec.cells, spec.period_ns, spec.hz, spec.burst);
+        let mut now = start;
+        for step in &steps {
+            now = advance(&spec, now, step);
+            if step.cost > 0 && shared.check_n(now, step.cost).is_ok() {
+                prop_assert!(ideal.conforms(now, step.cost), "over-admission at now={} cost={}", now, step.cost);
+                ideal.check(now, step.cost);
+            }
+        }
+    }
+
+    /// A rounded quota never enforces a faster rate than asked, and loses at
+    /// most 1 %.
+    #[test]
+    fn rounding_is_toward_admitting_less(spec in spec()) {
+        match spec.quota() {
+            Ok(q) => {
+                let rate = q.effective_rate();
+                // rate.cells()/rate ticks ≤ cells/(period·hz): cross-multiplied.
+                let effective = rate.cells() as u128 * spec.period_ns as u128 * spec.hz as u128;
+                let asked = spec.cells as u128 * rate.period_ticks(0).unwrap() as u128 * 1_000_000_000;
+                prop_assert!(effective <= asked);
+                prop_assert!(effective * 100 >= asked * 99);
+                prop_assert_eq!(q.is_exact(), effective == asked);
+            }
+            Err(e) => prop_assert!(matches!(e, QuotaError::Unrepresentable | QuotaError::Overflow), "{:?}", e),
+        }
+    }
+
+    /// `reserve_n` (the leaky bucket as a queue) hands out departure ticks that
+    /// a policer with the same quota, seeing each send at its departure tick,
+    /// admits — and never later than needed.
+    #[test]
+    fn shaped_departures_pass_a_policer((spec, start, steps) in case()) {
+        let Ok(quota) = spec.quota() else { return Ok(()) };
+        prop_assume!(quota.is_exact());
+        let shaper = Gcra::new(quota);
+        let mut policer = Ideal::new(spec.cells, spec.period_ns, spec.hz, spec.burst);
+        let mut now = start;
+        let mut last_departure = 0u64;
+        for step in &steps {
+            now = advance(&spec, now, step).max(now); // a shaper's clock goes forward
+            if step.cost == 0 {
+                continue;
+            }
+            let max_wait = u64::MAX / 4;
+            match shaper.reserve_n(now, step.cost, max_wait) {
+                Ok(r) => {
+                    let departure = now + r.send_after();
+                    // Sends leave in order of reservation.
+                    prop_assert!(departure >= last_departure);
+                    last_departure = departure;
+                    prop_assert!(policer.conforms(departure, step.cost));
+                    prop_assert!(r.send_after() == 0 || !policer.conforms(departure - 1, step.cost));
+                    policer.tat = policer.tat.max(policer.units(departure)) + step.cost as u128 * policer.interval;
+                }
+                Err(Denied::CostTooLarge { .. }) => prop_assert!(step.cost > spec.burst),
+                // Refused only if it could not leave within `max_wait`.
+                Err(Denied::Limited(_)) => prop_assert!(!policer.conforms(now + max_wait, step.cost)),
+            }
+        }
+    }
+}
