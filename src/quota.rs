@@ -49,6 +49,14 @@
 //! report it, and a rounding that would lose more than 1 % of the rate is
 //! refused with [`QuotaError::Unrepresentable`].
 //!
+//! A rounded quota also rounds the tolerance `τ = (burst − 1)·T` **down**
+//! (from the exact `T`), so its GCRA is contained in the ideal one for every
+//! arrival order, a clock stepping back included: with `T′ ≥ T` and `τ′ ≤ τ`,
+//! `max(TAT′, now) + c·T′ − now ≤ T′ + τ′` implies the same for the ideal
+//! `TAT ≤ TAT′`. The price is that the burst of a rounded quota is the number
+//! of cells that span still holds, `⌊(T′ + τ′)/T′⌋`, which can be one less
+//! than asked; [`Quota::burst`] reports it.
+//!
 //! [`Quota::horizon_ticks`] gives a quota's horizon:
 //!
 //! | hz | scale 1 (e.g. 100/s) | any exact or rounded quota |
@@ -64,7 +72,8 @@
 //! # Invariants
 //!
 //! For every `Quota` value: `scale ≥ 1`, `emission_interval ≥ 1`,
-//! `burst ≥ 1`, `span = burst · emission_interval ≤ 2⁶³`, and
+//! `burst = ⌊span / emission_interval⌋ ≥ 1` (exactly `span / T` for exact
+//! quotas), `span ≤ 2⁶³`, and
 //! `max_now · scale + span ≤ u64::MAX`. Hence `cost · emission_interval ≤ span` never
 //! overflows for `cost ≤ burst`, which is what lets the hot path skip overflow
 //! checks on that product.
@@ -397,87 +406,87 @@ impl Quota {
         Self::from_fraction(num / g, den / g, burst, hz)
     }
 
-    /// Builds from `T = num/den` ticks (lowest terms), rounding up when `den`
-    /// exceeds the horizon's bound.
+    /// Builds from `T = num/den` ticks (lowest terms), rounding when `den`
+    /// exceeds the horizon's bound: `T` up, `τ` down.
     const fn from_fraction(num: u128, den: u128, burst: u64, hz: u64) -> Result<Quota, QuotaError> {
         let bound = max_scale(hz);
-        let (scale, interval, exact) = if den <= bound as u128 {
-            (den as u64, num, true)
-        } else {
-            // T rounded up at the coarsest scale the horizon allows.
-            let Some(scaled) = num.checked_mul(bound as u128) else {
+        if den <= bound as u128 {
+            // Exact: T = num sub-ticks at scale den, τ = (burst − 1)·T.
+            let Some(tolerance) = num.checked_mul(burst as u128 - 1) else {
                 return Err(QuotaError::Overflow);
             };
-            let interval = scaled.div_ceil(den);
-            // Shortfall of the effective rate: 1 − (bound·den⁻¹·num)/(interval) …
-            // effective/requested = scaled / (interval · den); refuse below 99 %.
-            let Some(full) = interval.checked_mul(den) else {
-                return Err(QuotaError::Overflow);
-            };
-            // full ≥ scaled; (full − scaled)/full > 1/100 ⇔ 100·(full − scaled) > full
-            let Some(lost) = (full - scaled).checked_mul(100) else {
-                return Err(QuotaError::Overflow);
-            };
-            if lost > full {
-                return Err(QuotaError::Unrepresentable);
-            }
-            (bound, interval, false)
-        };
-        if interval > u64::MAX as u128 {
-            return Err(QuotaError::Overflow);
+            return Self::assemble(num, tolerance, den as u64, hz, true);
         }
-        Self::assemble(interval as u64, burst, scale, hz, exact)
+        // Rounded at the coarsest scale the horizon allows.
+        let Some(scaled) = num.checked_mul(bound as u128) else {
+            return Err(QuotaError::Overflow);
+        };
+        let interval = scaled.div_ceil(den);
+        // effective/asked = scaled / (interval · den); refuse below 99 %:
+        // (full − scaled)/full > 1/100 ⇔ 100·(full − scaled) > full.
+        let Some(full) = interval.checked_mul(den) else {
+            return Err(QuotaError::Overflow);
+        };
+        let Some(lost) = (full - scaled).checked_mul(100) else {
+            return Err(QuotaError::Overflow);
+        };
+        if lost > full {
+            return Err(QuotaError::Unrepresentable);
+        }
+        let Some(tolerance) = scaled.checked_mul(burst as u128 - 1) else {
+            return Err(QuotaError::Overflow);
+        };
+        Self::assemble(interval, tolerance / den, bound, hz, false)
     }
 
-    /// Checks the span bound and fills in the horizon.
+    /// Checks the bounds, derives the burst the span really holds, and fills
+    /// in the horizon. `interval` and `tolerance` are in sub-ticks.
     const fn assemble(
-        interval: u64,
-        burst: u64,
+        interval: u128,
+        tolerance: u128,
         scale: u64,
         hz: u64,
         exact: bool,
     ) -> Result<Quota, QuotaError> {
-        match interval.checked_mul(burst) {
-            Some(span) if span <= MAX_SPAN => Ok(Quota {
-                emission_interval: interval,
-                span,
-                burst,
-                scale,
-                max_now: (MAX_SPAN - 1) / scale,
-                hz,
-                exact,
-            }),
-            _ => Err(QuotaError::Overflow),
+        let span = interval + tolerance;
+        if interval == 0 || span > MAX_SPAN as u128 {
+            return Err(QuotaError::Overflow);
         }
+        let (interval, span) = (interval as u64, span as u64);
+        Ok(Quota {
+            emission_interval: interval,
+            span,
+            // Exact quotas: span = burst·T. Rounded ones: the cells the
+            // (shorter-than-asked) tolerance still holds at once.
+            burst: span / interval,
+            scale,
+            max_now: (MAX_SPAN - 1) / scale,
+            hz,
+            exact,
+        })
     }
 
-    /// This quota, with its emission interval re-expressed for a limiter whose
-    /// clock runs at `hz` with `scale` sub-ticks per tick, rounding up (toward
-    /// admitting less) when that is not exact. The burst is kept.
+    /// This quota, re-expressed for a limiter whose clock runs at `hz` with
+    /// `scale` sub-ticks per tick: `T` rounded up and `τ` rounded down when
+    /// that is not exact, so it never admits more than before.
     pub(crate) const fn rescaled(&self, scale: u64, hz: u64) -> Result<Quota, QuotaError> {
         if scale == self.scale && hz == self.hz {
             return Ok(*self);
         }
-        // T seconds = interval / (self.scale · self.hz); in the target's sub-ticks:
-        // interval · hz · scale / (self.scale · self.hz).
-        let Some(num) = (self.emission_interval as u128).checked_mul(hz as u128) else {
-            return Err(QuotaError::Overflow);
-        };
-        let Some(num) = num.checked_mul(scale as u128) else {
+        // x sub-ticks at (self.scale, self.hz) = x · hz · scale / (self.scale · self.hz)
+        // sub-ticks at (scale, hz).
+        let Some(factor) = (hz as u128).checked_mul(scale as u128) else {
             return Err(QuotaError::Overflow);
         };
         let den = self.scale as u128 * self.hz as u128;
-        let interval = num.div_ceil(den);
-        if interval > u64::MAX as u128 || interval == 0 {
+        let Some(interval) = (self.emission_interval as u128).checked_mul(factor) else {
             return Err(QuotaError::Overflow);
-        }
-        Self::assemble(
-            interval as u64,
-            self.burst,
-            scale,
-            hz,
-            self.exact && num % den == 0,
-        )
+        };
+        let Some(tolerance) = (self.tolerance() as u128).checked_mul(factor) else {
+            return Err(QuotaError::Overflow);
+        };
+        let exact = self.exact && interval % den == 0 && tolerance % den == 0;
+        Self::assemble(interval.div_ceil(den), tolerance / den, scale, hz, exact)
     }
 
     /// The burst: the most cells admitted at once from a full bucket.

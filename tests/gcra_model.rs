@@ -205,19 +205,22 @@ fn case() -> impl Strategy<Value = (Spec, u64, Vec<Step>)> {
     })
 }
 
-fn advance(spec: &Spec, now: u64, step: &Step) -> u64 {
+/// The next `now`, kept within the quota's horizon (past it the limiter
+/// deliberately fails closed; `horizon_is_fail_closed` in tests/gcra.rs covers that).
+fn advance(spec: &Spec, quota: &Quota, now: u64, step: &Step) -> u64 {
     let delta = spec
         .ticks(step.frac.unsigned_abs())
         .saturating_add(step.jitter);
-    if step.frac < 0 {
+    let next = if step.frac < 0 {
         now.saturating_sub(delta)
     } else {
         now.saturating_add(delta)
-    }
+    };
+    next.min(quota.horizon_ticks())
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 384, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 1000, max_global_rejects: 1_000_000, ..ProptestConfig::default() })]
 
     /// Exact quotas: every decision and every number is the ideal one, and
     /// `retry_after` is exact (admits at `now + retry_after`, denies a tick earlier).
@@ -229,9 +232,9 @@ proptest! {
         let shared = Gcra::new(quota);
         let mut local = LocalGcra::new(quota);
         let mut ideal = Ideal::new(spec.cells, spec.period_ns, spec.hz, spec.burst);
-        let mut now = start;
+        let mut now = start.min(quota.horizon_ticks());
         for step in &steps {
-            now = advance(&spec, now, step);
+            now = advance(&spec, &quota, now, step);
             let peek = shared.peek(now);
             prop_assert_eq!(peek.remaining() as u128, ideal.remaining(now));
             prop_assert_eq!(peek.reset_after() as u128, ideal.reset_after(now));
@@ -258,9 +261,9 @@ proptest! {
         let Ok(quota) = spec.quota() else { return Ok(()) };
         let shared = Gcra::new(quota);
         let mut ideal = Ideal::new(spec.cells, spec.period_ns, spec.hz, spec.burst);
-        let mut now = start;
+        let mut now = start.min(quota.horizon_ticks());
         for step in &steps {
-            now = advance(&spec, now, step);
+            now = advance(&spec, &quota, now, step);
             if step.cost > 0 && shared.check_n(now, step.cost).is_ok() {
                 prop_assert!(ideal.conforms(now, step.cost), "over-admission at now={} cost={}", now, step.cost);
                 ideal.check(now, step.cost);
@@ -295,14 +298,15 @@ proptest! {
         prop_assume!(quota.is_exact());
         let shaper = Gcra::new(quota);
         let mut policer = Ideal::new(spec.cells, spec.period_ns, spec.hz, spec.burst);
-        let mut now = start;
+        let mut now = start.min(quota.horizon_ticks());
         let mut last_departure = 0u64;
         for step in &steps {
-            now = advance(&spec, now, step).max(now); // a shaper's clock goes forward
+            now = advance(&spec, &quota, now, step).max(now); // a shaper's clock goes forward
             if step.cost == 0 {
                 continue;
             }
-            let max_wait = u64::MAX / 4;
+            // Long waits, but departures within the horizon.
+            let max_wait = (quota.horizon_ticks() - now) / 2;
             match shaper.reserve_n(now, step.cost, max_wait) {
                 Ok(r) => {
                     let departure = now + r.send_after();
