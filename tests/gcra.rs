@@ -138,7 +138,7 @@ fn a_cost_above_the_burst_is_its_own_error() {
     assert_eq!(g.check_n(0, u64::MAX).unwrap_err().retry_after(), None);
     // And it consumed nothing.
     assert_eq!(g.peek(0).remaining(), 10);
-    let mut local = LocalGcra::new(Quota::per_second(100).with_burst(10).at_hz(KHZ));
+    let local = LocalGcra::new(Quota::per_second(100).with_burst(10).at_hz(KHZ));
     assert_eq!(
         local.check_n(0, 11),
         Err(Denied::CostTooLarge {
