@@ -244,7 +244,7 @@ proptest! {
             let want = ideal.check(now, step.cost);
             let got = shared.check_n(now, step.cost);
             prop_assert_eq!(&observed(got), &want, "shared at now={} cost={}", now, step.cost);
-            prop_assert_eq!(&observed(local.check_n(now, step.cost)), &want, "local");
+            prop_assert_eq!(&observed(LocalGcra::check_n(&mut local, now, step.cost)), &want, "local");
             if let Outcome::Denied { retry_after, .. } = want {
                 // Exactness of retry_after, on the reference itself.
                 let at = now + retry_after as u64;
