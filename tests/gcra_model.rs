@@ -7,7 +7,7 @@
 //! formula.
 use core::time::Duration;
 
-use cellrate::{Decision, Denied, Gcra, LocalGcra, Quota, QuotaError, RateLimiter};
+use cellrate::{Decision, Denied, Gcra, LocalGcra, Quota, QuotaError};
 use proptest::prelude::*;
 
 /// The ideal GCRA of ITU-T I.371's virtual scheduling algorithm.
