@@ -32,10 +32,12 @@
 //!   nothing is stored, and when it returns the value it saw the store is
 //!   skipped.
 //! * [`QuotaCell::load`] returns a quota that some `store` wrote whole (or the
-//!   initial one), never a mix of two. It never waits for a writer: a writer
-//!   only writes the inactive slot, then publishes it. Two writers at once are
-//!   refused ([`QuotaCell::try_store`] returns `false`) rather than waited for,
-//!   so an interrupt handler can never spin on a preempted writer.
+//!   initial one), never a mix of two. It never waits for a writer: the
+//!   writer saves the current quota in a second seqlocked copy before it
+//!   rewrites the first, and a reader that catches the first mid-write reads
+//!   the second. Two writers at once are refused ([`QuotaCell::try_store`]
+//!   returns `false`) rather than waited for, so an interrupt handler can never
+//!   spin on a preempted writer.
 
 use crate::quota::Quota;
 
@@ -54,10 +56,10 @@ pub(crate) use loom_const_fn;
 #[cfg(any(target_has_atomic = "64", all(feature = "loom", test)))]
 mod atomic {
     #[cfg(all(feature = "loom", test))]
-    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
     #[cfg(not(all(feature = "loom", test)))]
-    pub(crate) use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
     #[inline]
     pub(crate) fn spin_hint() {
@@ -152,16 +154,22 @@ impl StateWord {
 }
 
 /// A [`Quota`] that can be replaced while checks read it.
+///
+/// Two seqlocked copies: `current`, which readers try first, and `previous`,
+/// which holds what `current` held before the write in progress. The single
+/// writer first copies `current` into `previous`, then rewrites `current`; a
+/// reader that finds `current` mid-write reads `previous` instead, which is
+/// then stable. So a reader never waits for a preempted writer, and on the
+/// fast path its loads have fixed addresses and issue together.
 #[cfg(any(target_has_atomic = "64", all(feature = "loom", test)))]
 pub(crate) struct QuotaCell {
     /// The quota given at construction; its scale, horizon and frequency
     /// never change.
     fixed: Quota,
-    /// Index of the published slot.
-    active: atomic::AtomicUsize,
+    current: Slot,
+    previous: Slot,
     /// Held by the one writer allowed at a time.
     writing: atomic::AtomicBool,
-    slots: [Slot; 2],
 }
 
 #[cfg(any(target_has_atomic = "64", all(feature = "loom", test)))]
@@ -185,6 +193,36 @@ impl Slot {
             }
         }
     }
+
+    /// The words, if no write overlapped the read.
+    #[inline(always)]
+    fn read(&self) -> Option<[u64; 3]> {
+        use atomic::Ordering::{Acquire, Relaxed};
+        let seq = self.seq.load(Acquire);
+        // Acquire loads keep the re-read of `seq` after them.
+        let words = [
+            self.words[0].load(Acquire),
+            self.words[1].load(Acquire),
+            self.words[2].load(Acquire),
+        ];
+        if seq & 1 == 0 && self.seq.load(Relaxed) == seq {
+            Some(words)
+        } else {
+            None
+        }
+    }
+
+    /// Only ever called by the single writer.
+    fn write(&self, words: [u64; 3]) {
+        use atomic::Ordering::{Relaxed, Release};
+        let seq = self.seq.load(Relaxed);
+        self.seq.store(seq.wrapping_add(1), Relaxed);
+        // Release stores: a reader that sees any new word also sees the odd seq.
+        for (cell, word) in self.words.iter().zip(words) {
+            cell.store(word, Release);
+        }
+        self.seq.store(seq.wrapping_add(2), Release);
+    }
 }
 
 #[cfg(any(target_has_atomic = "64", all(feature = "loom", test)))]
@@ -194,9 +232,9 @@ impl QuotaCell {
             let words = quota.variable_words();
             QuotaCell {
                 fixed: quota,
-                active: atomic::AtomicUsize::new(0),
+                current: Slot::new(words),
+                previous: Slot::new(words),
                 writing: atomic::AtomicBool::new(false),
-                slots: [Slot::new(words), Slot::new(words)],
             }
         }
     }
@@ -210,23 +248,16 @@ impl QuotaCell {
     /// The current quota, read whole.
     #[inline(always)]
     pub(crate) fn load(&self) -> Quota {
-        use atomic::Ordering::{Acquire, Relaxed};
         loop {
-            let slot = &self.slots[self.active.load(Acquire) & 1];
-            let seq = slot.seq.load(Acquire);
-            if seq & 1 == 0 {
-                // Acquire loads keep the re-read of `seq` after them.
-                let words = [
-                    slot.words[0].load(Acquire),
-                    slot.words[1].load(Acquire),
-                    slot.words[2].load(Acquire),
-                ];
-                if slot.seq.load(Relaxed) == seq {
-                    return Quota::from_words(words, &self.fixed);
-                }
+            if let Some(words) = self.current.read() {
+                return Quota::from_words(words, &self.fixed);
             }
-            // Only reachable when two reconfigurations overlapped this read;
-            // the next read of `active` finds the newer, stable slot.
+            // A write is rewriting `current`; `previous` holds what it held.
+            if let Some(words) = self.previous.read() {
+                return Quota::from_words(words, &self.fixed);
+            }
+            // Reachable only while writers run concurrently with this read
+            // (never when the writer is the code this reader preempted).
             atomic::spin_hint();
         }
     }
@@ -234,20 +265,20 @@ impl QuotaCell {
     /// Publishes `quota` (already expressed at the fixed scale). Returns
     /// `false`, changing nothing, if another store is in progress.
     pub(crate) fn try_store(&self, quota: &Quota) -> bool {
-        use atomic::Ordering::{Acquire, Relaxed, Release};
+        use atomic::Ordering::{Acquire, Release};
         if self.writing.swap(true, Acquire) {
             return false;
         }
-        let next = (self.active.load(Relaxed) & 1) ^ 1;
-        let slot = &self.slots[next];
-        let seq = slot.seq.load(Relaxed);
-        slot.seq.store(seq.wrapping_add(1), Relaxed);
-        // Release stores: a reader that sees any new word also sees the odd seq.
-        for (cell, word) in slot.words.iter().zip(quota.variable_words()) {
-            cell.store(word, Release);
+        // Only this writer changes `current`, so this read cannot fail.
+        let mut old = self.current.read();
+        while old.is_none() {
+            atomic::spin_hint();
+            old = self.current.read();
         }
-        slot.seq.store(seq.wrapping_add(2), Release);
-        self.active.store(next, Release);
+        if let Some(old) = old {
+            self.previous.write(old);
+        }
+        self.current.write(quota.variable_words());
         self.writing.store(false, Release);
         true
     }
