@@ -120,3 +120,8 @@ impl<L: RateLimiter + ?Sized> RateLimiter for &L {
         (**self).peek(now)
     }
 }
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(all(doctest, feature = "std"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
