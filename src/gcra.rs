@@ -772,8 +772,8 @@ mod loom_tests {
         builder.check(move || {
             let g = Arc::new(Gcra::new(start));
             let mut handles = Vec::new();
-            for ops in threads.iter().skip(1).cloned() {
-                let g = g.clone();
+            for ops in &threads[1..] {
+                let (g, ops) = (g.clone(), ops.clone());
                 handles.push(thread::spawn(move || run(&g, &ops)));
             }
             let mut logs = std::vec![run(&g, &threads[0])];
