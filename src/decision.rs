@@ -61,7 +61,7 @@ impl Usage {
             scale: quota.scale(),
         }
     }
-    const fn remaining(&self) -> u64 {
+    pub(crate) const fn remaining(&self) -> u64 {
         let r = self.slack / self.interval;
         if r > self.limit {
             self.limit
@@ -69,10 +69,67 @@ impl Usage {
             r
         }
     }
-    const fn reset_after(&self) -> u64 {
+    pub(crate) const fn reset_after(&self) -> u64 {
         Quota::ticks_ceil(self.until_full, self.scale)
     }
 }
+
+/// The accessors, `Debug` and `defmt::Format` shared by every result type
+/// that holds a [`Usage`] (and, for waits, a `wait` in sub-ticks).
+macro_rules! usage_accessors {
+    ($ty:ident $(, $wait:ident: $wait_doc:literal)?) => {
+        impl $ty {
+            /// The limit: the burst, the most cells admitted at once.
+            pub const fn limit(&self) -> u64 {
+                self.usage.limit
+            }
+            /// Cells of cost 1 that would be admitted at the same `now`, after
+            /// what this result reports. Never negative.
+            pub const fn remaining(&self) -> u64 {
+                self.usage.remaining()
+            }
+            /// Ticks from `now` until the limiter is full again
+            /// (`remaining == limit`) if nothing more is admitted.
+            pub const fn reset_after(&self) -> u64 {
+                self.usage.reset_after()
+            }
+            $(
+                #[doc = $wait_doc]
+                pub const fn $wait(&self) -> u64 {
+                    $crate::quota::Quota::ticks_ceil(self.wait, self.usage.scale)
+                }
+            )?
+        }
+
+        impl core::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                let mut d = f.debug_struct(stringify!($ty));
+                d.field("limit", &self.limit())
+                    .field("remaining", &self.remaining())
+                    .field("reset_after", &self.reset_after());
+                $(d.field(stringify!($wait), &self.$wait());)?
+                d.finish()
+            }
+        }
+
+        #[cfg(feature = "defmt")]
+        impl defmt::Format for $ty {
+            fn format(&self, f: defmt::Formatter) {
+                defmt::write!(
+                    f,
+                    "{=str} {{ limit: {=u64}, remaining: {=u64}, reset_after: {=u64}",
+                    stringify!($ty),
+                    self.limit(),
+                    self.remaining(),
+                    self.reset_after()
+                );
+                $(defmt::write!(f, ", {=str}: {=u64}", stringify!($wait), self.$wait());)?
+                defmt::write!(f, " }}");
+            }
+        }
+    };
+}
+pub(crate) use usage_accessors;
 
 /// An admitted request: the quota's limit, what remains, and when it is full.
 ///
@@ -104,30 +161,9 @@ impl Decision {
     pub(crate) const fn from_usage(usage: Usage) -> Self {
         Decision { usage }
     }
-    /// The burst (most cells admitted at once).
-    pub const fn limit(&self) -> u64 {
-        self.usage.limit
-    }
-    /// Cells of cost 1 that would still be admitted now, after this decision.
-    pub const fn remaining(&self) -> u64 {
-        self.usage.remaining()
-    }
-    /// Ticks until the limiter is back to full (`remaining == limit`) if
-    /// nothing more is admitted.
-    pub const fn reset_after(&self) -> u64 {
-        self.usage.reset_after()
-    }
 }
 
-impl fmt::Debug for Decision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Decision")
-            .field("limit", &self.limit())
-            .field("remaining", &self.remaining())
-            .field("reset_after", &self.reset_after())
-            .finish()
-    }
-}
+usage_accessors!(Decision);
 
 /// The state of a limiter seen by `peek`: a [`Decision`]'s numbers plus when a
 /// single cell would next be admitted.
@@ -156,38 +192,13 @@ impl Snapshot {
     pub(crate) const fn from_usage(usage: Usage, wait: u64) -> Self {
         Snapshot { usage, wait }
     }
-    /// The burst.
-    pub const fn limit(&self) -> u64 {
-        self.usage.limit
-    }
-    /// Cells of cost 1 that would be admitted now.
-    pub const fn remaining(&self) -> u64 {
-        self.usage.remaining()
-    }
-    /// Ticks until the limiter is full.
-    pub const fn reset_after(&self) -> u64 {
-        self.usage.reset_after()
-    }
-    /// Ticks until one cell would be admitted (0 if it would be now).
-    pub const fn retry_after(&self) -> u64 {
-        Quota::ticks_ceil(self.wait, self.usage.scale)
-    }
     /// The same numbers as a [`Decision`] (what a cost-0 check returns).
     pub const fn to_decision(&self) -> Decision {
         Decision::from_usage(self.usage)
     }
 }
 
-impl fmt::Debug for Snapshot {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Snapshot")
-            .field("limit", &self.limit())
-            .field("remaining", &self.remaining())
-            .field("reset_after", &self.reset_after())
-            .field("retry_after", &self.retry_after())
-            .finish()
-    }
-}
+usage_accessors!(Snapshot, retry_after: "Ticks until one cell would be admitted (0 if it would be now).");
 
 /// A request over the limit now, that will fit later.
 ///
@@ -228,33 +239,9 @@ impl Limited {
     pub(crate) const fn from_usage(usage: Usage, wait: u64) -> Self {
         Limited { usage, wait }
     }
-    /// The burst.
-    pub const fn limit(&self) -> u64 {
-        self.usage.limit
-    }
-    /// Ticks after which the same cost, checked alone, is admitted.
-    pub const fn retry_after(&self) -> u64 {
-        Quota::ticks_ceil(self.wait, self.usage.scale)
-    }
-    /// Ticks until the limiter is full.
-    pub const fn reset_after(&self) -> u64 {
-        self.usage.reset_after()
-    }
-    /// Cells of cost 1 that would be admitted now (fewer than the cost asked).
-    pub const fn remaining(&self) -> u64 {
-        self.usage.remaining()
-    }
 }
 
-impl fmt::Debug for Limited {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Limited")
-            .field("limit", &self.limit())
-            .field("retry_after", &self.retry_after())
-            .field("reset_after", &self.reset_after())
-            .finish()
-    }
-}
+usage_accessors!(Limited, retry_after: "Ticks after which the same cost, checked alone, is admitted.");
 
 /// Why a check did not admit.
 ///
@@ -325,36 +312,3 @@ impl fmt::Display for Denied {
 }
 
 impl core::error::Error for Denied {}
-
-#[cfg(feature = "defmt")]
-impl defmt::Format for Decision {
-    fn format(&self, f: defmt::Formatter) {
-        defmt::write!(
-            f,
-            "Decision {{ limit: {=u64}, remaining: {=u64}, reset_after: {=u64} }}",
-            self.limit(),
-            self.remaining(),
-            self.reset_after()
-        )
-    }
-}
-
-#[cfg(feature = "defmt")]
-impl defmt::Format for Snapshot {
-    fn format(&self, f: defmt::Formatter) {
-        defmt::write!(f, "Snapshot {{ limit: {=u64}, remaining: {=u64}, reset_after: {=u64}, retry_after: {=u64} }}", self.limit(), self.remaining(), self.reset_after(), self.retry_after())
-    }
-}
-
-#[cfg(feature = "defmt")]
-impl defmt::Format for Limited {
-    fn format(&self, f: defmt::Formatter) {
-        defmt::write!(
-            f,
-            "Limited {{ limit: {=u64}, retry_after: {=u64}, reset_after: {=u64} }}",
-            self.limit(),
-            self.retry_after(),
-            self.reset_after()
-        )
-    }
-}

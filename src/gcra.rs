@@ -64,10 +64,33 @@ use core::cell::Cell;
 use core::convert::Infallible;
 use core::fmt;
 
-use crate::decision::{Decision, Denied, Limited, Snapshot, Usage};
+use crate::decision::{usage_accessors, Decision, Denied, Limited, Snapshot, Usage};
 use crate::quota::{Quota, QuotaError, Rate};
 use crate::sync::{loom_const_fn, QuotaCell, StateWord};
 use crate::{Algorithm, RateLimiter};
+
+/// The start shared by every GCRA step at sub-tick time `now`: refuses a
+/// cost above the burst, then returns `base = max(TAT, now)` and the TAT after
+/// the cost, `base + cost·T` (`None` past `u64::MAX`: beyond the horizon).
+#[inline(always)]
+fn start(quota: &Quota, tat: u64, now: u64, cost: u64) -> Result<(u64, Option<u64>), Denied> {
+    if cost > quota.burst() {
+        return Err(Denied::CostTooLarge {
+            cost,
+            limit: quota.burst(),
+        });
+    }
+    let base = if tat > now { tat } else { now };
+    // cost ≤ burst, so cost·T ≤ span fits (Quota invariant).
+    Ok((base, base.checked_add(cost * quota.emission_interval())))
+}
+
+/// A denial with the state `base` (= max(TAT, now)) unchanged and `wait`
+/// sub-ticks before the same request would be accepted.
+#[inline(always)]
+fn limited(quota: &Quota, base: u64, now: u64, wait: u64) -> Denied {
+    Denied::Limited(Limited::from_usage(Usage::gcra(quota, base - now), wait))
+}
 
 /// One GCRA step at sub-tick time `now`: the new TAT and the decision, or the
 /// denial. `cost` must be non-zero.
@@ -78,31 +101,13 @@ pub(crate) fn admit(
     now: u64,
     cost: u64,
 ) -> Result<(u64, Decision), Denied> {
-    if cost > quota.burst() {
-        return Err(Denied::CostTooLarge {
-            cost,
-            limit: quota.burst(),
-        });
-    }
-    let base = if tat > now { tat } else { now };
-    // cost ≤ burst, so cost·T ≤ burst·T = span fits (Quota invariant).
-    let increment = cost * quota.emission_interval();
-    match base.checked_add(increment) {
-        Some(new_tat) if new_tat - now <= quota.span() => Ok((
+    match start(quota, tat, now, cost)? {
+        (_, Some(new_tat)) if new_tat - now <= quota.span() => Ok((
             new_tat,
             Decision::from_usage(Usage::gcra(quota, new_tat - now)),
         )),
-        Some(new_tat) => {
-            let wait = new_tat - now - quota.span();
-            Err(Denied::Limited(Limited::from_usage(
-                Usage::gcra(quota, base - now),
-                wait,
-            )))
-        }
-        None => Err(Denied::Limited(Limited::from_usage(
-            Usage::gcra(quota, base - now),
-            u64::MAX,
-        ))),
+        (base, Some(new_tat)) => Err(limited(quota, base, now, new_tat - now - quota.span())),
+        (base, None) => Err(limited(quota, base, now, u64::MAX)),
     }
 }
 
@@ -136,28 +141,14 @@ pub(crate) fn reserve(
     cost: u64,
     max_wait: u64,
 ) -> Result<(u64, Reservation), Denied> {
-    if cost > quota.burst() {
-        return Err(Denied::CostTooLarge {
-            cost,
-            limit: quota.burst(),
-        });
-    }
-    let base = if tat > now { tat } else { now };
-    let increment = cost * quota.emission_interval();
-    let limited = |wait| {
-        Err(Denied::Limited(Limited::from_usage(
-            Usage::gcra(quota, base - now),
-            wait,
-        )))
-    };
-    let Some(earliest) = base.checked_add(increment) else {
-        return limited(u64::MAX);
+    let (base, Some(earliest)) = start(quota, tat, now, cost)? else {
+        return Err(limited(quota, tat.max(now), now, u64::MAX));
     };
     // Sub-ticks after `now` before the cost conforms.
     let wait = (earliest - now).saturating_sub(quota.span());
     if wait > max_wait {
         // `max_wait` is whole ticks, so ⌈wait/scale⌉ ≤ max_wait/scale ⇔ wait ≤ max_wait.
-        return limited(wait - max_wait);
+        return Err(limited(quota, base, now, wait - max_wait));
     }
     if cost == 0 {
         return Ok((
@@ -169,20 +160,17 @@ pub(crate) fn reserve(
         ));
     }
     let scale = quota.scale();
-    let wait = if scale == 1 || wait == 0 {
-        wait
+    let aligned = if scale == 1 || wait == 0 {
+        Some(wait)
     } else {
-        match wait.div_ceil(scale).checked_mul(scale) {
-            Some(aligned) => aligned,
-            None => return limited(u64::MAX),
-        }
+        wait.div_ceil(scale).checked_mul(scale)
     };
-    let Some(send) = now.checked_add(wait) else {
-        return limited(u64::MAX);
+    let send = aligned.and_then(|wait| now.checked_add(wait).map(|send| (wait, send)));
+    let Some((wait, send)) = send else {
+        return Err(limited(quota, base, now, u64::MAX));
     };
-    let start = if tat > send { tat } else { send };
-    let Some(new_tat) = start.checked_add(increment) else {
-        return limited(u64::MAX);
+    let Some(new_tat) = tat.max(send).checked_add(earliest - base) else {
+        return Err(limited(quota, base, now, u64::MAX));
     };
     Ok((
         new_tat,
@@ -224,34 +212,7 @@ pub struct Reservation {
     wait: u64,
 }
 
-impl Reservation {
-    /// Ticks after `now` at which the cells may be sent (0: immediately).
-    pub const fn send_after(&self) -> u64 {
-        Quota::ticks_ceil(self.wait, self.usage.scale)
-    }
-    /// The burst.
-    pub const fn limit(&self) -> u64 {
-        self.usage.limit
-    }
-    /// Ticks until the limiter is full again, counted from `now`.
-    pub const fn reset_after(&self) -> u64 {
-        Decision::from_usage(self.usage).reset_after()
-    }
-    /// Cells of cost 1 still admitted at `now` after this reservation.
-    pub const fn remaining(&self) -> u64 {
-        Decision::from_usage(self.usage).remaining()
-    }
-}
-
-impl fmt::Debug for Reservation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Reservation")
-            .field("send_after", &self.send_after())
-            .field("remaining", &self.remaining())
-            .field("reset_after", &self.reset_after())
-            .finish()
-    }
-}
+usage_accessors!(Reservation, send_after: "Ticks after `now` at which the cells may be sent (0: immediately).");
 
 /// Why [`Gcra::set_quota`] changed nothing.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -612,19 +573,6 @@ impl fmt::Debug for LocalGcra {
             .field("tat", &self.tat.get())
             .field("quota", &self.quota)
             .finish()
-    }
-}
-
-#[cfg(feature = "defmt")]
-impl defmt::Format for Reservation {
-    fn format(&self, f: defmt::Formatter) {
-        defmt::write!(
-            f,
-            "Reservation {{ send_after: {=u64}, remaining: {=u64}, reset_after: {=u64} }}",
-            self.send_after(),
-            self.remaining(),
-            self.reset_after()
-        )
     }
 }
 
