@@ -426,3 +426,67 @@ impl defmt::Format for FixedWindow {
         )
     }
 }
+
+#[cfg(all(test, feature = "loom"))]
+mod loom_tests {
+    extern crate std;
+    use super::{FixedWindow, FixedWindowQuota};
+    use crate::Algorithm;
+    use loom::sync::Arc;
+    use loom::thread;
+    use std::{vec, vec::Vec};
+
+    /// Three threads check at their own `now` (one lags into the previous
+    /// window). Every interleaving must give the admissions of some serial
+    /// order of the same checks, and never more than `limit` per window.
+    #[test]
+    fn concurrent_checks_are_some_serial_order() {
+        const NOWS: [u64; 3] = [99, 100, 99];
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(2);
+        builder.check(|| {
+            let limiter = Arc::new(FixedWindow::new(2, 100));
+            let handles: Vec<_> = NOWS
+                .iter()
+                .map(|&now| {
+                    let l = Arc::clone(&limiter);
+                    thread::spawn(move || l.admit_at(now, 1).ok().map(|(_, tag)| tag))
+                })
+                .collect();
+            let outcome: Vec<Option<u64>> =
+                handles.into_iter().map(|h| h.join().unwrap()).collect();
+            for tag in [0, 1] {
+                assert!(outcome.iter().filter(|t| **t == Some(tag)).count() <= 2);
+            }
+            let admitted: Vec<bool> = outcome.iter().map(Option::is_some).collect();
+            assert!(serial_outcomes().contains(&admitted), "{admitted:?}");
+        });
+    }
+
+    fn serial_outcomes() -> Vec<Vec<bool>> {
+        let quota = FixedWindowQuota::new(2, 100);
+        let orders = [
+            [0, 1, 2],
+            [0, 2, 1],
+            [1, 0, 2],
+            [1, 2, 0],
+            [2, 0, 1],
+            [2, 1, 0],
+        ];
+        orders
+            .iter()
+            .map(|order| {
+                let mut state = FixedWindowQuota::NEW;
+                let mut admitted = vec![false; 3];
+                for &i in order {
+                    let now = [99, 100, 99][i];
+                    if let Ok((next, _)) = quota.check(state, now, 1) {
+                        state = next;
+                        admitted[i] = true;
+                    }
+                }
+                admitted
+            })
+            .collect()
+    }
+}

@@ -46,21 +46,38 @@
 //!
 //! The estimate differs from the true count of the last `W` ticks when the
 //! previous window's traffic was not uniform. `tests/sliding_error.rs`
-//! replays generated traffic (2 000 clients, limit 50 per 1 000 ticks, half
-//! steady Poisson-like senders at 0.5× to 2× the limit, half bursty ones
-//! sending bursts of 5 to 80 requests with idle gaps) through the counter and
-//! through an exact log of admitted requests judged by the same rule, and
-//! compares their decisions request by request (run it with
-//! `cargo test --test sliding_error -- --nocapture` to print the figures):
+//! generates 600 clients over 60 windows (limit 50 per 1 000 ticks): a third
+//! steady at 0.5–1× the limit, a third steady at 1–2× (overload), a third
+//! bursty (bursts of 5 to 80 requests a few ticks apart, idle gaps of up to
+//! three windows), with random gaps from a fixed seed. It measures:
 //!
-//! MEASURED-TABLE
+//! * **wrongly admitted / wrongly denied**: the counter runs over the
+//!   requests, and before each one an exact sliding window (at most `limit`
+//!   admitted in any `W` consecutive ticks) is asked about the *counter's own*
+//!   admitted history; the share of all requests where they disagree;
+//! * **rate difference**: the counter and an exact sliding log run
+//!   independently over the same requests; `(admitted by counter − admitted
+//!   exactly) / admitted exactly`, averaged over clients (signed and absolute).
 //!
-//! "Wrongly admitted": the counter admitted a request that the exact sliding
-//! window (at most `limit` admitted requests in any `W` consecutive ticks)
-//! would have denied in the same state; "wrongly denied" the converse. The
-//! rate difference is the counter's admitted requests per window minus the
-//! exact limiter's, relative to the exact one, averaged over clients. The
-//! test fails if any figure leaves the band it documents.
+//! `cargo test --release --test sliding_error -- --nocapture` prints:
+//!
+//! | traffic | requests | wrongly admitted | wrongly denied | mean rate difference | mean absolute rate difference |
+//! |---|---|---|---|---|---|
+//! | steady, 0.5–1× the limit | 462 000 | 2.10 % | 1.00 % | +0.15 % | 0.16 % |
+//! | steady, 1–2× the limit | 939 242 | 1.65 % | 29.19 % | −0.57 % | 0.61 % |
+//! | bursty | 327 736 | 3.44 % | 7.80 % | +0.64 % | 2.61 % |
+//! | all clients | 1 728 978 | 2.11 % | 17.60 % | +0.07 % | 1.13 % |
+//!
+//! How to read it: over a window the counter admits within about 1 % of the
+//! exact limiter (2.6 % for bursty clients, whose previous window is the least
+//! uniform), and it over-admits a request in about 2 % of decisions. The
+//! large "wrongly denied" share under overload is about *timing*, not
+//! quantity: a saturated counter spreads its admissions evenly through the
+//! window (it admits while `c ≤ limit · e / W`), while the exact log admits
+//! in clumps whenever old cells expire, so the two pick different requests
+//! out of the same flood while admitting the same number (−0.57 %). The test
+//! fails if a figure leaves its band (wrong admissions < 5 %, wrong denials
+//! < 40 %, rate difference < 3 %).
 //!
 //! # Packing
 //!
@@ -562,5 +579,64 @@ impl defmt::Format for SlidingWindow {
             self.quota,
             self.state.load()
         )
+    }
+}
+
+#[cfg(all(test, feature = "loom"))]
+mod loom_tests {
+    extern crate std;
+    use super::{SlidingWindow, SlidingWindowQuota};
+    use crate::Algorithm;
+    use loom::sync::Arc;
+    use loom::thread;
+    use std::{vec, vec::Vec};
+
+    const NOWS: [u64; 3] = [150, 99, 150];
+    const COSTS: [u64; 3] = [1, 2, 1];
+
+    /// Three threads (one in the previous window) race; the admissions must
+    /// be those of some serial order of the same checks: the counter never
+    /// admits more than its estimate allows.
+    #[test]
+    fn concurrent_checks_are_some_serial_order() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(2);
+        builder.check(|| {
+            let limiter = Arc::new(SlidingWindow::new(2, 100));
+            let handles: Vec<_> = (0..3)
+                .map(|i| {
+                    let l = Arc::clone(&limiter);
+                    thread::spawn(move || l.check_n(NOWS[i], COSTS[i]).is_ok())
+                })
+                .collect();
+            let admitted: Vec<bool> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            assert!(serial_outcomes().contains(&admitted), "{admitted:?}");
+        });
+    }
+
+    fn serial_outcomes() -> Vec<Vec<bool>> {
+        let quota = SlidingWindowQuota::new(2, 100);
+        let orders = [
+            [0, 1, 2],
+            [0, 2, 1],
+            [1, 0, 2],
+            [1, 2, 0],
+            [2, 0, 1],
+            [2, 1, 0],
+        ];
+        orders
+            .iter()
+            .map(|order| {
+                let mut state = SlidingWindowQuota::NEW;
+                let mut admitted = vec![false; 3];
+                for &i in order {
+                    if let Ok((next, _)) = quota.check(state, NOWS[i], COSTS[i]) {
+                        state = next;
+                        admitted[i] = true;
+                    }
+                }
+                admitted
+            })
+            .collect()
     }
 }
