@@ -349,15 +349,11 @@ impl SlidingWindowQuota {
                 cost,
                 limit: self.limit,
             },
-            Refused::Limited(v) => {
-                let d = Decision::from_usage(self.usage(&v, v.cur));
-                Denied::Limited(Limited::with_remaining(
-                    self.limit,
-                    d.remaining(),
-                    self.wait_for(&v, cost),
-                    d.reset_after(),
-                ))
-            }
+            // `remaining` stays lazy (divided only when read).
+            Refused::Limited(v) => Denied::Limited(Limited::from_usage(
+                self.usage(&v, v.cur),
+                self.wait_for(&v, cost),
+            )),
         }
     }
 
@@ -410,13 +406,12 @@ impl Algorithm for SlidingWindowQuota {
 
     fn peek(&self, state: u64, now: u64) -> Snapshot {
         let v = self.view(state, now);
-        let d = Decision::from_usage(self.usage(&v, v.cur));
         let retry = if self.fits(&v, 1) {
             0
         } else {
             self.wait_for(&v, 1)
         };
-        Snapshot::new(self.limit, d.remaining(), d.reset_after(), retry)
+        Snapshot::from_usage(self.usage(&v, v.cur), retry)
     }
 
     fn is_idle(&self, state: u64, now: u64) -> bool {
