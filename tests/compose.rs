@@ -300,3 +300,41 @@ fn reconfiguration_within_a_family_keeps_its_state() {
     s.reconfigure(150, cfg(SlidingWindow, 20, 100)).unwrap();
     assert_eq!(s.peek(150).remaining(), 20 - 2 - 3);
 }
+
+/// Admits like `L::admit_n`, revoking when asked, next to a twin that
+/// never saw the revoked requests: both must answer alike forever after.
+fn revoke_is_as_if_denied<L: Revocable>(
+    make: impl Fn() -> L,
+    ops: &[(u64, u64, bool)],
+) -> Result<(), TestCaseError> {
+    let (limiter, twin) = (make(), make());
+    let mut now = 0;
+    for &(dt, cost, revoke) in ops {
+        now += dt;
+        match limiter.admit_n(now, cost) {
+            Ok((_, receipt)) if revoke => limiter.revoke(receipt),
+            got => prop_assert_eq!(got.map(|(d, _)| d), twin.check_n(now, cost)),
+        }
+        prop_assert_eq!(limiter.peek(now), twin.peek(now));
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(150))]
+
+    #[test]
+    fn a_revoked_admission_is_as_if_denied(
+        limit in 1u64..8, window in 1u64..60,
+        ops in prop::collection::vec((0u64..30, 0u64..5, prop::bool::ANY), 1..60),
+    ) {
+        revoke_is_as_if_denied(|| FixedWindow::new(limit, window), &ops)?;
+        revoke_is_as_if_denied(|| SlidingWindow::new(limit, window), &ops)?;
+        revoke_is_as_if_denied(|| SlidingLog::<8>::new(limit, window), &ops)?;
+        revoke_is_as_if_denied(|| Gcra::new(Quota::per_ticks(limit, window).at_hz(HZ)), &ops)?;
+        revoke_is_as_if_denied(
+            || (FixedWindow::new(limit, window), SlidingWindow::new(limit + 1, window * 2)),
+            &ops,
+        )?;
+    }
+}
