@@ -27,9 +27,9 @@
 //!
 //! A revocation is exact: a window counter subtracts the cells from the
 //! window they were counted in (nothing, if that window has passed: they
-//! expired anyway), [`Gcra`](crate::Gcra) moves its TAT back by `cost·T`
+//! expired anyway), [`Gcra`] moves its TAT back by `cost·T`
 //! (never earlier than the admission's `now`, i.e. never fuller than full at
-//! that time), and [`SlidingLog`](crate::SlidingLog) removes the cells it
+//! that time), and [`SlidingLog`] removes the cells it
 //! recorded.
 //!
 //! The returned [`Decision`] is the tightest part's: the one with the fewest

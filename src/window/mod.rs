@@ -51,8 +51,8 @@
 //! counts "too old" and starts from zero: the windows rely on the clock being
 //! monotonic more than [`Gcra`](crate::Gcra) does.
 
-mod fixed;
-mod log;
+pub mod fixed;
+pub mod log;
 pub mod sliding;
 
 pub use self::fixed::{FixedWindow, FixedWindowQuota};
