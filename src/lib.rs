@@ -32,7 +32,7 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `std` | [`StdClock`](time::StdClock), a monotonic nanosecond clock |
+//! | `std` | [`StdClock`](time::StdClock), a monotonic nanosecond clock; [`SlidingLog`] locks a `std` mutex instead of a critical section |
 //! | `loom` | swaps the atomics for loom's in this crate's own unit tests (`cargo test --features loom`); never enable it in a dependent crate |
 //!
 //! No feature is on by default: the crate builds for bare metal as it is.

@@ -198,6 +198,11 @@ enum Inner<const N: usize> {
 /// `AnyLimiter<N>` is about `8·N + 32` bytes whichever algorithm it runs;
 /// pick a small `N` (even 1) if you never configure a log.
 ///
+/// Every variant but the log is lock-free on targets with 64-bit CAS; the
+/// log takes a short lock (see [`window::log`](crate::window::log)): on a
+/// host enable the `std` feature, or provide a `critical-section`
+/// implementation, or the binary will not link.
+///
 /// ```
 /// use cellrate::compose::{AlgorithmKind, AnyLimiter, LimiterConfig};
 /// use cellrate::RateLimiter;

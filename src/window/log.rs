@@ -27,15 +27,19 @@
 //! # Concurrency: a critical section, bounded
 //!
 //! The log is not one word, so it is **not lock-free**: every operation runs
-//! inside one [`critical_section::with`]. What runs inside is bounded: a
+//! inside one [`critical_section::with`] (with the `std` feature: while
+//! holding a `std::sync::Mutex` private to this log). What runs inside is
+//! bounded: a
 //! check reads one slot and writes `cost ≤ limit ≤ N` slots; a peek binary
 //! searches the ring (`⌈log₂ N⌉ + 1` reads); a revocation shifts at most `N`
 //! slots. No allocation, no call into user code, no division (the ring
 //! index wraps by comparison). On bare metal the critical section masks
-//! interrupts for that long; on a host the binary must enable
-//! `critical-section`'s `std` feature, whose implementation is one global
-//! lock for the whole process: prefer [`SlidingWindow`](super::SlidingWindow)
-//! or [`Gcra`](crate::Gcra) for heavily shared state on servers.
+//! interrupts for that long. On a host, enable cellrate's `std` feature
+//! (one mutex per log); without it the binary must provide a
+//! `critical-section` implementation (its `std` one is a single lock for
+//! the whole process). Either way, prefer
+//! [`SlidingWindow`](super::SlidingWindow) or [`Gcra`](crate::Gcra) for
+//! heavily shared state on servers.
 //!
 //! # Invariants
 //!
@@ -49,6 +53,13 @@ use core::fmt;
 
 use super::WindowError;
 use crate::{Decision, Denied, Limited, RateLimiter, Snapshot};
+
+/// The lock around the ring: a critical section, or with the `std` feature
+/// a `std` mutex (no `critical-section` implementation needed on hosts).
+#[cfg(not(feature = "std"))]
+type Lock<T> = critical_section::Mutex<T>;
+#[cfg(feature = "std")]
+type Lock<T> = std::sync::Mutex<T>;
 
 struct Ring<const N: usize> {
     /// Logical slot 0 (the oldest).
@@ -72,7 +83,7 @@ struct Ring<const N: usize> {
 pub struct SlidingLog<const N: usize> {
     limit: u64,
     window: u64,
-    ring: critical_section::Mutex<Ring<N>>,
+    ring: Lock<Ring<N>>,
 }
 
 impl<const N: usize> SlidingLog<N> {
@@ -102,7 +113,7 @@ impl<const N: usize> SlidingLog<N> {
         Ok(SlidingLog {
             limit,
             window,
-            ring: critical_section::Mutex::new(Ring {
+            ring: Lock::new(Ring {
                 head: Cell::new(0),
                 slots: [const { Cell::new(0) }; N],
             }),
@@ -120,6 +131,25 @@ impl<const N: usize> SlidingLog<N> {
             return Err(WindowError::LimitTooLarge { max: N as u64 });
         }
         Ok(())
+    }
+
+    /// Runs `f` on the ring, under the lock.
+    #[inline(always)]
+    fn with_ring<R>(&self, f: impl FnOnce(&Ring<N>) -> R) -> R {
+        #[cfg(feature = "std")]
+        {
+            // `f` never panics, so the lock is never poisoned; if it were,
+            // the ring is still consistent (every write keeps it sorted).
+            let guard = self
+                .ring
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            f(&guard)
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            critical_section::with(|cs| f(self.ring.borrow(cs)))
+        }
     }
 
     /// The most cells in any window.
@@ -191,8 +221,7 @@ impl<const N: usize> SlidingLog<N> {
                 limit: self.limit,
             });
         }
-        critical_section::with(|cs| {
-            let ring = self.ring.borrow(cs);
+        self.with_ring(|ring| {
             let head = ring.head.get();
             let limit = self.limit as usize;
             let newest = ring.slots[self.index(head, limit - 1)].get();
@@ -239,8 +268,7 @@ impl<const N: usize> SlidingLog<N> {
     /// slots enter at the old end).
     pub(crate) fn revoke_at(&self, recorded: u64, cost: u64) {
         let value = recorded.saturating_add(1);
-        critical_section::with(|cs| {
-            let ring = self.ring.borrow(cs);
+        self.with_ring(|ring| {
             let head = ring.head.get();
             let limit = self.limit as usize;
             let at = |i: usize| &ring.slots[self.index(head, i)];
@@ -265,8 +293,7 @@ impl<const N: usize> SlidingLog<N> {
 
     /// The state at `now`, writing nothing.
     pub fn peek(&self, now: u64) -> Snapshot {
-        critical_section::with(|cs| {
-            let ring = self.ring.borrow(cs);
+        self.with_ring(|ring| {
             let (free, reset) = self.count(ring, now);
             let oldest = ring.slots[ring.head.get()].get();
             Snapshot::new(self.limit, free, reset, self.until_expiry(oldest, now))
@@ -275,8 +302,7 @@ impl<const N: usize> SlidingLog<N> {
 
     /// Makes the log empty, as new.
     pub fn reset(&self) {
-        critical_section::with(|cs| {
-            let ring = self.ring.borrow(cs);
+        self.with_ring(|ring| {
             ring.head.set(0);
             for s in &ring.slots {
                 s.set(0);
@@ -296,6 +322,12 @@ impl<const N: usize> SlidingLog<N> {
     /// ```
     pub fn set_limit(&mut self, limit: u64, window: u64) -> Result<(), WindowError> {
         Self::validate(limit, window)?;
+        #[cfg(feature = "std")]
+        let ring = self
+            .ring
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        #[cfg(not(feature = "std"))]
         let ring = self.ring.get_mut();
         let old = self.limit as usize;
         let head = ring.head.get();
