@@ -14,7 +14,8 @@ use crate::{Decision, Denied, RateLimiter, Snapshot};
 /// critical section on targets without 64-bit CAS), saturating at
 /// `u64::MAX`. Each counter is exact; [`stats`](Self::stats) reads them one
 /// after another, so under concurrency the four numbers may come from
-/// slightly different instants. A revoked admission (see
+/// slightly different instants. A check of cost 0 (a peek) counts as
+/// nothing. A revoked admission (see
 /// [`Revocable`]) is moved from the admitted to the denied counts.
 ///
 /// ```

@@ -241,9 +241,20 @@ impl FixedWindowQuota {
         self.pack(tag, count.saturating_sub(cost))
     }
 
-    /// The state re-expressed for `new` at `now`: the count of the current
-    /// window is kept (at most the new limit) and re-tagged in the new grid.
-    pub(crate) fn translate(&self, state: u64, now: u64, new: &FixedWindowQuota) -> u64 {
+    /// A state word of this quota re-expressed for `new` at `now`: the count
+    /// of the window holding `now` is kept (at most the new limit) and
+    /// re-tagged in the new grid. Containers that swap the parameters of
+    /// existing words must pass each word through this: the packing depends
+    /// on the limit.
+    ///
+    /// ```
+    /// use cellrate::Algorithm;
+    /// use cellrate::window::FixedWindowQuota;
+    /// let (old, new) = (FixedWindowQuota::new(10, 100), FixedWindowQuota::new(1_000, 100));
+    /// let (s, _) = old.check(FixedWindowQuota::NEW, 5, 7).unwrap();
+    /// assert_eq!(new.peek(old.translate(s, 5, &new), 5).remaining(), 993);
+    /// ```
+    pub fn translate(&self, state: u64, now: u64, new: &FixedWindowQuota) -> u64 {
         let v = self.view(state, now);
         if v.count == 0 {
             return FixedWindowQuota::NEW;

@@ -372,9 +372,19 @@ impl SlidingWindowQuota {
         }
     }
 
-    /// The state re-expressed for `new` at `now`: both counts kept (at most
-    /// the new limit), re-tagged in the new grid.
-    pub(crate) fn translate(&self, state: u64, now: u64, new: &SlidingWindowQuota) -> u64 {
+    /// A state word of this quota re-expressed for `new` at `now`: both
+    /// counts kept (at most the new limit), re-tagged in the new grid.
+    /// Containers that swap the parameters of existing words must pass each
+    /// word through this: the packing depends on the limit.
+    ///
+    /// ```
+    /// use cellrate::Algorithm;
+    /// use cellrate::window::SlidingWindowQuota;
+    /// let (old, new) = (SlidingWindowQuota::new(10, 100), SlidingWindowQuota::new(1_000, 100));
+    /// let (s, _) = old.check(SlidingWindowQuota::NEW, 5, 7).unwrap();
+    /// assert_eq!(new.peek(old.translate(s, 5, &new), 5).remaining(), 993);
+    /// ```
+    pub fn translate(&self, state: u64, now: u64, new: &SlidingWindowQuota) -> u64 {
         let v = self.view(state, now);
         if v.prev == 0 && v.cur == 0 {
             return SlidingWindowQuota::NEW;
