@@ -267,3 +267,28 @@ fn static_limiters_are_const() {
     assert!(S.check(0).is_ok() && S.check(0).is_err());
     assert!(L.check(0).is_ok() && L.check(0).is_err());
 }
+
+/// Real threads hammering one limiter within one window: exactly `limit`
+/// admissions in total (a smoke test beside the loom models).
+#[test]
+fn threads_never_over_admit() {
+    let fixed = FixedWindow::new(1_000, 1 << 40);
+    let sliding = SlidingWindow::new(1_000, 1 << 40);
+    let log = SlidingLog::<1_000>::new(1_000, 1 << 40);
+    let limiters: [&(dyn RateLimiter + Sync); 3] = [&fixed, &sliding, &log];
+    for limiter in limiters {
+        let admitted: usize = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|t| {
+                    s.spawn(move || {
+                        (0..2_000u64)
+                            .filter(|i| limiter.check(t * 10 + i % 7).is_ok())
+                            .count()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(admitted, 1_000);
+    }
+}
