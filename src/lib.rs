@@ -32,7 +32,7 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `std` | [`StdClock`](time::StdClock), a monotonic nanosecond clock |
+//! | `std` | [`StdClock`](time::StdClock), a monotonic nanosecond clock; [`SlidingLog`] locks a `std` mutex instead of a critical section |
 //! | `loom` | swaps the atomics for loom's in this crate's own unit tests (`cargo test --features loom`); never enable it in a dependent crate |
 //!
 //! No feature is on by default: the crate builds for bare metal as it is.
@@ -65,17 +65,21 @@
 extern crate std;
 
 pub mod algorithm;
+pub mod compose;
 pub mod decision;
 pub mod gcra;
 pub mod quota;
 pub mod sync;
 pub mod time;
+pub mod window;
 
 pub use algorithm::Algorithm;
+pub use compose::{Adaptive, AnyLimiter, LimiterConfig, Metered, Revocable};
 pub use decision::{Decision, Denied, Limited, Snapshot};
 pub use gcra::{Gcra, LeakyBucket, LocalGcra, Reservation, SetQuotaError, TokenBucket};
 pub use quota::{Quota, QuotaBuilder, QuotaError, Rate};
 pub use time::{Clock, ManualClock};
+pub use window::{FixedWindow, FixedWindowQuota, SlidingLog, SlidingWindow, SlidingWindowQuota};
 
 /// The common face of every limiter in the crate.
 ///

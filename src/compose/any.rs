@@ -1,0 +1,417 @@
+//! A limiter chosen by configuration.
+
+use core::fmt;
+use core::str::FromStr;
+
+use super::{Receipt, Revocable};
+use crate::window::{
+    FixedWindow, FixedWindowQuota, SlidingLog, SlidingWindow, SlidingWindowQuota, WindowError,
+};
+use crate::{Decision, Denied, Gcra, Quota, QuotaError, RateLimiter, SetQuotaError, Snapshot};
+
+/// The algorithms an [`AnyLimiter`] can run.
+///
+/// ```
+/// use cellrate::compose::AlgorithmKind;
+/// assert_eq!("sliding_window".parse(), Ok(AlgorithmKind::SlidingWindow));
+/// assert_eq!(AlgorithmKind::TokenBucket.as_str(), "token_bucket");
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AlgorithmKind {
+    /// [`FixedWindow`]: `limit` per aligned window.
+    FixedWindow,
+    /// [`SlidingWindow`]: `limit` per sliding window, estimated.
+    SlidingWindow,
+    /// [`SlidingLog`]: `limit` per sliding window, exact (`limit ≤` the log's capacity).
+    SlidingLog,
+    /// [`TokenBucket`](crate::TokenBucket): capacity `burst` (default
+    /// `limit`), refilled at `limit` per window.
+    TokenBucket,
+    /// [`LeakyBucket`](crate::LeakyBucket) as a meter: `limit` per window,
+    /// evenly spaced, no burst.
+    LeakyBucket,
+    /// [`Gcra`]: `limit` per window, burst `burst` (default `limit`).
+    Gcra,
+}
+
+impl AlgorithmKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [AlgorithmKind; 6] = [
+        AlgorithmKind::FixedWindow,
+        AlgorithmKind::SlidingWindow,
+        AlgorithmKind::SlidingLog,
+        AlgorithmKind::TokenBucket,
+        AlgorithmKind::LeakyBucket,
+        AlgorithmKind::Gcra,
+    ];
+
+    /// The configuration name (`snake_case`).
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            AlgorithmKind::FixedWindow => "fixed_window",
+            AlgorithmKind::SlidingWindow => "sliding_window",
+            AlgorithmKind::SlidingLog => "sliding_log",
+            AlgorithmKind::TokenBucket => "token_bucket",
+            AlgorithmKind::LeakyBucket => "leaky_bucket",
+            AlgorithmKind::Gcra => "gcra",
+        }
+    }
+}
+
+impl FromStr for AlgorithmKind {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        AlgorithmKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or(ConfigError::UnknownAlgorithm)
+    }
+}
+
+impl fmt::Display for AlgorithmKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a configuration file says about one limiter: the algorithm, `limit`
+/// cells per `window` ticks of a clock at `hz`, and an optional burst.
+///
+/// ```
+/// use cellrate::compose::{AlgorithmKind, LimiterConfig};
+/// let c = LimiterConfig::new(AlgorithmKind::TokenBucket, 100, 1_000, 1_000).with_burst(20);
+/// assert_eq!(c.burst, Some(20));
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LimiterConfig {
+    /// Which algorithm.
+    pub algorithm: AlgorithmKind,
+    /// Cells per window (the rate's numerator).
+    pub limit: u64,
+    /// The window (the rate's period) in ticks.
+    pub window: u64,
+    /// The burst: GCRA and token bucket only (default `limit`); the leaky
+    /// bucket accepts only 1, the windows only `limit`.
+    pub burst: Option<u64>,
+    /// Ticks per second of the clock that supplies `now`.
+    pub hz: u64,
+}
+
+impl LimiterConfig {
+    /// `limit` cells per `window` ticks at `hz`, no explicit burst.
+    pub const fn new(algorithm: AlgorithmKind, limit: u64, window: u64, hz: u64) -> Self {
+        LimiterConfig {
+            algorithm,
+            limit,
+            window,
+            burst: None,
+            hz,
+        }
+    }
+
+    /// The same with a burst.
+    pub const fn with_burst(self, burst: u64) -> Self {
+        LimiterConfig {
+            burst: Some(burst),
+            ..self
+        }
+    }
+
+    /// The GCRA quota of a bucket configuration.
+    fn quota(&self) -> Result<Quota, ConfigError> {
+        let burst = match (self.algorithm, self.burst) {
+            (AlgorithmKind::LeakyBucket, None | Some(1)) => 1,
+            (AlgorithmKind::LeakyBucket, Some(_)) => {
+                return Err(ConfigError::BurstNotSupported(self.algorithm))
+            }
+            (_, Some(b)) => b,
+            (_, None) => self.limit,
+        };
+        Quota::per_ticks(self.limit, self.window)
+            .with_burst(burst)
+            .try_at_hz(self.hz)
+            .map_err(ConfigError::Quota)
+    }
+
+    fn window_burst_ok(&self) -> Result<(), ConfigError> {
+        match self.burst {
+            None => Ok(()),
+            Some(b) if b == self.limit => Ok(()),
+            Some(_) => Err(ConfigError::BurstNotSupported(self.algorithm)),
+        }
+    }
+}
+
+/// Why a [`LimiterConfig`] cannot be used.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The window parameters are invalid (zero, too large for the state word
+    /// or the log's capacity, or `limit × window` overflows).
+    Window(WindowError),
+    /// The bucket quota is invalid (zero rate, burst or frequency, or not
+    /// representable).
+    Quota(QuotaError),
+    /// This algorithm has no separate burst (windows: the burst is the limit;
+    /// leaky bucket: 1).
+    BurstNotSupported(AlgorithmKind),
+    /// The algorithm name is not one of [`AlgorithmKind::as_str`]'s.
+    UnknownAlgorithm,
+    /// The frequency of the clock is zero.
+    ZeroHz,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Window(e) => write!(f, "invalid window limiter: {e}"),
+            ConfigError::Quota(e) => write!(f, "invalid bucket quota: {e}"),
+            ConfigError::BurstNotSupported(k) => {
+                write!(f, "{k} takes no separate burst")
+            }
+            ConfigError::UnknownAlgorithm => f.write_str(
+                "unknown algorithm (expected fixed_window, sliding_window, sliding_log, token_bucket, leaky_bucket or gcra)",
+            ),
+            ConfigError::ZeroHz => f.write_str("the clock frequency is zero"),
+        }
+    }
+}
+
+impl core::error::Error for ConfigError {}
+
+enum Inner<const N: usize> {
+    Fixed(FixedWindow),
+    Sliding(SlidingWindow),
+    Log(SlidingLog<N>),
+    Gcra(Gcra),
+}
+
+/// Any of the crate's limiters, chosen by a [`LimiterConfig`] at run time
+/// and reconfigurable in place.
+///
+/// `N` is the capacity of the [`SlidingLog`] variant, fixed at compile time
+/// (default 64): a sliding-log configuration with `limit > N` is refused with
+/// [`WindowError::LimitTooLarge`]. The log is stored inline, so an
+/// `AnyLimiter<N>` is about `8·N + 32` bytes whichever algorithm it runs;
+/// pick a small `N` (even 1) if you never configure a log.
+///
+/// Every variant but the log is lock-free on targets with 64-bit CAS; the
+/// log takes a short lock (see [`window::log`](crate::window::log)): on a
+/// host enable the `std` feature, or provide a `critical-section`
+/// implementation, or the binary will not link.
+///
+/// ```
+/// use cellrate::compose::{AlgorithmKind, AnyLimiter, LimiterConfig};
+/// use cellrate::RateLimiter;
+/// let config = LimiterConfig::new("sliding_window".parse().unwrap(), 10, 1_000, 1_000);
+/// let limiter: AnyLimiter = AnyLimiter::from_config(config).unwrap();
+/// assert_eq!(limiter.check(0).unwrap().remaining(), 9);
+/// ```
+///
+/// # Reconfiguration
+///
+/// [`reconfigure`](Self::reconfigure) takes `&mut self`: the next check uses
+/// the new configuration. (A limiter shared by `&self` is reconfigured by
+/// whoever owns it, e.g. behind the lock or in the table that holds it; a
+/// shared [`Gcra`] can also change its quota through `&self` with
+/// [`Gcra::set_quota`].) What happens to the state:
+///
+/// | from → to | state kept |
+/// |---|---|
+/// | fixed → fixed window | the count of the window holding `now`, clamped to the new limit, in the new grid's current window |
+/// | sliding → sliding window | the previous and current counts, clamped, as the new grid's previous and current windows |
+/// | log → log | the recorded times (the newest `min(old, new)` limit of them) |
+/// | bucket ↔ bucket (token, leaky, GCRA) | the TAT: the debt is kept as time ([`Gcra::set_quota`]) |
+/// | any other change of algorithm | the cells in use at `now` (`limit − remaining`), charged at `now` to the new limiter, at most its limit; the history's shape is lost |
+///
+/// A configuration error changes nothing.
+pub struct AnyLimiter<const N: usize = 64> {
+    config: LimiterConfig,
+    inner: Inner<N>,
+}
+
+impl<const N: usize> AnyLimiter<N> {
+    /// Builds the limiter `config` describes, full.
+    ///
+    /// ```
+    /// use cellrate::compose::{AlgorithmKind, AnyLimiter, ConfigError, LimiterConfig};
+    /// use cellrate::window::WindowError;
+    /// let bad = LimiterConfig::new(AlgorithmKind::SlidingLog, 100, 1_000, 1_000);
+    /// assert_eq!(AnyLimiter::<64>::from_config(bad).err(),
+    ///            Some(ConfigError::Window(WindowError::LimitTooLarge { max: 64 })));
+    /// let bad = LimiterConfig::new(AlgorithmKind::LeakyBucket, 10, 1_000, 1_000).with_burst(5);
+    /// assert!(AnyLimiter::<64>::from_config(bad).is_err());
+    /// ```
+    pub fn from_config(config: LimiterConfig) -> Result<Self, ConfigError> {
+        Ok(AnyLimiter {
+            inner: Self::build(&config)?,
+            config,
+        })
+    }
+
+    fn build(config: &LimiterConfig) -> Result<Inner<N>, ConfigError> {
+        if config.hz == 0 {
+            return Err(ConfigError::ZeroHz);
+        }
+        Ok(match config.algorithm {
+            AlgorithmKind::FixedWindow => {
+                config.window_burst_ok()?;
+                Inner::Fixed(FixedWindow::with_quota(
+                    FixedWindowQuota::try_new(config.limit, config.window)
+                        .map_err(ConfigError::Window)?,
+                ))
+            }
+            AlgorithmKind::SlidingWindow => {
+                config.window_burst_ok()?;
+                Inner::Sliding(SlidingWindow::with_quota(
+                    SlidingWindowQuota::try_new(config.limit, config.window)
+                        .map_err(ConfigError::Window)?,
+                ))
+            }
+            AlgorithmKind::SlidingLog => {
+                config.window_burst_ok()?;
+                Inner::Log(
+                    SlidingLog::try_new(config.limit, config.window)
+                        .map_err(ConfigError::Window)?,
+                )
+            }
+            AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket | AlgorithmKind::Gcra => {
+                Inner::Gcra(Gcra::new(config.quota()?))
+            }
+        })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &LimiterConfig {
+        &self.config
+    }
+
+    /// Switches to `config` at `now`; see the [type docs](Self) for what
+    /// happens to the state. On error nothing changes.
+    ///
+    /// ```
+    /// use cellrate::compose::{AlgorithmKind, AnyLimiter, LimiterConfig};
+    /// use cellrate::RateLimiter;
+    /// let mut l: AnyLimiter = AnyLimiter::from_config(
+    ///     LimiterConfig::new(AlgorithmKind::FixedWindow, 10, 1_000, 1_000)).unwrap();
+    /// l.check_n(0, 4).unwrap();
+    /// // Same algorithm, larger limit: the 4 cells used stay used.
+    /// l.reconfigure(10, LimiterConfig::new(AlgorithmKind::FixedWindow, 20, 1_000, 1_000)).unwrap();
+    /// assert_eq!(l.peek(10).remaining(), 16);
+    /// // Another algorithm: the 4 cells in use are charged to the new one.
+    /// l.reconfigure(10, LimiterConfig::new(AlgorithmKind::Gcra, 20, 1_000, 1_000)).unwrap();
+    /// assert_eq!(l.peek(10).remaining(), 16);
+    /// ```
+    pub fn reconfigure(&mut self, now: u64, config: LimiterConfig) -> Result<(), ConfigError> {
+        let fresh = Self::build(&config)?;
+        match (&mut self.inner, fresh) {
+            (Inner::Fixed(w), Inner::Fixed(new)) => w.set_quota(now, new.quota()),
+            (Inner::Sliding(w), Inner::Sliding(new)) => w.set_quota(now, new.quota()),
+            (Inner::Log(log), Inner::Log(_)) => log
+                .set_limit(config.limit, config.window)
+                .map_err(ConfigError::Window)?,
+            (Inner::Gcra(g), Inner::Gcra(new)) => match g.set_quota(new.quota()) {
+                Ok(_) => {}
+                // Unreachable with `&mut self`; a quota that cannot be
+                // expressed at the old scale starts afresh.
+                Err(SetQuotaError::Busy) | Err(SetQuotaError::Quota(_)) => {
+                    let used = Self::used(&self.inner, now);
+                    self.inner = Inner::Gcra(new);
+                    self.charge(now, used);
+                }
+            },
+            (_, fresh) => {
+                let used = Self::used(&self.inner, now);
+                self.inner = fresh;
+                self.charge(now, used);
+            }
+        }
+        self.config = config;
+        Ok(())
+    }
+
+    fn used(inner: &Inner<N>, now: u64) -> u64 {
+        let s = Self::peek_inner(inner, now);
+        s.limit().saturating_sub(s.remaining())
+    }
+
+    fn charge(&self, now: u64, used: u64) {
+        if used > 0 {
+            let limit = self.peek(now).limit();
+            let _ = self.check_n(now, used.min(limit));
+        }
+    }
+
+    fn peek_inner(inner: &Inner<N>, now: u64) -> Snapshot {
+        match inner {
+            Inner::Fixed(l) => l.peek(now),
+            Inner::Sliding(l) => l.peek(now),
+            Inner::Log(l) => l.peek(now),
+            Inner::Gcra(l) => l.peek(now),
+        }
+    }
+
+    /// Makes the limiter full, as new.
+    pub fn reset(&self) {
+        match &self.inner {
+            Inner::Fixed(l) => l.reset(),
+            Inner::Sliding(l) => l.reset(),
+            Inner::Log(l) => l.reset(),
+            Inner::Gcra(l) => l.reset(),
+        }
+    }
+}
+
+impl<const N: usize> RateLimiter for AnyLimiter<N> {
+    #[inline]
+    fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        match &self.inner {
+            Inner::Fixed(l) => l.check_n(now, cost),
+            Inner::Sliding(l) => l.check_n(now, cost),
+            Inner::Log(l) => l.check_n(now, cost),
+            Inner::Gcra(l) => l.check_n(now, cost),
+        }
+    }
+    fn peek(&self, now: u64) -> Snapshot {
+        Self::peek_inner(&self.inner, now)
+    }
+}
+
+impl<const N: usize> Revocable for AnyLimiter<N> {
+    type Receipt = Receipt;
+    #[inline]
+    fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, Receipt), Denied> {
+        match &self.inner {
+            Inner::Fixed(l) => l.admit_n(now, cost),
+            Inner::Sliding(l) => l.admit_n(now, cost),
+            Inner::Log(l) => l.admit_n(now, cost),
+            Inner::Gcra(l) => l.admit_n(now, cost),
+        }
+    }
+    fn revoke(&self, receipt: Receipt) {
+        match &self.inner {
+            Inner::Fixed(l) => l.revoke(receipt),
+            Inner::Sliding(l) => l.revoke(receipt),
+            Inner::Log(l) => l.revoke(receipt),
+            Inner::Gcra(l) => l.revoke(receipt),
+        }
+    }
+}
+
+impl<const N: usize> fmt::Debug for AnyLimiter<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnyLimiter")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl<const N: usize> defmt::Format for AnyLimiter<N> {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(f, "AnyLimiter {{ config: {} }}", self.config)
+    }
+}

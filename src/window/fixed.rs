@@ -1,0 +1,503 @@
+//! The fixed window counter.
+//!
+//! # The math
+//!
+//! Window `k` covers the ticks `[k·W, (k+1)·W)`. The state is the count `c`
+//! of cells admitted in the window the state was last written in. A request
+//! of `cost` cells at `now` (in window `k`, elapsed `e`) is admitted iff
+//!
+//! ```text
+//! c_k + cost ≤ limit          (c_k = c if the state is for window k, else 0)
+//! ```
+//!
+//! and then `c_k ← c_k + cost`. The numbers reported:
+//!
+//! ```text
+//! remaining   = limit − c_k
+//! reset_after = W − e        (0 when c_k = 0: already full)
+//! retry_after = W − e        (exact: the next window starts empty, and cost ≤ limit)
+//! ```
+//!
+//! # The boundary burst
+//!
+//! Windows are aligned, not sliding: `limit` cells in the last tick of window
+//! `k` and `limit` more in the first tick of window `k + 1` are all admitted,
+//! `2·limit` cells within two ticks. That is the price of one word of state
+//! and no arithmetic beyond an add; [`SlidingWindow`](super::SlidingWindow),
+//! [`SlidingLog`](super::SlidingLog) and [`Gcra`](crate::Gcra) do not allow
+//! it (the scenario tests show all four side by side).
+//!
+//! # Packing
+//!
+//! ```text
+//!  63            count_bits  count_bits−1     0
+//! ┌─────────────────────────┬──────────────────┐
+//! │ window tag (k mod 2^tb) │ count (0..=limit)│
+//! └─────────────────────────┴──────────────────┘
+//! ```
+//!
+//! `count_bits = ⌈log₂(limit + 1)⌉`, `tb = 64 − count_bits ≥ 16`, so the
+//! largest limit is 2⁴⁸ − 1. State `0` (tag 0, count 0) is a new client: a
+//! zero count reads as full whatever the tag. See the
+//! [module docs](super) for how tags compare and wrap.
+//!
+//! # Invariants
+//!
+//! * The stored count never exceeds `limit` (checked before every store).
+//! * One compare-and-swap per admission; a denial, a peek and a cost of 0
+//!   store nothing.
+//! * No division on any path: the window index comes from a precomputed
+//!   multiplier (see the [module docs](super)).
+
+use core::convert::Infallible;
+use core::fmt;
+
+use super::{count_bits, low_mask, Divisor, WindowError, MIN_TAG_BITS};
+use crate::sync::{loom_const_fn, StateWord};
+use crate::{Algorithm, Decision, Denied, Limited, RateLimiter, Snapshot};
+
+/// The parameters of a fixed window: `limit` cells per window of `window`
+/// ticks. `Copy`, shareable by many state words; implements [`Algorithm`].
+///
+/// ```
+/// use cellrate::Algorithm;
+/// use cellrate::window::FixedWindowQuota;
+/// let q = FixedWindowQuota::new(3, 1_000);
+/// let (s, d) = q.check(FixedWindowQuota::NEW, 10, 2).unwrap();
+/// assert_eq!((d.remaining(), d.reset_after()), (1, 990));
+/// assert!(q.check(s, 999, 2).is_err());
+/// assert!(q.check(s, 1_000, 3).is_ok()); // a new window
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FixedWindowQuota {
+    limit: u64,
+    window: Divisor,
+    count_bits: u32,
+}
+
+/// What a state word means at some `now`.
+#[derive(Clone, Copy)]
+struct View {
+    /// The tag to store back.
+    tag: u64,
+    /// Cells counted in the window being judged.
+    count: u64,
+    /// Ticks from now until that window ends.
+    until_end: u64,
+}
+
+impl FixedWindowQuota {
+    /// The largest limit (2⁴⁸ − 1: the count leaves 16 bits of window tag).
+    pub const MAX_LIMIT: u64 = (1 << (64 - MIN_TAG_BITS)) - 1;
+
+    /// `limit` cells per `window` ticks.
+    ///
+    /// # Panics
+    /// On a zero limit or window, or a limit above [`MAX_LIMIT`](Self::MAX_LIMIT):
+    /// a compile error in `const` context. See [`try_new`](Self::try_new).
+    pub const fn new(limit: u64, window: u64) -> Self {
+        match Self::try_new(limit, window) {
+            Ok(q) => q,
+            Err(e) => panic!("{}", e.as_str()),
+        }
+    }
+
+    /// `limit` cells per `window` ticks, or what is wrong with them.
+    ///
+    /// ```
+    /// use cellrate::window::{FixedWindowQuota, WindowError};
+    /// assert!(FixedWindowQuota::try_new(1 << 48, 10).is_err());
+    /// assert_eq!(FixedWindowQuota::try_new(100, 60_000).unwrap().limit(), 100);
+    /// ```
+    pub const fn try_new(limit: u64, window: u64) -> Result<Self, WindowError> {
+        if limit == 0 {
+            return Err(WindowError::ZeroLimit);
+        }
+        if window == 0 {
+            return Err(WindowError::ZeroWindow);
+        }
+        if limit > Self::MAX_LIMIT {
+            return Err(WindowError::LimitTooLarge {
+                max: Self::MAX_LIMIT,
+            });
+        }
+        Ok(FixedWindowQuota {
+            limit,
+            window: Divisor::new(window),
+            count_bits: count_bits(limit),
+        })
+    }
+
+    /// The most cells admitted per window.
+    pub const fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The window length in ticks.
+    pub const fn window(&self) -> u64 {
+        self.window.get()
+    }
+
+    /// Bits of the window tag in the state word (`64 − ⌈log₂(limit + 1)⌉`).
+    ///
+    /// ```
+    /// use cellrate::window::FixedWindowQuota;
+    /// assert_eq!(FixedWindowQuota::new(100, 1_000).tag_bits(), 57);
+    /// ```
+    pub const fn tag_bits(&self) -> u32 {
+        64 - self.count_bits
+    }
+
+    #[inline(always)]
+    const fn tag_mask(&self) -> u64 {
+        low_mask(64 - self.count_bits)
+    }
+
+    #[inline(always)]
+    const fn pack(&self, tag: u64, count: u64) -> u64 {
+        (tag << self.count_bits) | count
+    }
+
+    /// The count of cells in the window that judges `now`, and that window's tag.
+    #[inline(always)]
+    fn view(&self, state: u64, now: u64) -> View {
+        let (index, elapsed) = self.window.div_rem(now);
+        let w = self.window.get();
+        let tag_now = index & self.tag_mask();
+        let stored_tag = state >> self.count_bits;
+        let count = state & low_mask(self.count_bits);
+        let behind = tag_now.wrapping_sub(stored_tag) & self.tag_mask();
+        if behind == 0 {
+            View {
+                tag: stored_tag,
+                count,
+                until_end: w - elapsed,
+            }
+        } else if behind == self.tag_mask() && count > 0 {
+            // The state is one window ahead of this `now`: judge against it.
+            View {
+                tag: stored_tag,
+                count,
+                until_end: (w - elapsed).saturating_add(w),
+            }
+        } else {
+            View {
+                tag: tag_now,
+                count: 0,
+                until_end: w - elapsed,
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn decision(&self, count: u64, until_end: u64) -> Decision {
+        let reset = if count == 0 { 0 } else { until_end };
+        Decision::new(self.limit, self.limit - count, reset)
+    }
+
+    /// The admission step plus the tag it was counted under (for revocation).
+    #[inline(always)]
+    pub(crate) fn admit(
+        &self,
+        state: u64,
+        now: u64,
+        cost: u64,
+    ) -> Result<(u64, Decision, u64), Denied> {
+        if cost > self.limit {
+            return Err(Denied::CostTooLarge {
+                cost,
+                limit: self.limit,
+            });
+        }
+        let v = self.view(state, now);
+        if cost == 0 {
+            return Ok((state, self.decision(v.count, v.until_end), v.tag));
+        }
+        let room = self.limit - v.count;
+        if cost <= room {
+            let count = v.count + cost;
+            Ok((
+                self.pack(v.tag, count),
+                self.decision(count, v.until_end),
+                v.tag,
+            ))
+        } else {
+            Err(Denied::Limited(Limited::with_remaining(
+                self.limit,
+                room,
+                v.until_end,
+                v.until_end,
+            )))
+        }
+    }
+
+    /// The state after giving back `cost` cells admitted under `tag`: only
+    /// if that window is still the stored one (otherwise they expired anyway).
+    pub(crate) fn revoke(&self, state: u64, tag: u64, cost: u64) -> u64 {
+        if state >> self.count_bits != tag {
+            return state;
+        }
+        let count = state & low_mask(self.count_bits);
+        self.pack(tag, count.saturating_sub(cost))
+    }
+
+    /// A state word of this quota re-expressed for `new` at `now`: the count
+    /// of the window holding `now` is kept (at most the new limit) and
+    /// re-tagged in the new grid. Containers that swap the parameters of
+    /// existing words must pass each word through this: the packing depends
+    /// on the limit.
+    ///
+    /// ```
+    /// use cellrate::Algorithm;
+    /// use cellrate::window::FixedWindowQuota;
+    /// let (old, new) = (FixedWindowQuota::new(10, 100), FixedWindowQuota::new(1_000, 100));
+    /// let (s, _) = old.check(FixedWindowQuota::NEW, 5, 7).unwrap();
+    /// assert_eq!(new.peek(old.translate(s, 5, &new), 5).remaining(), 993);
+    /// ```
+    pub fn translate(&self, state: u64, now: u64, new: &FixedWindowQuota) -> u64 {
+        let v = self.view(state, now);
+        if v.count == 0 {
+            return FixedWindowQuota::NEW;
+        }
+        let (index, _) = new.window.div_rem(now);
+        new.pack(index & new.tag_mask(), v.count.min(new.limit))
+    }
+}
+
+impl Algorithm for FixedWindowQuota {
+    #[inline(always)]
+    fn check(&self, state: u64, now: u64, cost: u64) -> Result<(u64, Decision), Denied> {
+        self.admit(state, now, cost).map(|(s, d, _)| (s, d))
+    }
+
+    fn peek(&self, state: u64, now: u64) -> Snapshot {
+        let v = self.view(state, now);
+        let retry = if v.count < self.limit { 0 } else { v.until_end };
+        let reset = if v.count == 0 { 0 } else { v.until_end };
+        Snapshot::new(self.limit, self.limit - v.count, reset, retry)
+    }
+
+    fn is_idle(&self, state: u64, now: u64) -> bool {
+        self.view(state, now).count == 0
+    }
+}
+
+impl fmt::Debug for FixedWindowQuota {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FixedWindowQuota")
+            .field("limit", &self.limit)
+            .field("window", &self.window())
+            .finish()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for FixedWindowQuota {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(
+            f,
+            "FixedWindowQuota {{ limit: {=u64}, window: {=u64} }}",
+            self.limit,
+            self.window()
+        )
+    }
+}
+
+/// A shared fixed window limiter: a [`FixedWindowQuota`] and one state word
+/// changed by compare-and-swap (a critical section on targets without 64-bit
+/// CAS, see [`sync`](crate::sync)). `const`-constructible for `static`s.
+///
+/// ```
+/// use cellrate::{RateLimiter, window::FixedWindow};
+/// static API: FixedWindow = FixedWindow::new(2, 1_000); // 2 per 1 000 ticks
+/// assert!(API.check(0).is_ok() && API.check(1).is_ok());
+/// let denied = API.check(2).unwrap_err();
+/// assert_eq!(denied.retry_after(), Some(998)); // the next window
+/// assert_eq!(API.check(1_000).unwrap().remaining(), 1);
+/// ```
+pub struct FixedWindow {
+    quota: FixedWindowQuota,
+    state: StateWord,
+}
+
+impl FixedWindow {
+    loom_const_fn! {
+        /// `limit` cells per `window` ticks, starting full.
+        ///
+        /// # Panics
+        /// As [`FixedWindowQuota::new`]; see [`try_new`](Self::try_new).
+        pub fn new(limit: u64, window: u64) -> Self {
+            Self::with_quota(FixedWindowQuota::new(limit, window))
+        }
+    }
+
+    loom_const_fn! {
+        /// A full limiter for `quota`.
+        pub fn with_quota(quota: FixedWindowQuota) -> Self {
+            FixedWindow { quota, state: StateWord::new(FixedWindowQuota::NEW) }
+        }
+    }
+
+    /// `limit` cells per `window` ticks, or what is wrong with them.
+    ///
+    /// ```
+    /// use cellrate::window::FixedWindow;
+    /// assert!(FixedWindow::try_new(0, 10).is_err());
+    /// ```
+    pub fn try_new(limit: u64, window: u64) -> Result<Self, WindowError> {
+        Ok(Self::with_quota(FixedWindowQuota::try_new(limit, window)?))
+    }
+
+    /// The parameters in force.
+    pub fn quota(&self) -> FixedWindowQuota {
+        self.quota
+    }
+
+    /// Admits `cost` cells at `now`, or denies and stores nothing.
+    #[inline]
+    pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        self.admit_at(now, cost).map(|(d, _)| d)
+    }
+
+    /// Admits and returns the tag the cells were counted under.
+    #[inline]
+    pub(crate) fn admit_at(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
+        let quota = &self.quota;
+        self.state.update(|s| {
+            quota
+                .admit(s, now, cost)
+                .map(|(next, d, tag)| (next, (d, tag)))
+        })
+    }
+
+    /// Gives back `cost` cells admitted under `tag`.
+    pub(crate) fn revoke_at(&self, tag: u64, cost: u64) {
+        let quota = &self.quota;
+        let step =
+            |s: u64| -> Result<(u64, ()), Infallible> { Ok((quota.revoke(s, tag, cost), ())) };
+        let _ = self.state.update(step);
+    }
+
+    /// The state at `now`, consuming nothing.
+    pub fn peek(&self, now: u64) -> Snapshot {
+        self.quota.peek(self.state.load(), now)
+    }
+
+    /// Makes the limiter full, as new.
+    pub fn reset(&self) {
+        self.state.store(FixedWindowQuota::NEW)
+    }
+
+    /// Replaces the parameters at `now`. The count of the window holding
+    /// `now` is kept (clamped to the new limit) and re-tagged in the new
+    /// window grid: a client that used 7 cells of this window has used 7 of
+    /// the new one, which ends where the new grid says.
+    ///
+    /// ```
+    /// use cellrate::{RateLimiter, window::{FixedWindow, FixedWindowQuota}};
+    /// let mut w = FixedWindow::new(10, 1_000);
+    /// w.check_n(0, 7).unwrap();
+    /// w.set_quota(500, FixedWindowQuota::new(20, 2_000));
+    /// assert_eq!(w.peek(500).remaining(), 13);
+    /// ```
+    pub fn set_quota(&mut self, now: u64, quota: FixedWindowQuota) {
+        let state = self.quota.translate(self.state.load(), now, &quota);
+        self.quota = quota;
+        self.state.store(state);
+    }
+}
+
+impl RateLimiter for FixedWindow {
+    #[inline]
+    fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        FixedWindow::check_n(self, now, cost)
+    }
+    fn peek(&self, now: u64) -> Snapshot {
+        FixedWindow::peek(self, now)
+    }
+}
+
+impl fmt::Debug for FixedWindow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FixedWindow")
+            .field("quota", &self.quota)
+            .field("state", &self.state.load())
+            .finish()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for FixedWindow {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(
+            f,
+            "FixedWindow {{ quota: {}, state: {=u64} }}",
+            self.quota,
+            self.state.load()
+        )
+    }
+}
+
+#[cfg(all(test, feature = "loom"))]
+mod loom_tests {
+    extern crate std;
+    use super::{FixedWindow, FixedWindowQuota};
+    use crate::Algorithm;
+    use loom::sync::Arc;
+    use loom::thread;
+    use std::{vec, vec::Vec};
+
+    /// Three threads check at their own `now` (one lags into the previous
+    /// window). Every interleaving must give the admissions of some serial
+    /// order of the same checks, and never more than `limit` per window.
+    #[test]
+    fn concurrent_checks_are_some_serial_order() {
+        const NOWS: [u64; 3] = [99, 100, 99];
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(2);
+        builder.check(|| {
+            let limiter = Arc::new(FixedWindow::new(2, 100));
+            let handles: Vec<_> = NOWS
+                .iter()
+                .map(|&now| {
+                    let l = Arc::clone(&limiter);
+                    thread::spawn(move || l.admit_at(now, 1).ok().map(|(_, tag)| tag))
+                })
+                .collect();
+            let outcome: Vec<Option<u64>> =
+                handles.into_iter().map(|h| h.join().unwrap()).collect();
+            for tag in [0, 1] {
+                assert!(outcome.iter().filter(|t| **t == Some(tag)).count() <= 2);
+            }
+            let admitted: Vec<bool> = outcome.iter().map(Option::is_some).collect();
+            assert!(serial_outcomes().contains(&admitted), "{admitted:?}");
+        });
+    }
+
+    fn serial_outcomes() -> Vec<Vec<bool>> {
+        let quota = FixedWindowQuota::new(2, 100);
+        let orders = [
+            [0, 1, 2],
+            [0, 2, 1],
+            [1, 0, 2],
+            [1, 2, 0],
+            [2, 0, 1],
+            [2, 1, 0],
+        ];
+        orders
+            .iter()
+            .map(|order| {
+                let mut state = FixedWindowQuota::NEW;
+                let mut admitted = vec![false; 3];
+                for &i in order {
+                    let now = [99, 100, 99][i];
+                    if let Ok((next, _)) = quota.check(state, now, 1) {
+                        state = next;
+                        admitted[i] = true;
+                    }
+                }
+                admitted
+            })
+            .collect()
+    }
+}

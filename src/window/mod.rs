@@ -1,0 +1,211 @@
+//! Window limiters: "at most `limit` cells per `window` ticks", three ways.
+//!
+//! | limiter | state | exactness | memory |
+//! |---|---|---|---|
+//! | [`FixedWindow`] | one `u64`: (window index, count) | exact for aligned windows `[k·W, (k+1)·W)`; up to `2·limit` across an edge | 8 bytes |
+//! | [`SlidingWindow`] | one `u64`: (window index, previous count, current count) | approximation of a sliding window (see [`sliding`]) | 8 bytes |
+//! | [`SlidingLog`] | the last `limit` admission times | exact: at most `limit` cells in any `W` consecutive ticks | `8·N` bytes |
+//!
+//! The parameters of the two counters ([`FixedWindowQuota`],
+//! [`SlidingWindowQuota`]) are small `Copy` values that implement
+//! [`Algorithm`](crate::Algorithm): pure steps on one state word. The shared
+//! limiters are those parameters plus one [`StateWord`](crate::sync) updated
+//! by compare-and-swap, exactly as [`Gcra`](crate::Gcra) is a quota plus a TAT.
+//!
+//! # Time to windows, without a division
+//!
+//! Window `k` is the ticks `[k·W, (k+1)·W)`; `now` lies in window
+//! `k = ⌊now / W⌋` at elapsed time `e = now − k·W`. The admit/deny path never
+//! divides: `W` is turned once (in the `const` constructor) into a
+//! multiplier `m` and two shifts such that
+//!
+//! ```text
+//! ⌊n / W⌋ = (t + ((n − t) >> s₁)) >> s₂,   t = ⌊m · n / 2⁶⁴⌋
+//! ```
+//!
+//! for every 64-bit `n` (T. Granlund and P. L. Montgomery, "Division by
+//! invariant integers using multiplication", PLDI 1994, figure 4.1). A
+//! property test checks it against `/` on random divisors and numerators.
+//!
+//! # Window indices in a few bits
+//!
+//! A counter stores the low bits of its window index (its *tag*) beside the
+//! counts. The counts get just the bits `limit` needs and the tag all the
+//! rest, at least 16 bits: a limit of 100 leaves a 50-bit tag (fixed window)
+//! or 50-bit tag (sliding: 2 × 7 count bits), a limit of 10⁶ a 44-bit or
+//! 24-bit tag. Tags compare modulo `2^bits`:
+//!
+//! * equal tag: the stored window is the current one;
+//! * tag one behind (sliding window only): the stored window is the previous one;
+//! * tag one *ahead*: another thread read a slightly later clock and already
+//!   moved to the next window; this check is judged conservatively against
+//!   that newer window as if at its start (it can deny more, never admit more);
+//! * anything else: the stored counts are too old to matter and read as zero.
+//!
+//! A client silent for exactly a multiple of `2^bits` windows (minus one or
+//! two) aliases: its old counts are read as current for at most two windows,
+//! which can only deny, never admit more. With 16 tag bits and a 1 s window
+//! that needs a silence of exactly 18 h 12 min (± 2 s); with a 40-bit tag it
+//! needs 34 000 years. A clock that steps back by two or more windows, or a
+//! thread stalled that long between reading the clock and checking, finds the
+//! counts "too old" and starts from zero: the windows rely on the clock being
+//! monotonic more than [`Gcra`](crate::Gcra) does.
+
+pub mod fixed;
+pub mod log;
+pub mod sliding;
+
+pub use self::fixed::{FixedWindow, FixedWindowQuota};
+pub use self::log::SlidingLog;
+pub use self::sliding::{SlidingWindow, SlidingWindowQuota};
+
+use core::fmt;
+
+/// Why a window limiter cannot be built.
+///
+/// ```
+/// use cellrate::window::{FixedWindowQuota, WindowError};
+/// assert_eq!(FixedWindowQuota::try_new(0, 1_000), Err(WindowError::ZeroLimit));
+/// assert_eq!(FixedWindowQuota::try_new(10, 0), Err(WindowError::ZeroWindow));
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WindowError {
+    /// The limit is zero: nothing could ever be admitted.
+    ZeroLimit,
+    /// The window is zero ticks long.
+    ZeroWindow,
+    /// The limit does not fit the state word (or the log's capacity).
+    LimitTooLarge {
+        /// The largest limit this limiter accepts.
+        max: u64,
+    },
+    /// `limit × window` does not fit in 64 bits (sliding window only): use a
+    /// coarser tick or a shorter window.
+    Overflow,
+}
+
+impl WindowError {
+    /// A one-line explanation, usable in a `const` panic.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            WindowError::ZeroLimit => "window: the limit is zero",
+            WindowError::ZeroWindow => "window: the window is zero ticks long",
+            WindowError::LimitTooLarge { .. } => "window: the limit is too large for this limiter",
+            WindowError::Overflow => "window: limit times window overflows 64 bits",
+        }
+    }
+}
+
+impl fmt::Display for WindowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WindowError::LimitTooLarge { max } => {
+                write!(f, "window: the limit is too large (at most {max})")
+            }
+            other => f.write_str(other.as_str()),
+        }
+    }
+}
+
+impl core::error::Error for WindowError {}
+
+/// Division of 64-bit numbers by a divisor fixed at construction, by a
+/// multiplication and two shifts (see the [module docs](self)).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct Divisor {
+    d: u64,
+    m: u64,
+    sh1: u32,
+    sh2: u32,
+}
+
+impl Divisor {
+    /// `d` must be at least 1.
+    pub(crate) const fn new(d: u64) -> Self {
+        // l = ⌈log₂ d⌉
+        let l = if d <= 1 {
+            0
+        } else {
+            64 - (d - 1).leading_zeros()
+        };
+        // m = ⌊2⁶⁴ · (2^l − d) / d⌋ + 1 < 2⁶⁴ since 2^l < 2d.
+        let d128 = if d == 0 { 1 } else { d as u128 };
+        let m = ((((1u128 << l) - d128) << 64) / d128 + 1) as u64;
+        Divisor {
+            d: if d == 0 { 1 } else { d },
+            m,
+            sh1: if l < 1 { l } else { 1 },
+            sh2: l.saturating_sub(1),
+        }
+    }
+
+    /// The divisor.
+    #[inline(always)]
+    pub(crate) const fn get(&self) -> u64 {
+        self.d
+    }
+
+    /// `(⌊n / d⌋, n mod d)`.
+    #[inline(always)]
+    pub(crate) const fn div_rem(&self, n: u64) -> (u64, u64) {
+        let t = ((self.m as u128 * n as u128) >> 64) as u64;
+        let q = (t + ((n - t) >> self.sh1)) >> self.sh2;
+        (q, n - q * self.d)
+    }
+}
+
+/// `ceil(log2(limit + 1))`: the bits that hold every count in `0..=limit`.
+pub(crate) const fn count_bits(limit: u64) -> u32 {
+    64 - limit.leading_zeros()
+}
+
+/// The low `bits` bits set.
+pub(crate) const fn low_mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+/// The fewest bits left for a window tag.
+pub(crate) const MIN_TAG_BITS: u32 = 16;
+
+#[cfg(all(test, not(feature = "loom")))]
+mod tests {
+    use super::Divisor;
+    use proptest::prelude::*;
+
+    #[test]
+    fn divisor_edges() {
+        for d in [
+            1u64,
+            2,
+            3,
+            7,
+            10,
+            1 << 32,
+            (1 << 63) - 1,
+            1 << 63,
+            (1 << 63) + 1,
+            u64::MAX,
+        ] {
+            let div = Divisor::new(d);
+            for n in [0u64, 1, d - 1, d, d.wrapping_add(1), u64::MAX - 1, u64::MAX] {
+                assert_eq!(div.div_rem(n), (n / d, n % d), "{n} / {d}");
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+        #[test]
+        fn divisor_matches_division(d in 1u64.., n: u64, small_d in 1u64..100_000, small_n in 0u64..10_000_000) {
+            prop_assert_eq!(Divisor::new(d).div_rem(n), (n / d, n % d));
+            prop_assert_eq!(Divisor::new(small_d).div_rem(n), (n / small_d, n % small_d));
+            prop_assert_eq!(Divisor::new(small_d).div_rem(small_n), (small_n / small_d, small_n % small_d));
+        }
+    }
+}

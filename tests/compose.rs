@@ -1,0 +1,340 @@
+//! Composition: tuples, `Metered`, `Adaptive`, `AnyLimiter` and its
+//! reconfiguration.
+use cellrate::compose::{
+    Adaptive, AlgorithmKind, AnyLimiter, ConfigError, LimiterConfig, Metered, Penalty, Revocable,
+};
+use cellrate::window::{FixedWindow, SlidingLog, SlidingWindow, WindowError};
+use cellrate::{Denied, Gcra, Quota, QuotaError, RateLimiter};
+use proptest::prelude::*;
+
+const HZ: u64 = 1_000;
+
+#[test]
+fn tuple_returns_the_tightest_decision() {
+    let burst = Gcra::new(Quota::per_second(5).at_hz(HZ));
+    let daily = FixedWindow::new(3, 86_400_000);
+    let both = (&burst, &daily);
+    let d = both.check(0).unwrap();
+    assert_eq!((d.limit(), d.remaining()), (3, 2)); // the daily part is tighter
+    let d = (&burst, &daily).check(0).unwrap();
+    assert_eq!((d.limit(), d.remaining()), (3, 1));
+    // Three and four parts.
+    let a = FixedWindow::new(10, 100);
+    let b = SlidingWindow::new(4, 100);
+    let c = SlidingLog::<8>::new(6, 100);
+    let g = Gcra::new(Quota::per_ticks(7, 100).at_hz(HZ));
+    let d = (&a, &b, &c, &g).check_n(0, 2).unwrap();
+    assert_eq!((d.limit(), d.remaining()), (4, 2));
+    assert!((&a, &b, &c, &g).check_n(0, 3).is_err());
+    // Nothing consumed by the denied request of cost 3.
+    assert_eq!(
+        [
+            a.peek(0).remaining(),
+            b.peek(0).remaining(),
+            c.peek(0).remaining(),
+            g.peek(0).remaining()
+        ],
+        [8, 2, 4, 5]
+    );
+    let s = (&a, &b, &c, &g).peek(0);
+    assert_eq!((s.limit(), s.remaining(), s.retry_after()), (4, 2, 0));
+}
+
+#[test]
+fn tuple_peek_waits_for_every_part() {
+    let a = FixedWindow::new(1, 100);
+    let b = FixedWindow::new(1, 300);
+    (&a, &b).check(0).unwrap();
+    assert_eq!((&a, &b).peek(10).retry_after(), 290);
+}
+
+#[test]
+fn cost_too_large_for_one_part_is_reported_as_such() {
+    let a = FixedWindow::new(10, 100);
+    let b = FixedWindow::new(3, 100);
+    assert_eq!(
+        (&a, &b).check_n(0, 5),
+        Err(Denied::CostTooLarge { cost: 5, limit: 3 })
+    );
+    assert_eq!(a.peek(0).remaining(), 10);
+}
+
+/// Every part can take back exactly what it admitted.
+#[test]
+fn revocation_is_exact_for_every_limiter() {
+    fn roundtrip<L: Revocable>(l: &L, now: u64) {
+        let before = l.peek(now);
+        let (_, r) = l.admit_n(now, 2).unwrap();
+        // Someone else admitted meanwhile.
+        l.check(now).unwrap();
+        let with_other = l.peek(now).remaining();
+        l.revoke(r);
+        assert_eq!(l.peek(now).remaining(), with_other + 2);
+        assert_eq!(l.peek(now).remaining() + 1, before.remaining());
+    }
+    roundtrip(&FixedWindow::new(5, 100), 7);
+    roundtrip(&SlidingWindow::new(5, 100), 7);
+    roundtrip(&SlidingLog::<5>::new(5, 100), 7);
+    roundtrip(&Gcra::new(Quota::per_ticks(5, 100).at_hz(HZ)), 7);
+    // A sliding window revoked after it rolled over: taken from the previous count.
+    let s = SlidingWindow::new(4, 100);
+    let (_, r) = s.admit_n(90, 4).unwrap();
+    s.check_n(100, 0).unwrap();
+    assert_eq!(s.peek(150).remaining(), 2);
+    s.revoke(r);
+    assert_eq!(s.peek(150).remaining(), 4);
+}
+
+#[test]
+fn metered_counts_requests_and_cells() {
+    let m = Metered::new(FixedWindow::new(5, 100));
+    m.check_n(0, 3).unwrap();
+    m.check_n(0, 3).unwrap_err();
+    m.check_n(0, 2).unwrap();
+    m.check_n(0, 9).unwrap_err(); // cost too large counts as denied
+    m.check_n(0, 0).unwrap(); // a peek counts as nothing
+    let s = m.stats();
+    assert_eq!(
+        (s.admitted, s.denied, s.admitted_cells, s.denied_cells),
+        (2, 2, 5, 12)
+    );
+    // Inside a tuple: a part revoked is counted as denied.
+    let a = Metered::new(FixedWindow::new(5, 100));
+    let b = FixedWindow::new(1, 100);
+    (&a, &b).check(0).unwrap();
+    (&a, &b).check(0).unwrap_err();
+    let s = a.stats();
+    assert_eq!((s.admitted, s.denied), (1, 1));
+    assert_eq!(a.inner().peek(0).remaining(), 4);
+}
+
+/// The adaptive policy written out plainly, driving its own inner limiter.
+struct PenaltyModel {
+    strikes_per_level: u32,
+    max_level: u32,
+    good_period: u64,
+    level: u32,
+    strikes: u32,
+    last_denial: u64,
+    inner: FixedWindow,
+}
+
+impl PenaltyModel {
+    fn check(&mut self, now: u64, cost: u64) -> Result<(u64, u64), ()> {
+        if (self.level, self.strikes) != (0, 0) && now >= self.last_denial + self.good_period {
+            self.level = 0;
+            self.strikes = 0;
+        }
+        let limit = self.inner.quota().limit();
+        if cost > limit {
+            return Err(());
+        }
+        let charged = (cost << self.level).min(limit);
+        match self.inner.check_n(now, charged) {
+            Ok(d) => Ok((
+                (d.limit() >> self.level).max(1),
+                d.remaining() >> self.level,
+            )),
+            Err(_) => {
+                self.last_denial = now;
+                self.strikes += 1;
+                if self.strikes == self.strikes_per_level {
+                    self.level = (self.level + 1).min(self.max_level);
+                    self.strikes = 0;
+                }
+                Err(())
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn adaptive_follows_its_documented_policy(
+        strikes in 1u32..4, max_level in 0u8..4, good_period in 1u64..500,
+        limit in 1u64..20,
+        steps in prop::collection::vec((0u64..120, 0u64..6), 1..80),
+    ) {
+        let adaptive = Adaptive::new(FixedWindow::new(limit, 100), Penalty::new(strikes, max_level, good_period));
+        let mut model = PenaltyModel {
+            strikes_per_level: strikes, max_level: max_level as u32, good_period,
+            level: 0, strikes: 0, last_denial: 0, inner: FixedWindow::new(limit, 100),
+        };
+        let mut now = 0;
+        for (dt, cost) in steps {
+            now += dt;
+            let got = adaptive.check_n(now, cost).map(|d| (d.limit(), d.remaining())).map_err(|_| ());
+            prop_assert_eq!(got, model.check(now, cost));
+            prop_assert_eq!(adaptive.level() as u32, model.level);
+        }
+    }
+
+    #[test]
+    fn any_limiter_decides_like_the_limiter_it_wraps(
+        kind in prop::sample::select(AlgorithmKind::ALL.to_vec()),
+        limit in 1u64..16, window in 1u64..500, burst in 1u64..16,
+        steps in prop::collection::vec((0u64..200, 0u64..6), 1..50),
+    ) {
+        let burst = matches!(kind, AlgorithmKind::TokenBucket | AlgorithmKind::Gcra).then_some(burst);
+        let config = LimiterConfig { algorithm: kind, limit, window, burst, hz: HZ };
+        let any: AnyLimiter<16> = AnyLimiter::from_config(config).unwrap();
+        let concrete: Box<dyn RateLimiter> = match kind {
+            AlgorithmKind::FixedWindow => Box::new(FixedWindow::new(limit, window)),
+            AlgorithmKind::SlidingWindow => Box::new(SlidingWindow::new(limit, window)),
+            AlgorithmKind::SlidingLog => Box::new(SlidingLog::<16>::new(limit, window)),
+            AlgorithmKind::TokenBucket => Box::new(Gcra::token_bucket(burst.unwrap_or(limit), cellrate::Rate::per_ticks(limit, window), HZ)),
+            AlgorithmKind::LeakyBucket => Box::new(Gcra::leaky_bucket(cellrate::Rate::per_ticks(limit, window), HZ)),
+            AlgorithmKind::Gcra => Box::new(Gcra::new(Quota::per_ticks(limit, window).with_burst(burst.unwrap_or(limit)).at_hz(HZ))),
+        };
+        let mut now = 0;
+        for (dt, cost) in steps {
+            now += dt;
+            prop_assert_eq!(any.check_n(now, cost), concrete.check_n(now, cost));
+            prop_assert_eq!(any.peek(now), concrete.peek(now));
+        }
+    }
+
+    /// Reconfiguring to anything keeps the cells in use at `now` in use (up
+    /// to the new limit), or between buckets the time until full.
+    #[test]
+    fn reconfiguration_keeps_the_cells_in_use(
+        from in prop::sample::select(AlgorithmKind::ALL.to_vec()),
+        to in prop::sample::select(AlgorithmKind::ALL.to_vec()),
+        limit in 2u64..16, new_limit in 1u64..16, used in 0u64..16, now in 0u64..10_000,
+    ) {
+        let mut l: AnyLimiter<16> = AnyLimiter::from_config(LimiterConfig::new(from, limit, 1_000, HZ)).unwrap();
+        let used = if from == AlgorithmKind::LeakyBucket { used.min(1) } else { used.min(limit) };
+        if used > 0 { l.check_n(now, used).unwrap(); }
+        let before = l.peek(now);
+        let in_use = before.limit() - before.remaining();
+        l.reconfigure(now, LimiterConfig::new(to, new_limit, 1_000, HZ)).unwrap();
+        prop_assert_eq!(l.config().algorithm, to);
+        let s = l.peek(now);
+        let bucket = |k| matches!(k, AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket | AlgorithmKind::Gcra);
+        if bucket(from) && bucket(to) {
+            // The debt is kept as time: full again at the same instant.
+            prop_assert_eq!(s.reset_after(), before.reset_after());
+        } else {
+            prop_assert_eq!(s.limit() - s.remaining(), in_use.min(s.limit()));
+        }
+    }
+}
+
+#[test]
+fn invalid_configurations_are_clear_errors() {
+    let cfg = |k, limit, window| LimiterConfig::new(k, limit, window, HZ);
+    use AlgorithmKind::*;
+    let err = |c| AnyLimiter::<8>::from_config(c).err();
+    assert_eq!(
+        err(cfg(FixedWindow, 0, 10)),
+        Some(ConfigError::Window(WindowError::ZeroLimit))
+    );
+    assert_eq!(
+        err(cfg(SlidingWindow, 5, 0)),
+        Some(ConfigError::Window(WindowError::ZeroWindow))
+    );
+    assert_eq!(
+        err(cfg(SlidingLog, 9, 10)),
+        Some(ConfigError::Window(WindowError::LimitTooLarge { max: 8 }))
+    );
+    assert_eq!(
+        err(cfg(Gcra, 0, 10)),
+        Some(ConfigError::Quota(QuotaError::ZeroRate))
+    );
+    assert_eq!(
+        err(cfg(TokenBucket, 5, 10).with_burst(0)),
+        Some(ConfigError::Quota(QuotaError::ZeroBurst))
+    );
+    assert_eq!(
+        err(cfg(LeakyBucket, 5, 10).with_burst(2)),
+        Some(ConfigError::BurstNotSupported(LeakyBucket))
+    );
+    assert_eq!(
+        err(cfg(FixedWindow, 5, 10).with_burst(7)),
+        Some(ConfigError::BurstNotSupported(FixedWindow))
+    );
+    assert_eq!(
+        err(LimiterConfig::new(Gcra, 5, 10, 0)),
+        Some(ConfigError::ZeroHz)
+    );
+    assert_eq!(
+        "token-bucket".parse::<AlgorithmKind>(),
+        Err(ConfigError::UnknownAlgorithm)
+    );
+    // A failed reconfiguration changes nothing.
+    let mut l = AnyLimiter::<8>::from_config(cfg(FixedWindow, 5, 100)).unwrap();
+    l.check_n(0, 2).unwrap();
+    assert!(l.reconfigure(0, cfg(SlidingLog, 50, 100)).is_err());
+    assert_eq!(l.config().algorithm, FixedWindow);
+    assert_eq!(l.peek(0).remaining(), 3);
+    // Every error has a message.
+    assert!(ConfigError::UnknownAlgorithm
+        .to_string()
+        .contains("sliding_window"));
+}
+
+#[test]
+fn reconfiguration_within_a_family_keeps_its_state() {
+    use AlgorithmKind::*;
+    let cfg = |k, limit, window| LimiterConfig::new(k, limit, window, HZ);
+    // Sliding log: the recorded times are kept and judged by the new window.
+    let mut log = AnyLimiter::<8>::from_config(cfg(SlidingLog, 4, 100)).unwrap();
+    log.check_n(0, 2).unwrap();
+    log.check_n(50, 2).unwrap();
+    log.reconfigure(120, cfg(SlidingLog, 3, 200)).unwrap();
+    // Newest 3 kept (0, 50, 50); at 120 all still in the 200-tick window.
+    assert_eq!(log.peek(120).remaining(), 0);
+    assert_eq!(log.peek(200).remaining(), 1);
+    // Buckets: the debt is kept as time.
+    let mut g = AnyLimiter::<1>::from_config(cfg(Gcra, 10, 1_000)).unwrap();
+    g.check_n(0, 5).unwrap(); // 500 ticks of debt
+    g.reconfigure(0, cfg(TokenBucket, 20, 1_000)).unwrap(); // T = 50: 10 cells of debt
+    assert_eq!(g.peek(0).remaining(), 10);
+    assert_eq!(g.peek(0).reset_after(), 500);
+    // Sliding window: both counts carried over.
+    let mut s = AnyLimiter::<1>::from_config(cfg(SlidingWindow, 10, 100)).unwrap();
+    s.check_n(50, 6).unwrap();
+    s.check_n(150, 2).unwrap();
+    s.reconfigure(150, cfg(SlidingWindow, 20, 100)).unwrap();
+    assert_eq!(s.peek(150).remaining(), 20 - 2 - 3);
+}
+
+/// Admits like `L::admit_n`, revoking when asked, next to a twin that
+/// never saw the revoked requests: both must answer alike forever after.
+fn revoke_is_as_if_denied<L: Revocable>(
+    make: impl Fn() -> L,
+    ops: &[(u64, u64, bool)],
+) -> Result<(), TestCaseError> {
+    let (limiter, twin) = (make(), make());
+    let mut now = 0;
+    for &(dt, cost, revoke) in ops {
+        now += dt;
+        match limiter.admit_n(now, cost) {
+            Ok((_, receipt)) if revoke => limiter.revoke(receipt),
+            got => prop_assert_eq!(got.map(|(d, _)| d), twin.check_n(now, cost)),
+        }
+        prop_assert_eq!(limiter.peek(now), twin.peek(now));
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(150))]
+
+    #[test]
+    fn a_revoked_admission_is_as_if_denied(
+        limit in 1u64..8, window in 1u64..60,
+        ops in prop::collection::vec((0u64..30, 0u64..5, prop::bool::ANY), 1..60),
+    ) {
+        revoke_is_as_if_denied(|| FixedWindow::new(limit, window), &ops)?;
+        revoke_is_as_if_denied(|| SlidingWindow::new(limit, window), &ops)?;
+        revoke_is_as_if_denied(|| SlidingLog::<8>::new(limit, window), &ops)?;
+        revoke_is_as_if_denied(|| Gcra::new(Quota::per_ticks(limit, window).at_hz(HZ)), &ops)?;
+        revoke_is_as_if_denied(
+            || (FixedWindow::new(limit, window), SlidingWindow::new(limit + 1, window * 2)),
+            &ops,
+        )?;
+    }
+}
