@@ -25,17 +25,17 @@
 //!
 //! # Invariants
 //!
-//! * [`StateWord::update`] applies `f` to the current value and stores its
+//! * `StateWord::update` applies `f` to the current value and stores its
 //!   result atomically with respect to every other access of the word: on the
 //!   atomic path by compare-and-swap (retrying `f` on a fresh value), on the
 //!   critical-section path by holding the section. When `f` declines (`Err`)
 //!   nothing is stored, and when it returns the value it saw the store is
 //!   skipped.
-//! * [`QuotaCell::load`] returns a quota that some `store` wrote whole (or the
+//! * `QuotaCell::load` returns a quota that some `store` wrote whole (or the
 //!   initial one), never a mix of two. It never waits for a writer: the
 //!   writer saves the current quota in a second seqlocked copy before it
 //!   rewrites the first, and a reader that catches the first mid-write reads
-//!   the second. Two writers at once are refused ([`QuotaCell::try_store`]
+//!   the second. Two writers at once are refused (`QuotaCell::try_store`
 //!   returns `false`) rather than waited for, so an interrupt handler can never
 //!   spin on a preempted writer.
 

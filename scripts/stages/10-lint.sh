@@ -9,3 +9,5 @@ for target in thumbv6m-none-eabi thumbv7em-none-eabihf riscv32imc-unknown-none-e
     cargo clippy --lib --target "$target" -- -D warnings
 done
 cargo clippy --lib --target thumbv7em-none-eabihf --features defmt -- -D warnings
+# Docs build without broken links.
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --features std
