@@ -60,7 +60,11 @@ enum Reference {
 impl Reference {
     fn model(self) -> Model {
         match self {
-            Reference::TokenBucket { cells, ticks, burst } => Model::TokenBucket {
+            Reference::TokenBucket {
+                cells,
+                ticks,
+                burst,
+            } => Model::TokenBucket {
                 cells,
                 ticks,
                 capacity: burst * ticks,
@@ -124,9 +128,17 @@ impl RateLimiter for Racy {
             // The window a correct limiter closes: an interrupt here is lost.
             cortex_m::asm::nop();
             self.tat.store(new_tat as u32, Relaxed);
-            Ok(cellrate::Decision::new(4, 4 - (new_tat - now), new_tat - now))
+            Ok(cellrate::Decision::new(
+                4,
+                4 - (new_tat - now),
+                new_tat - now,
+            ))
         } else {
-            Err(cellrate::Denied::Limited(cellrate::Limited::new(4, new_tat - now - 4, start - now)))
+            Err(cellrate::Denied::Limited(cellrate::Limited::new(
+                4,
+                new_tat - now - 4,
+                start - now,
+            )))
         }
     }
     fn peek(&self, _now: u64) -> cellrate::Snapshot {
@@ -135,7 +147,9 @@ impl RateLimiter for Racy {
 }
 
 #[cfg(feature = "racy-control")]
-static RACY: Racy = Racy { tat: AtomicU32::new(0) };
+static RACY: Racy = Racy {
+    tat: AtomicU32::new(0),
+};
 
 #[cfg(not(feature = "racy-control"))]
 static CASES: [Case; 2] = [
@@ -265,10 +279,7 @@ fn main() -> ! {
         let step = rng.below(4);
         let isr = cortex_m::interrupt::free(|_| {
             let counts: [(u32, u32); N] = core::array::from_fn(|i| {
-                (
-                    ISR_ATTEMPTS[i].load(Relaxed),
-                    ISR_ADMITS[i].load(Relaxed),
-                )
+                (ISR_ATTEMPTS[i].load(Relaxed), ISR_ADMITS[i].load(Relaxed))
             });
             NOW.store(now + step, Relaxed);
             counts
@@ -316,7 +327,9 @@ fn main() -> ! {
         if phase >= MAX_PHASES {
             hprintln!(
                 "FAIL: too few handler runs ({}) or preemptions ({}) after {} phases",
-                runs, preempted, phase
+                runs,
+                preempted,
+                phase
             );
             common::fail();
         }

@@ -62,7 +62,11 @@ const fn airtime_ms(payload: u32, sf: u32) -> u64 {
     let de = if sf >= 11 { 1 } else { 0 };
     let bits = 8 * payload as i32 - 4 * sf as i32 + 28 + 16;
     let per_block = 4 * (sf as i32 - 2 * de);
-    let blocks = if bits > 0 { (bits + per_block - 1) / per_block } else { 0 };
+    let blocks = if bits > 0 {
+        (bits + per_block - 1) / per_block
+    } else {
+        0
+    };
     let payload_symbols = 8 + blocks as u64 * 5;
     // Symbol time 2^sf / 125 kHz = 2^sf · 8 µs; preamble 12.25 symbols.
     let symbol_us = (1u64 << sf) * 8;
@@ -275,7 +279,11 @@ fn main() -> ! {
         worst_alarm_latency
     );
     if alarms_sent as usize != ALARMS_AT_MS.len() || dropped != 0 || pending != 0 {
-        hprintln!("FAIL: alarms lost ({} dropped, {} pending)", dropped, pending);
+        hprintln!(
+            "FAIL: alarms lost ({} dropped, {} pending)",
+            dropped,
+            pending
+        );
         common::fail();
     }
     if denials == 0 {

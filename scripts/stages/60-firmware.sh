@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Firmware on an emulated MCU: the interrupt-safety hammer and the duty-cycle
+# radio under qemu-system-arm (Cortex-M3 and Cortex-M0), the disassembly
+# check of the admit/deny path (no division, no floating point, no panic;
+# worst-case critical-section length) and the flash footprint.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+
+if ! command -v qemu-system-arm >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get -o DPkg::Lock::Timeout=600 update >/dev/null
+    apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends qemu-system-arm >/dev/null
+fi
+rustup target add thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf >/dev/null 2>&1
+rustup component add llvm-tools >/dev/null 2>&1
+llvm_bin=$(ls -d "$(rustc --print sysroot)"/lib/rustlib/*/bin | head -n1)
+objdump=$llvm_bin/llvm-objdump
+size=$llvm_bin/llvm-size
+[[ -x $objdump && -x $size ]] || { echo "llvm-tools missing under $llvm_bin"; exit 1; }
+qemu-system-arm --version | head -n1
+
+cd examples/firmware
+cargo fmt --check
+cargo clippy --release --locked --target thumbv7m-none-eabi --bins -- -D warnings
+declare -A cpu=([thumbv7m-none-eabi]=cortex-m3 [thumbv6m-none-eabi]=cortex-m0)
+
+# Runs one firmware binary under qemu; its exit code is the firmware's.
+run() { # target binary-path
+    timeout -k 5 120 qemu-system-arm -machine lm3s6965evb -cpu "${cpu[$1]}" \
+        -nographic -monitor none -serial none \
+        -semihosting-config enable=on,target=native -kernel "$2"
+}
+
+for target in thumbv7m-none-eabi thumbv6m-none-eabi; do
+    echo "--- $target (${cpu[$target]})"
+    cargo build --release --locked --target "$target" --bins
+    for bin in hammer radio; do
+        out=$(run "$target" "target/$target/release/$bin") || {
+            code=$?
+            printf '%s\n' "$out"
+            echo "FAIL: $bin on ${cpu[$target]} exited with $code (124: timed out)"
+            exit 1
+        }
+        if [[ $bin == radio ]]; then
+            printf '%s\n' "$out" | head -n 12
+            echo "  [...]"
+        fi
+        printf '%s\n' "$out" | grep -v -E "^ *[0-9]+ ms " || true
+    done
+done
+
+# Negative control: a limiter with a lost-update race must be caught.
+echo "--- negative control: a racy limiter must fail the hammer"
+cargo build --release --locked --target thumbv7m-none-eabi --bin hammer --features racy-control
+caught=no
+for attempt in 1 2 3; do
+    if out=$(run thumbv7m-none-eabi target/thumbv7m-none-eabi/release/hammer); then
+        echo "attempt $attempt: the race went unnoticed"
+    elif printf '%s\n' "$out" | grep -q "^FAIL racy"; then
+        printf '%s\n' "$out" | grep "^FAIL"
+        caught=yes
+        break
+    else
+        printf '%s\n' "$out"
+        echo "FAIL: the control failed for another reason"
+        exit 1
+    fi
+done
+[[ $caught == yes ]] || { echo "FAIL: the hammer did not catch a racy limiter"; exit 1; }
+# Leave the real hammer binary in place.
+cargo build --release --locked --target thumbv7m-none-eabi --bin hammer
+
+echo "--- disassembly: the admit/deny path (Gcra::check_n)"
+cargo build --release --locked --target thumbv7em-none-eabihf \
+    --bin footprint_gcra --bin footprint_base --bin disasm_control
+for target in thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf; do
+    python3 "$root/scripts/firmware-disasm.py" "$objdump" "target/$target/release/footprint_gcra"
+    # The check must be able to fail: `remaining()` divides.
+    if python3 "$root/scripts/firmware-disasm.py" "$objdump" \
+        "target/$target/release/disasm_control" cellrate_check_remaining >/dev/null; then
+        echo "FAIL: the disassembly check missed the division in Decision::remaining on $target"
+        exit 1
+    fi
+done
+
+echo "--- flash footprint (bytes: text + data)"
+for target in thumbv6m-none-eabi thumbv7em-none-eabihf; do
+    flash() { "$size" -A "target/$target/release/$1" |
+        awk '$1 == ".vector_table" || $1 == ".text" || $1 == ".rodata" || $1 == ".data" { s += $2 } END { print s }'; }
+    base=$(flash footprint_base)
+    gcra=$(flash footprint_gcra)
+    echo "$target: minimal firmware $base, with a Gcra check $gcra, difference $((gcra - base))"
+done
