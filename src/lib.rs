@@ -67,6 +67,8 @@ extern crate std;
 pub mod algorithm;
 pub mod decision;
 pub mod gcra;
+#[cfg(feature = "embedded-hal")]
+pub mod hal;
 pub mod quota;
 pub mod sync;
 pub mod time;
