@@ -66,6 +66,8 @@ extern crate std;
 
 pub mod algorithm;
 pub mod decision;
+#[cfg(feature = "embassy-time")]
+pub mod embassy;
 pub mod gcra;
 #[cfg(feature = "embedded-hal")]
 pub mod hal;

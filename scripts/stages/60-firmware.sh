@@ -12,13 +12,24 @@ if ! command -v qemu-system-arm >/dev/null; then
     apt-get -o DPkg::Lock::Timeout=600 update >/dev/null
     apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends qemu-system-arm >/dev/null
 fi
-rustup target add thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf >/dev/null 2>&1
+rustup target add thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf \
+    riscv32imc-unknown-none-elf >/dev/null 2>&1
 rustup component add llvm-tools >/dev/null 2>&1
 llvm_bin=$(ls -d "$(rustc --print sysroot)"/lib/rustlib/*/bin | head -n1)
 objdump=$llvm_bin/llvm-objdump
 size=$llvm_bin/llvm-size
 [[ -x $objdump && -x $size ]] || { echo "llvm-tools missing under $llvm_bin"; exit 1; }
 qemu-system-arm --version | head -n1
+
+echo "--- host: embedded-hal and embassy-time adapters (mock devices, mock time driver)"
+cargo clippy --all-targets --features embedded-hal,embassy-time -- -D warnings
+cargo test --features embedded-hal
+cargo test --features embassy-time
+echo "--- bare metal: the firmware features, with defmt"
+for target in thumbv6m-none-eabi thumbv7em-none-eabihf riscv32imc-unknown-none-elf; do
+    cargo build --lib --release --target "$target" --features embedded-hal,embassy-time
+done
+cargo clippy --lib --target thumbv7em-none-eabihf --features embedded-hal,embassy-time,defmt -- -D warnings
 
 cd examples/firmware
 cargo fmt --check
