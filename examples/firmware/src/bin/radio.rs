@@ -25,11 +25,13 @@ mod common;
 
 use core::cell::RefCell;
 
+use cellrate::hal::sleep_ticks;
 use cellrate::{Clock, Denied, Gcra, ManualClock, Quota};
 use cortex_m::interrupt::{self, Mutex};
 use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m_rt::{entry, exception};
 use cortex_m_semihosting::hprintln;
+use embedded_hal::delay::DelayNs;
 
 /// Milliseconds.
 const HZ: u64 = 1_000;
@@ -133,6 +135,19 @@ fn sleep_until(deadline: u64, alarm_wakes: bool) {
     }
 }
 
+/// A `DelayNs` on the virtual clock: sleeps (`wfi`) until it has advanced
+/// by the requested time, rounded up to whole milliseconds.
+struct VirtualDelay;
+
+impl DelayNs for VirtualDelay {
+    fn delay_ns(&mut self, ns: u32) {
+        let until = CLOCK.now() + u64::from(ns).div_ceil(1_000_000);
+        while CLOCK.now() < until {
+            cortex_m::asm::wfi();
+        }
+    }
+}
+
 /// A send the log keeps for the final check.
 #[derive(Clone, Copy)]
 struct Sent {
@@ -218,8 +233,9 @@ fn main() -> ! {
                         }
                     }
                 }
-                // The radio is busy until the frame is out.
-                sleep_until(now + airtime, false);
+                // The radio is busy until the frame is out (a blocking
+                // DelayNs wait, as with a HAL's timer).
+                sleep_ticks(&mut VirtualDelay, airtime, HZ);
             }
             Err(Denied::Limited(limited)) => {
                 denials += 1;
