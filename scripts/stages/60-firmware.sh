@@ -23,15 +23,16 @@ qemu-system-arm --version | head -n1
 
 echo "--- host: embedded-hal and embassy-time adapters (mock devices, mock time driver)"
 cargo clippy --all-targets --features embedded-hal,embassy-time -- -D warnings
-cargo test --features embedded-hal
-cargo test --features embassy-time
+cargo test --features embedded-hal,embassy-time
 echo "--- bare metal: the firmware features, with defmt"
 for target in thumbv6m-none-eabi thumbv7em-none-eabihf riscv32imc-unknown-none-elf; do
     cargo build --lib --release --target "$target" --features embedded-hal,embassy-time
 done
 cargo clippy --lib --target thumbv7em-none-eabihf --features embedded-hal,embassy-time,defmt -- -D warnings
 
+# The firmware crate is its own workspace with its own target directory.
 cd examples/firmware
+unset CARGO_TARGET_DIR
 cargo fmt --check
 cargo clippy --release --locked --target thumbv7m-none-eabi --bins -- -D warnings
 declare -A cpu=([thumbv7m-none-eabi]=cortex-m3 [thumbv6m-none-eabi]=cortex-m0)

@@ -14,6 +14,9 @@ use cortex_m_rt::entry;
 /// so the path includes the sub-tick multiply.
 const QUOTA: Quota = Quota::per_second(100).with_burst(20).at_hz(32_768);
 
+// The RAM a limiter takes on these targets (see cellrate's firmware guide).
+const _: () = assert!(core::mem::size_of::<Gcra>() == 120);
+
 static TICKS: AtomicU32 = AtomicU32::new(0);
 static ADMITTED: AtomicBool = AtomicBool::new(false);
 
