@@ -236,6 +236,19 @@ impl<D, L: RateLimiter, C: Clock> Throttled<D, L, C> {
     }
 }
 
+/// The cost policy and the limiter's state now.
+#[cfg(feature = "defmt")]
+impl<D, L: RateLimiter, C: Clock> defmt::Format for Throttled<D, L, C> {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(
+            f,
+            "Throttled {{ cost: {}, limiter: {} }}",
+            self.cost,
+            self.limiter.peek(self.clock.now())
+        )
+    }
+}
+
 fn spi_words<W: Copy + 'static>(operations: &[spi::Operation<'_, W>]) -> usize {
     operations
         .iter()

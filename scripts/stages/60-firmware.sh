@@ -34,7 +34,7 @@ cargo clippy --lib --target thumbv7em-none-eabihf --features embedded-hal,embass
 cd examples/firmware
 unset CARGO_TARGET_DIR
 cargo fmt --check
-cargo clippy --release --locked --target thumbv7m-none-eabi --bins -- -D warnings
+cargo clippy --release --target thumbv7m-none-eabi --bins -- -D warnings
 declare -A cpu=([thumbv7m-none-eabi]=cortex-m3 [thumbv6m-none-eabi]=cortex-m0)
 
 # Runs one firmware binary under qemu; its exit code is the firmware's.
@@ -46,7 +46,7 @@ run() { # target binary-path
 
 for target in thumbv7m-none-eabi thumbv6m-none-eabi; do
     echo "--- $target (${cpu[$target]})"
-    cargo build --release --locked --target "$target" --bins
+    cargo build --release --target "$target" --bins
     for bin in hammer radio; do
         out=$(run "$target" "target/$target/release/$bin") || {
             code=$?
@@ -64,7 +64,7 @@ done
 
 # Negative control: a limiter with a lost-update race must be caught.
 echo "--- negative control: a racy limiter must fail the hammer"
-cargo build --release --locked --target thumbv7m-none-eabi --bin hammer --features racy-control
+cargo build --release --target thumbv7m-none-eabi --bin hammer --features racy-control
 caught=no
 for attempt in 1 2 3; do
     if out=$(run thumbv7m-none-eabi target/thumbv7m-none-eabi/release/hammer); then
@@ -81,10 +81,10 @@ for attempt in 1 2 3; do
 done
 [[ $caught == yes ]] || { echo "FAIL: the hammer did not catch a racy limiter"; exit 1; }
 # Leave the real hammer binary in place.
-cargo build --release --locked --target thumbv7m-none-eabi --bin hammer
+cargo build --release --target thumbv7m-none-eabi --bin hammer
 
 echo "--- disassembly: the admit/deny path (Gcra::check_n)"
-cargo build --release --locked --target thumbv7em-none-eabihf \
+cargo build --release --target thumbv7em-none-eabihf \
     --bin footprint_gcra --bin footprint_base --bin disasm_control
 for target in thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf; do
     python3 "$root/scripts/firmware-disasm.py" "$objdump" "target/$target/release/footprint_gcra"
