@@ -199,6 +199,31 @@ class Analysis:
         return cost
 
 
+def calls_inside(a, fname, start):
+    """Names of the functions called between `start` and the end of its
+    critical section, on any path."""
+    insns = a.funcs[fname]
+    by_addr = {ad: i for i, (ad, _, _) in enumerate(insns)}
+    seen, calls, todo = set(), {}, [start]
+    while todo:
+        i = todo.pop()
+        if i in seen or i >= len(insns):
+            continue
+        seen.add(i)
+        addr, mnem, ops = insns[i]
+        if i != start and ends_section(mnem, ops) or is_return(mnem, ops):
+            continue
+        b = branch(mnem, ops)
+        if b and b[0] == "call":
+            calls[addr] = b[2]
+        if b and b[0] in ("jump", "cond") and b[2] == fname and b[1] in by_addr:
+            todo.append(by_addr[b[1]])
+        if not b or b[0] in ("call", "cond"):
+            todo.append(i + 1)
+    names = sorted(calls.values())
+    return ", ".join(f"{n} x{names.count(n)}" for n in sorted(set(names))) or "none"
+
+
 def ends_section(mnem, ops):
     return (mnem == "msr" and ops.startswith("primask")) or mnem == "cpsie"
 
@@ -234,12 +259,13 @@ def main():
                     print(f"FAIL: a loop inside the critical section at {f}+{addr:#x}")
                     ok = False
                 else:
-                    sections.append((n, f, addr))
+                    sections.append((n, f, addr, calls_inside(a, f, i)))
     for f in reach:
         if f != root:
             print(f"called: {f}, longest path {a.function_cost(f)} instructions")
-    for n, f, addr in sections:
-        print(f"critical section at {addr:#x} in {f}: at most {n} instructions, cpsid to msr primask inclusive")
+    for n, f, addr, calls in sections:
+        print(f"critical section at {addr:#x} in {f}: at most {n} instructions, "
+              f"cpsid to msr primask inclusive; calls inside: {calls}")
     if sections:
         print(f"worst critical section: {max(s[0] for s in sections)} instructions")
     else:

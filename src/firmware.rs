@@ -182,7 +182,7 @@
 //!
 //! | target | quota read | state update (`check_n`) |
 //! |---|---|---|
-//! | `thumbv6m-none-eabi` (M0) | 20 | 188 (including `__aeabi_lmul` calls of 37 each) |
+//! | `thumbv6m-none-eabi` (M0) | 20 | 188 (including two `__aeabi_lmul` calls of 37 each) |
 //! | `thumbv7m-none-eabi` (M3) | 13 | 75 |
 //! | `thumbv7em-none-eabihf` (M4F) | 14 | 79 |
 //!
