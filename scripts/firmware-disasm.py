@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 FORBIDDEN_CALLS = re.compile(
-    r"div|mod|__aeabi_[fd]|__aeabi_[il]2[fd]|__aeabi_[fd]2|"
+    r"^__\w*(div|mod)|div_rem|::(div|rem)|__aeabi_[fd]|__aeabi_[il]2[fd]|"
     r"(add|sub|mul|div|neg|cmp|eq|ne|lt|le|gt|ge|unord)[sd]f[23]|"
     r"__float|__fix|__extend|__trunc|sqrt|panic|unwrap_failed|expect_failed|"
     r"slice_(start|end)_index|index_out_of_bounds"
