@@ -138,10 +138,11 @@
 //! `examples/firmware` runs under `qemu-system-arm` (`lm3s6965evb`) on a
 //! Cortex-M3 (`thumbv7m`) and on a Cortex-M0 (`thumbv6m`):
 //!
-//! * `hammer`: thread mode and a SysTick handler firing every 1 200 cycles
-//!   check the same two `static` limiters (an integer and a fractional
-//!   emission interval) over more than 200 000 checks, with over a thousand
-//!   checks preempted mid-call. Time is a counter the firmware drives in
+//! * `hammer`: thread mode and a SysTick handler (reload 600 cycles, at
+//!   least 10 000 runs of 6 checks each) check the same two `static`
+//!   limiters (an integer and a fractional emission interval) over far more
+//!   than 200 000 checks, with thousands of thread-mode checks preempted
+//!   mid-call. Time is a counter the firmware drives in
 //!   phases; at each phase boundary the admitted count must equal what a
 //!   token bucket written independently admits for that many checks, or the
 //!   run exits non-zero. A limiter with a deliberate lost-update race

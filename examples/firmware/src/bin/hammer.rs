@@ -208,16 +208,16 @@ static ISR_RUNS: AtomicU32 = AtomicU32::new(0);
 static PREEMPTED: AtomicU32 = AtomicU32::new(0);
 
 /// Checks per limiter in each run of the handler.
-const ISR_CHECKS: u32 = 2;
+const ISR_CHECKS: u32 = 3;
 /// SysTick reload (core clock cycles between interrupts).
-const RELOAD: u32 = 1_200;
+const RELOAD: u32 = 600;
 /// Operations (both contexts, all limiters) before the run may end.
 const MIN_OPERATIONS: u64 = 200_000;
 /// Handler runs before the run may end, and preempted limiter calls.
-const MIN_ISR_RUNS: u32 = 2_000;
-const MIN_PREEMPTED: u32 = 100;
+const MIN_ISR_RUNS: u32 = 10_000;
+const MIN_PREEMPTED: u32 = 1_000;
 /// Give up (and fail) after this many phases.
-const MAX_PHASES: u32 = 2_000_000;
+const MAX_PHASES: u32 = 20_000_000;
 
 fn bump(counter: &AtomicU32) {
     counter.store(counter.load(Relaxed).wrapping_add(1), Relaxed);
