@@ -135,8 +135,10 @@
 //!
 //! # Proven on an emulated MCU
 //!
-//! `examples/firmware` runs under `qemu-system-arm` (`lm3s6965evb`) on a
-//! Cortex-M3 (`thumbv7m`) and on a Cortex-M0 (`thumbv6m`):
+//! `examples/firmware` runs under `qemu-system-arm` on a Cortex-M3
+//! (`thumbv7m`, `lm3s6965evb`), a Cortex-M0 (`thumbv6m`, the same board with
+//! `-cpu cortex-m0`) and a Cortex-M4F (`thumbv7em-none-eabihf`,
+//! `mps2-an386`):
 //!
 //! * `hammer`: thread mode and a SysTick handler (reload 600 cycles, at
 //!   least 10 000 runs of 6 checks each) check the same two `static`
