@@ -46,7 +46,7 @@
 //! | operation | 64-bit CAS targets | 32-bit MCUs |
 //! |---|---|---|
 //! | `check`, `check_n`, `reserve_n`, `refund_n` | lock-free | 2 critical sections |
-//! | `peek`, `quota`, `reset` | wait-free | 1–2 critical sections |
+//! | `peek`, `quota`, `reset` | lock-free (a quota read retries only while two `set_quota` calls overlap it) | 1–2 critical sections |
 //! | `set_quota` | lock-free; a second concurrent call returns `Busy` instead of waiting | 1 critical section |
 //! | [`ManualClock`](crate::ManualClock) | lock-free | 1 critical section |
 //! | [`LocalGcra`](crate::LocalGcra) | no synchronisation at all: one owner (one context) only | the same |

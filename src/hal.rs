@@ -13,6 +13,8 @@
 //! The cost of a transaction is chosen by [`Cost`]: one cell per transaction,
 //! or one cell per word moved (`Σ len` over its operations; a full-duplex
 //! transfer moves `max(read, write)` words, as the clock runs once for both).
+//! Under [`Cost::Words`] a transaction that moves no words costs nothing and
+//! is never refused.
 //!
 //! [`wait_n`] sleeps `retry_after` ticks, converted to nanoseconds at the
 //! declared frequency and rounded **up** (`⌈ticks · 10⁹ / hz⌉`, see
@@ -386,6 +388,8 @@ pub fn sleep_ticks<D: DelayNs + ?Sized>(delay: &mut D, ticks: u64, hz: u64) {
 /// Returns the admitting decision, or at once [`Denied::CostTooLarge`] for a
 /// cost that can never fit. If other users of a shared limiter keep taking
 /// the room it was waiting for, it waits again: it returns only admitted.
+/// The clock must advance while `delay` sleeps (a real timer and a real
+/// delay do), or this never returns.
 ///
 /// ```
 /// use cellrate::hal::wait_n;
