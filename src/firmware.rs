@@ -25,7 +25,7 @@
 //!
 //! | feature | adds | for |
 //! |---|---|---|
-//! | `embedded-hal` | `hal::Throttled` (rate-limited `SpiDevice` / `I2c`), `hal::wait_n` (blocking wait with a `DelayNs`) | blocking firmware on any HAL |
+//! | `embedded-hal` | `hal::Throttled` (rate-limited `SpiDevice` / `I2c` that refuses), `hal::Paced` (the same, waiting with a `DelayNs`), `hal::wait_n` (blocking wait) | blocking firmware on any HAL |
 //! | `embassy-time` | `embassy::EmbassyClock`, async `embassy::wait_n` | embassy applications |
 //! | `defmt` | `defmt::Format` for every public type | logging over RTT |
 //!
@@ -50,7 +50,7 @@
 //! | `set_quota` | lock-free; a second concurrent call returns `Busy` instead of waiting | 1 critical section |
 //! | [`ManualClock`](crate::ManualClock) | lock-free | 1 critical section |
 //! | [`LocalGcra`](crate::LocalGcra) | no synchronisation at all: one owner (one context) only | the same |
-//! | `hal::Throttled` | owned by one driver (`&mut self`); its limiter may be a shared `&'static Gcra` | the same |
+//! | `hal::Throttled`, `hal::Paced` | owned by one driver (`&mut self`); its limiter may be a shared `&'static Gcra` | the same |
 //!
 //! A critical section never waits: it cannot deadlock with an interrupt
 //! handler, and it bounds the interrupt latency a limiter adds (measured

@@ -6,7 +6,9 @@
 //!   before it touches the bus: admitted, it runs on the inner device;
 //!   denied, it returns [`ThrottleError::Limited`] (with
 //!   [`retry_after`](Denied::retry_after)) and the bus sees nothing.
-//! * [`wait_n`] sleeps with a [`DelayNs`] until a cost is admitted.
+//! * [`wait_n`] sleeps with a [`DelayNs`] until a cost is admitted, and
+//!   [`Paced`] is the wrapper that does so before each transaction instead
+//!   of refusing it.
 //!
 //! # The math
 //!
@@ -226,15 +228,107 @@ impl<D, L: RateLimiter, C: Clock> Throttled<D, L, C> {
         (self.inner, self.limiter, self.clock)
     }
 
-    /// Checks `words` words (or one transaction) against the limiter now.
-    fn admit<E>(&self, words: usize) -> Result<Decision, ThrottleError<E>> {
-        let cost = match self.cost {
+    /// The same device, but waiting for its budget with `delay` instead of
+    /// refusing; `hz` is the frequency of the clock. See [`Paced`].
+    pub fn paced<T: DelayNs>(self, delay: T, hz: u64) -> Paced<D, L, C, T> {
+        Paced {
+            throttled: self,
+            delay,
+            hz,
+        }
+    }
+
+    fn cost_of(&self, words: usize) -> u64 {
+        match self.cost {
             Cost::Transaction => 1,
             Cost::Words => u64::try_from(words).unwrap_or(u64::MAX),
-        };
+        }
+    }
+
+    /// Checks `words` words (or one transaction) against the limiter now.
+    fn admit<E>(&self, words: usize) -> Result<Decision, ThrottleError<E>> {
         self.limiter
-            .check_n(self.clock.now(), cost)
+            .check_n(self.clock.now(), self.cost_of(words))
             .map_err(ThrottleError::Limited)
+    }
+}
+
+/// A bus device that **waits** for its budget: each transaction first
+/// blocks in [`wait_n`] (sleeping with a [`DelayNs`]) until the limiter
+/// admits it, then runs. The only errors are the inner bus errors
+/// ([`ThrottleError::Bus`]) and a transaction larger than the burst, which
+/// could never run ([`Denied::CostTooLarge`] in [`ThrottleError::Limited`]).
+/// Built with [`Throttled::paced`].
+///
+/// ```
+/// use cellrate::hal::{Cost, Throttled};
+/// use cellrate::{Clock, Gcra, ManualClock, Quota};
+/// use embedded_hal::delay::DelayNs;
+/// use embedded_hal::spi::{ErrorKind, ErrorType, Operation, SpiDevice};
+///
+/// struct Dac; // a stand-in for a HAL's SPI device
+/// impl ErrorType for Dac { type Error = ErrorKind; }
+/// impl SpiDevice for Dac {
+///     fn transaction(&mut self, _: &mut [Operation<'_, u8>]) -> Result<(), ErrorKind> { Ok(()) }
+/// }
+/// // A delay that moves a simulated microsecond clock.
+/// struct Sim<'a>(&'a ManualClock);
+/// impl DelayNs for Sim<'_> {
+///     fn delay_ns(&mut self, ns: u32) { self.0.advance(u64::from(ns).div_ceil(1_000)); }
+/// }
+///
+/// let clock = ManualClock::new(0);
+/// // At most 1 000 bytes per second on a microsecond clock, 100 at once.
+/// let budget = Gcra::new(Quota::per_second(1_000).with_burst(100).at_hz(1_000_000));
+/// let mut dac = Throttled::new(Dac, &budget, &clock)
+///     .with_cost(Cost::Words)
+///     .paced(Sim(&clock), 1_000_000);
+/// for _ in 0..3 {
+///     dac.write(&[0; 100]).unwrap(); // never refused: it waits instead
+/// }
+/// assert_eq!(clock.now(), 200_000); // 2 × 100 bytes at 1 ms each
+/// ```
+#[derive(Debug)]
+pub struct Paced<D, L, C, T> {
+    throttled: Throttled<D, L, C>,
+    delay: T,
+    hz: u64,
+}
+
+impl<D, L: RateLimiter, C: Clock, T: DelayNs> Paced<D, L, C, T> {
+    /// The inner device.
+    pub fn inner(&self) -> &D {
+        &self.throttled.inner
+    }
+
+    /// The inner device, mutably: transactions through it bypass the limiter.
+    pub fn inner_mut(&mut self) -> &mut D {
+        &mut self.throttled.inner
+    }
+
+    /// Unwraps the refusing wrapper and the delay.
+    pub fn into_parts(self) -> (Throttled<D, L, C>, T) {
+        (self.throttled, self.delay)
+    }
+
+    /// Waits until `words` words (or one transaction) are admitted.
+    fn admit<E>(&mut self, words: usize) -> Result<Decision, ThrottleError<E>> {
+        let t = &self.throttled;
+        wait_n(
+            &t.limiter,
+            &t.clock,
+            &mut self.delay,
+            self.hz,
+            t.cost_of(words),
+        )
+        .map_err(ThrottleError::Limited)
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl<D, L: RateLimiter, C: Clock, T> defmt::Format for Paced<D, L, C, T> {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(f, "Paced {{ {}, hz: {=u64} }}", self.throttled, self.hz)
     }
 }
 
@@ -350,6 +444,102 @@ where
     fn write_read(&mut self, address: A, write: &[u8], read: &mut [u8]) -> Result<(), Self::Error> {
         self.admit(write.len().saturating_add(read.len()))?;
         self.inner
+            .write_read(address, write, read)
+            .map_err(ThrottleError::Bus)
+    }
+}
+
+impl<D: spi::ErrorType, L, C, T> spi::ErrorType for Paced<D, L, C, T> {
+    type Error = ThrottleError<D::Error>;
+}
+
+impl<W, D, L, C, T> spi::SpiDevice<W> for Paced<D, L, C, T>
+where
+    W: Copy + 'static,
+    D: spi::SpiDevice<W>,
+    L: RateLimiter,
+    C: Clock,
+    T: DelayNs,
+{
+    fn transaction(&mut self, operations: &mut [spi::Operation<'_, W>]) -> Result<(), Self::Error> {
+        self.admit(spi_words(operations))?;
+        self.throttled
+            .inner
+            .transaction(operations)
+            .map_err(ThrottleError::Bus)
+    }
+
+    fn read(&mut self, buf: &mut [W]) -> Result<(), Self::Error> {
+        self.admit(buf.len())?;
+        self.throttled.inner.read(buf).map_err(ThrottleError::Bus)
+    }
+
+    fn write(&mut self, buf: &[W]) -> Result<(), Self::Error> {
+        self.admit(buf.len())?;
+        self.throttled.inner.write(buf).map_err(ThrottleError::Bus)
+    }
+
+    fn transfer(&mut self, read: &mut [W], write: &[W]) -> Result<(), Self::Error> {
+        self.admit(read.len().max(write.len()))?;
+        self.throttled
+            .inner
+            .transfer(read, write)
+            .map_err(ThrottleError::Bus)
+    }
+
+    fn transfer_in_place(&mut self, buf: &mut [W]) -> Result<(), Self::Error> {
+        self.admit(buf.len())?;
+        self.throttled
+            .inner
+            .transfer_in_place(buf)
+            .map_err(ThrottleError::Bus)
+    }
+}
+
+impl<D: i2c::ErrorType, L, C, T> i2c::ErrorType for Paced<D, L, C, T> {
+    type Error = ThrottleError<D::Error>;
+}
+
+impl<A, D, L, C, T> i2c::I2c<A> for Paced<D, L, C, T>
+where
+    A: i2c::AddressMode,
+    D: i2c::I2c<A>,
+    L: RateLimiter,
+    C: Clock,
+    T: DelayNs,
+{
+    fn transaction(
+        &mut self,
+        address: A,
+        operations: &mut [i2c::Operation<'_>],
+    ) -> Result<(), Self::Error> {
+        self.admit(i2c_words(operations))?;
+        self.throttled
+            .inner
+            .transaction(address, operations)
+            .map_err(ThrottleError::Bus)
+    }
+
+    fn read(&mut self, address: A, read: &mut [u8]) -> Result<(), Self::Error> {
+        self.admit(read.len())?;
+        self.throttled
+            .inner
+            .read(address, read)
+            .map_err(ThrottleError::Bus)
+    }
+
+    fn write(&mut self, address: A, write: &[u8]) -> Result<(), Self::Error> {
+        self.admit(write.len())?;
+        self.throttled
+            .inner
+            .write(address, write)
+            .map_err(ThrottleError::Bus)
+    }
+
+    fn write_read(&mut self, address: A, write: &[u8], read: &mut [u8]) -> Result<(), Self::Error> {
+        self.admit(write.len().saturating_add(read.len()))?;
+        self.throttled
+            .inner
             .write_read(address, write, read)
             .map_err(ThrottleError::Bus)
     }

@@ -364,3 +364,57 @@ fn sleep_ticks_splits_at_one_second() {
     assert_eq!(delay.calls, [MAX_DELAY_NS, MAX_DELAY_NS, 1_000]);
     assert_eq!(clock.now(), 2_000_001);
 }
+
+#[test]
+fn paced_spi_waits_instead_of_refusing() {
+    // 2 per second, burst 2, millisecond ticks.
+    let limiter = Gcra::new(Quota::per_second(2).at_hz(1_000));
+    let clock = ManualClock::new(0);
+    let mut dev = Throttled::new(MockSpi::default(), &limiter, &clock)
+        .paced(SimDelay::new(&clock, 1_000), 1_000);
+    for _ in 0..5 {
+        dev.write(&[7]).unwrap();
+    }
+    // Two at once, then one every 500 ms.
+    assert_eq!(clock.now(), 1_500);
+    assert_eq!(dev.inner().transactions, 5);
+    let (throttled, delay) = dev.into_parts();
+    assert_eq!(delay.calls, [500_000_000; 3]);
+    assert_eq!(throttled.inner().transactions, 5);
+}
+
+#[test]
+fn paced_i2c_refuses_only_what_can_never_fit_and_passes_bus_errors() {
+    let limiter = Gcra::new(Quota::per_second(4).at_hz(1_000));
+    let clock = ManualClock::new(0);
+    let inner = MockI2c {
+        nack: true,
+        ..MockI2c::default()
+    };
+    let mut dev = Throttled::new(inner, &limiter, &clock)
+        .with_cost(Cost::Words)
+        .paced(SimDelay::new(&clock, 1_000), 1_000);
+    // 5 bytes can never fit a burst of 4: refused at once, bus untouched.
+    assert_eq!(
+        dev.write(0x20u8, &[0; 5]),
+        Err(ThrottleError::Limited(Denied::CostTooLarge {
+            cost: 5,
+            limit: 4
+        }))
+    );
+    assert!(dev.inner().calls.is_empty());
+    // 4 bytes now, 4 more after a full second; the NACK comes through.
+    for _ in 0..2 {
+        assert_eq!(
+            dev.write_read(0x20u8, &[1, 2], &mut [0; 2]),
+            Err(ThrottleError::Bus(i2c::ErrorKind::NoAcknowledge(
+                i2c::NoAcknowledgeSource::Address
+            )))
+        );
+    }
+    assert_eq!(clock.now(), 1_000);
+    assert_eq!(
+        dev.inner().calls,
+        [("write_read", 0x20), ("write_read", 0x20)]
+    );
+}
