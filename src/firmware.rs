@@ -141,10 +141,11 @@
 //! `mps2-an386`):
 //!
 //! * `hammer`: thread mode and a SysTick handler (reload 600 cycles, at
-//!   least 10 000 runs of 6 checks each) check the same two `static`
-//!   limiters (an integer and a fractional emission interval) over far more
-//!   than 200 000 checks, with thousands of thread-mode checks preempted
-//!   mid-call. Time is a counter the firmware drives in
+//!   least 10 000 runs of 3 checks per limiter) check the same `static`
+//!   limiters (two GCRAs, with an integer and a fractional emission
+//!   interval, and a fixed window counter where the crate has one) over far
+//!   more than 200 000 checks, with thousands of thread-mode checks
+//!   preempted mid-call. Time is a counter the firmware drives in
 //!   phases; at each phase boundary the admitted count must equal what a
 //!   token bucket written independently admits for that many checks, or the
 //!   run exits non-zero. A limiter with a deliberate lost-update race

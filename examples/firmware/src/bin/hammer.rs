@@ -17,9 +17,10 @@
 //! formulation independent of the library's GCRA code) and exits non-zero on
 //! the first difference.
 //!
-//! Adding a limiter (a window limiter, say) means one more `static`, one more
-//! entry in `CASES` and, if it is not a token bucket, one more `Reference`
-//! variant.
+//! Adding a limiter means one more `static`, one more entry in `CASES` and,
+//! if it is neither a token bucket nor a fixed window, one more `Reference`
+//! variant. The fixed window counter (`cellrate::FixedWindow`) is in when
+//! feature `window` is on.
 #![no_std]
 #![no_main]
 
@@ -55,6 +56,9 @@ enum Reference {
     /// A token bucket of `burst` cells refilled with `cells` per `ticks`:
     /// tokens are counted in units of `1/ticks` cell, so all is integer.
     TokenBucket { cells: u64, ticks: u64, burst: u64 },
+    /// At most `limit` cells in each aligned window `[k·window, (k+1)·window)`.
+    #[cfg_attr(not(feature = "window"), allow(dead_code))]
+    FixedWindow { limit: u64, window: u64 },
 }
 
 impl Reference {
@@ -71,6 +75,12 @@ impl Reference {
                 tokens: burst * ticks,
                 last: 0,
             },
+            Reference::FixedWindow { limit, window } => Model::FixedWindow {
+                limit,
+                window,
+                index: 0,
+                count: 0,
+            },
         }
     }
 }
@@ -82,6 +92,12 @@ enum Model {
         capacity: u64,
         tokens: u64,
         last: u64,
+    },
+    FixedWindow {
+        limit: u64,
+        window: u64,
+        index: u64,
+        count: u64,
     },
 }
 
@@ -101,6 +117,23 @@ impl Model {
                 *last = now;
                 if *tokens >= *ticks {
                     *tokens -= *ticks;
+                    true
+                } else {
+                    false
+                }
+            }
+            Model::FixedWindow {
+                limit,
+                window,
+                index,
+                count,
+            } => {
+                if now / *window != *index {
+                    *index = now / *window;
+                    *count = 0;
+                }
+                if *count < *limit {
+                    *count += 1;
                     true
                 } else {
                     false
@@ -151,8 +184,11 @@ static RACY: Racy = Racy {
     tat: AtomicU32::new(0),
 };
 
-#[cfg(not(feature = "racy-control"))]
-static CASES: [Case; 2] = [
+/// The limiters under test. With feature `window` (for a cellrate that has
+/// `cellrate::window`; the test script turns it on when it does) a fixed
+/// window counter joins them.
+static CASES: [Case; N] = [
+    #[cfg(not(feature = "racy-control"))]
     Case {
         name: "gcra 1/tick burst 4",
         limiter: &WHOLE,
@@ -162,18 +198,7 @@ static CASES: [Case; 2] = [
             burst: 4,
         },
     },
-    Case {
-        name: "gcra 3/10 ticks burst 5",
-        limiter: &THIRDS,
-        reference: Reference::TokenBucket {
-            cells: 3,
-            ticks: 10,
-            burst: 5,
-        },
-    },
-];
-#[cfg(feature = "racy-control")]
-static CASES: [Case; 2] = [
+    #[cfg(feature = "racy-control")]
     Case {
         name: "racy 1/tick burst 4",
         limiter: &RACY,
@@ -192,8 +217,21 @@ static CASES: [Case; 2] = [
             burst: 5,
         },
     },
+    #[cfg(feature = "window")]
+    Case {
+        name: "fixed window 5 per 4 ticks",
+        limiter: &WINDOW,
+        reference: Reference::FixedWindow {
+            limit: 5,
+            window: 4,
+        },
+    },
 ];
-const N: usize = 2;
+const N: usize = 2 + cfg!(feature = "window") as usize;
+
+/// 5 cells per aligned window of 4 ticks.
+#[cfg(feature = "window")]
+static WINDOW: cellrate::FixedWindow = cellrate::FixedWindow::new(5, 4);
 
 /// The tick counter: written by thread mode only, read by both.
 static NOW: AtomicU32 = AtomicU32::new(0);
@@ -202,8 +240,8 @@ static NOW: AtomicU32 = AtomicU32::new(0);
 static IN_CHECK: AtomicBool = AtomicBool::new(false);
 /// Written by the handler only (thumbv6m has no atomic read-modify-write:
 /// single writers use load + store).
-static ISR_ATTEMPTS: [AtomicU32; N] = [AtomicU32::new(0), AtomicU32::new(0)];
-static ISR_ADMITS: [AtomicU32; N] = [AtomicU32::new(0), AtomicU32::new(0)];
+static ISR_ATTEMPTS: [AtomicU32; N] = [const { AtomicU32::new(0) }; N];
+static ISR_ADMITS: [AtomicU32; N] = [const { AtomicU32::new(0) }; N];
 static ISR_RUNS: AtomicU32 = AtomicU32::new(0);
 static PREEMPTED: AtomicU32 = AtomicU32::new(0);
 
@@ -245,7 +283,7 @@ fn main() -> ! {
     let Some(mut core) = cortex_m::Peripherals::take() else {
         common::fail()
     };
-    let mut models = [CASES[0].reference.model(), CASES[1].reference.model()];
+    let mut models: [Model; N] = core::array::from_fn(|i| CASES[i].reference.model());
     let mut attempts = [0u32; N];
     let mut admits = [0u32; N];
     let mut seen_isr = [(0u32, 0u32); N];
