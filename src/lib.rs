@@ -33,6 +33,9 @@
 //! | feature | what it adds |
 //! |---|---|
 //! | `std` | [`StdClock`](time::StdClock), a monotonic nanosecond clock; [`SlidingLog`] locks a `std` mutex instead of a critical section |
+//! | `embedded-hal` | `hal`: rate-limited SPI/I2C devices and a blocking wait with a `DelayNs` |
+//! | `embassy-time` | `embassy`: a clock over embassy's ticks and an async wait |
+//! | `defmt` | `defmt::Format` for every public type |
 //! | `loom` | swaps the atomics for loom's in this crate's own unit tests (`cargo test --features loom`); never enable it in a dependent crate |
 //!
 //! No feature is on by default: the crate builds for bare metal as it is.
@@ -56,6 +59,11 @@
 //! # Multi-core parts (RP2040): the HAL's multi-core implementation, e.g.
 //! rp2040-hal = { version = "0.10", features = ["critical-section-impl"] }
 //! ```
+//!
+//! The [`firmware`] guide has the full table per target family, what is
+//! lock-free and what takes a critical section, a `static` limiter shared
+//! with an interrupt handler, and the measured flash footprint and
+//! critical-section lengths.
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 #![deny(missing_docs, unsafe_op_in_unsafe_fn)]
@@ -67,7 +75,12 @@ extern crate std;
 pub mod algorithm;
 pub mod compose;
 pub mod decision;
+#[cfg(feature = "embassy-time")]
+pub mod embassy;
+pub mod firmware;
 pub mod gcra;
+#[cfg(feature = "embedded-hal")]
+pub mod hal;
 pub mod quota;
 pub mod sync;
 pub mod time;
