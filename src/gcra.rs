@@ -69,20 +69,18 @@ use crate::quota::{Quota, QuotaError, Rate};
 use crate::sync::{loom_const_fn, QuotaCell, StateWord};
 use crate::{Algorithm, RateLimiter};
 
-/// The start shared by every GCRA step at sub-tick time `now`: refuses a
-/// cost above the burst, then returns `base = max(TAT, now)` and the TAT after
-/// the cost, `base + cost·T` (`None` past `u64::MAX`: beyond the horizon).
+/// The charge of `cost` cells in sub-ticks, `cost·T`, or the refusal of a
+/// cost above the burst. Computed before any critical section or CAS loop.
 #[inline(always)]
-fn start(quota: &Quota, tat: u64, now: u64, cost: u64) -> Result<(u64, Option<u64>), Denied> {
+pub(crate) fn charge(quota: &Quota, cost: u64) -> Result<u64, Denied> {
     if cost > quota.burst() {
         return Err(Denied::CostTooLarge {
             cost,
             limit: quota.burst(),
         });
     }
-    let base = if tat > now { tat } else { now };
     // cost ≤ burst, so cost·T ≤ span fits (Quota invariant).
-    Ok((base, base.checked_add(cost * quota.emission_interval())))
+    Ok(cost * quota.emission_interval())
 }
 
 /// A denial with the state `base` (= max(TAT, now)) unchanged and `wait`
@@ -90,6 +88,27 @@ fn start(quota: &Quota, tat: u64, now: u64, cost: u64) -> Result<(u64, Option<u6
 #[inline(always)]
 fn limited(quota: &Quota, base: u64, now: u64, wait: u64) -> Denied {
     Denied::Limited(Limited::from_usage(Usage::gcra(quota, base - now), wait))
+}
+
+/// One GCRA step at sub-tick time `now` for a [`charge`] of `increment`
+/// sub-ticks: the new TAT and the decision, or the denial. This is all a
+/// critical section or CAS loop runs: a compare, an add, a subtract.
+#[inline(always)]
+pub(crate) fn admit_charged(
+    quota: &Quota,
+    tat: u64,
+    now: u64,
+    increment: u64,
+) -> Result<(u64, Decision), Denied> {
+    let base = if tat > now { tat } else { now };
+    match base.checked_add(increment) {
+        Some(new_tat) if new_tat - now <= quota.span() => Ok((
+            new_tat,
+            Decision::from_usage(Usage::gcra(quota, new_tat - now)),
+        )),
+        Some(new_tat) => Err(limited(quota, base, now, new_tat - now - quota.span())),
+        None => Err(limited(quota, base, now, u64::MAX)),
+    }
 }
 
 /// One GCRA step at sub-tick time `now`: the new TAT and the decision, or the
@@ -101,14 +120,7 @@ pub(crate) fn admit(
     now: u64,
     cost: u64,
 ) -> Result<(u64, Decision), Denied> {
-    match start(quota, tat, now, cost)? {
-        (_, Some(new_tat)) if new_tat - now <= quota.span() => Ok((
-            new_tat,
-            Decision::from_usage(Usage::gcra(quota, new_tat - now)),
-        )),
-        (base, Some(new_tat)) => Err(limited(quota, base, now, new_tat - now - quota.span())),
-        (base, None) => Err(limited(quota, base, now, u64::MAX)),
-    }
+    admit_charged(quota, tat, now, charge(quota, cost)?)
 }
 
 /// The state seen at sub-tick time `now`, with the wait for one cell.
@@ -141,8 +153,10 @@ pub(crate) fn reserve(
     cost: u64,
     max_wait: u64,
 ) -> Result<(u64, Reservation), Denied> {
-    let (base, Some(earliest)) = start(quota, tat, now, cost)? else {
-        return Err(limited(quota, tat.max(now), now, u64::MAX));
+    let increment = charge(quota, cost)?;
+    let base = tat.max(now);
+    let Some(earliest) = base.checked_add(increment) else {
+        return Err(limited(quota, base, now, u64::MAX));
     };
     // Sub-ticks after `now` before the cost conforms.
     let wait = (earliest - now).saturating_sub(quota.span());
@@ -169,7 +183,7 @@ pub(crate) fn reserve(
     let Some((wait, send)) = send else {
         return Err(limited(quota, base, now, u64::MAX));
     };
-    let Some(new_tat) = tat.max(send).checked_add(earliest - base) else {
+    let Some(new_tat) = tat.max(send).checked_add(increment) else {
         return Err(limited(quota, base, now, u64::MAX));
     };
     Ok((
@@ -354,7 +368,11 @@ impl Gcra {
         if cost == 0 {
             return Ok(quota.peek(self.tat.load(), now).to_decision());
         }
-        self.tat.update(|tat| quota.check(tat, now, cost))
+        // The multiplications happen here, outside the critical section or CAS loop.
+        let now = quota.sub_ticks(now);
+        let increment = charge(&quota, cost)?;
+        self.tat
+            .update(|tat| admit_charged(&quota, tat, now, increment))
     }
 
     /// The state at `now`, consuming nothing.
