@@ -1,0 +1,177 @@
+//! RFC 4115, the two-rate three-colour marker with efficient handling of
+//! in-profile traffic; see the [meter module docs](super) for the math (two
+//! independent TATs, each on its own rate).
+
+use super::sealed::Steps;
+use super::{Bucket, Color, Flow, MeterError};
+use crate::quota::Quota;
+
+/// The marker of RFC 4115: committed rate `CIR` with burst `CBS`, excess
+/// rate `EIR` with burst `EBS` (bytes per second, bytes). Unlike RFC 2698,
+/// green packets do not consume excess tokens and there is no `EIR ≥ CIR`
+/// requirement. A shared, read-only profile for any number of flows.
+///
+/// State words: `[C, E]` (committed and excess TATs, each in its own rate's
+/// sub-ticks); [`tokens`](super::Meter::tokens) answers `[Tc, Te]`.
+///
+/// ```
+/// use cellrate::meter::{Color, LocalFlow, Meter, TrTcm4115};
+/// let meter = TrTcm4115::new(1_000, 1_500, 500, 1_500, 1_000).unwrap();
+/// let mut flow = LocalFlow::new();
+/// assert_eq!(meter.mark_local(&mut flow, 0, 1_500), Color::Green);
+/// assert_eq!(meter.mark_local(&mut flow, 0, 1_500), Color::Yellow); // green took no excess tokens
+/// assert_eq!(meter.mark_local(&mut flow, 0, 1), Color::Red);
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TrTcm4115 {
+    committed: Bucket,
+    excess: Bucket,
+}
+
+impl TrTcm4115 {
+    /// The RFC 4115 marker with `cir`/`cbs` and `eir`/`ebs` on a clock of
+    /// `hz` ticks per second. A bucket may be switched off with rate and size
+    /// 0 (e.g. `eir = ebs = 0`: a two-colour policer); a bucket with a size
+    /// needs a rate.
+    ///
+    /// ```
+    /// use cellrate::meter::{MeterError, TrTcm4115};
+    /// assert!(TrTcm4115::new(1_000, 1_500, 0, 0, 1_000).is_ok());
+    /// assert_eq!(TrTcm4115::new(1_000, 1_500, 0, 1_500, 1_000), Err(MeterError::ZeroRate));
+    /// assert_eq!(TrTcm4115::new(0, 0, 0, 0, 1_000), Err(MeterError::NoBucket));
+    /// ```
+    pub const fn new(
+        cir: u64,
+        cbs: u64,
+        eir: u64,
+        ebs: u64,
+        hz: u64,
+    ) -> Result<TrTcm4115, MeterError> {
+        if cbs == 0 && ebs == 0 {
+            return Err(MeterError::NoBucket);
+        }
+        let committed = match Bucket::new(cir, cbs, hz) {
+            Ok(b) => b,
+            Err(e) => return Err(e),
+        };
+        let excess = match Bucket::new(eir, ebs, hz) {
+            Ok(b) => b,
+            Err(e) => return Err(e),
+        };
+        Ok(TrTcm4115 { committed, excess })
+    }
+
+    /// The committed rate with burst `max(CBS, 1)`, as a [`Quota`].
+    pub const fn committed_quota(&self) -> Quota {
+        self.committed.quota
+    }
+
+    /// The excess rate with burst `max(EBS, 1)`, as a [`Quota`].
+    pub const fn excess_quota(&self) -> Quota {
+        self.excess.quota
+    }
+
+    /// Whether both rates are represented exactly at the profile's clock.
+    pub const fn is_exact(&self) -> bool {
+        self.committed.quota.is_exact() && self.excess.quota.is_exact()
+    }
+}
+
+impl Steps for TrTcm4115 {
+    #[inline(always)]
+    fn times(&self, now: u64) -> [u64; 2] {
+        [self.committed.now(now), self.excess.now(now)]
+    }
+
+    #[inline(always)]
+    fn step(&self, words: &mut [u64; 2], t: [u64; 2], bytes: u64, pre: Color) -> Color {
+        if pre == Color::Green {
+            if let Some(c_next) = self.committed.take(words[0], t[0], bytes) {
+                words[0] = c_next;
+                return Color::Green;
+            }
+        }
+        if pre != Color::Red {
+            if let Some(e_next) = self.excess.take(words[1], t[1], bytes) {
+                words[1] = e_next;
+                return Color::Yellow;
+            }
+        }
+        Color::Red
+    }
+
+    #[inline(always)]
+    fn step_shared(&self, flow: &Flow, t: [u64; 2], bytes: u64, pre: Color) -> Color {
+        let [committed, excess] = &flow.words;
+        if pre == Color::Green {
+            let took = committed.update(|c| match self.committed.take(c, t[0], bytes) {
+                Some(next) => Ok((next, ())),
+                None => Err(()),
+            });
+            if took.is_ok() {
+                return Color::Green;
+            }
+        }
+        if pre != Color::Red {
+            let took = excess.update(|e| match self.excess.take(e, t[1], bytes) {
+                Some(next) => Ok((next, ())),
+                None => Err(()),
+            });
+            if took.is_ok() {
+                return Color::Yellow;
+            }
+        }
+        Color::Red
+    }
+
+    #[inline]
+    fn batch_shared<P: Fn(usize) -> Color>(
+        &self,
+        flow: &Flow,
+        t: [u64; 2],
+        sizes: &[u64],
+        pre: P,
+        out: &mut [Color],
+    ) {
+        let [committed, excess] = &flow.words;
+        // Pass 1, one atomic step on C: green or not (red for now). Rewrites
+        // every entry of `out` on each (re)run.
+        let _ = committed.update(|mut c| -> Result<(u64, ()), ()> {
+            for (i, (bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
+                *color = Color::Red;
+                if pre(i) == Color::Green {
+                    if let Some(next) = self.committed.take(c, t[0], *bytes) {
+                        c = next;
+                        *color = Color::Green;
+                    }
+                }
+            }
+            Ok((c, ()))
+        });
+        // Pass 2, one atomic step on E: packets not green and not pre-coloured
+        // red are yellow or red. Rerunnable: candidates are recognised from
+        // `pre` and a non-green pass-1 result.
+        let _ = excess.update(|mut e| -> Result<(u64, ()), ()> {
+            for (i, (bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
+                if *color != Color::Green && pre(i) != Color::Red {
+                    *color = match self.excess.take(e, t[1], *bytes) {
+                        Some(next) => {
+                            e = next;
+                            Color::Yellow
+                        }
+                        None => Color::Red,
+                    };
+                }
+            }
+            Ok((e, ()))
+        });
+    }
+
+    fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {
+        [
+            self.committed.tokens(words[0], t[0]),
+            self.excess.tokens(words[1], t[1]),
+        ]
+    }
+}

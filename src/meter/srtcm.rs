@@ -1,0 +1,222 @@
+//! RFC 2697, the single rate three colour marker; see the [meter module
+//! docs](super) for the math (two TATs `C` and `A` on one `T = 1/CIR`).
+
+use super::sealed::Steps;
+use super::{Bucket, Color, Flow, MeterError};
+use crate::quota::Quota;
+
+/// The srTCM of RFC 2697: committed information rate `CIR` (bytes per
+/// second), committed burst size `CBS` and excess burst size `EBS` (bytes).
+/// A shared, read-only profile for any number of flows.
+///
+/// State words: `[C, A]` (the committed bucket's TAT and the TAT of both
+/// buckets together); [`tokens`](super::Meter::tokens) answers
+/// `[Tc, Te]`, the RFC's two token counts.
+///
+/// ```
+/// use cellrate::meter::{Color, LocalFlow, Meter, SrTcm};
+/// // 10 Gb/s = 1.25·10⁹ B/s on a 1 GHz clock: T = 0.8 ns, exact (scale 5).
+/// let meter = SrTcm::new(1_250_000_000, 3_000, 9_000, 1_000_000_000).unwrap();
+/// assert!(meter.is_exact());
+/// let mut flow = LocalFlow::new();
+/// assert_eq!(meter.mark_local(&mut flow, 0, 9_000), Color::Yellow); // jumbo: > CBS
+/// assert_eq!(meter.mark_local(&mut flow, 0, 1_500), Color::Green);
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SrTcm {
+    /// `CBS` at `CIR`.
+    committed: Bucket,
+    /// `CBS + EBS` at `CIR`, the same time base.
+    all: Bucket,
+    /// `EBS` bytes.
+    ebs: u64,
+    /// `EBS·T` sub-ticks.
+    ebs_span: u64,
+}
+
+impl SrTcm {
+    /// The srTCM with `cir` bytes per second, `cbs` and `ebs` bytes, on a
+    /// clock of `hz` ticks per second. One of `cbs`, `ebs` may be 0 (RFC 2697
+    /// requires at least one above 0; it recommends each at least the largest
+    /// packet). The rate is rounded toward admitting less if it is not exact
+    /// at `hz` (see [`is_exact`](Self::is_exact)).
+    ///
+    /// ```
+    /// use cellrate::meter::{MeterError, SrTcm};
+    /// assert!(SrTcm::new(125_000, 1_500, 3_000, 1_000_000).is_ok());
+    /// assert_eq!(SrTcm::new(125_000, 0, 0, 1_000_000), Err(MeterError::NoBucket));
+    /// assert!(matches!(SrTcm::new(0, 1_500, 0, 1_000_000), Err(MeterError::ZeroRate)));
+    /// ```
+    pub const fn new(cir: u64, cbs: u64, ebs: u64, hz: u64) -> Result<SrTcm, MeterError> {
+        let Some(total) = cbs.checked_add(ebs) else {
+            return Err(MeterError::Overflow);
+        };
+        if total == 0 {
+            return Err(MeterError::NoBucket);
+        }
+        if cir == 0 {
+            return Err(MeterError::ZeroRate);
+        }
+        let all = match Bucket::new(cir, total, hz) {
+            Ok(b) => b,
+            Err(e) => return Err(e),
+        };
+        let committed = match Bucket::with_size(all.quota, cbs) {
+            Ok(b) => b,
+            Err(e) => return Err(e),
+        };
+        // ebs ≤ total, so ebs·T ≤ total·T = all.span fits.
+        let ebs_span = ebs * all.quota.emission_interval();
+        Ok(SrTcm {
+            committed,
+            all,
+            ebs,
+            ebs_span,
+        })
+    }
+
+    /// The committed rate as a [`Quota`] (burst `CBS + EBS`): its
+    /// [`effective_rate`](Quota::effective_rate) is what the meter enforces.
+    pub const fn quota(&self) -> Quota {
+        self.all.quota
+    }
+
+    /// Whether `CIR` is represented exactly at the profile's clock.
+    pub const fn is_exact(&self) -> bool {
+        self.all.quota.is_exact()
+    }
+
+    /// `(CBS, EBS)` in bytes.
+    pub const fn bursts(&self) -> (u64, u64) {
+        (self.committed.size, self.ebs)
+    }
+
+    /// The yellow test: the new `A` if the excess bucket holds `bytes`,
+    /// given the committed TAT `c` (a stale, smaller `c` only makes this
+    /// stricter). Also keeps `A − now ≤ (CBS + EBS)·T`.
+    #[inline(always)]
+    fn yellow(&self, c: u64, a: u64, now: u64, bytes: u64) -> Option<u64> {
+        if bytes > self.ebs {
+            return None;
+        }
+        let next = self.all.take(a, now, bytes)?;
+        let c_base = if c > now { c } else { now };
+        if next.saturating_sub(c_base) <= self.ebs_span {
+            Some(next)
+        } else {
+            None
+        }
+    }
+}
+
+impl Steps for SrTcm {
+    #[inline(always)]
+    fn times(&self, now: u64) -> [u64; 2] {
+        let now = self.all.now(now);
+        [now, now]
+    }
+
+    #[inline(always)]
+    fn step(&self, words: &mut [u64; 2], t: [u64; 2], bytes: u64, pre: Color) -> Color {
+        let now = t[0];
+        let [c, a] = *words;
+        if pre == Color::Green {
+            if let Some(c_next) = self.committed.take(c, now, bytes) {
+                // With A ≥ C this always holds when the committed bucket has
+                // the bytes; checked so that A's bound never depends on it.
+                if let Some(a_next) = self.all.take(a, now, bytes) {
+                    *words = [c_next, a_next];
+                    return Color::Green;
+                }
+            }
+        }
+        if pre != Color::Red {
+            if let Some(a_next) = self.yellow(c, a, now, bytes) {
+                words[1] = a_next;
+                return Color::Yellow;
+            }
+        }
+        Color::Red
+    }
+
+    #[inline(always)]
+    fn step_shared(&self, flow: &Flow, t: [u64; 2], bytes: u64, pre: Color) -> Color {
+        let now = t[0];
+        if pre == Color::Red {
+            return Color::Red;
+        }
+        let [committed, all] = &flow.words;
+        let c_seen = committed.load();
+        if pre == Color::Green && self.committed.take(c_seen, now, bytes).is_some() {
+            // Green looks possible. Reserve in A first (so a concurrent yellow
+            // test sees the bytes in A before it can see them in C), then take
+            // from C.
+            let reserved = all.update(|a| match self.all.take(a, now, bytes) {
+                Some(next) => Ok((next, (a, next))),
+                None => Err(()),
+            });
+            let Ok((a_before, a_after)) = reserved else {
+                // A cannot hold the bytes: neither bucket can (A ≥ C).
+                return Color::Red;
+            };
+            let taken = committed.update(|c| match self.committed.take(c, now, bytes) {
+                Some(next) => Ok((next, ())),
+                None => Err(c),
+            });
+            match taken {
+                Ok(()) => return Color::Green,
+                Err(c_now) => {
+                    // A concurrent packet emptied C. Our reservation stands
+                    // as yellow if the excess bucket holds it.
+                    let c_base = if c_now > now { c_now } else { now };
+                    if bytes <= self.ebs && a_after.saturating_sub(c_base) <= self.ebs_span {
+                        return Color::Yellow;
+                    }
+                    // Red: give the reservation back if A is as we left it
+                    // (then it is exactly undone); otherwise keep it, which
+                    // only withholds tokens from later packets.
+                    let _ = all.update(|a| {
+                        if a == a_after {
+                            Ok((a_before, ()))
+                        } else {
+                            Err(())
+                        }
+                    });
+                    return Color::Red;
+                }
+            }
+        }
+        match all.update(|a| match self.yellow(c_seen, a, now, bytes) {
+            Some(next) => Ok((next, ())),
+            None => Err(()),
+        }) {
+            Ok(()) => Color::Yellow,
+            Err(()) => Color::Red,
+        }
+    }
+
+    #[inline]
+    fn batch_shared<P: Fn(usize) -> Color>(
+        &self,
+        flow: &Flow,
+        t: [u64; 2],
+        sizes: &[u64],
+        pre: P,
+        out: &mut [Color],
+    ) {
+        // The buckets are coupled: packet by packet (see the module docs).
+        for (i, (bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
+            *color = self.step_shared(flow, t, *bytes, pre(i));
+        }
+    }
+
+    fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {
+        let now = t[0];
+        let [c, a] = words;
+        let c_base = if c > now { c } else { now };
+        let excess_deficit = a.saturating_sub(c_base);
+        let te = self.ebs_span.saturating_sub(excess_deficit) / self.all.quota.emission_interval();
+        [self.committed.tokens(c, now), te]
+    }
+}

@@ -1,0 +1,179 @@
+//! RFC 2698, the two rate three colour marker; see the [meter module
+//! docs](super) for the math (two independent TATs, each on its own rate).
+
+use super::sealed::Steps;
+use super::{Bucket, Color, Flow, MeterError};
+use crate::quota::Quota;
+
+/// The trTCM of RFC 2698: committed rate `CIR` with burst `CBS`, peak rate
+/// `PIR ≥ CIR` with burst `PBS` (bytes per second, bytes). A shared,
+/// read-only profile for any number of flows.
+///
+/// State words: `[P, C]` (peak and committed TATs, each in its own rate's
+/// sub-ticks); [`tokens`](super::Meter::tokens) answers `[Tp, Tc]`.
+///
+/// ```
+/// use cellrate::meter::{Color, LocalFlow, Meter, TrTcm};
+/// // CIR 1 MB/s, CBS 3 000 B; PIR 2 MB/s, PBS 9 000 B; microsecond clock.
+/// let meter = TrTcm::new(1_000_000, 3_000, 2_000_000, 9_000, 1_000_000).unwrap();
+/// let mut flow = LocalFlow::new();
+/// assert_eq!(meter.mark_local(&mut flow, 0, 9_000), Color::Yellow); // > CBS, ≤ PBS
+/// assert_eq!(meter.mark_local(&mut flow, 0, 64), Color::Red);       // peak bucket empty
+/// assert_eq!(meter.mark_local(&mut flow, 32, 64), Color::Green);    // 32 µs refill 64 B of peak
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TrTcm {
+    peak: Bucket,
+    committed: Bucket,
+}
+
+impl TrTcm {
+    /// The trTCM with `cir`/`cbs` and `pir`/`pbs` on a clock of `hz` ticks per
+    /// second. RFC 2698 requires `pir ≥ cir` and both bursts above 0 (and
+    /// recommends each at least the largest packet).
+    ///
+    /// ```
+    /// use cellrate::meter::{MeterError, TrTcm};
+    /// assert!(TrTcm::new(1_000, 1_500, 2_000, 3_000, 1_000).is_ok());
+    /// assert_eq!(TrTcm::new(1_000, 0, 2_000, 3_000, 1_000), Err(MeterError::ZeroBurst));
+    /// ```
+    pub const fn new(cir: u64, cbs: u64, pir: u64, pbs: u64, hz: u64) -> Result<TrTcm, MeterError> {
+        if cbs == 0 || pbs == 0 {
+            return Err(MeterError::ZeroBurst);
+        }
+        if cir == 0 {
+            return Err(MeterError::ZeroRate);
+        }
+        if pir < cir {
+            return Err(MeterError::PeakBelowCommitted);
+        }
+        let peak = match Bucket::new(pir, pbs, hz) {
+            Ok(b) => b,
+            Err(e) => return Err(e),
+        };
+        let committed = match Bucket::new(cir, cbs, hz) {
+            Ok(b) => b,
+            Err(e) => return Err(e),
+        };
+        Ok(TrTcm { peak, committed })
+    }
+
+    /// The committed rate with burst `CBS`, as a [`Quota`].
+    pub const fn committed_quota(&self) -> Quota {
+        self.committed.quota
+    }
+
+    /// The peak rate with burst `PBS`, as a [`Quota`].
+    pub const fn peak_quota(&self) -> Quota {
+        self.peak.quota
+    }
+
+    /// Whether both rates are represented exactly at the profile's clock.
+    pub const fn is_exact(&self) -> bool {
+        self.peak.quota.is_exact() && self.committed.quota.is_exact()
+    }
+}
+
+impl Steps for TrTcm {
+    #[inline(always)]
+    fn times(&self, now: u64) -> [u64; 2] {
+        [self.peak.now(now), self.committed.now(now)]
+    }
+
+    #[inline(always)]
+    fn step(&self, words: &mut [u64; 2], t: [u64; 2], bytes: u64, pre: Color) -> Color {
+        if pre == Color::Red {
+            return Color::Red;
+        }
+        let Some(p_next) = self.peak.take(words[0], t[0], bytes) else {
+            return Color::Red;
+        };
+        words[0] = p_next;
+        if pre == Color::Green {
+            if let Some(c_next) = self.committed.take(words[1], t[1], bytes) {
+                words[1] = c_next;
+                return Color::Green;
+            }
+        }
+        Color::Yellow
+    }
+
+    #[inline(always)]
+    fn step_shared(&self, flow: &Flow, t: [u64; 2], bytes: u64, pre: Color) -> Color {
+        if pre == Color::Red {
+            return Color::Red;
+        }
+        let [peak, committed] = &flow.words;
+        let took_peak = peak.update(|p| match self.peak.take(p, t[0], bytes) {
+            Some(next) => Ok((next, ())),
+            None => Err(()),
+        });
+        if took_peak.is_err() {
+            return Color::Red;
+        }
+        if pre == Color::Green {
+            let took = committed.update(|c| match self.committed.take(c, t[1], bytes) {
+                Some(next) => Ok((next, ())),
+                None => Err(()),
+            });
+            if took.is_ok() {
+                return Color::Green;
+            }
+        }
+        Color::Yellow
+    }
+
+    #[inline]
+    fn batch_shared<P: Fn(usize) -> Color>(
+        &self,
+        flow: &Flow,
+        t: [u64; 2],
+        sizes: &[u64],
+        pre: P,
+        out: &mut [Color],
+    ) {
+        let [peak, committed] = &flow.words;
+        // Pass 1, one atomic step on P: red or not. The closure may rerun on
+        // contention; it rewrites every entry of `out` from `pre` each time.
+        let _ = peak.update(|mut p| -> Result<(u64, ()), ()> {
+            for (i, (bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
+                *color = match pre(i) {
+                    Color::Red => Color::Red,
+                    _ => match self.peak.take(p, t[0], *bytes) {
+                        Some(next) => {
+                            p = next;
+                            Color::Yellow
+                        }
+                        None => Color::Red,
+                    },
+                };
+            }
+            Ok((p, ()))
+        });
+        // Pass 2, one atomic step on C: among green-coloured packets that
+        // passed P, green or yellow. Rerunnable: a candidate is recognised
+        // from `pre` and a non-red pass-1 result.
+        let _ = committed.update(|mut c| -> Result<(u64, ()), ()> {
+            for (i, (bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
+                if *color != Color::Red && pre(i) == Color::Green {
+                    *color = match self.committed.take(c, t[1], *bytes) {
+                        Some(next) => {
+                            c = next;
+                            Color::Green
+                        }
+                        None => Color::Yellow,
+                    };
+                }
+            }
+            Ok((c, ()))
+        });
+    }
+
+    fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {
+        [
+            self.peak.tokens(words[0], t[0]),
+            self.committed.tokens(words[1], t[1]),
+        ]
+    }
+}
