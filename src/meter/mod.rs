@@ -77,7 +77,9 @@
 //! | RFC 4115 | `CBS + CIR·t` | | `EBS + EIR·t` |
 //!
 //! These bounds are the RFCs' own, and the loom models in this module check
-//! them in every interleaving. When packets of one flow do not overlap in
+//! them in every interleaving. At one instant (all packets with the same
+//! `now`) each bucket also never gives more than its size: green ≤ `CBS`,
+//! and yellow ≤ `EBS` (srTCM, RFC 4115) or green + yellow ≤ `PBS` (trTCM). When packets of one flow do not overlap in
 //! time (one core per flow, or a shared flow that is rarely contended) the
 //! colours are exactly the RFC's, because each packet runs the sequential
 //! algorithm. Under contention:
@@ -642,9 +644,6 @@ fn check_lens(sizes: usize, pre: Option<usize>, out: usize) -> Result<(), BatchL
         Ok(())
     }
 }
-
-#[cfg(all(test, not(feature = "loom")))]
-mod tests;
 
 #[cfg(all(test, feature = "loom"))]
 mod loom_tests;

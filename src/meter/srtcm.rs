@@ -168,9 +168,14 @@ impl Steps for SrTcm {
                 Ok(()) => return Color::Green,
                 Err(c_now) => {
                     // A concurrent packet emptied C. Our reservation stands
-                    // as yellow if the excess bucket holds it.
+                    // as yellow if the excess bucket holds it. A read after
+                    // C holds every reservation, ours included, and C at most
+                    // the completed greens: `A − C` over-counts the excess
+                    // bucket's deficit by the greens still in flight, so the
+                    // test errs toward red.
                     let c_base = if c_now > now { c_now } else { now };
-                    if bytes <= self.ebs && a_after.saturating_sub(c_base) <= self.ebs_span {
+                    let a_now = all.load();
+                    if bytes <= self.ebs && a_now.saturating_sub(c_base) <= self.ebs_span {
                         return Color::Yellow;
                     }
                     // Red: give the reservation back if A is as we left it
