@@ -111,6 +111,12 @@
 //! flow's coupled buckets have no such split, so its batch marks packet by
 //! packet (still with one `now · scale`).
 //!
+//! Within a batch, a bucket that holds the *sum* of the sizes it is asked
+//! for holds every prefix of them too (all packets share one `now`, so the
+//! prefix sums only grow), so a conforming burst is decided with one
+//! GCRA test of the total — one multiply for the whole burst — and the
+//! per-packet loop runs only for a burst that crosses a bucket's edge.
+//!
 //! # Invariants the code keeps
 //!
 //! * Every take checks `B ≤ S` first, so `B·T ≤ S·T` fits a `u64`
@@ -421,6 +427,9 @@ pub(crate) mod sealed {
             pre: P,
             out: &mut [Color],
         );
+        /// The words after a colour-blind burst of `total` bytes if every
+        /// packet of it is green (then each prefix is too), else `None`.
+        fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]>;
         /// Whole bytes in each bucket.
         fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2];
     }
@@ -581,6 +590,14 @@ pub trait Meter: sealed::Steps {
     ) -> Result<(), BatchLenMismatch> {
         check_lens(sizes.len(), None, out.len())?;
         let t = self.times(now);
+        // Fast path: a conforming burst is all green in one step.
+        if let Some(total) = batch_total(sizes.iter().copied()).filter(|&total| total > 0) {
+            if let Some(words) = self.all_green(flow.words, t, total) {
+                out.fill(Color::Green);
+                flow.words = words;
+                return Ok(());
+            }
+        }
         let mut words = flow.words;
         for (bytes, color) in sizes.iter().zip(out.iter_mut()) {
             *color = self.step(&mut words, t, *bytes, Color::Green);
@@ -633,6 +650,18 @@ pub trait Meter: sealed::Steps {
     fn tokens(&self, words: [u64; 2], now: u64) -> [u64; 2] {
         self.tokens_at(words, self.times(now))
     }
+}
+
+/// The sum of a burst's sizes, `None` if it overflows (then no bucket holds
+/// it anyway). Callers take the fast path only for a positive total, so
+/// that a burst with nothing to take stores nothing, like its packets.
+#[inline(always)]
+fn batch_total(sizes: impl Iterator<Item = u64>) -> Option<u64> {
+    let mut total: u64 = 0;
+    for bytes in sizes {
+        total = total.checked_add(bytes)?;
+    }
+    Some(total)
 }
 
 /// Checks that a batch's slices have one length.

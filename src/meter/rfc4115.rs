@@ -3,7 +3,7 @@
 //! independent TATs, each on its own rate).
 
 use super::sealed::Steps;
-use super::{Bucket, Color, Flow, MeterError};
+use super::{batch_total, Bucket, Color, Flow, MeterError};
 use crate::quota::Quota;
 
 /// The marker of RFC 4115: committed rate `CIR` with burst `CBS`, excess
@@ -138,6 +138,24 @@ impl Steps for TrTcm4115 {
         // Pass 1, one atomic step on C: green or not (red for now). Rewrites
         // every entry of `out` on each (re)run.
         let _ = committed.update(|mut c| -> Result<(u64, ()), ()> {
+            let asked = batch_total(
+                (0..sizes.len())
+                    .filter(|&i| pre(i) == Color::Green)
+                    .map(|i| sizes[i]),
+            );
+            if let Some(next) = asked
+                .filter(|&total| total > 0)
+                .and_then(|total| self.committed.take(c, t[0], total))
+            {
+                for (i, color) in out.iter_mut().enumerate() {
+                    *color = if pre(i) == Color::Green {
+                        Color::Green
+                    } else {
+                        Color::Red
+                    };
+                }
+                return Ok((next, ()));
+            }
             for (i, (bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
                 *color = Color::Red;
                 if pre(i) == Color::Green {
@@ -153,8 +171,25 @@ impl Steps for TrTcm4115 {
         // red are yellow or red. Rerunnable: candidates are recognised from
         // `pre` and a non-green pass-1 result.
         let _ = excess.update(|mut e| -> Result<(u64, ()), ()> {
+            let candidate = |i: usize, color: Color| color != Color::Green && pre(i) != Color::Red;
+            let asked = batch_total(
+                (0..sizes.len())
+                    .filter(|&i| candidate(i, out[i]))
+                    .map(|i| sizes[i]),
+            );
+            if let Some(next) = asked
+                .filter(|&total| total > 0)
+                .and_then(|total| self.excess.take(e, t[1], total))
+            {
+                for (i, color) in out.iter_mut().enumerate() {
+                    if candidate(i, *color) {
+                        *color = Color::Yellow;
+                    }
+                }
+                return Ok((next, ()));
+            }
             for (i, (bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
-                if *color != Color::Green && pre(i) != Color::Red {
+                if candidate(i, *color) {
                     *color = match self.excess.take(e, t[1], *bytes) {
                         Some(next) => {
                             e = next;
@@ -166,6 +201,12 @@ impl Steps for TrTcm4115 {
             }
             Ok((e, ()))
         });
+    }
+
+    #[inline(always)]
+    fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]> {
+        let c = self.committed.take(words[0], t[0], total)?;
+        Some([c, words[1]])
     }
 
     fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {

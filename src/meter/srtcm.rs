@@ -216,6 +216,13 @@ impl Steps for SrTcm {
         }
     }
 
+    #[inline(always)]
+    fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]> {
+        let c = self.committed.take(words[0], t[0], total)?;
+        let a = self.all.take(words[1], t[0], total)?;
+        Some([c, a])
+    }
+
     fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {
         let now = t[0];
         let [c, a] = words;

@@ -2,7 +2,7 @@
 //! docs](super) for the math (two independent TATs, each on its own rate).
 
 use super::sealed::Steps;
-use super::{Bucket, Color, Flow, MeterError};
+use super::{batch_total, Bucket, Color, Flow, MeterError};
 use crate::quota::Quota;
 
 /// The trTCM of RFC 2698: committed rate `CIR` with burst `CBS`, peak rate
@@ -137,6 +137,24 @@ impl Steps for TrTcm {
         // Pass 1, one atomic step on P: red or not. The closure may rerun on
         // contention; it rewrites every entry of `out` from `pre` each time.
         let _ = peak.update(|mut p| -> Result<(u64, ()), ()> {
+            let asked = batch_total(
+                (0..sizes.len())
+                    .filter(|&i| pre(i) != Color::Red)
+                    .map(|i| sizes[i]),
+            );
+            if let Some(next) = asked
+                .filter(|&total| total > 0)
+                .and_then(|total| self.peak.take(p, t[0], total))
+            {
+                for (i, color) in out.iter_mut().enumerate() {
+                    *color = if pre(i) == Color::Red {
+                        Color::Red
+                    } else {
+                        Color::Yellow
+                    };
+                }
+                return Ok((next, ()));
+            }
             for (i, (bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
                 *color = match pre(i) {
                     Color::Red => Color::Red,
@@ -155,8 +173,25 @@ impl Steps for TrTcm {
         // passed P, green or yellow. Rerunnable: a candidate is recognised
         // from `pre` and a non-red pass-1 result.
         let _ = committed.update(|mut c| -> Result<(u64, ()), ()> {
+            let candidate = |i: usize, color: Color| color != Color::Red && pre(i) == Color::Green;
+            let asked = batch_total(
+                (0..sizes.len())
+                    .filter(|&i| candidate(i, out[i]))
+                    .map(|i| sizes[i]),
+            );
+            if let Some(next) = asked
+                .filter(|&total| total > 0)
+                .and_then(|total| self.committed.take(c, t[1], total))
+            {
+                for (i, color) in out.iter_mut().enumerate() {
+                    if candidate(i, *color) {
+                        *color = Color::Green;
+                    }
+                }
+                return Ok((next, ()));
+            }
             for (i, (bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
-                if *color != Color::Red && pre(i) == Color::Green {
+                if candidate(i, *color) {
                     *color = match self.committed.take(c, t[1], *bytes) {
                         Some(next) => {
                             c = next;
@@ -168,6 +203,13 @@ impl Steps for TrTcm {
             }
             Ok((c, ()))
         });
+    }
+
+    #[inline(always)]
+    fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]> {
+        let p = self.peak.take(words[0], t[0], total)?;
+        let c = self.committed.take(words[1], t[1], total)?;
+        Some([p, c])
     }
 
     fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {
