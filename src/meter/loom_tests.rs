@@ -208,3 +208,30 @@ fn rfc4115_aware_batches_against_packets() {
         assert_eq!(flow.words(), [green, yellow]);
     });
 }
+
+#[test]
+fn srtcm_batches_against_packets() {
+    // CBS 100, EBS 50: a batch of two 40-byte packets races one 40-byte
+    // packet. Sequentially: two greens then a yellow, in any order.
+    model(|| {
+        let meter = SrTcm::new(RATE, 100, 50, HZ).unwrap();
+        let flow = Arc::new(Flow::new());
+        let f = flow.clone();
+        let batch = thread::spawn(move || {
+            let mut out = [Color::Red; 2];
+            meter.mark_batch(&f, 0, &[40, 40], &mut out).unwrap();
+            out
+        });
+        let single = meter.mark(&flow, 0, 40);
+        let out = batch.join().unwrap();
+        let marks = [(40, out[0]), (40, out[1]), (40, single)];
+        let [green, yellow, _] = tally(&marks);
+        assert!(
+            green <= 100 && yellow <= 50,
+            "green {green} yellow {yellow}"
+        );
+        let [c, a] = flow.words();
+        assert_eq!(c, green);
+        assert!(a >= green + yellow && a <= 150, "a = {a}");
+    });
+}

@@ -108,8 +108,12 @@
 //! each word; on a shared [`Flow`] one compare-and-swap per bucket for
 //! trTCM and RFC 4115 (their buckets are decided one after the other, so
 //! each bucket's pass over the burst is one atomic step). A shared srTCM
-//! flow's coupled buckets have no such split, so its batch marks packet by
-//! packet (still with one `now · scale`).
+//! flow's coupled buckets have no such split: a burst of green-coloured
+//! packets whose total fits is decided as one packet of that total (two
+//! compare-and-swaps), and any other burst packet by packet (still with one
+//! `now · scale`). Under contention the srTCM fast path may keep a
+//! reservation of the whole burst's size in `A` (see above): tokens
+//! withheld, never granted.
 //!
 //! Within a batch, a bucket that holds the *sum* of the sizes it is asked
 //! for holds every prefix of them too (all packets share one `now`, so the

@@ -210,6 +210,40 @@ impl Steps for SrTcm {
         pre: P,
         out: &mut [Color],
     ) {
+        let now = t[0];
+        let [committed, all] = &flow.words;
+        // A conforming burst of green-coloured packets: the single-packet
+        // green protocol (reserve in A, then take from C) for the total.
+        let all_green_coloured = (0..sizes.len()).all(|i| pre(i) == Color::Green);
+        let total = super::batch_total(sizes.iter().copied()).filter(|&total| total > 0);
+        if let (true, Some(total)) = (all_green_coloured, total) {
+            if self.committed.take(committed.load(), now, total).is_some() {
+                let reserved = all.update(|a| match self.all.take(a, now, total) {
+                    Some(next) => Ok((next, (a, next))),
+                    None => Err(()),
+                });
+                if let Ok((a_before, a_after)) = reserved {
+                    let taken = committed.update(|c| match self.committed.take(c, now, total) {
+                        Some(next) => Ok((next, ())),
+                        None => Err(()),
+                    });
+                    if taken.is_ok() {
+                        out.fill(Color::Green);
+                        return;
+                    }
+                    // Lost a race for C: undo the reservation if A is as we
+                    // left it (otherwise it stays, withholding tokens), and
+                    // mark packet by packet.
+                    let _ = all.update(|a| {
+                        if a == a_after {
+                            Ok((a_before, ()))
+                        } else {
+                            Err(())
+                        }
+                    });
+                }
+            }
+        }
         // The buckets are coupled: packet by packet (see the module docs).
         for (i, (bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
             *color = self.step_shared(flow, t, *bytes, pre(i));
