@@ -118,8 +118,11 @@
 //! Within a batch, a bucket that holds the *sum* of the sizes it is asked
 //! for holds every prefix of them too (all packets share one `now`, so the
 //! prefix sums only grow), so a conforming burst is decided with one
-//! GCRA test of the total — one multiply for the whole burst — and the
-//! per-packet loop runs only for a burst that crosses a bucket's edge.
+//! GCRA test of the total — one multiply for the whole burst. A burst that
+//! crosses a bucket's edge is decided by testing running totals against the
+//! unchanged state up to the first packet that does not fit (independent
+//! tests, no dependency chain through the state), and packet by packet only
+//! from there.
 //!
 //! # Invariants the code keeps
 //!
@@ -195,6 +198,11 @@ pub enum MeterError {
 
 impl MeterError {
     /// A one-line explanation.
+    ///
+    /// ```
+    /// use cellrate::meter::MeterError;
+    /// assert_eq!(MeterError::NoBucket.as_str(), "meter: every bucket has size zero");
+    /// ```
     pub const fn as_str(&self) -> &'static str {
         match self {
             MeterError::Quota(e) => e.as_str(),
@@ -299,6 +307,74 @@ impl Bucket {
         }
     }
 
+    /// One bucket's pass over a burst at one `now`, in order: each packet `i`
+    /// with `candidate(i, out[i])` gets `pass` if the bucket (after the
+    /// earlier passing candidates) holds it and `fail` if not; others are
+    /// left alone. Returns the TAT after the pass: exactly what one `take`
+    /// per candidate would leave.
+    ///
+    /// Three stages, each exact: the whole burst in one test (a bucket that
+    /// holds the sum holds every prefix, as the prefix sums only grow); else
+    /// the longest run of candidates from the start that fits, found by
+    /// testing running totals against the *unchanged* TAT (independent
+    /// tests, no chain through the state); then packet by packet from the
+    /// first that did not fit.
+    #[inline(always)]
+    fn pass(
+        &self,
+        tat: u64,
+        now: u64,
+        sizes: &[u64],
+        out: &mut [Color],
+        candidate: impl Fn(usize, Color) -> bool,
+        (pass, fail): (Color, Color),
+    ) -> u64 {
+        let n = sizes.len().min(out.len());
+        let asked = batch_total((0..n).filter(|&i| candidate(i, out[i])).map(|i| sizes[i]));
+        if let Some(next) = asked
+            .filter(|&total| total > 0)
+            .and_then(|total| self.take(tat, now, total))
+        {
+            for (i, color) in out.iter_mut().enumerate().take(n) {
+                if candidate(i, *color) {
+                    *color = pass;
+                }
+            }
+            return next;
+        }
+        let (mut i, mut total, mut any) = (0, 0u64, false);
+        while i < n {
+            if candidate(i, out[i]) {
+                match total.checked_add(sizes[i]) {
+                    Some(sum) if self.take(tat, now, sum).is_some() => {
+                        total = sum;
+                        any = true;
+                        out[i] = pass;
+                    }
+                    _ => break,
+                }
+            }
+            i += 1;
+        }
+        let mut tat = match (any, self.take(tat, now, total)) {
+            (true, Some(next)) => next,
+            _ => tat,
+        };
+        while i < n {
+            if candidate(i, out[i]) {
+                out[i] = match self.take(tat, now, sizes[i]) {
+                    Some(next) => {
+                        tat = next;
+                        pass
+                    }
+                    None => fail,
+                };
+            }
+            i += 1;
+        }
+        tat
+    }
+
     /// Whole bytes in the bucket at sub-tick `now` (rounded down). Divides:
     /// for inspection, not for the packet path.
     fn tokens(&self, tat: u64, now: u64) -> u64 {
@@ -334,7 +410,13 @@ pub struct Flow {
 
 impl Flow {
     loom_const_fn! {
-        /// A flow with full buckets.
+        /// A flow with full buckets (`const`, so it can live in a `static`).
+        ///
+        /// ```
+        /// use cellrate::meter::Flow;
+        /// static FLOW: Flow = Flow::new();
+        /// assert_eq!(FLOW.words(), [0, 0]);
+        /// ```
         pub fn new() -> Self {
             Flow { words: [state_word(0), state_word(0)] }
         }
@@ -342,12 +424,29 @@ impl Flow {
 
     /// Makes both buckets full, as new. Not atomic with respect to packets
     /// being marked at the same time (each word is reset on its own).
+    ///
+    /// ```
+    /// use cellrate::meter::{Color, Flow, Meter, SrTcm};
+    /// let meter = SrTcm::new(1_000, 1_000, 0, 1_000).unwrap();
+    /// let flow = Flow::new();
+    /// assert_eq!(meter.mark(&flow, 0, 1_000), Color::Green);
+    /// flow.reset();
+    /// assert_eq!(meter.mark(&flow, 0, 1_000), Color::Green);
+    /// ```
     pub fn reset(&self) {
         self.words[0].store(0);
         self.words[1].store(0);
     }
 
     /// The two state words (TATs in sub-ticks), for inspection and tests.
+    ///
+    /// ```
+    /// use cellrate::meter::{Flow, Meter, TrTcm};
+    /// let meter = TrTcm::new(1_000, 1_000, 1_000, 1_000, 1_000).unwrap();
+    /// let flow = Flow::new();
+    /// meter.mark(&flow, 0, 10);
+    /// assert_eq!(flow.words(), [10, 10]); // 10 bytes of debt, 1 ms each
+    /// ```
     pub fn words(&self) -> [u64; 2] {
         [self.words[0].load(), self.words[1].load()]
     }
@@ -395,16 +494,39 @@ pub struct LocalFlow {
 
 impl LocalFlow {
     /// A flow with full buckets.
+    ///
+    /// ```
+    /// use cellrate::meter::LocalFlow;
+    /// let table = [LocalFlow::new(); 1_024]; // 16 KiB of per-core flow state
+    /// assert_eq!(core::mem::size_of_val(&table), 16 * 1_024);
+    /// ```
     pub const fn new() -> Self {
         LocalFlow { words: [0, 0] }
     }
 
     /// Makes both buckets full.
+    ///
+    /// ```
+    /// use cellrate::meter::{LocalFlow, Meter, SrTcm};
+    /// let meter = SrTcm::new(1_000, 1_000, 0, 1_000).unwrap();
+    /// let mut flow = LocalFlow::new();
+    /// meter.mark_local(&mut flow, 0, 500);
+    /// flow.reset();
+    /// assert_eq!(flow, LocalFlow::new());
+    /// ```
     pub fn reset(&mut self) {
         self.words = [0, 0];
     }
 
     /// The two state words (TATs in sub-ticks), for inspection and tests.
+    ///
+    /// ```
+    /// use cellrate::meter::{LocalFlow, Meter, SrTcm};
+    /// let meter = SrTcm::new(1_000, 1_000, 1_000, 1_000).unwrap();
+    /// let mut flow = LocalFlow::new();
+    /// meter.mark_local(&mut flow, 0, 10);
+    /// assert_eq!(flow.words(), [10, 10]); // [C, A]: a green takes from both
+    /// ```
     pub const fn words(&self) -> [u64; 2] {
         self.words
     }
@@ -422,6 +544,15 @@ pub(crate) mod sealed {
         fn step(&self, words: &mut [u64; 2], t: [u64; 2], bytes: u64, pre: Color) -> Color;
         /// One packet on a shared flow.
         fn step_shared(&self, flow: &Flow, t: [u64; 2], bytes: u64, pre: Color) -> Color;
+        /// A burst at one `now` on plain words; slices have equal lengths.
+        fn batch_local<P: Fn(usize) -> Color>(
+            &self,
+            words: &mut [u64; 2],
+            t: [u64; 2],
+            sizes: &[u64],
+            pre: P,
+            out: &mut [Color],
+        );
         /// A burst at one `now` on a shared flow; slices have equal lengths.
         fn batch_shared<P: Fn(usize) -> Color>(
             &self,
@@ -431,9 +562,6 @@ pub(crate) mod sealed {
             pre: P,
             out: &mut [Color],
         );
-        /// The words after a colour-blind burst of `total` bytes if every
-        /// packet of it is green (then each prefix is too), else `None`.
-        fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]>;
         /// Whole bytes in each bucket.
         fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2];
     }
@@ -593,20 +721,13 @@ pub trait Meter: sealed::Steps {
         out: &mut [Color],
     ) -> Result<(), BatchLenMismatch> {
         check_lens(sizes.len(), None, out.len())?;
-        let t = self.times(now);
-        // Fast path: a conforming burst is all green in one step.
-        if let Some(total) = batch_total(sizes.iter().copied()).filter(|&total| total > 0) {
-            if let Some(words) = self.all_green(flow.words, t, total) {
-                out.fill(Color::Green);
-                flow.words = words;
-                return Ok(());
-            }
-        }
-        let mut words = flow.words;
-        for (bytes, color) in sizes.iter().zip(out.iter_mut()) {
-            *color = self.step(&mut words, t, *bytes, Color::Green);
-        }
-        flow.words = words;
+        self.batch_local(
+            &mut flow.words,
+            self.times(now),
+            sizes,
+            |_| Color::Green,
+            out,
+        );
         Ok(())
     }
 
@@ -630,12 +751,7 @@ pub trait Meter: sealed::Steps {
         out: &mut [Color],
     ) -> Result<(), BatchLenMismatch> {
         check_lens(sizes.len(), Some(pre.len()), out.len())?;
-        let t = self.times(now);
-        let mut words = flow.words;
-        for ((bytes, pre), color) in sizes.iter().zip(pre).zip(out.iter_mut()) {
-            *color = self.step(&mut words, t, *bytes, *pre);
-        }
-        flow.words = words;
+        self.batch_local(&mut flow.words, self.times(now), sizes, |i| pre[i], out);
         Ok(())
     }
 

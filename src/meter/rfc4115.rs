@@ -3,7 +3,7 @@
 //! independent TATs, each on its own rate).
 
 use super::sealed::Steps;
-use super::{batch_total, Bucket, Color, Flow, MeterError};
+use super::{Bucket, Color, Flow, MeterError};
 use crate::quota::Quota;
 
 /// The marker of RFC 4115: committed rate `CIR` with burst `CBS`, excess
@@ -63,18 +63,74 @@ impl TrTcm4115 {
     }
 
     /// The committed rate with burst `max(CBS, 1)`, as a [`Quota`].
+    ///
+    /// ```
+    /// use cellrate::meter::TrTcm4115;
+    /// let m = TrTcm4115::new(1_000, 1_500, 500, 1_500, 1_000).unwrap();
+    /// assert_eq!(m.committed_quota().burst(), 1_500);
+    /// ```
     pub const fn committed_quota(&self) -> Quota {
         self.committed.quota
     }
 
     /// The excess rate with burst `max(EBS, 1)`, as a [`Quota`].
+    ///
+    /// ```
+    /// use cellrate::meter::TrTcm4115;
+    /// let m = TrTcm4115::new(1_000, 1_500, 500, 1_500, 1_000).unwrap();
+    /// assert_eq!(m.excess_quota().emission_interval_ticks(), 2); // 2 ms per byte
+    /// ```
     pub const fn excess_quota(&self) -> Quota {
         self.excess.quota
     }
 
     /// Whether both rates are represented exactly at the profile's clock.
+    ///
+    /// ```
+    /// use cellrate::meter::TrTcm4115;
+    /// assert!(TrTcm4115::new(1_000, 1_500, 500, 1_500, 1_000).unwrap().is_exact());
+    /// ```
     pub const fn is_exact(&self) -> bool {
         self.committed.quota.is_exact() && self.excess.quota.is_exact()
+    }
+}
+
+impl TrTcm4115 {
+    /// Batch pass 1, the committed bucket: green or (for now) red.
+    #[inline(always)]
+    fn committed_pass(
+        &self,
+        c: u64,
+        now: u64,
+        sizes: &[u64],
+        pre: &impl Fn(usize) -> Color,
+        out: &mut [Color],
+    ) -> u64 {
+        out.fill(Color::Red);
+        self.committed.pass(
+            c,
+            now,
+            sizes,
+            out,
+            |i, _| pre(i) == Color::Green,
+            (Color::Green, Color::Red),
+        )
+    }
+
+    /// Batch pass 2, the excess bucket: yellow or red among the packets not
+    /// green and not coloured red on arrival.
+    #[inline(always)]
+    fn excess_pass(
+        &self,
+        e: u64,
+        now: u64,
+        sizes: &[u64],
+        pre: &impl Fn(usize) -> Color,
+        out: &mut [Color],
+    ) -> u64 {
+        let candidate = |i: usize, color: Color| color != Color::Green && pre(i) != Color::Red;
+        self.excess
+            .pass(e, now, sizes, out, candidate, (Color::Yellow, Color::Red))
     }
 }
 
@@ -126,6 +182,19 @@ impl Steps for TrTcm4115 {
     }
 
     #[inline]
+    fn batch_local<P: Fn(usize) -> Color>(
+        &self,
+        words: &mut [u64; 2],
+        t: [u64; 2],
+        sizes: &[u64],
+        pre: P,
+        out: &mut [Color],
+    ) {
+        words[0] = self.committed_pass(words[0], t[0], sizes, &pre, out);
+        words[1] = self.excess_pass(words[1], t[1], sizes, &pre, out);
+    }
+
+    #[inline]
     fn batch_shared<P: Fn(usize) -> Color>(
         &self,
         flow: &Flow,
@@ -135,78 +204,13 @@ impl Steps for TrTcm4115 {
         out: &mut [Color],
     ) {
         let [committed, excess] = &flow.words;
-        // Pass 1, one atomic step on C: green or not (red for now). Rewrites
-        // every entry of `out` on each (re)run.
-        let _ = committed.update(|mut c| -> Result<(u64, ()), ()> {
-            let asked = batch_total(
-                (0..sizes.len())
-                    .filter(|&i| pre(i) == Color::Green)
-                    .map(|i| sizes[i]),
-            );
-            if let Some(next) = asked
-                .filter(|&total| total > 0)
-                .and_then(|total| self.committed.take(c, t[0], total))
-            {
-                for (i, color) in out.iter_mut().enumerate() {
-                    *color = if pre(i) == Color::Green {
-                        Color::Green
-                    } else {
-                        Color::Red
-                    };
-                }
-                return Ok((next, ()));
-            }
-            for (i, (bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
-                *color = Color::Red;
-                if pre(i) == Color::Green {
-                    if let Some(next) = self.committed.take(c, t[0], *bytes) {
-                        c = next;
-                        *color = Color::Green;
-                    }
-                }
-            }
-            Ok((c, ()))
+        // One atomic step per bucket; each pass is rerunnable (see TrTcm).
+        let _ = committed.update(|c| -> Result<(u64, ()), ()> {
+            Ok((self.committed_pass(c, t[0], sizes, &pre, out), ()))
         });
-        // Pass 2, one atomic step on E: packets not green and not pre-coloured
-        // red are yellow or red. Rerunnable: candidates are recognised from
-        // `pre` and a non-green pass-1 result.
-        let _ = excess.update(|mut e| -> Result<(u64, ()), ()> {
-            let candidate = |i: usize, color: Color| color != Color::Green && pre(i) != Color::Red;
-            let asked = batch_total(
-                (0..sizes.len())
-                    .filter(|&i| candidate(i, out[i]))
-                    .map(|i| sizes[i]),
-            );
-            if let Some(next) = asked
-                .filter(|&total| total > 0)
-                .and_then(|total| self.excess.take(e, t[1], total))
-            {
-                for (i, color) in out.iter_mut().enumerate() {
-                    if candidate(i, *color) {
-                        *color = Color::Yellow;
-                    }
-                }
-                return Ok((next, ()));
-            }
-            for (i, (bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
-                if candidate(i, *color) {
-                    *color = match self.excess.take(e, t[1], *bytes) {
-                        Some(next) => {
-                            e = next;
-                            Color::Yellow
-                        }
-                        None => Color::Red,
-                    };
-                }
-            }
-            Ok((e, ()))
+        let _ = excess.update(|e| -> Result<(u64, ()), ()> {
+            Ok((self.excess_pass(e, t[1], sizes, &pre, out), ()))
         });
-    }
-
-    #[inline(always)]
-    fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]> {
-        let c = self.committed.take(words[0], t[0], total)?;
-        Some([c, words[1]])
     }
 
     fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {

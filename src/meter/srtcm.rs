@@ -78,18 +78,53 @@ impl SrTcm {
 
     /// The committed rate as a [`Quota`] (burst `CBS + EBS`): its
     /// [`effective_rate`](Quota::effective_rate) is what the meter enforces.
+    ///
+    /// ```
+    /// use cellrate::meter::SrTcm;
+    /// // 1.25·10⁹ B/s at 1 GHz: 4/5 ns per byte, i.e. 4 sub-ticks of 1/5 ns.
+    /// let q = SrTcm::new(1_250_000_000, 1_500, 1_500, 1_000_000_000).unwrap().quota();
+    /// assert_eq!((q.emission_interval(), q.scale(), q.burst()), (4, 5, 3_000));
+    /// ```
     pub const fn quota(&self) -> Quota {
         self.all.quota
     }
 
     /// Whether `CIR` is represented exactly at the profile's clock.
+    ///
+    /// ```
+    /// use cellrate::meter::SrTcm;
+    /// assert!(SrTcm::new(125_000, 1_500, 1_500, 1_000_000).unwrap().is_exact());
+    /// // 999 937 B/s on a 1 GHz clock needs more sub-ticks per tick than the
+    /// // 34-year horizon allows: T is rounded up (marks less green).
+    /// assert!(!SrTcm::new(999_937, 1_500, 1_500, 1_000_000_000).unwrap().is_exact());
+    /// // 100 Gb/s (12.5·10⁹ B/s) at 1 GHz would lose more than 1 %: refused.
+    /// use cellrate::{meter::MeterError, QuotaError};
+    /// assert_eq!(
+    ///     SrTcm::new(12_500_000_000, 15_000, 15_000, 1_000_000_000),
+    ///     Err(MeterError::Quota(QuotaError::Unrepresentable))
+    /// );
+    /// ```
     pub const fn is_exact(&self) -> bool {
         self.all.quota.is_exact()
     }
 
     /// `(CBS, EBS)` in bytes.
+    ///
+    /// ```
+    /// use cellrate::meter::SrTcm;
+    /// assert_eq!(SrTcm::new(1_000, 1_500, 0, 1_000).unwrap().bursts(), (1_500, 0));
+    /// ```
     pub const fn bursts(&self) -> (u64, u64) {
         (self.committed.size, self.ebs)
+    }
+
+    /// The words after `total` bytes of green packets at sub-tick `now`, if
+    /// both C and A hold them (then every prefix is green too).
+    #[inline(always)]
+    fn all_green(&self, words: [u64; 2], now: u64, total: u64) -> Option<[u64; 2]> {
+        let c = self.committed.take(words[0], now, total)?;
+        let a = self.all.take(words[1], now, total)?;
+        Some([c, a])
     }
 
     /// The yellow test: the new `A` if the excess bucket holds `bytes`,
@@ -119,23 +154,37 @@ impl Steps for SrTcm {
 
     #[inline(always)]
     fn step(&self, words: &mut [u64; 2], t: [u64; 2], bytes: u64, pre: Color) -> Color {
+        // The same tests as `Bucket::take` on C and A and as `yellow`, with
+        // the shared parts computed once: one multiply `B·T` (both buckets
+        // run on `T = 1/CIR`) and one `max(A, now) + B·T`.
         let now = t[0];
         let [c, a] = *words;
-        if pre == Color::Green {
-            if let Some(c_next) = self.committed.take(c, now, bytes) {
-                // With A ≥ C this always holds when the committed bucket has
-                // the bytes; checked so that A's bound never depends on it.
-                if let Some(a_next) = self.all.take(a, now, bytes) {
+        if bytes > self.all.size || pre == Color::Red {
+            // Neither bucket can ever hold it (or it arrived red).
+            return Color::Red;
+        }
+        // bytes ≤ CBS + EBS, so B·T ≤ (CBS + EBS)·T fits.
+        let cost = bytes * self.all.quota.emission_interval();
+        let a_base = if a > now { a } else { now };
+        let c_base = if c > now { c } else { now };
+        let Some(a_next) = a_base.checked_add(cost) else {
+            return Color::Red;
+        };
+        if a_next - now > self.all.span {
+            // Not even the two buckets together hold it.
+            return Color::Red;
+        }
+        if pre == Color::Green && bytes <= self.committed.size {
+            if let Some(c_next) = c_base.checked_add(cost) {
+                if c_next - now <= self.committed.span {
                     *words = [c_next, a_next];
                     return Color::Green;
                 }
             }
         }
-        if pre != Color::Red {
-            if let Some(a_next) = self.yellow(c, a, now, bytes) {
-                words[1] = a_next;
-                return Color::Yellow;
-            }
+        if bytes <= self.ebs && a_next.saturating_sub(c_base) <= self.ebs_span {
+            words[1] = a_next;
+            return Color::Yellow;
         }
         Color::Red
     }
@@ -202,6 +251,52 @@ impl Steps for SrTcm {
     }
 
     #[inline]
+    fn batch_local<P: Fn(usize) -> Color>(
+        &self,
+        words: &mut [u64; 2],
+        t: [u64; 2],
+        sizes: &[u64],
+        pre: P,
+        out: &mut [Color],
+    ) {
+        let now = t[0];
+        let n = sizes.len().min(out.len());
+        // The longest run of green-coloured packets from the start that is
+        // all green: running totals tested against the unchanged state
+        // (the whole burst first), then packet by packet from there.
+        let mut k = 0;
+        let mut after = None;
+        let whole = (0..n).all(|i| pre(i) == Color::Green);
+        let total = super::batch_total(sizes.iter().copied()).filter(|&total| total > 0);
+        if let (true, Some(total)) = (whole, total) {
+            if let Some(next) = self.all_green(*words, now, total) {
+                out.fill(Color::Green);
+                *words = next;
+                return;
+            }
+        }
+        let mut total = 0u64;
+        while k < n && pre(k) == Color::Green {
+            let Some(sum) = total.checked_add(sizes[k]) else {
+                break;
+            };
+            match self.all_green(*words, now, sum) {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+            total = sum;
+            out[k] = Color::Green;
+            k += 1;
+        }
+        if let Some(next) = after {
+            *words = next;
+        }
+        for i in k..n {
+            out[i] = self.step(words, t, sizes[i], pre(i));
+        }
+    }
+
+    #[inline]
     fn batch_shared<P: Fn(usize) -> Color>(
         &self,
         flow: &Flow,
@@ -248,13 +343,6 @@ impl Steps for SrTcm {
         for (i, (bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
             *color = self.step_shared(flow, t, *bytes, pre(i));
         }
-    }
-
-    #[inline(always)]
-    fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]> {
-        let c = self.committed.take(words[0], t[0], total)?;
-        let a = self.all.take(words[1], t[0], total)?;
-        Some([c, a])
     }
 
     fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {

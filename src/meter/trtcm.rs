@@ -2,7 +2,7 @@
 //! docs](super) for the math (two independent TATs, each on its own rate).
 
 use super::sealed::Steps;
-use super::{batch_total, Bucket, Color, Flow, MeterError};
+use super::{Bucket, Color, Flow, MeterError};
 use crate::quota::Quota;
 
 /// The trTCM of RFC 2698: committed rate `CIR` with burst `CBS`, peak rate
@@ -60,18 +60,81 @@ impl TrTcm {
     }
 
     /// The committed rate with burst `CBS`, as a [`Quota`].
+    ///
+    /// ```
+    /// use cellrate::meter::TrTcm;
+    /// let m = TrTcm::new(1_000, 1_500, 2_000, 3_000, 1_000).unwrap();
+    /// assert_eq!(m.committed_quota().burst(), 1_500);
+    /// assert_eq!(m.committed_quota().emission_interval_ticks(), 1); // 1 ms per byte
+    /// ```
     pub const fn committed_quota(&self) -> Quota {
         self.committed.quota
     }
 
     /// The peak rate with burst `PBS`, as a [`Quota`].
+    ///
+    /// ```
+    /// use cellrate::meter::TrTcm;
+    /// let m = TrTcm::new(1_000, 1_500, 2_000, 3_000, 1_000).unwrap();
+    /// assert_eq!((m.peak_quota().burst(), m.peak_quota().scale()), (3_000, 2)); // ½ ms per byte
+    /// ```
     pub const fn peak_quota(&self) -> Quota {
         self.peak.quota
     }
 
     /// Whether both rates are represented exactly at the profile's clock.
+    ///
+    /// ```
+    /// use cellrate::meter::TrTcm;
+    /// assert!(TrTcm::new(1_000, 1_500, 2_000, 3_000, 1_000).unwrap().is_exact());
+    /// ```
     pub const fn is_exact(&self) -> bool {
         self.peak.quota.is_exact() && self.committed.quota.is_exact()
+    }
+}
+
+impl TrTcm {
+    /// Batch pass 1, the peak bucket: red or (for now) yellow.
+    #[inline(always)]
+    fn peak_pass(
+        &self,
+        p: u64,
+        now: u64,
+        sizes: &[u64],
+        pre: &impl Fn(usize) -> Color,
+        out: &mut [Color],
+    ) -> u64 {
+        for (i, color) in out.iter_mut().enumerate() {
+            *color = if pre(i) == Color::Red {
+                Color::Red
+            } else {
+                Color::Yellow
+            };
+        }
+        self.peak.pass(
+            p,
+            now,
+            sizes,
+            out,
+            |i, _| pre(i) != Color::Red,
+            (Color::Yellow, Color::Red),
+        )
+    }
+
+    /// Batch pass 2, the committed bucket: green or yellow among the
+    /// green-coloured packets that passed the peak bucket.
+    #[inline(always)]
+    fn committed_pass(
+        &self,
+        c: u64,
+        now: u64,
+        sizes: &[u64],
+        pre: &impl Fn(usize) -> Color,
+        out: &mut [Color],
+    ) -> u64 {
+        let candidate = |i: usize, color: Color| color != Color::Red && pre(i) == Color::Green;
+        self.committed
+            .pass(c, now, sizes, out, candidate, (Color::Green, Color::Yellow))
     }
 }
 
@@ -125,6 +188,19 @@ impl Steps for TrTcm {
     }
 
     #[inline]
+    fn batch_local<P: Fn(usize) -> Color>(
+        &self,
+        words: &mut [u64; 2],
+        t: [u64; 2],
+        sizes: &[u64],
+        pre: P,
+        out: &mut [Color],
+    ) {
+        words[0] = self.peak_pass(words[0], t[0], sizes, &pre, out);
+        words[1] = self.committed_pass(words[1], t[1], sizes, &pre, out);
+    }
+
+    #[inline]
     fn batch_shared<P: Fn(usize) -> Color>(
         &self,
         flow: &Flow,
@@ -134,82 +210,15 @@ impl Steps for TrTcm {
         out: &mut [Color],
     ) {
         let [peak, committed] = &flow.words;
-        // Pass 1, one atomic step on P: red or not. The closure may rerun on
-        // contention; it rewrites every entry of `out` from `pre` each time.
-        let _ = peak.update(|mut p| -> Result<(u64, ()), ()> {
-            let asked = batch_total(
-                (0..sizes.len())
-                    .filter(|&i| pre(i) != Color::Red)
-                    .map(|i| sizes[i]),
-            );
-            if let Some(next) = asked
-                .filter(|&total| total > 0)
-                .and_then(|total| self.peak.take(p, t[0], total))
-            {
-                for (i, color) in out.iter_mut().enumerate() {
-                    *color = if pre(i) == Color::Red {
-                        Color::Red
-                    } else {
-                        Color::Yellow
-                    };
-                }
-                return Ok((next, ()));
-            }
-            for (i, (bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
-                *color = match pre(i) {
-                    Color::Red => Color::Red,
-                    _ => match self.peak.take(p, t[0], *bytes) {
-                        Some(next) => {
-                            p = next;
-                            Color::Yellow
-                        }
-                        None => Color::Red,
-                    },
-                };
-            }
-            Ok((p, ()))
+        // One atomic step per bucket. A closure may rerun on contention:
+        // each pass recomputes everything it writes from `pre` and the
+        // previous pass's colours.
+        let _ = peak.update(|p| -> Result<(u64, ()), ()> {
+            Ok((self.peak_pass(p, t[0], sizes, &pre, out), ()))
         });
-        // Pass 2, one atomic step on C: among green-coloured packets that
-        // passed P, green or yellow. Rerunnable: a candidate is recognised
-        // from `pre` and a non-red pass-1 result.
-        let _ = committed.update(|mut c| -> Result<(u64, ()), ()> {
-            let candidate = |i: usize, color: Color| color != Color::Red && pre(i) == Color::Green;
-            let asked = batch_total(
-                (0..sizes.len())
-                    .filter(|&i| candidate(i, out[i]))
-                    .map(|i| sizes[i]),
-            );
-            if let Some(next) = asked
-                .filter(|&total| total > 0)
-                .and_then(|total| self.committed.take(c, t[1], total))
-            {
-                for (i, color) in out.iter_mut().enumerate() {
-                    if candidate(i, *color) {
-                        *color = Color::Green;
-                    }
-                }
-                return Ok((next, ()));
-            }
-            for (i, (bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
-                if candidate(i, *color) {
-                    *color = match self.committed.take(c, t[1], *bytes) {
-                        Some(next) => {
-                            c = next;
-                            Color::Green
-                        }
-                        None => Color::Yellow,
-                    };
-                }
-            }
-            Ok((c, ()))
+        let _ = committed.update(|c| -> Result<(u64, ()), ()> {
+            Ok((self.committed_pass(c, t[1], sizes, &pre, out), ()))
         });
-    }
-
-    #[inline(always)]
-    fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]> {
-        let p = self.peak.take(words[0], t[0], total)?;
-        let c = self.committed.take(words[1], t[1], total)?;
-        Some([p, c])
     }
 
     fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {
