@@ -532,6 +532,8 @@ impl LocalFlow {
     }
 }
 
+// The per-packet batch loop indexes three slices by one index.
+#[allow(clippy::needless_range_loop)]
 pub(crate) mod sealed {
     use super::{Color, Flow};
 
@@ -544,7 +546,19 @@ pub(crate) mod sealed {
         fn step(&self, words: &mut [u64; 2], t: [u64; 2], bytes: u64, pre: Color) -> Color;
         /// One packet on a shared flow.
         fn step_shared(&self, flow: &Flow, t: [u64; 2], bytes: u64, pre: Color) -> Color;
+        /// The words after `total` bytes of green-coloured packets at one
+        /// `now` if they are all green (then every prefix is too), else
+        /// `None`.
+        fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]>;
+
         /// A burst at one `now` on plain words; slices have equal lengths.
+        /// The longest run of green-coloured packets from the start that is
+        /// all green is found with [`all_green`](Self::all_green) on the
+        /// whole burst, else on running totals against the unchanged words
+        /// (independent tests, no chain through the state); the rest goes
+        /// packet by packet through [`step`](Self::step). Exactly the
+        /// colours and state of one `step` per packet.
+        #[inline(always)]
         fn batch_local<P: Fn(usize) -> Color>(
             &self,
             words: &mut [u64; 2],
@@ -552,7 +566,37 @@ pub(crate) mod sealed {
             sizes: &[u64],
             pre: P,
             out: &mut [Color],
-        );
+        ) {
+            let n = sizes.len().min(out.len());
+            let all_green_coloured = (0..n).all(|i| pre(i) == Color::Green);
+            let total = super::batch_total(sizes.iter().copied()).filter(|&total| total > 0);
+            if let (true, Some(total)) = (all_green_coloured, total) {
+                if let Some(next) = self.all_green(*words, t, total) {
+                    out.fill(Color::Green);
+                    *words = next;
+                    return;
+                }
+            }
+            let (mut k, mut total, mut after) = (0, 0u64, None);
+            while k < n && pre(k) == Color::Green {
+                let Some(sum) = total.checked_add(sizes[k]) else {
+                    break;
+                };
+                match self.all_green(*words, t, sum) {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+                total = sum;
+                out[k] = Color::Green;
+                k += 1;
+            }
+            if let Some(next) = after {
+                *words = next;
+            }
+            for i in k..n {
+                out[i] = self.step(words, t, sizes[i], pre(i));
+            }
+        }
         /// A burst at one `now` on a shared flow; slices have equal lengths.
         fn batch_shared<P: Fn(usize) -> Color>(
             &self,

@@ -181,17 +181,10 @@ impl Steps for TrTcm4115 {
         Color::Red
     }
 
-    #[inline]
-    fn batch_local<P: Fn(usize) -> Color>(
-        &self,
-        words: &mut [u64; 2],
-        t: [u64; 2],
-        sizes: &[u64],
-        pre: P,
-        out: &mut [Color],
-    ) {
-        words[0] = self.committed_pass(words[0], t[0], sizes, &pre, out);
-        words[1] = self.excess_pass(words[1], t[1], sizes, &pre, out);
+    #[inline(always)]
+    fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]> {
+        let c = self.committed.take(words[0], t[0], total)?;
+        Some([c, words[1]])
     }
 
     #[inline]

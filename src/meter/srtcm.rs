@@ -121,7 +121,7 @@ impl SrTcm {
     /// The words after `total` bytes of green packets at sub-tick `now`, if
     /// both C and A hold them (then every prefix is green too).
     #[inline(always)]
-    fn all_green(&self, words: [u64; 2], now: u64, total: u64) -> Option<[u64; 2]> {
+    fn all_green_at(&self, words: [u64; 2], now: u64, total: u64) -> Option<[u64; 2]> {
         let c = self.committed.take(words[0], now, total)?;
         let a = self.all.take(words[1], now, total)?;
         Some([c, a])
@@ -250,50 +250,9 @@ impl Steps for SrTcm {
         }
     }
 
-    #[inline]
-    fn batch_local<P: Fn(usize) -> Color>(
-        &self,
-        words: &mut [u64; 2],
-        t: [u64; 2],
-        sizes: &[u64],
-        pre: P,
-        out: &mut [Color],
-    ) {
-        let now = t[0];
-        let n = sizes.len().min(out.len());
-        // The longest run of green-coloured packets from the start that is
-        // all green: running totals tested against the unchanged state
-        // (the whole burst first), then packet by packet from there.
-        let mut k = 0;
-        let mut after = None;
-        let whole = (0..n).all(|i| pre(i) == Color::Green);
-        let total = super::batch_total(sizes.iter().copied()).filter(|&total| total > 0);
-        if let (true, Some(total)) = (whole, total) {
-            if let Some(next) = self.all_green(*words, now, total) {
-                out.fill(Color::Green);
-                *words = next;
-                return;
-            }
-        }
-        let mut total = 0u64;
-        while k < n && pre(k) == Color::Green {
-            let Some(sum) = total.checked_add(sizes[k]) else {
-                break;
-            };
-            match self.all_green(*words, now, sum) {
-                Some(next) => after = Some(next),
-                None => break,
-            }
-            total = sum;
-            out[k] = Color::Green;
-            k += 1;
-        }
-        if let Some(next) = after {
-            *words = next;
-        }
-        for i in k..n {
-            out[i] = self.step(words, t, sizes[i], pre(i));
-        }
+    #[inline(always)]
+    fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]> {
+        self.all_green_at(words, t[0], total)
     }
 
     #[inline]

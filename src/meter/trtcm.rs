@@ -187,17 +187,11 @@ impl Steps for TrTcm {
         Color::Yellow
     }
 
-    #[inline]
-    fn batch_local<P: Fn(usize) -> Color>(
-        &self,
-        words: &mut [u64; 2],
-        t: [u64; 2],
-        sizes: &[u64],
-        pre: P,
-        out: &mut [Color],
-    ) {
-        words[0] = self.peak_pass(words[0], t[0], sizes, &pre, out);
-        words[1] = self.committed_pass(words[1], t[1], sizes, &pre, out);
+    #[inline(always)]
+    fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]> {
+        let p = self.peak.take(words[0], t[0], total)?;
+        let c = self.committed.take(words[1], t[1], total)?;
+        Some([p, c])
     }
 
     #[inline]
