@@ -470,3 +470,38 @@ proptest! {
         assert_interval_bound(&ps, &marks, &[Y], eir, ebs, hz);
     }
 }
+
+/// A clock that steps back (or packets from another core's older timestamp)
+/// leaves a bucket's debt beyond its span: nothing may pass, not even a
+/// 0-byte packet, and batches must agree with packets there too.
+#[test]
+fn batches_agree_with_packets_when_the_clock_steps_back() {
+    fn check<M: Meter>(m: &M) {
+        let sizes = [0, 0, 64, 0, 1_500, 64];
+        let (mut per_packet, mut batched, shared) =
+            (LocalFlow::new(), LocalFlow::new(), Flow::new());
+        for f in [&mut per_packet, &mut batched] {
+            for _ in 0..3 {
+                m.mark_local(f, 1_000, 1_000);
+            }
+        }
+        for _ in 0..3 {
+            m.mark(&shared, 1_000, 1_000);
+        }
+        let expected: Vec<Color> = sizes
+            .iter()
+            .map(|&b| m.mark_local(&mut per_packet, 0, b))
+            .collect();
+        let mut out = [G; 6];
+        m.mark_batch_local(&mut batched, 0, &sizes, &mut out)
+            .unwrap();
+        assert_eq!(out.to_vec(), expected);
+        assert_eq!(batched.words(), per_packet.words());
+        m.mark_batch(&shared, 0, &sizes, &mut out).unwrap();
+        assert_eq!(out.to_vec(), expected);
+        assert_eq!(shared.words(), per_packet.words());
+    }
+    check(&SrTcm::new(1_000, 1_000, 1_000, 1_000).unwrap());
+    check(&TrTcm::new(1_000, 1_000, 2_000, 2_000, 1_000).unwrap());
+    check(&TrTcm4115::new(1_000, 1_000, 1_000, 1_000, 1_000).unwrap());
+}

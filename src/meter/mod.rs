@@ -119,10 +119,11 @@
 //! for holds every prefix of them too (all packets share one `now`, so the
 //! prefix sums only grow), so a conforming burst is decided with one
 //! GCRA test of the total — one multiply for the whole burst. A burst that
-//! crosses a bucket's edge is decided by testing running totals against the
-//! unchanged state up to the first packet that does not fit (independent
-//! tests, no dependency chain through the state), and packet by packet only
-//! from there.
+//! crosses a bucket's edge pays one division per bucket for the bytes the
+//! bucket holds, `⌊slack / T⌋`, compares running totals with it (an add and
+//! a compare per packet, no dependency chain through the state) up to the
+//! first packet that does not fit, and goes packet by packet only from
+//! there. Per packet there is still no division.
 //!
 //! # Invariants the code keeps
 //!
@@ -316,9 +317,9 @@ impl Bucket {
     /// Three stages, each exact: the whole burst in one test (a bucket that
     /// holds the sum holds every prefix, as the prefix sums only grow); else
     /// the longest run of candidates from the start that fits, found by
-    /// testing running totals against the *unchanged* TAT (independent
-    /// tests, no chain through the state); then packet by packet from the
-    /// first that did not fit.
+    /// comparing running totals with the bucket's [`room`](Self::room) in
+    /// bytes (one division for the burst, then an add and a compare per
+    /// packet); then packet by packet from the first that did not fit.
     #[inline(always)]
     fn pass(
         &self,
@@ -342,24 +343,37 @@ impl Bucket {
             }
             return next;
         }
+        let room = self.room(tat, now);
         let (mut i, mut total, mut any) = (0, 0u64, false);
         while i < n {
             if candidate(i, out[i]) {
-                match total.checked_add(sizes[i]) {
-                    Some(sum) if self.take(tat, now, sum).is_some() => {
-                        total = sum;
-                        any = true;
-                        out[i] = pass;
-                    }
-                    _ => break,
+                let sum = total.saturating_add(sizes[i]);
+                if sum > room {
+                    break;
                 }
+                total = sum;
+                any = true;
             }
             i += 1;
         }
-        let mut tat = match (any, self.take(tat, now, total)) {
-            (true, Some(next)) => next,
-            _ => tat,
-        };
+        let mut tat = tat;
+        if any {
+            // The take of the run's total is the real test (it also covers a
+            // state past its span, or a TAT at the horizon, where `room`
+            // alone would be optimistic); if it fails, go packet by packet
+            // from the start.
+            match self.take(tat, now, total) {
+                Some(next) => {
+                    tat = next;
+                    for (j, color) in out.iter_mut().enumerate().take(i) {
+                        if candidate(j, *color) {
+                            *color = pass;
+                        }
+                    }
+                }
+                None => i = 0,
+            }
+        }
         while i < n {
             if candidate(i, out[i]) {
                 out[i] = match self.take(tat, now, sizes[i]) {
@@ -373,6 +387,20 @@ impl Bucket {
             i += 1;
         }
         tat
+    }
+
+    /// Whole bytes the bucket holds at sub-tick `now`: `⌊slack / T⌋`, so that
+    /// `B ≤ room ⇔ take(B)` succeeds for every `B` (the one division a batch
+    /// that crosses a bucket's edge pays, instead of one test per packet).
+    #[inline(always)]
+    fn room(&self, tat: u64, now: u64) -> u64 {
+        self.slack(tat, now) / self.quota.emission_interval()
+    }
+
+    /// `S·T − (max(TAT, now) − now)`, saturating at 0: the room in sub-ticks.
+    #[inline(always)]
+    fn slack(&self, tat: u64, now: u64) -> u64 {
+        self.span.saturating_sub(tat.saturating_sub(now))
     }
 
     /// Whole bytes in the bucket at sub-tick `now` (rounded down). Divides:
@@ -551,13 +579,18 @@ pub(crate) mod sealed {
         /// `None`.
         fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]>;
 
+        /// The largest total of green-coloured bytes that would all be green
+        /// now: `B ≤ green_room ⇔ all_green(B)` succeeds. Divides (once per
+        /// batch that crosses an edge).
+        fn green_room(&self, words: [u64; 2], t: [u64; 2]) -> u64;
+
         /// A burst at one `now` on plain words; slices have equal lengths.
         /// The longest run of green-coloured packets from the start that is
         /// all green is found with [`all_green`](Self::all_green) on the
-        /// whole burst, else on running totals against the unchanged words
-        /// (independent tests, no chain through the state); the rest goes
-        /// packet by packet through [`step`](Self::step). Exactly the
-        /// colours and state of one `step` per packet.
+        /// whole burst, else by comparing running totals with
+        /// [`green_room`](Self::green_room); the rest goes packet by packet
+        /// through [`step`](Self::step). Exactly the colours and state of
+        /// one `step` per packet.
         #[inline(always)]
         fn batch_local<P: Fn(usize) -> Color>(
             &self,
@@ -577,21 +610,25 @@ pub(crate) mod sealed {
                     return;
                 }
             }
-            let (mut k, mut total, mut after) = (0, 0u64, None);
+            let room = self.green_room(*words, t);
+            let (mut k, mut total) = (0, 0u64);
             while k < n && pre(k) == Color::Green {
-                let Some(sum) = total.checked_add(sizes[k]) else {
+                let sum = total.saturating_add(sizes[k]);
+                if sum > room {
                     break;
-                };
-                match self.all_green(*words, t, sum) {
-                    Some(next) => after = Some(next),
-                    None => break,
                 }
                 total = sum;
-                out[k] = Color::Green;
                 k += 1;
             }
-            if let Some(next) = after {
-                *words = next;
+            if k > 0 {
+                match self.all_green(*words, t, total) {
+                    Some(next) => {
+                        *words = next;
+                        out[..k].fill(Color::Green);
+                    }
+                    // Unreachable by `green_room`'s contract; stay exact anyway.
+                    None => k = 0,
+                }
             }
             for i in k..n {
                 out[i] = self.step(words, t, sizes[i], pre(i));

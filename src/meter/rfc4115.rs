@@ -187,6 +187,11 @@ impl Steps for TrTcm4115 {
         Some([c, words[1]])
     }
 
+    #[inline(always)]
+    fn green_room(&self, words: [u64; 2], t: [u64; 2]) -> u64 {
+        self.committed.room(words[0], t[0])
+    }
+
     #[inline]
     fn batch_shared<P: Fn(usize) -> Color>(
         &self,

@@ -255,6 +255,15 @@ impl Steps for SrTcm {
         self.all_green_at(words, t[0], total)
     }
 
+    #[inline(always)]
+    fn green_room(&self, words: [u64; 2], t: [u64; 2]) -> u64 {
+        // Both buckets run on one T: one division of the smaller slack.
+        let slack_c = self.committed.slack(words[0], t[0]);
+        let slack_a = self.all.slack(words[1], t[0]);
+        let room = slack_c.min(slack_a) / self.all.quota.emission_interval();
+        room.min(self.committed.size)
+    }
+
     #[inline]
     fn batch_shared<P: Fn(usize) -> Color>(
         &self,

@@ -194,6 +194,13 @@ impl Steps for TrTcm {
         Some([p, c])
     }
 
+    #[inline(always)]
+    fn green_room(&self, words: [u64; 2], t: [u64; 2]) -> u64 {
+        let p = self.peak.room(words[0], t[0]);
+        let c = self.committed.room(words[1], t[1]);
+        p.min(c)
+    }
+
     #[inline]
     fn batch_shared<P: Fn(usize) -> Color>(
         &self,
