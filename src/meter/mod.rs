@@ -47,9 +47,12 @@
 //! A packet larger than a bucket can never be taken from it (`tokens − B < 0`
 //! for every `tokens ≤ S`), exactly as the RFCs' tests say: with srTCM a
 //! 9 000-byte jumbo frame against `CBS = 1 500` is yellow at best, and red if
-//! it also exceeds `EBS`. A packet of 0 bytes keeps its colour and changes
-//! nothing. Bucket sizes of 0 are allowed where the RFC allows them
-//! (e.g. srTCM with `EBS = 0` is a two-colour policer).
+//! it also exceeds `EBS`. A packet of 0 bytes keeps its colour (its take
+//! can only move a TAT lying in the past up to `now`: the same bucket
+//! level). Bucket sizes of 0 are allowed where the RFC allows them (e.g.
+//! srTCM with `EBS = 0` is a two-colour policer). `now` must not go
+//! backwards for a flow; if it does, the buckets look emptier than they
+//! are (fewer greens, never more).
 //!
 //! # State per flow
 //!
@@ -79,10 +82,10 @@
 //! These bounds are the RFCs' own, and the loom models in this module check
 //! them in every interleaving. At one instant (all packets with the same
 //! `now`) each bucket also never gives more than its size: green ≤ `CBS`,
-//! and yellow ≤ `EBS` (srTCM, RFC 4115) or green + yellow ≤ `PBS` (trTCM). When packets of one flow do not overlap in
-//! time (one core per flow, or a shared flow that is rarely contended) the
-//! colours are exactly the RFC's, because each packet runs the sequential
-//! algorithm. Under contention:
+//! and yellow ≤ `EBS` (srTCM, RFC 4115) or green + yellow ≤ `PBS` (trTCM).
+//! When packets of one flow do not overlap in time (one core per flow, or a
+//! shared flow that is rarely contended) the colours are exactly the RFC's,
+//! because each packet runs the sequential algorithm. Under contention:
 //!
 //! * **trTCM, RFC 4115** decide bucket by bucket in the RFC's order (trTCM:
 //!   peak, then committed; RFC 4115: committed, then excess). Each packet's
@@ -103,9 +106,9 @@
 //! `mark_batch` colours a burst of packets of one flow that share one `now`,
 //! writing colour `i` for packet `i` into the caller's slice, with exactly the
 //! colours the same packets would get one after another through `mark` at
-//! that `now` (when nothing else touches the flow meanwhile). The state is
-//! loaded once and stored once per bucket: on a [`LocalFlow`] one store of
-//! each word; on a shared [`Flow`] one compare-and-swap per bucket for
+//! that `now` (when nothing else touches the flow meanwhile), and `now` is
+//! multiplied into sub-ticks once. On a [`LocalFlow`] the words are updated
+//! in place; on a shared [`Flow`] with one compare-and-swap per bucket for
 //! trTCM and RFC 4115 (their buckets are decided one after the other, so
 //! each bucket's pass over the burst is one atomic step). A shared srTCM
 //! flow's coupled buckets have no such split: a burst of green-coloured
