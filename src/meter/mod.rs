@@ -122,11 +122,12 @@
 //! for holds every prefix of them too (all packets share one `now`, so the
 //! prefix sums only grow), so a conforming burst is decided with one
 //! GCRA test of the total — one multiply for the whole burst. A burst that
-//! crosses a bucket's edge pays one division per bucket for the bytes the
-//! bucket holds, `⌊slack / T⌋`, compares running totals with it (an add and
-//! a compare per packet, no dependency chain through the state) up to the
-//! first packet that does not fit, and goes packet by packet only from
-//! there. Per packet there is still no division.
+//! crosses a bucket's edge pays one division per bucket for the whole bytes
+//! the bucket holds at that `now`, `room = ⌊(S·T − (max(TAT, now) − now)) / T⌋`;
+//! then `take(B)` succeeds iff `B ≤ room` and leaves exactly `room − B`, so
+//! each packet costs a compare and a subtraction, and the new TAT is
+//! `max(TAT, now) + taken·T`, one multiply. Per packet there is still no
+//! division, and no multiply.
 //!
 //! # Invariants the code keeps
 //!
@@ -317,12 +318,10 @@ impl Bucket {
     /// left alone. Returns the TAT after the pass: exactly what one `take`
     /// per candidate would leave.
     ///
-    /// Three stages, each exact: the whole burst in one test (a bucket that
+    /// Two stages, each exact: the whole burst in one test (a bucket that
     /// holds the sum holds every prefix, as the prefix sums only grow); else
-    /// the longest run of candidates from the start that fits, found by
-    /// comparing running totals with the bucket's [`room`](Self::room) in
-    /// bytes (one division for the burst, then an add and a compare per
-    /// packet); then packet by packet from the first that did not fit.
+    /// the bucket's [`room`](Self::room) in bytes, one division, and then a
+    /// compare and a subtraction per packet.
     #[inline(always)]
     fn pass(
         &self,
@@ -346,64 +345,63 @@ impl Bucket {
             }
             return next;
         }
-        let room = self.room(tat, now);
-        let (mut i, mut total, mut any) = (0, 0u64, false);
-        while i < n {
-            if candidate(i, out[i]) {
-                let sum = total.saturating_add(sizes[i]);
-                if sum > room {
-                    break;
-                }
-                total = sum;
-                any = true;
-            }
-            i += 1;
-        }
-        let mut tat = tat;
-        if any {
-            // The take of the run's total is the real test (it also covers a
-            // state past its span, or a TAT at the horizon, where `room`
-            // alone would be optimistic); if it fails, go packet by packet
-            // from the start.
-            match self.take(tat, now, total) {
-                Some(next) => {
-                    tat = next;
-                    for (j, color) in out.iter_mut().enumerate().take(i) {
-                        if candidate(j, *color) {
-                            *color = pass;
+        let Some((base, mut room)) = self.room(tat, now) else {
+            // A state past its span or a TAT near the horizon: one take per
+            // candidate, the plain way.
+            let mut tat = tat;
+            for (i, color) in out.iter_mut().enumerate().take(n) {
+                if candidate(i, *color) {
+                    *color = match self.take(tat, now, sizes[i]) {
+                        Some(next) => {
+                            tat = next;
+                            pass
                         }
-                    }
+                        None => fail,
+                    };
                 }
-                None => i = 0,
+            }
+            return tat;
+        };
+        // In bytes: `take(B)` succeeds iff `B ≤ room`, and leaves
+        // `room − B` (slack − B·T over T, exactly). So the burst needs only
+        // compares and subtractions, and one multiply at the end.
+        let (mut taken, mut any) = (0u64, false);
+        for (i, color) in out.iter_mut().enumerate().take(n) {
+            if candidate(i, *color) {
+                let bytes = sizes[i];
+                if bytes <= room {
+                    room -= bytes;
+                    taken += bytes;
+                    any = true;
+                    *color = pass;
+                } else {
+                    *color = fail;
+                }
             }
         }
-        while i < n {
-            if candidate(i, out[i]) {
-                out[i] = match self.take(tat, now, sizes[i]) {
-                    Some(next) => {
-                        tat = next;
-                        pass
-                    }
-                    None => fail,
-                };
-            }
-            i += 1;
+        if any {
+            // taken ≤ the room at the start ≤ S, so taken·T ≤ S·T, and
+            // base + taken·T ≤ now + S·T fits (checked by `room`).
+            base + taken * self.quota.emission_interval()
+        } else {
+            tat
         }
-        tat
     }
 
-    /// Whole bytes the bucket holds at sub-tick `now`: `⌊slack / T⌋`, so that
-    /// `B ≤ room ⇔ take(B)` succeeds for every `B` (the one division a batch
-    /// that crosses a bucket's edge pays, instead of one test per packet).
+    /// `max(TAT, now)` and the whole bytes the bucket holds at sub-tick
+    /// `now`, `⌊(S·T − (max(TAT, now) − now)) / T⌋`: `take(B)` succeeds iff
+    /// `B ≤ room`. `None` when the state is past its span (nothing fits, not
+    /// even 0 bytes: a clock that stepped back) or `now + S·T` would
+    /// overflow (the horizon); callers then take packet by packet. The one
+    /// division a batch that crosses the bucket's edge pays.
     #[inline(always)]
-    fn room(&self, tat: u64, now: u64) -> u64 {
-        self.slack(tat, now) / self.quota.emission_interval()
-    }
-
-    /// `S·T − (max(TAT, now) − now)`, saturating at 0: the room in sub-ticks.
-    #[inline(always)]
-    fn slack(&self, tat: u64, now: u64) -> u64 {
-        self.span.saturating_sub(tat.saturating_sub(now))
+    fn room(&self, tat: u64, now: u64) -> Option<(u64, u64)> {
+        let base = if tat > now { tat } else { now };
+        let deficit = base - now;
+        if deficit > self.span || now.checked_add(self.span).is_none() {
+            return None;
+        }
+        Some((base, (self.span - deficit) / self.quota.emission_interval()))
     }
 
     /// Whole bytes in the bucket at sub-tick `now` (rounded down). Divides:
@@ -563,8 +561,6 @@ impl LocalFlow {
     }
 }
 
-// The per-packet batch loop indexes three slices by one index.
-#[allow(clippy::needless_range_loop)]
 pub(crate) mod sealed {
     use super::{Color, Flow};
 
@@ -582,19 +578,9 @@ pub(crate) mod sealed {
         /// `None`.
         fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]>;
 
-        /// The largest total of green-coloured bytes that would all be green
-        /// now: `B ≤ green_room ⇔ all_green(B)` succeeds. Divides (once per
-        /// batch that crosses an edge).
-        fn green_room(&self, words: [u64; 2], t: [u64; 2]) -> u64;
-
         /// A burst at one `now` on plain words; slices have equal lengths.
-        /// The longest run of green-coloured packets from the start that is
-        /// all green is found with [`all_green`](Self::all_green) on the
-        /// whole burst, else by comparing running totals with
-        /// [`green_room`](Self::green_room); the rest goes packet by packet
-        /// through [`step`](Self::step). Exactly the colours and state of
-        /// one `step` per packet.
-        #[inline(always)]
+        /// Exactly the colours and state of one [`step`](Self::step) per
+        /// packet.
         fn batch_local<P: Fn(usize) -> Color>(
             &self,
             words: &mut [u64; 2],
@@ -602,41 +588,31 @@ pub(crate) mod sealed {
             sizes: &[u64],
             pre: P,
             out: &mut [Color],
-        ) {
-            let n = sizes.len().min(out.len());
-            let all_green_coloured = (0..n).all(|i| pre(i) == Color::Green);
+        );
+
+        /// The fast path of a local batch: if every packet arrived green and
+        /// the buckets hold the burst's total, all are green; one test.
+        #[inline(always)]
+        fn batch_all_green<P: Fn(usize) -> Color>(
+            &self,
+            words: &mut [u64; 2],
+            t: [u64; 2],
+            sizes: &[u64],
+            pre: &P,
+            out: &mut [Color],
+        ) -> bool {
+            let all_green_coloured = (0..sizes.len()).all(|i| pre(i) == Color::Green);
             let total = super::batch_total(sizes.iter().copied()).filter(|&total| total > 0);
             if let (true, Some(total)) = (all_green_coloured, total) {
                 if let Some(next) = self.all_green(*words, t, total) {
                     out.fill(Color::Green);
                     *words = next;
-                    return;
+                    return true;
                 }
             }
-            let room = self.green_room(*words, t);
-            let (mut k, mut total) = (0, 0u64);
-            while k < n && pre(k) == Color::Green {
-                let sum = total.saturating_add(sizes[k]);
-                if sum > room {
-                    break;
-                }
-                total = sum;
-                k += 1;
-            }
-            if k > 0 {
-                match self.all_green(*words, t, total) {
-                    Some(next) => {
-                        *words = next;
-                        out[..k].fill(Color::Green);
-                    }
-                    // Unreachable by `green_room`'s contract; stay exact anyway.
-                    None => k = 0,
-                }
-            }
-            for i in k..n {
-                out[i] = self.step(words, t, sizes[i], pre(i));
-            }
+            false
         }
+
         /// A burst at one `now` on a shared flow; slices have equal lengths.
         fn batch_shared<P: Fn(usize) -> Color>(
             &self,

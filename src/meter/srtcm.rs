@@ -127,6 +127,24 @@ impl SrTcm {
         Some([c, a])
     }
 
+    /// The three rooms of a batch in whole bytes at sub-tick `now`, or `None`
+    /// for a state a batch should step through packet by packet (past a
+    /// span, `A` behind `C`, or at the horizon).
+    #[inline(always)]
+    fn rooms(&self, [c, a]: [u64; 2], now: u64) -> Option<Rooms> {
+        let (c_base, room_c) = self.committed.room(c, now)?;
+        let (a_base, room_a) = self.all.room(a, now)?;
+        let excess_deficit = a_base.checked_sub(c_base)?;
+        let excess_slack = self.ebs_span.checked_sub(excess_deficit)?;
+        Some(Rooms {
+            c_base,
+            a_base,
+            room_c,
+            room_a,
+            room_e: excess_slack / self.all.quota.emission_interval(),
+        })
+    }
+
     /// The yellow test: the new `A` if the excess bucket holds `bytes`,
     /// given the committed TAT `c` (a stale, smaller `c` only makes this
     /// stricter). Also keeps `A − now ≤ (CBS + EBS)·T`.
@@ -145,6 +163,18 @@ impl SrTcm {
     }
 }
 
+/// A batch's view of an srTCM flow: `max(C, now)`, `max(A, now)` and the
+/// whole bytes the committed, total and excess buckets hold.
+struct Rooms {
+    c_base: u64,
+    a_base: u64,
+    room_c: u64,
+    room_a: u64,
+    room_e: u64,
+}
+
+// The batch loop indexes two slices and a closure by one index.
+#[allow(clippy::needless_range_loop)]
 impl Steps for SrTcm {
     #[inline(always)]
     fn times(&self, now: u64) -> [u64; 2] {
@@ -255,13 +285,67 @@ impl Steps for SrTcm {
         self.all_green_at(words, t[0], total)
     }
 
-    #[inline(always)]
-    fn green_room(&self, words: [u64; 2], t: [u64; 2]) -> u64 {
-        // Both buckets run on one T: one division of the smaller slack.
-        let slack_c = self.committed.slack(words[0], t[0]);
-        let slack_a = self.all.slack(words[1], t[0]);
-        let room = slack_c.min(slack_a) / self.all.quota.emission_interval();
-        room.min(self.committed.size)
+    #[inline]
+    fn batch_local<P: Fn(usize) -> Color>(
+        &self,
+        words: &mut [u64; 2],
+        t: [u64; 2],
+        sizes: &[u64],
+        pre: P,
+        out: &mut [Color],
+    ) {
+        if self.batch_all_green(words, t, sizes, &pre, out) {
+            return;
+        }
+        let n = sizes.len().min(out.len());
+        let Some(rooms) = self.rooms(*words, t[0]) else {
+            for i in 0..n {
+                out[i] = self.step(words, t, sizes[i], pre(i));
+            }
+            return;
+        };
+        // In whole bytes at this `now` (see the module docs): green needs
+        // `B ≤ room_c` and `B ≤ room_a`, yellow `B ≤ room_e` and `B ≤ room_a`;
+        // green leaves `max(A, now) − max(C, now)`, hence `room_e`, as it is.
+        let Rooms {
+            c_base,
+            a_base,
+            mut room_c,
+            mut room_a,
+            mut room_e,
+        } = rooms;
+        let (mut taken_c, mut taken_a) = (0u64, 0u64);
+        let (mut any_c, mut any_a) = (false, false);
+        for i in 0..n {
+            let bytes = sizes[i];
+            let pre = pre(i);
+            out[i] = if pre == Color::Green && bytes <= room_c && bytes <= room_a {
+                room_c -= bytes;
+                room_a -= bytes;
+                taken_c += bytes;
+                taken_a += bytes;
+                any_c = true;
+                any_a = true;
+                Color::Green
+            } else if pre != Color::Red && bytes <= room_e && bytes <= room_a {
+                room_e -= bytes;
+                room_a -= bytes;
+                taken_a += bytes;
+                any_a = true;
+                Color::Yellow
+            } else {
+                Color::Red
+            };
+        }
+        // taken_c ≤ CBS, taken_a ≤ CBS + EBS: the products fit, and the sums
+        // stay within now + span (checked by `rooms`).
+        let interval = self.all.quota.emission_interval();
+        if any_c {
+            words[0] = c_base + taken_c * interval;
+        }
+        if any_a {
+            words[1] = a_base + taken_a * interval;
+        }
     }
 
     #[inline]

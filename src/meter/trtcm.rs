@@ -194,11 +194,22 @@ impl Steps for TrTcm {
         Some([p, c])
     }
 
-    #[inline(always)]
-    fn green_room(&self, words: [u64; 2], t: [u64; 2]) -> u64 {
-        let p = self.peak.room(words[0], t[0]);
-        let c = self.committed.room(words[1], t[1]);
-        p.min(c)
+    #[inline]
+    fn batch_local<P: Fn(usize) -> Color>(
+        &self,
+        words: &mut [u64; 2],
+        t: [u64; 2],
+        sizes: &[u64],
+        pre: P,
+        out: &mut [Color],
+    ) {
+        if self.batch_all_green(words, t, sizes, &pre, out) {
+            return;
+        }
+        // The buckets are independent and decided in the RFC's order: one
+        // pass each, exactly one take per packet in order.
+        words[0] = self.peak_pass(words[0], t[0], sizes, &pre, out);
+        words[1] = self.committed_pass(words[1], t[1], sizes, &pre, out);
     }
 
     #[inline]
