@@ -2,7 +2,8 @@
 //!
 //! * `plain_*`: a plain `&mut` token-bucket meter written here (last-update
 //!   time plus token counters in units of 1/hz byte, refilled by a multiply,
-//!   no division, like DPDK's `rte_meter` without its period division). It
+//!   no division, like DPDK's `rte_meter` without its period division; its
+//!   profile is read from memory, as a run-time configured meter's is). It
 //!   is the baseline the single-owner markers are held to (target ≤ 1.2×).
 //! * `governor_check_n`: the `governor` crate's direct limiter, `check_n`
 //!   with the packet size, on its fake clock (a two-colour byte policer).
@@ -41,7 +42,31 @@ const SIZES: [u64; 16] = [
     64, 1_500, 576, 64, 1_500, 128, 1_500, 64, 256, 1_500, 64, 1_024, 1_500, 64, 512, 1_500,
 ];
 
-/// The plain `&mut` srTCM baseline: tokens in units of 1/hz byte.
+/// The plain meters' profile, read from memory at run time like this
+/// crate's profiles (not folded into the code as constants): rates in bytes
+/// per second, bucket sizes in units of 1/hz byte.
+#[derive(Clone, Copy)]
+struct PlainProfile {
+    hz: u64,
+    cir: u64,
+    pir: u64,
+    cbs: u64,
+    ebs: u64,
+    pbs: u64,
+}
+
+fn plain_profile() -> PlainProfile {
+    black_box(PlainProfile {
+        hz: HZ,
+        cir: CIR,
+        pir: PIR,
+        cbs: CBS * HZ,
+        ebs: EBS * HZ,
+        pbs: PBS * HZ,
+    })
+}
+
+/// The plain `&mut` srTCM baseline: tokens in units of 1/hz byte, 24 bytes.
 #[derive(Clone, Copy, Default)]
 struct PlainSrTcm {
     last: u64,
@@ -58,17 +83,17 @@ impl PlainSrTcm {
         }
     }
     #[inline(always)]
-    fn mark(&mut self, now: u64, bytes: u64) -> Color {
-        let add = (now - self.last) * CIR;
+    fn mark(&mut self, p: &PlainProfile, now: u64, bytes: u64) -> Color {
+        let add = (now - self.last) * p.cir;
         self.last = now;
         let tc = self.tc + add;
-        if tc > CBS * HZ {
-            self.te = (self.te + (tc - CBS * HZ)).min(EBS * HZ);
-            self.tc = CBS * HZ;
+        if tc > p.cbs {
+            self.te = (self.te + (tc - p.cbs)).min(p.ebs);
+            self.tc = p.cbs;
         } else {
             self.tc = tc;
         }
-        let b = bytes * HZ;
+        let b = bytes * p.hz;
         if self.tc >= b {
             self.tc -= b;
             Color::Green
@@ -81,7 +106,7 @@ impl PlainSrTcm {
     }
 }
 
-/// The plain `&mut` trTCM baseline.
+/// The plain `&mut` trTCM baseline, 24 bytes.
 #[derive(Clone, Copy, Default)]
 struct PlainTrTcm {
     last: u64,
@@ -98,12 +123,12 @@ impl PlainTrTcm {
         }
     }
     #[inline(always)]
-    fn mark(&mut self, now: u64, bytes: u64) -> Color {
+    fn mark(&mut self, p: &PlainProfile, now: u64, bytes: u64) -> Color {
         let dt = now - self.last;
         self.last = now;
-        self.tp = (self.tp + dt * PIR).min(PBS * HZ);
-        self.tc = (self.tc + dt * CIR).min(CBS * HZ);
-        let b = bytes * HZ;
+        self.tp = (self.tp + dt * p.pir).min(p.pbs);
+        self.tc = (self.tc + dt * p.cir).min(p.cbs);
+        let b = bytes * p.hz;
         if self.tp < b {
             Color::Red
         } else if self.tc < b {
@@ -146,13 +171,14 @@ impl Traffic {
 fn single_flow(c: &mut Criterion) {
     let mut g = c.benchmark_group("single_flow");
     g.throughput(Throughput::Elements(1));
+    let pp = plain_profile();
 
     let mut plain = PlainSrTcm::full();
     let mut t = Traffic::new();
     g.bench_function("plain_srtcm", |b| {
         b.iter(|| {
             let (now, bytes) = t.next();
-            black_box(plain.mark(black_box(now), black_box(bytes)))
+            black_box(plain.mark(&pp, black_box(now), black_box(bytes)))
         })
     });
     let (m, mut flow, mut t) = (srtcm(), LocalFlow::new(), Traffic::new());
@@ -175,7 +201,7 @@ fn single_flow(c: &mut Criterion) {
     g.bench_function("plain_trtcm", |b| {
         b.iter(|| {
             let (now, bytes) = t.next();
-            black_box(plain.mark(black_box(now), black_box(bytes)))
+            black_box(plain.mark(&pp, black_box(now), black_box(bytes)))
         })
     });
     let (m, mut flow, mut t) = (trtcm(), LocalFlow::new(), Traffic::new());
@@ -303,6 +329,7 @@ fn flow_order() -> Vec<u32> {
 fn flows10k(c: &mut Criterion) {
     let mut g = c.benchmark_group("flows10k");
     g.throughput(Throughput::Elements(1));
+    let pp = plain_profile();
     let order = flow_order();
 
     let mut plain = vec![PlainSrTcm::full(); FLOWS];
@@ -311,7 +338,7 @@ fn flows10k(c: &mut Criterion) {
         b.iter(|| {
             k = (k + 1) & 0xFFFF;
             let (now, bytes) = t.next();
-            black_box(plain[order[k] as usize].mark(black_box(now), bytes))
+            black_box(plain[order[k] as usize].mark(&pp, black_box(now), bytes))
         })
     });
     let m = srtcm();
@@ -340,7 +367,7 @@ fn flows10k(c: &mut Criterion) {
         b.iter(|| {
             k = (k + 1) & 0xFFFF;
             let (now, bytes) = t.next();
-            black_box(plain[order[k] as usize].mark(black_box(now), bytes))
+            black_box(plain[order[k] as usize].mark(&pp, black_box(now), bytes))
         })
     });
     let m = trtcm();
