@@ -81,6 +81,7 @@ pub mod firmware;
 pub mod gcra;
 #[cfg(feature = "embedded-hal")]
 pub mod hal;
+pub mod meter;
 pub mod quota;
 pub mod sync;
 pub mod time;

@@ -1,0 +1,858 @@
+//! Packet-path metering: the three-colour markers of RFC 2697 (srTCM),
+//! RFC 2698 (trTCM) and RFC 4115, with bytes as cost.
+//!
+//! # The math: every token bucket is a GCRA
+//!
+//! Each RFC describes its meter with token buckets: a bucket of size `S`
+//! bytes, refilled at `R` bytes per second, holding `tokens ≤ S`. A bucket is
+//! the GCRA of the [`gcra`](crate::gcra) module seen from the other side
+//! (see "Token bucket and leaky bucket" there): with the emission interval
+//! `T = 1/R` (per byte) and a theoretical arrival time `TAT`,
+//!
+//! ```text
+//! tokens(now) = S − max(TAT − now, 0) / T
+//! tokens(now) ≥ B   ⇔   max(TAT, now) + B·T − now ≤ S·T          (S·T: the span)
+//! take B bytes:         TAT ← max(TAT, now) + B·T
+//! ```
+//!
+//! The rates are converted **once** into a profile ([`SrTcm`], [`TrTcm`],
+//! [`TrTcm4115`]) through [`Quota`](crate::Quota): `T` becomes an integer
+//! number of sub-ticks (`now · scale`, see [`quota`](crate::quota)), so the
+//! per-packet path is one multiply of `now` per rate, one multiply `B·T`
+//! per bucket touched, adds and compares: no division, no floating point.
+//! The refill is the fluid (continuous) form of the RFCs' "incremented CIR
+//! times per second": between two packets a bucket gains exactly
+//! `R · Δt` bytes, fractions included, capped at `S`.
+//!
+//! * **srTCM** (RFC 2697). One rate `CIR` fills the committed bucket (`CBS`)
+//!   and spills into the excess bucket (`EBS`) only when the committed one is
+//!   full. That coupling is kept exact with two TATs on one `T = 1/CIR`:
+//!   `C` for the committed bucket (span `CBS·T`) and `A` for both buckets
+//!   together (span `(CBS + EBS)·T`). The total deficit `A − now` drains at
+//!   `CIR` like the committed one, and the excess bucket's deficit is what the
+//!   total has beyond the committed one, `max(A, now) − max(C, now)`, which
+//!   starts draining only once `C` is full — the RFC's spill rule. Green takes
+//!   `B` from both, yellow only from `A`, under
+//!   `max(A, now) + B·T − max(C, now) ≤ EBS·T`. `A ≥ C` always holds.
+//! * **trTCM** (RFC 2698). Two independent buckets: peak (`PIR`, `PBS`) and
+//!   committed (`CIR`, `CBS`), each its own TAT at its own sub-tick scale.
+//! * **RFC 4115.** Two independent buckets: committed (`CIR`, `CBS`) and
+//!   excess (`EIR`, `EBS`); green takes from the committed bucket only,
+//!   yellow from the excess bucket only.
+//!
+//! Colour-blind marking is colour-aware marking of a packet pre-coloured
+//! green, in all three RFCs; the `mark` methods are the blind ones and the
+//! `mark_aware` methods take the packet's colour.
+//!
+//! A packet larger than a bucket can never be taken from it (`tokens − B < 0`
+//! for every `tokens ≤ S`), exactly as the RFCs' tests say: with srTCM a
+//! 9 000-byte jumbo frame against `CBS = 1 500` is yellow at best, and red if
+//! it also exceeds `EBS`. A packet of 0 bytes keeps its colour (its take
+//! can only move a TAT lying in the past up to `now`: the same bucket
+//! level). Bucket sizes of 0 are allowed where the RFC allows them (e.g.
+//! srTCM with `EBS = 0` is a two-colour policer). `now` must not go
+//! backwards for a flow; if it does, the buckets look emptier than they
+//! are (fewer greens, never more).
+//!
+//! # State per flow
+//!
+//! A flow's state is two `u64`s, 16 bytes, for every meter: [`Flow`]
+//! (shared through `&self`, two [`StateWord`](crate::sync)s) and
+//! [`LocalFlow`] (single owner, `&mut`). DPDK's `rte_meter` keeps 24 bytes
+//! for srTCM (`time`, `tc`, `te`) and 32 bytes for trTCM (`time_tc`,
+//! `time_tp`, `tc`, `tp`) (DPDK `lib/meter/rte_meter.h`): a TAT carries the
+//! time and the bucket level in one number, so the last-update timestamps
+//! disappear. Both TATs need the full 64 bits (they are absolute sub-tick
+//! times), so two buckets cannot share one word without losing exactness.
+//!
+//! # Concurrency: what a shared [`Flow`] guarantees
+//!
+//! Each bucket's word is changed only by a compare-and-swap that re-checks
+//! that bucket's inequality on the value it replaces, so **each bucket on
+//! its own is a linearizable GCRA**: under any interleaving of any number of
+//! packets, with any `now`s, the bytes taken from a bucket over any interval
+//! `[t₁, t₂]` of packet times never exceed `S + R·(t₂ − t₁)`. Hence:
+//!
+//! | meter | green bytes ≤ | green + yellow bytes ≤ | yellow bytes ≤ |
+//! |---|---|---|---|
+//! | srTCM | `CBS + CIR·t` | `CBS + EBS + CIR·t` | |
+//! | trTCM | `CBS + CIR·t` | `PBS + PIR·t` | |
+//! | RFC 4115 | `CBS + CIR·t` | | `EBS + EIR·t` |
+//!
+//! These bounds are the RFCs' own, and the loom models in this module check
+//! them in every interleaving. At one instant (all packets with the same
+//! `now`) each bucket also never gives more than its size: green ≤ `CBS`,
+//! and yellow ≤ `EBS` (srTCM, RFC 4115) or green + yellow ≤ `PBS` (trTCM).
+//! When packets of one flow do not overlap in time (one core per flow, or a
+//! shared flow that is rarely contended) the colours are exactly the RFC's,
+//! because each packet runs the sequential algorithm. Under contention:
+//!
+//! * **trTCM, RFC 4115** decide bucket by bucket in the RFC's order (trTCM:
+//!   peak, then committed; RFC 4115: committed, then excess). Each packet's
+//!   colour is the RFC's colour for the bucket levels it saw at its
+//!   compare-and-swaps, and each bucket's content is exactly what its
+//!   takes left (no byte is lost or invented).
+//! * **srTCM**'s buckets are coupled. A packet that finds green possible
+//!   first reserves `B` in `A` (checked against `(CBS + EBS)·T`), then takes
+//!   `B` from `C`. If a concurrent packet emptied `C` in between, the packet
+//!   is yellow if the excess bucket holds it, and otherwise red: its
+//!   reservation in `A` is then given back if nobody has touched `A` since,
+//!   and otherwise kept, which only makes later packets of that flow *less*
+//!   likely to pass. Contention can cost a flow yellow allowance; it never
+//!   grants more than the bounds above.
+//!
+//! # Batches
+//!
+//! `mark_batch` colours a burst of packets of one flow that share one `now`,
+//! writing colour `i` for packet `i` into the caller's slice, with exactly the
+//! colours the same packets would get one after another through `mark` at
+//! that `now` (when nothing else touches the flow meanwhile), and `now` is
+//! multiplied into sub-ticks once. On a [`LocalFlow`] the words are updated
+//! in place; on a shared [`Flow`] with one compare-and-swap per bucket for
+//! trTCM and RFC 4115 (their buckets are decided one after the other, so
+//! each bucket's pass over the burst is one atomic step). A shared srTCM
+//! flow's coupled buckets have no such split: a burst of green-coloured
+//! packets whose total fits is decided as one packet of that total (two
+//! compare-and-swaps), and any other burst packet by packet (still with one
+//! `now · scale`). Under contention the srTCM fast path may keep a
+//! reservation of the whole burst's size in `A` (see above): tokens
+//! withheld, never granted.
+//!
+//! Within a batch, a bucket that holds the *sum* of the sizes it is asked
+//! for holds every prefix of them too (all packets share one `now`, so the
+//! prefix sums only grow), so a conforming burst is decided with one
+//! GCRA test of the total — one multiply for the whole burst. A burst that
+//! crosses a bucket's edge pays one division per bucket for the whole bytes
+//! the bucket holds at that `now`, `room = ⌊(S·T − (max(TAT, now) − now)) / T⌋`;
+//! then `take(B)` succeeds iff `B ≤ room` and leaves exactly `room − B`, so
+//! each packet costs a compare and a subtraction, and the new TAT is
+//! `max(TAT, now) + taken·T`, one multiply. Per packet there is still no
+//! division, and no multiply.
+//!
+//! # Invariants the code keeps
+//!
+//! * Every take checks `B ≤ S` first, so `B·T ≤ S·T` fits a `u64`
+//!   ([`Quota`](crate::Quota)'s span invariant); a TAT that would overflow
+//!   does not conform (fail closed).
+//! * Denied takes store nothing; a red packet changes no state (the shared
+//!   srTCM's kept reservation aside, see above).
+//! * srTCM: `A ≥ C` after every step, and `A − now ≤ (CBS + EBS)·T`,
+//!   `C − now ≤ CBS·T` at the `now` of the last take.
+
+use core::fmt;
+
+use crate::quota::{Quota, QuotaError};
+use crate::sync::{loom_const_fn, StateWord};
+
+mod rfc4115;
+mod srtcm;
+mod trtcm;
+
+pub use rfc4115::TrTcm4115;
+pub use srtcm::SrTcm;
+pub use trtcm::TrTcm;
+
+// Every profile is a `Meter`.
+impl<M: sealed::Steps> Meter for M {}
+
+/// The colour of a packet: conforming (green), exceeding the committed
+/// profile (yellow), or violating it (red).
+///
+/// ```
+/// use cellrate::meter::Color;
+/// assert!(Color::Green < Color::Yellow && Color::Yellow < Color::Red);
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[repr(u8)]
+pub enum Color {
+    /// Within the committed profile.
+    #[default]
+    Green = 0,
+    /// Beyond the committed profile, within the excess or peak one.
+    Yellow = 1,
+    /// Beyond every profile.
+    Red = 2,
+}
+
+/// Why a meter profile cannot be built.
+///
+/// ```
+/// use cellrate::meter::{MeterError, TrTcm};
+/// // RFC 2698: the peak rate must be at least the committed rate.
+/// assert_eq!(TrTcm::new(2_000, 1_500, 1_000, 3_000, 1_000_000).unwrap_err(), MeterError::PeakBelowCommitted);
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MeterError {
+    /// A rate (with its tick frequency and bucket size) is not a valid quota.
+    Quota(QuotaError),
+    /// A bucket has a size but a rate of zero: it would never refill.
+    ZeroRate,
+    /// Every bucket has size zero: nothing could ever pass.
+    NoBucket,
+    /// trTCM: the peak rate is below the committed rate (RFC 2698 requires
+    /// `PIR ≥ CIR`).
+    PeakBelowCommitted,
+    /// trTCM: a burst size is zero (RFC 2698 requires both above zero).
+    ZeroBurst,
+    /// A bucket size times the emission interval overflows 64 bits.
+    Overflow,
+}
+
+impl MeterError {
+    /// A one-line explanation.
+    ///
+    /// ```
+    /// use cellrate::meter::MeterError;
+    /// assert_eq!(MeterError::NoBucket.as_str(), "meter: every bucket has size zero");
+    /// ```
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            MeterError::Quota(e) => e.as_str(),
+            MeterError::ZeroRate => "meter: a bucket with a size has a rate of zero",
+            MeterError::NoBucket => "meter: every bucket has size zero",
+            MeterError::PeakBelowCommitted => "meter: the peak rate is below the committed rate",
+            MeterError::ZeroBurst => "meter: trTCM burst sizes must be above zero",
+            MeterError::Overflow => "meter: a bucket size times its interval overflows 64 bits",
+        }
+    }
+}
+
+impl fmt::Display for MeterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl core::error::Error for MeterError {}
+
+impl From<QuotaError> for MeterError {
+    fn from(e: QuotaError) -> Self {
+        MeterError::Quota(e)
+    }
+}
+
+/// A batch's slices differ in length; nothing was marked.
+///
+/// ```
+/// use cellrate::meter::{BatchLenMismatch, Color, LocalFlow, Meter, SrTcm};
+/// let meter = SrTcm::new(1_000, 1_500, 1_500, 1_000).unwrap();
+/// let mut out = [Color::Red; 2];
+/// assert_eq!(meter.mark_batch_local(&mut LocalFlow::new(), 0, &[64, 64, 64], &mut out), Err(BatchLenMismatch));
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BatchLenMismatch;
+
+impl fmt::Display for BatchLenMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("meter batch: sizes, colours and results differ in length")
+    }
+}
+
+impl core::error::Error for BatchLenMismatch {}
+
+/// One token bucket of a profile: the GCRA of its rate, and its size.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Bucket {
+    /// `T = 1/rate` in sub-ticks per byte, and the scale of those sub-ticks.
+    quota: Quota,
+    /// `S`, bytes.
+    size: u64,
+    /// `S·T`, sub-ticks.
+    span: u64,
+}
+
+impl Bucket {
+    /// The bucket of `rate` bytes per second and `size` bytes at `hz`; a
+    /// bucket with rate and size 0 is disabled (passes only 0-byte packets).
+    const fn new(rate: u64, size: u64, hz: u64) -> Result<Bucket, MeterError> {
+        if rate == 0 && size != 0 {
+            return Err(MeterError::ZeroRate);
+        }
+        // A disabled bucket still needs a valid time base; any rate will do.
+        let rate = if rate == 0 { 1 } else { rate };
+        let burst = if size == 0 { 1 } else { size };
+        let quota = match Quota::per_second(rate).with_burst(burst).try_at_hz(hz) {
+            Ok(q) => q,
+            Err(e) => return Err(MeterError::Quota(e)),
+        };
+        Self::with_size(quota, size)
+    }
+
+    /// A bucket on `quota`'s rate and time base with `size` bytes.
+    const fn with_size(quota: Quota, size: u64) -> Result<Bucket, MeterError> {
+        match size.checked_mul(quota.emission_interval()) {
+            Some(span) => Ok(Bucket { quota, size, span }),
+            None => Err(MeterError::Overflow),
+        }
+    }
+
+    /// `now` (ticks) in this bucket's sub-ticks, saturating at the horizon.
+    #[inline(always)]
+    fn now(&self, now: u64) -> u64 {
+        self.quota.sub_ticks(now)
+    }
+
+    /// The GCRA test and step of [`gcra`](crate::gcra): the TAT after taking
+    /// `bytes` at sub-tick time `now`, or `None` if the bucket holds fewer.
+    #[inline(always)]
+    fn take(&self, tat: u64, now: u64, bytes: u64) -> Option<u64> {
+        if bytes > self.size {
+            return None;
+        }
+        let base = if tat > now { tat } else { now };
+        // bytes ≤ size, so bytes·T ≤ span fits.
+        match base.checked_add(bytes * self.quota.emission_interval()) {
+            Some(next) if next - now <= self.span => Some(next),
+            _ => None,
+        }
+    }
+
+    /// One bucket's pass over a burst at one `now`, in order: each packet `i`
+    /// with `candidate(i, out[i])` gets `pass` if the bucket (after the
+    /// earlier passing candidates) holds it and `fail` if not; others are
+    /// left alone. Returns the TAT after the pass: exactly what one `take`
+    /// per candidate would leave.
+    ///
+    /// Two stages, each exact: the whole burst in one test (a bucket that
+    /// holds the sum holds every prefix, as the prefix sums only grow); else
+    /// the bucket's [`room`](Self::room) in bytes, one division, and then a
+    /// compare and a subtraction per packet.
+    #[inline(always)]
+    fn pass(
+        &self,
+        tat: u64,
+        now: u64,
+        sizes: &[u64],
+        out: &mut [Color],
+        candidate: impl Fn(usize, Color) -> bool,
+        (pass, fail): (Color, Color),
+    ) -> u64 {
+        let n = sizes.len().min(out.len());
+        let asked = batch_total((0..n).filter(|&i| candidate(i, out[i])).map(|i| sizes[i]));
+        if let Some(next) = asked
+            .filter(|&total| total > 0)
+            .and_then(|total| self.take(tat, now, total))
+        {
+            for (i, color) in out.iter_mut().enumerate().take(n) {
+                if candidate(i, *color) {
+                    *color = pass;
+                }
+            }
+            return next;
+        }
+        let Some((base, mut room)) = self.room(tat, now) else {
+            // A state past its span or a TAT near the horizon: one take per
+            // candidate, the plain way.
+            let mut tat = tat;
+            for (i, color) in out.iter_mut().enumerate().take(n) {
+                if candidate(i, *color) {
+                    *color = match self.take(tat, now, sizes[i]) {
+                        Some(next) => {
+                            tat = next;
+                            pass
+                        }
+                        None => fail,
+                    };
+                }
+            }
+            return tat;
+        };
+        // In bytes: `take(B)` succeeds iff `B ≤ room`, and leaves
+        // `room − B` (slack − B·T over T, exactly). So the burst needs only
+        // compares and subtractions, and one multiply at the end.
+        let (mut taken, mut any) = (0u64, false);
+        for (i, color) in out.iter_mut().enumerate().take(n) {
+            if candidate(i, *color) {
+                let bytes = sizes[i];
+                if bytes <= room {
+                    room -= bytes;
+                    taken += bytes;
+                    any = true;
+                    *color = pass;
+                } else {
+                    *color = fail;
+                }
+            }
+        }
+        if any {
+            // taken ≤ the room at the start ≤ S, so taken·T ≤ S·T, and
+            // base + taken·T ≤ now + S·T fits (checked by `room`).
+            base + taken * self.quota.emission_interval()
+        } else {
+            tat
+        }
+    }
+
+    /// `max(TAT, now)` and the whole bytes the bucket holds at sub-tick
+    /// `now`, `⌊(S·T − (max(TAT, now) − now)) / T⌋`: `take(B)` succeeds iff
+    /// `B ≤ room`. `None` when the state is past its span (nothing fits, not
+    /// even 0 bytes: a clock that stepped back) or `now + S·T` would
+    /// overflow (the horizon); callers then take packet by packet. The one
+    /// division a batch that crosses the bucket's edge pays.
+    #[inline(always)]
+    fn room(&self, tat: u64, now: u64) -> Option<(u64, u64)> {
+        let base = if tat > now { tat } else { now };
+        let deficit = base - now;
+        if deficit > self.span || now.checked_add(self.span).is_none() {
+            return None;
+        }
+        Some((base, (self.span - deficit) / self.quota.emission_interval()))
+    }
+
+    /// Whole bytes in the bucket at sub-tick `now` (rounded down). Divides:
+    /// for inspection, not for the packet path.
+    fn tokens(&self, tat: u64, now: u64) -> u64 {
+        let deficit = tat.saturating_sub(now);
+        self.span.saturating_sub(deficit) / self.quota.emission_interval()
+    }
+}
+
+loom_const_fn! {
+    #[inline(always)]
+    fn state_word(value: u64) -> StateWord {
+        StateWord::new(value)
+    }
+}
+
+/// The state of one flow, shared by `&self`: two words (16 bytes where the
+/// target has 64-bit atomics), both buckets full when new. Lock-free where the
+/// target has a 64-bit compare-and-swap, a short critical section per word
+/// where it has not (see [`sync`](crate::sync)). The meaning of the words
+/// depends on the profile that marks with it: use one profile per flow.
+///
+/// ```
+/// use cellrate::meter::{Color, Flow, Meter, TrTcm};
+/// static FLOW: Flow = Flow::new();
+/// let meter = TrTcm::new(1_000, 1_500, 2_000, 3_000, 1_000).unwrap();
+/// assert_eq!(meter.mark(&FLOW, 0, 1_500), Color::Green);
+/// assert_eq!(meter.mark(&FLOW, 0, 1_500), Color::Yellow);
+/// assert_eq!(meter.mark(&FLOW, 0, 1_500), Color::Red);
+/// ```
+pub struct Flow {
+    words: [StateWord; 2],
+}
+
+impl Flow {
+    loom_const_fn! {
+        /// A flow with full buckets (`const`, so it can live in a `static`).
+        ///
+        /// ```
+        /// use cellrate::meter::Flow;
+        /// static FLOW: Flow = Flow::new();
+        /// assert_eq!(FLOW.words(), [0, 0]);
+        /// ```
+        pub fn new() -> Self {
+            Flow { words: [state_word(0), state_word(0)] }
+        }
+    }
+
+    /// Makes both buckets full, as new. Not atomic with respect to packets
+    /// being marked at the same time (each word is reset on its own).
+    ///
+    /// ```
+    /// use cellrate::meter::{Color, Flow, Meter, SrTcm};
+    /// let meter = SrTcm::new(1_000, 1_000, 0, 1_000).unwrap();
+    /// let flow = Flow::new();
+    /// assert_eq!(meter.mark(&flow, 0, 1_000), Color::Green);
+    /// flow.reset();
+    /// assert_eq!(meter.mark(&flow, 0, 1_000), Color::Green);
+    /// ```
+    pub fn reset(&self) {
+        self.words[0].store(0);
+        self.words[1].store(0);
+    }
+
+    /// The two state words (TATs in sub-ticks), for inspection and tests.
+    ///
+    /// ```
+    /// use cellrate::meter::{Flow, Meter, TrTcm};
+    /// let meter = TrTcm::new(1_000, 1_000, 1_000, 1_000, 1_000).unwrap();
+    /// let flow = Flow::new();
+    /// meter.mark(&flow, 0, 10);
+    /// assert_eq!(flow.words(), [10, 10]); // 10 bytes of debt, 1 ms each
+    /// ```
+    pub fn words(&self) -> [u64; 2] {
+        [self.words[0].load(), self.words[1].load()]
+    }
+}
+
+impl Default for Flow {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for Flow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Flow")
+            .field("words", &self.words())
+            .finish()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Flow {
+    fn format(&self, f: defmt::Formatter) {
+        let [a, b] = self.words();
+        defmt::write!(f, "Flow {{ words: [{=u64}, {=u64}] }}", a, b)
+    }
+}
+
+/// The state of one flow for a single owner (`&mut`, no atomics): two `u64`,
+/// 16 bytes, both buckets full when new. For per-core flow tables.
+///
+/// ```
+/// use cellrate::meter::{Color, LocalFlow, Meter, SrTcm};
+/// let meter = SrTcm::new(1_000, 1_500, 1_500, 1_000).unwrap();
+/// let mut flow = LocalFlow::new();
+/// assert_eq!(meter.mark_local(&mut flow, 0, 1_000), Color::Green);
+/// assert_eq!(meter.mark_local(&mut flow, 0, 1_000), Color::Yellow);
+/// assert_eq!(meter.mark_local(&mut flow, 0, 1_000), Color::Red);
+/// assert_eq!(core::mem::size_of::<LocalFlow>(), 16);
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LocalFlow {
+    words: [u64; 2],
+}
+
+impl LocalFlow {
+    /// A flow with full buckets.
+    ///
+    /// ```
+    /// use cellrate::meter::LocalFlow;
+    /// let table = [LocalFlow::new(); 1_024]; // 16 KiB of per-core flow state
+    /// assert_eq!(core::mem::size_of_val(&table), 16 * 1_024);
+    /// ```
+    pub const fn new() -> Self {
+        LocalFlow { words: [0, 0] }
+    }
+
+    /// Makes both buckets full.
+    ///
+    /// ```
+    /// use cellrate::meter::{LocalFlow, Meter, SrTcm};
+    /// let meter = SrTcm::new(1_000, 1_000, 0, 1_000).unwrap();
+    /// let mut flow = LocalFlow::new();
+    /// meter.mark_local(&mut flow, 0, 500);
+    /// flow.reset();
+    /// assert_eq!(flow, LocalFlow::new());
+    /// ```
+    pub fn reset(&mut self) {
+        self.words = [0, 0];
+    }
+
+    /// The two state words (TATs in sub-ticks), for inspection and tests.
+    ///
+    /// ```
+    /// use cellrate::meter::{LocalFlow, Meter, SrTcm};
+    /// let meter = SrTcm::new(1_000, 1_000, 1_000, 1_000).unwrap();
+    /// let mut flow = LocalFlow::new();
+    /// meter.mark_local(&mut flow, 0, 10);
+    /// assert_eq!(flow.words(), [10, 10]); // [C, A]: a green takes from both
+    /// ```
+    pub const fn words(&self) -> [u64; 2] {
+        self.words
+    }
+}
+
+pub(crate) mod sealed {
+    use super::{Color, Flow};
+
+    /// The per-profile steps [`Meter`](super::Meter) is built from. Sealed:
+    /// only this crate's profiles implement it.
+    pub trait Steps {
+        /// `now` in the sub-ticks of each of the profile's two words.
+        fn times(&self, now: u64) -> [u64; 2];
+        /// One packet on plain words (the sequential RFC algorithm).
+        fn step(&self, words: &mut [u64; 2], t: [u64; 2], bytes: u64, pre: Color) -> Color;
+        /// One packet on a shared flow.
+        fn step_shared(&self, flow: &Flow, t: [u64; 2], bytes: u64, pre: Color) -> Color;
+        /// The words after `total` bytes of green-coloured packets at one
+        /// `now` if they are all green (then every prefix is too), else
+        /// `None`.
+        fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]>;
+
+        /// A burst at one `now` on plain words; slices have equal lengths.
+        /// Exactly the colours and state of one [`step`](Self::step) per
+        /// packet.
+        fn batch_local<P: Fn(usize) -> Color>(
+            &self,
+            words: &mut [u64; 2],
+            t: [u64; 2],
+            sizes: &[u64],
+            pre: P,
+            out: &mut [Color],
+        );
+
+        /// The fast path of a local batch: if every packet arrived green and
+        /// the buckets hold the burst's total, all are green; one test.
+        #[inline(always)]
+        fn batch_all_green<P: Fn(usize) -> Color>(
+            &self,
+            words: &mut [u64; 2],
+            t: [u64; 2],
+            sizes: &[u64],
+            pre: &P,
+            out: &mut [Color],
+        ) -> bool {
+            let all_green_coloured = (0..sizes.len()).all(|i| pre(i) == Color::Green);
+            let total = super::batch_total(sizes.iter().copied()).filter(|&total| total > 0);
+            if let (true, Some(total)) = (all_green_coloured, total) {
+                if let Some(next) = self.all_green(*words, t, total) {
+                    out.fill(Color::Green);
+                    *words = next;
+                    return true;
+                }
+            }
+            false
+        }
+
+        /// A burst at one `now` on a shared flow; slices have equal lengths.
+        fn batch_shared<P: Fn(usize) -> Color>(
+            &self,
+            flow: &Flow,
+            t: [u64; 2],
+            sizes: &[u64],
+            pre: P,
+            out: &mut [Color],
+        );
+        /// Whole bytes in each bucket.
+        fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2];
+    }
+}
+
+/// Marking packets of a flow with a three-colour marker profile
+/// ([`SrTcm`], [`TrTcm`], [`TrTcm4115`]).
+///
+/// `now` is in ticks of the clock whose frequency the profile was built
+/// with; `bytes` is the packet's size (any `u64`; sizes above a bucket are
+/// handled as the RFCs say, see the [module docs](self)). The `_aware`
+/// methods take the colour the packet arrived with (colour-aware mode); the
+/// others are colour-blind. The `_local` methods work on a single-owner
+/// [`LocalFlow`]; the others on a shared [`Flow`].
+///
+/// ```
+/// use cellrate::meter::{Color, Flow, Meter, SrTcm};
+/// // 1 000 B/s, CBS 1 500 B, EBS 1 500 B, on a millisecond clock.
+/// let meter = SrTcm::new(1_000, 1_500, 1_500, 1_000).unwrap();
+/// let flow = Flow::new();
+/// assert_eq!(meter.mark(&flow, 0, 1_500), Color::Green);
+/// assert_eq!(meter.mark(&flow, 0, 1_500), Color::Yellow);
+/// assert_eq!(meter.mark(&flow, 0, 64), Color::Red);
+/// assert_eq!(meter.mark(&flow, 64, 64), Color::Green); // 64 ms refill 64 bytes
+/// ```
+pub trait Meter: sealed::Steps {
+    /// Colour-blind: the colour of a `bytes`-byte packet at `now`, taking
+    /// its bytes from the buckets the colour says.
+    ///
+    /// ```
+    /// use cellrate::meter::{Color, Flow, Meter, TrTcm4115};
+    /// let meter = TrTcm4115::new(1_000, 1_500, 1_000, 1_500, 1_000).unwrap();
+    /// let flow = Flow::new();
+    /// assert_eq!(meter.mark(&flow, 0, 1_000), Color::Green);
+    /// assert_eq!(meter.mark(&flow, 0, 1_000), Color::Yellow);
+    /// ```
+    #[inline]
+    fn mark(&self, flow: &Flow, now: u64, bytes: u64) -> Color {
+        self.step_shared(flow, self.times(now), bytes, Color::Green)
+    }
+
+    /// Colour-aware: as [`mark`](Self::mark) for a packet that arrived
+    /// coloured `color` (a packet never leaves greener than it came).
+    ///
+    /// ```
+    /// use cellrate::meter::{Color, Flow, Meter, TrTcm};
+    /// let meter = TrTcm::new(1_000, 1_500, 2_000, 3_000, 1_000).unwrap();
+    /// let flow = Flow::new();
+    /// assert_eq!(meter.mark_aware(&flow, 0, 100, Color::Yellow), Color::Yellow);
+    /// assert_eq!(meter.mark_aware(&flow, 0, 100, Color::Red), Color::Red);
+    /// assert_eq!(meter.mark_aware(&flow, 0, 100, Color::Green), Color::Green);
+    /// ```
+    #[inline]
+    fn mark_aware(&self, flow: &Flow, now: u64, bytes: u64, color: Color) -> Color {
+        self.step_shared(flow, self.times(now), bytes, color)
+    }
+
+    /// Colour-blind marking of a single-owner flow.
+    ///
+    /// ```
+    /// use cellrate::meter::{Color, LocalFlow, Meter, SrTcm};
+    /// let meter = SrTcm::new(1_000, 1_500, 0, 1_000).unwrap(); // EBS 0: two colours
+    /// let mut flow = LocalFlow::new();
+    /// assert_eq!(meter.mark_local(&mut flow, 0, 1_500), Color::Green);
+    /// assert_eq!(meter.mark_local(&mut flow, 0, 1), Color::Red);
+    /// ```
+    #[inline]
+    fn mark_local(&self, flow: &mut LocalFlow, now: u64, bytes: u64) -> Color {
+        self.step(&mut flow.words, self.times(now), bytes, Color::Green)
+    }
+
+    /// Colour-aware marking of a single-owner flow.
+    ///
+    /// ```
+    /// use cellrate::meter::{Color, LocalFlow, Meter, SrTcm};
+    /// let meter = SrTcm::new(1_000, 1_500, 1_500, 1_000).unwrap();
+    /// let mut flow = LocalFlow::new();
+    /// // A yellow packet may only use the excess bucket.
+    /// assert_eq!(meter.mark_aware_local(&mut flow, 0, 1_500, Color::Yellow), Color::Yellow);
+    /// assert_eq!(meter.mark_aware_local(&mut flow, 0, 1, Color::Yellow), Color::Red);
+    /// assert_eq!(meter.mark_aware_local(&mut flow, 0, 1, Color::Green), Color::Green);
+    /// ```
+    #[inline]
+    fn mark_aware_local(&self, flow: &mut LocalFlow, now: u64, bytes: u64, color: Color) -> Color {
+        self.step(&mut flow.words, self.times(now), bytes, color)
+    }
+
+    /// Colour-blind marking of a burst of packets sharing `now`: colour `i`
+    /// of `sizes[i]` into `out[i]`, the same colours as one [`mark`](Self::mark)
+    /// per packet in order; see the [module docs](self) for how many state
+    /// updates that takes.
+    ///
+    /// ```
+    /// use cellrate::meter::{Color, Flow, Meter, TrTcm};
+    /// let meter = TrTcm::new(1_000, 1_000, 2_000, 2_000, 1_000).unwrap();
+    /// let flow = Flow::new();
+    /// let mut out = [Color::Green; 4];
+    /// meter.mark_batch(&flow, 0, &[600, 600, 600, 600], &mut out).unwrap();
+    /// assert_eq!(out, [Color::Green, Color::Yellow, Color::Yellow, Color::Red]);
+    /// ```
+    #[inline]
+    fn mark_batch(
+        &self,
+        flow: &Flow,
+        now: u64,
+        sizes: &[u64],
+        out: &mut [Color],
+    ) -> Result<(), BatchLenMismatch> {
+        check_lens(sizes.len(), None, out.len())?;
+        self.batch_shared(flow, self.times(now), sizes, |_| Color::Green, out);
+        Ok(())
+    }
+
+    /// Colour-aware [`mark_batch`](Self::mark_batch): packet `i` arrived
+    /// coloured `pre[i]`.
+    ///
+    /// ```
+    /// use cellrate::meter::{Color, Flow, Meter, TrTcm4115};
+    /// let meter = TrTcm4115::new(1_000, 1_000, 1_000, 1_000, 1_000).unwrap();
+    /// let flow = Flow::new();
+    /// let mut out = [Color::Green; 3];
+    /// let pre = [Color::Yellow, Color::Green, Color::Red];
+    /// meter.mark_batch_aware(&flow, 0, &[600, 600, 1], &pre, &mut out).unwrap();
+    /// assert_eq!(out, [Color::Yellow, Color::Green, Color::Red]);
+    /// ```
+    #[inline]
+    fn mark_batch_aware(
+        &self,
+        flow: &Flow,
+        now: u64,
+        sizes: &[u64],
+        pre: &[Color],
+        out: &mut [Color],
+    ) -> Result<(), BatchLenMismatch> {
+        check_lens(sizes.len(), Some(pre.len()), out.len())?;
+        self.batch_shared(flow, self.times(now), sizes, |i| pre[i], out);
+        Ok(())
+    }
+
+    /// Colour-blind burst on a single-owner flow: one load and one store of
+    /// the state for the whole burst.
+    ///
+    /// ```
+    /// use cellrate::meter::{Color, LocalFlow, Meter, SrTcm};
+    /// let meter = SrTcm::new(1_000, 1_000, 1_000, 1_000).unwrap();
+    /// let mut flow = LocalFlow::new();
+    /// let mut out = [Color::Green; 3];
+    /// meter.mark_batch_local(&mut flow, 0, &[900, 900, 900], &mut out).unwrap();
+    /// assert_eq!(out, [Color::Green, Color::Yellow, Color::Red]);
+    /// ```
+    #[inline]
+    fn mark_batch_local(
+        &self,
+        flow: &mut LocalFlow,
+        now: u64,
+        sizes: &[u64],
+        out: &mut [Color],
+    ) -> Result<(), BatchLenMismatch> {
+        check_lens(sizes.len(), None, out.len())?;
+        self.batch_local(
+            &mut flow.words,
+            self.times(now),
+            sizes,
+            |_| Color::Green,
+            out,
+        );
+        Ok(())
+    }
+
+    /// Colour-aware burst on a single-owner flow.
+    ///
+    /// ```
+    /// use cellrate::meter::{Color, LocalFlow, Meter, TrTcm};
+    /// let meter = TrTcm::new(1_000, 1_000, 2_000, 2_000, 1_000).unwrap();
+    /// let mut flow = LocalFlow::new();
+    /// let mut out = [Color::Green; 2];
+    /// meter.mark_batch_aware_local(&mut flow, 0, &[600, 600], &[Color::Yellow, Color::Green], &mut out).unwrap();
+    /// assert_eq!(out, [Color::Yellow, Color::Green]);
+    /// ```
+    #[inline]
+    fn mark_batch_aware_local(
+        &self,
+        flow: &mut LocalFlow,
+        now: u64,
+        sizes: &[u64],
+        pre: &[Color],
+        out: &mut [Color],
+    ) -> Result<(), BatchLenMismatch> {
+        check_lens(sizes.len(), Some(pre.len()), out.len())?;
+        self.batch_local(&mut flow.words, self.times(now), sizes, |i| pre[i], out);
+        Ok(())
+    }
+
+    /// Whole bytes in the profile's two buckets at `now` for the state
+    /// `words` ([`Flow::words`] or [`LocalFlow::words`]), in the order the
+    /// profile documents. For inspection: this divides.
+    ///
+    /// ```
+    /// use cellrate::meter::{LocalFlow, Meter, SrTcm};
+    /// let meter = SrTcm::new(1_000, 1_500, 1_500, 1_000).unwrap();
+    /// let mut flow = LocalFlow::new();
+    /// meter.mark_local(&mut flow, 0, 1_000);
+    /// assert_eq!(meter.tokens(flow.words(), 0), [500, 1_500]);
+    /// assert_eq!(meter.tokens(flow.words(), 2_000), [1_500, 1_500]);
+    /// ```
+    fn tokens(&self, words: [u64; 2], now: u64) -> [u64; 2] {
+        self.tokens_at(words, self.times(now))
+    }
+}
+
+/// The sum of a burst's sizes, `None` if it overflows (then no bucket holds
+/// it anyway). Callers take the fast path only for a positive total, so
+/// that a burst with nothing to take stores nothing, like its packets.
+#[inline(always)]
+fn batch_total(sizes: impl Iterator<Item = u64>) -> Option<u64> {
+    let mut total: u64 = 0;
+    for bytes in sizes {
+        total = total.checked_add(bytes)?;
+    }
+    Some(total)
+}
+
+/// Checks that a batch's slices have one length.
+#[inline(always)]
+fn check_lens(sizes: usize, pre: Option<usize>, out: usize) -> Result<(), BatchLenMismatch> {
+    if sizes != out || pre.is_some_and(|p| p != sizes) {
+        Err(BatchLenMismatch)
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(all(test, feature = "loom"))]
+mod loom_tests;

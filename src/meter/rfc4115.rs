@@ -1,0 +1,233 @@
+//! RFC 4115, the two-rate three-colour marker with efficient handling of
+//! in-profile traffic; see the [meter module docs](super) for the math (two
+//! independent TATs, each on its own rate).
+
+use super::sealed::Steps;
+use super::{Bucket, Color, Flow, MeterError};
+use crate::quota::Quota;
+
+/// The marker of RFC 4115: committed rate `CIR` with burst `CBS`, excess
+/// rate `EIR` with burst `EBS` (bytes per second, bytes). Unlike RFC 2698,
+/// green packets do not consume excess tokens and there is no `EIR ≥ CIR`
+/// requirement. A shared, read-only profile for any number of flows.
+///
+/// State words: `[C, E]` (committed and excess TATs, each in its own rate's
+/// sub-ticks); [`tokens`](super::Meter::tokens) answers `[Tc, Te]`.
+///
+/// ```
+/// use cellrate::meter::{Color, LocalFlow, Meter, TrTcm4115};
+/// let meter = TrTcm4115::new(1_000, 1_500, 500, 1_500, 1_000).unwrap();
+/// let mut flow = LocalFlow::new();
+/// assert_eq!(meter.mark_local(&mut flow, 0, 1_500), Color::Green);
+/// assert_eq!(meter.mark_local(&mut flow, 0, 1_500), Color::Yellow); // green took no excess tokens
+/// assert_eq!(meter.mark_local(&mut flow, 0, 1), Color::Red);
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TrTcm4115 {
+    committed: Bucket,
+    excess: Bucket,
+}
+
+impl TrTcm4115 {
+    /// The RFC 4115 marker with `cir`/`cbs` and `eir`/`ebs` on a clock of
+    /// `hz` ticks per second. A bucket may be switched off with rate and size
+    /// 0 (e.g. `eir = ebs = 0`: a two-colour policer); a bucket with a size
+    /// needs a rate.
+    ///
+    /// ```
+    /// use cellrate::meter::{MeterError, TrTcm4115};
+    /// assert!(TrTcm4115::new(1_000, 1_500, 0, 0, 1_000).is_ok());
+    /// assert_eq!(TrTcm4115::new(1_000, 1_500, 0, 1_500, 1_000), Err(MeterError::ZeroRate));
+    /// assert_eq!(TrTcm4115::new(0, 0, 0, 0, 1_000), Err(MeterError::NoBucket));
+    /// ```
+    pub const fn new(
+        cir: u64,
+        cbs: u64,
+        eir: u64,
+        ebs: u64,
+        hz: u64,
+    ) -> Result<TrTcm4115, MeterError> {
+        if cbs == 0 && ebs == 0 {
+            return Err(MeterError::NoBucket);
+        }
+        let committed = match Bucket::new(cir, cbs, hz) {
+            Ok(b) => b,
+            Err(e) => return Err(e),
+        };
+        let excess = match Bucket::new(eir, ebs, hz) {
+            Ok(b) => b,
+            Err(e) => return Err(e),
+        };
+        Ok(TrTcm4115 { committed, excess })
+    }
+
+    /// The committed rate with burst `max(CBS, 1)`, as a [`Quota`].
+    ///
+    /// ```
+    /// use cellrate::meter::TrTcm4115;
+    /// let m = TrTcm4115::new(1_000, 1_500, 500, 1_500, 1_000).unwrap();
+    /// assert_eq!(m.committed_quota().burst(), 1_500);
+    /// ```
+    pub const fn committed_quota(&self) -> Quota {
+        self.committed.quota
+    }
+
+    /// The excess rate with burst `max(EBS, 1)`, as a [`Quota`].
+    ///
+    /// ```
+    /// use cellrate::meter::TrTcm4115;
+    /// let m = TrTcm4115::new(1_000, 1_500, 500, 1_500, 1_000).unwrap();
+    /// assert_eq!(m.excess_quota().emission_interval_ticks(), 2); // 2 ms per byte
+    /// ```
+    pub const fn excess_quota(&self) -> Quota {
+        self.excess.quota
+    }
+
+    /// Whether both rates are represented exactly at the profile's clock.
+    ///
+    /// ```
+    /// use cellrate::meter::TrTcm4115;
+    /// assert!(TrTcm4115::new(1_000, 1_500, 500, 1_500, 1_000).unwrap().is_exact());
+    /// ```
+    pub const fn is_exact(&self) -> bool {
+        self.committed.quota.is_exact() && self.excess.quota.is_exact()
+    }
+}
+
+impl TrTcm4115 {
+    /// Batch pass 1, the committed bucket: green or (for now) red.
+    #[inline(always)]
+    fn committed_pass(
+        &self,
+        c: u64,
+        now: u64,
+        sizes: &[u64],
+        pre: &impl Fn(usize) -> Color,
+        out: &mut [Color],
+    ) -> u64 {
+        out.fill(Color::Red);
+        self.committed.pass(
+            c,
+            now,
+            sizes,
+            out,
+            |i, _| pre(i) == Color::Green,
+            (Color::Green, Color::Red),
+        )
+    }
+
+    /// Batch pass 2, the excess bucket: yellow or red among the packets not
+    /// green and not coloured red on arrival.
+    #[inline(always)]
+    fn excess_pass(
+        &self,
+        e: u64,
+        now: u64,
+        sizes: &[u64],
+        pre: &impl Fn(usize) -> Color,
+        out: &mut [Color],
+    ) -> u64 {
+        let candidate = |i: usize, color: Color| color != Color::Green && pre(i) != Color::Red;
+        self.excess
+            .pass(e, now, sizes, out, candidate, (Color::Yellow, Color::Red))
+    }
+}
+
+impl Steps for TrTcm4115 {
+    #[inline(always)]
+    fn times(&self, now: u64) -> [u64; 2] {
+        [self.committed.now(now), self.excess.now(now)]
+    }
+
+    #[inline(always)]
+    fn step(&self, words: &mut [u64; 2], t: [u64; 2], bytes: u64, pre: Color) -> Color {
+        if pre == Color::Green {
+            if let Some(c_next) = self.committed.take(words[0], t[0], bytes) {
+                words[0] = c_next;
+                return Color::Green;
+            }
+        }
+        if pre != Color::Red {
+            if let Some(e_next) = self.excess.take(words[1], t[1], bytes) {
+                words[1] = e_next;
+                return Color::Yellow;
+            }
+        }
+        Color::Red
+    }
+
+    #[inline(always)]
+    fn step_shared(&self, flow: &Flow, t: [u64; 2], bytes: u64, pre: Color) -> Color {
+        let [committed, excess] = &flow.words;
+        if pre == Color::Green {
+            let took = committed.update(|c| match self.committed.take(c, t[0], bytes) {
+                Some(next) => Ok((next, ())),
+                None => Err(()),
+            });
+            if took.is_ok() {
+                return Color::Green;
+            }
+        }
+        if pre != Color::Red {
+            let took = excess.update(|e| match self.excess.take(e, t[1], bytes) {
+                Some(next) => Ok((next, ())),
+                None => Err(()),
+            });
+            if took.is_ok() {
+                return Color::Yellow;
+            }
+        }
+        Color::Red
+    }
+
+    #[inline(always)]
+    fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]> {
+        let c = self.committed.take(words[0], t[0], total)?;
+        Some([c, words[1]])
+    }
+
+    #[inline]
+    fn batch_local<P: Fn(usize) -> Color>(
+        &self,
+        words: &mut [u64; 2],
+        t: [u64; 2],
+        sizes: &[u64],
+        pre: P,
+        out: &mut [Color],
+    ) {
+        if self.batch_all_green(words, t, sizes, &pre, out) {
+            return;
+        }
+        // The buckets are independent and decided in the RFC's order: one
+        // pass each, exactly one take per packet in order.
+        words[0] = self.committed_pass(words[0], t[0], sizes, &pre, out);
+        words[1] = self.excess_pass(words[1], t[1], sizes, &pre, out);
+    }
+
+    #[inline]
+    fn batch_shared<P: Fn(usize) -> Color>(
+        &self,
+        flow: &Flow,
+        t: [u64; 2],
+        sizes: &[u64],
+        pre: P,
+        out: &mut [Color],
+    ) {
+        let [committed, excess] = &flow.words;
+        // One atomic step per bucket; each pass is rerunnable (see TrTcm).
+        let _ = committed.update(|c| -> Result<(u64, ()), ()> {
+            Ok((self.committed_pass(c, t[0], sizes, &pre, out), ()))
+        });
+        let _ = excess.update(|e| -> Result<(u64, ()), ()> {
+            Ok((self.excess_pass(e, t[1], sizes, &pre, out), ()))
+        });
+    }
+
+    fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {
+        [
+            self.committed.tokens(words[0], t[0]),
+            self.excess.tokens(words[1], t[1]),
+        ]
+    }
+}
