@@ -32,7 +32,8 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `std` | [`StdClock`](time::StdClock), a monotonic nanosecond clock |
+//! | `std` | [`StdClock`](time::StdClock), a monotonic nanosecond clock; `keyed::Seed::random` |
+//! | `alloc` | `keyed::KeyedBox`, a keyed table whose capacity is chosen at run time |
 //! | `loom` | swaps the atomics for loom's in this crate's own unit tests (`cargo test --features loom`); never enable it in a dependent crate |
 //!
 //! No feature is on by default: the crate builds for bare metal as it is.
@@ -64,9 +65,13 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
 pub mod algorithm;
 pub mod decision;
 pub mod gcra;
+pub mod keyed;
 pub mod quota;
 pub mod sync;
 pub mod time;
