@@ -153,7 +153,11 @@ struct Op {
 
 fn ops(keys: u32) -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec(
-        (0..keys, prop_oneof![Just(0u64), 0..50u64, 0..3_000u64], 0..5u64)
+        (
+            0..keys,
+            prop_oneof![Just(0u64), 0..50u64, 0..3_000u64],
+            0..5u64,
+        )
             .prop_map(|(key, advance, cost)| Op { key, advance, cost }),
         1..300,
     )

@@ -534,7 +534,10 @@ mod tests {
     fn one_word_hash_is_the_streaming_hash_of_its_bytes() {
         let seed = Seed::new(1, 2);
         for word in [0u64, 1, 0xdead_beef, u64::MAX] {
-            assert_eq!(hash_word(&seed, word), sip(&seed, &word.to_le_bytes(), 1, 3));
+            assert_eq!(
+                hash_word(&seed, word),
+                sip(&seed, &word.to_le_bytes(), 1, 3)
+            );
         }
     }
 

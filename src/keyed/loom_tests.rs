@@ -39,7 +39,11 @@ fn live<S: Storage>(t: &KeyedTable<Quota, S>) -> Vec<(u64, u64)> {
 
 fn assert_no_claims<S: Storage>(t: &KeyedTable<Quota, S>) {
     for s in t.slots.slots() {
-        assert_ne!(key_of(s.load()) & TAG_MASK, CLAIMING, "a claim was left behind");
+        assert_ne!(
+            key_of(s.load()) & TAG_MASK,
+            CLAIMING,
+            "a claim was left behind"
+        );
     }
 }
 
@@ -48,7 +52,8 @@ fn assert_no_claims<S: Storage>(t: &KeyedTable<Quota, S>) {
 #[test]
 fn same_new_key_from_two_threads() {
     model(|| {
-        let t: Arc<Keyed<Quota, 2>> = Arc::new(Keyed::new(quota(1), WhenFull::Deny, Seed::new(1, 2)));
+        let t: Arc<Keyed<Quota, 2>> =
+            Arc::new(Keyed::new(quota(1), WhenFull::Deny, Seed::new(1, 2)));
         let t2 = t.clone();
         let h = thread::spawn(move || t2.check(&5u32, 0).is_ok());
         let a = t.check(&5u32, 0).is_ok();
@@ -65,7 +70,8 @@ fn same_new_key_from_two_threads() {
 #[test]
 fn different_keys_do_not_touch_each_other() {
     model(|| {
-        let t: Arc<Keyed<Quota, 2>> = Arc::new(Keyed::new(quota(2), WhenFull::Deny, Seed::new(1, 2)));
+        let t: Arc<Keyed<Quota, 2>> =
+            Arc::new(Keyed::new(quota(2), WhenFull::Deny, Seed::new(1, 2)));
         let t2 = t.clone();
         let h = thread::spawn(move || t2.check(&1u32, 0).map(|d| d.remaining()));
         let a = t.check(&2u32, 0).map(|d| d.remaining());
@@ -75,7 +81,10 @@ fn different_keys_do_not_touch_each_other() {
         l.sort();
         assert_eq!(
             l,
-            [(KeyId::exact(1, 32).0, 1_000), (KeyId::exact(2, 32).0, 1_000)]
+            [
+                (KeyId::exact(1, 32).0, 1_000),
+                (KeyId::exact(2, 32).0, 1_000)
+            ]
         );
     });
 }
@@ -86,12 +95,15 @@ fn different_keys_do_not_touch_each_other() {
 #[test]
 fn inserts_racing_for_different_slots_leave_one_copy() {
     model(|| {
-        let t: Arc<Keyed<Quota, 2>> = Arc::new(Keyed::new(quota(1), WhenFull::Deny, Seed::new(3, 4)));
+        let t: Arc<Keyed<Quota, 2>> =
+            Arc::new(Keyed::new(quota(1), WhenFull::Deny, Seed::new(3, 4)));
         let (id, hash) = identify(&5u32, &t.seed);
         let first = home(hash, 2);
         // Another key at the head of the window, idle from tick 1 000 on.
         let other = LIVE | KeyId::exact(9, 32).0;
-        t.slots[first].compare_exchange(0, pack(other, 1_000)).unwrap();
+        t.slots[first]
+            .compare_exchange(0, pack(other, 1_000))
+            .unwrap();
         let t2 = t.clone();
         let h = thread::spawn(move || t2.check(&5u32, 1_000).is_ok()); // may evict key 9
         let a = t.check(&5u32, 999).is_ok(); // sees key 9 owing: takes the second slot
@@ -111,7 +123,8 @@ fn inserts_racing_for_different_slots_leave_one_copy() {
 #[test]
 fn eviction_races_a_check_of_the_evicted_key() {
     model(|| {
-        let t: Arc<Keyed<Quota, 1>> = Arc::new(Keyed::new(quota(2), WhenFull::Deny, Seed::new(1, 2)));
+        let t: Arc<Keyed<Quota, 1>> =
+            Arc::new(Keyed::new(quota(2), WhenFull::Deny, Seed::new(1, 2)));
         t.check_n(&1u32, 0, 2).unwrap();
         let t2 = t.clone();
         let h = thread::spawn(move || t2.check(&2u32, 2_000).map(|d| d.remaining()));
@@ -132,7 +145,8 @@ fn eviction_races_a_check_of_the_evicted_key() {
 #[test]
 fn a_debtor_keeps_its_slot() {
     model(|| {
-        let t: Arc<Keyed<Quota, 1>> = Arc::new(Keyed::new(quota(2), WhenFull::Deny, Seed::new(1, 2)));
+        let t: Arc<Keyed<Quota, 1>> =
+            Arc::new(Keyed::new(quota(2), WhenFull::Deny, Seed::new(1, 2)));
         t.check_n(&1u32, 0, 2).unwrap(); // TAT 2 000
         let t2 = t.clone();
         let h = thread::spawn(move || t2.check(&2u32, 1_000).is_ok());
@@ -149,12 +163,11 @@ fn a_debtor_keeps_its_slot() {
 #[test]
 fn hot_key_is_not_over_admitted() {
     model(|| {
-        let t: Arc<Keyed<Quota, 1>> = Arc::new(Keyed::new(quota(3), WhenFull::Deny, Seed::new(1, 2)));
+        let t: Arc<Keyed<Quota, 1>> =
+            Arc::new(Keyed::new(quota(3), WhenFull::Deny, Seed::new(1, 2)));
         t.check(&1u32, 0).unwrap();
         let t2 = t.clone();
-        let h = thread::spawn(move || {
-            (0..2).filter(|_| t2.check(&1u32, 0).is_ok()).count()
-        });
+        let h = thread::spawn(move || (0..2).filter(|_| t2.check(&1u32, 0).is_ok()).count());
         let a = (0..2).filter(|_| t.check(&1u32, 0).is_ok()).count();
         let b = h.join().unwrap();
         assert_eq!(1 + a + b, 3);

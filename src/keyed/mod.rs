@@ -775,6 +775,35 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         let window = n.min(PROBE_WINDOW);
         let first = home(hash, n);
         let live_key = LIVE | id.0;
+        // Fast pass: the key's slot, or the first EMPTY slot (no copy of a
+        // key lies beyond it).
+        let mut index = first;
+        for _ in 0..window {
+            let value = slots[index].load();
+            let key = key_of(value);
+            if key == live_key {
+                return Located::Live(index, value);
+            }
+            if key == EMPTY {
+                break;
+            }
+            index += 1;
+            if index == n {
+                index = 0;
+            }
+        }
+        if !insert {
+            return Located::Absent;
+        }
+        self.insert(id, first, n, window, now)
+    }
+
+    /// The slow path of [`locate`](Self::locate): insert `id`, or find the
+    /// copy another thread inserted meanwhile.
+    #[cold]
+    fn insert(&self, id: KeyId, first: usize, n: usize, window: usize, now: u64) -> Located {
+        let slots = self.slots.slots();
+        let live_key = LIVE | id.0;
         let claim_key = CLAIMING | id.0;
         // Whether this call made a claim: then a pass reads the whole window
         // even after finding the key, to withdraw claims left behind.
@@ -785,7 +814,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
             let mut found: Option<(usize, u128)> = None;
             let mut free: Option<(usize, u128)> = None;
             let mut index = first;
-            for position in 0..window {
+            for (position, seen_here) in seen.iter_mut().enumerate().take(window) {
                 let value = slots[index].load();
                 let key = key_of(value);
                 if key == live_key {
@@ -795,7 +824,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                     }
                 } else if key == claim_key {
                     claims |= 1 << position;
-                    seen[position] = value;
+                    *seen_here = value;
                 } else if key == EMPTY {
                     if free.is_none() {
                         free = Some((index, value));
@@ -821,9 +850,6 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                 return Located::Live(index, value);
             }
             if claims != 0 {
-                if !insert {
-                    return Located::Absent;
-                }
                 // Resolve: the first claim in window order wins.
                 let winner = claims.trailing_zeros() as usize;
                 if !self.withdraw(first, n, claims & (claims - 1), &seen) {
@@ -836,9 +862,6 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                     return Located::Live(index, live);
                 }
                 continue;
-            }
-            if !insert {
-                return Located::Absent;
             }
             let Some((index, value)) = free else {
                 return Located::Full;

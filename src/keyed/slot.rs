@@ -181,10 +181,10 @@ impl Counter {
     pub(crate) fn add(&self, n: usize) -> usize {
         #[cfg(any(all(feature = "loom", test), target_has_atomic = "ptr"))]
         {
-            #[cfg(all(feature = "loom", test))]
-            use loom::sync::atomic::Ordering::Relaxed;
             #[cfg(not(all(feature = "loom", test)))]
             use core::sync::atomic::Ordering::Relaxed;
+            #[cfg(all(feature = "loom", test))]
+            use loom::sync::atomic::Ordering::Relaxed;
             self.0.fetch_add(n, Relaxed)
         }
         #[cfg(all(not(all(feature = "loom", test)), not(target_has_atomic = "ptr")))]
@@ -199,10 +199,10 @@ impl Counter {
     pub(crate) fn get(&self) -> usize {
         #[cfg(any(all(feature = "loom", test), target_has_atomic = "ptr"))]
         {
-            #[cfg(all(feature = "loom", test))]
-            use loom::sync::atomic::Ordering::Relaxed;
             #[cfg(not(all(feature = "loom", test)))]
             use core::sync::atomic::Ordering::Relaxed;
+            #[cfg(all(feature = "loom", test))]
+            use loom::sync::atomic::Ordering::Relaxed;
             self.0.load(Relaxed)
         }
         #[cfg(all(not(all(feature = "loom", test)), not(target_has_atomic = "ptr")))]

@@ -155,9 +155,15 @@ fn stray_claims_are_resolved() {
     // Two claims for key 1 at window positions 0 and 2, as two racing
     // inserters would leave them.
     let slots = t.slots.slots();
-    slots[first].compare_exchange(0, pack(CLAIMING | id.0, 100)).unwrap();
-    slots[wrap(first + 1, 4)].compare_exchange(0, pack(pack_key_other(), 0)).unwrap();
-    slots[wrap(first + 2, 4)].compare_exchange(0, pack(CLAIMING | id.0, 101)).unwrap();
+    slots[first]
+        .compare_exchange(0, pack(CLAIMING | id.0, 100))
+        .unwrap();
+    slots[wrap(first + 1, 4)]
+        .compare_exchange(0, pack(pack_key_other(), 0))
+        .unwrap();
+    slots[wrap(first + 2, 4)]
+        .compare_exchange(0, pack(CLAIMING | id.0, 101))
+        .unwrap();
     assert!(t.check(&1u32, 0).is_ok());
     let o = t.sweep(0);
     assert_eq!((o.owing, o.claiming), (1, 0));
