@@ -173,3 +173,39 @@ fn hot_key_is_not_over_admitted() {
         assert_eq!(1 + a + b, 3);
     });
 }
+
+/// Three threads: two inserts of one key with disagreeing clocks and an
+/// insert of another key, all competing for two slots (one held by an idle
+/// key). Key 5 is admitted once and has one copy; key 6, if it got a slot,
+/// holds exactly its own charge; nothing is left half-claimed.
+#[test]
+fn three_inserts_compete_for_two_slots() {
+    model(|| {
+        let t: Arc<Keyed<Quota, 2>> =
+            Arc::new(Keyed::new(quota(1), WhenFull::Deny, Seed::new(3, 4)));
+        let (id, hash) = identify(&5u32, &t.seed);
+        let first = home(hash, 2);
+        let other = LIVE | KeyId::exact(9, 32).0;
+        t.slots[first]
+            .compare_exchange(0, pack(other, 1_000))
+            .unwrap();
+        let (t2, t3) = (t.clone(), t.clone());
+        let h2 = thread::spawn(move || t2.check(&5u32, 1_000).is_ok());
+        let h3 = thread::spawn(move || t3.check(&6u32, 1_000).is_ok());
+        let a = t.check(&5u32, 999).is_ok();
+        let b = h2.join().unwrap();
+        let c = h3.join().unwrap();
+        assert!(a ^ b, "key 5 admitted {a} {b}");
+        let l = live(&t);
+        assert_eq!(l.iter().filter(|(k, _)| *k == id.0).count(), 1);
+        let six = KeyId::exact(6, 32).0;
+        match l.iter().find(|(k, _)| *k == six) {
+            Some((_, state)) => {
+                assert!(c);
+                assert_eq!(*state, 2_000);
+            }
+            None => assert!(!c),
+        }
+        assert_no_claims(&t);
+    });
+}
