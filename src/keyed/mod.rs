@@ -1002,6 +1002,19 @@ where
     }
 }
 
+impl<A: Algorithm + core::fmt::Debug, S: Storage, O: Overrides<A>> core::fmt::Debug
+    for KeyedTable<A, S, O>
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("KeyedTable")
+            .field("algorithm", &self.algorithm)
+            .field("capacity", &self.capacity())
+            .field("when_full", &self.when_full)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
 /// The home slot of a hash: `⌊hash · n / 2⁶⁴⌋`.
 #[inline(always)]
 fn home(hash: u64, n: usize) -> usize {
