@@ -244,7 +244,7 @@ impl Hasher for KeyHasher {
 /// A key of a keyed table: a client, an endpoint, a `(client, endpoint)` pair.
 ///
 /// Keys of at most 61 bits are stored exactly; wider keys as a 61-bit
-/// fingerprint of a keyed hash (see the [module docs](self)). Implemented for
+/// fingerprint of a keyed hash (see [`Seed`] and the [keyed module](crate::keyed)). Implemented for
 /// the integers, `char`, `bool`, strings, byte slices and arrays, references,
 /// pairs and triples of keys, and any `Hash` type wrapped in [`Hashed`].
 ///

@@ -16,6 +16,23 @@
 //! | `10·id` (tag `0b10`, then the 62-bit [`KeyId`]) | LIVE: the slot of `id` |
 //! | `11·id` | CLAIMING: `id` is being inserted; the state word holds a unique ticket |
 //!
+//! The slot is one `portable_atomic::AtomicU128` on x86_64 (`cmpxchg16b`,
+//! detected at run time) and aarch64, and a `u128` inside a
+//! [`critical_section`] on every other target (thumbv6m/7m/7em, riscv32, …),
+//! which is safe against interrupt handlers and never deadlocks.
+//!
+//! **Keys.** A key of at most 61 bits ([`Key::EXACT_BITS`]: `u32`,
+//! `(u32, u16)`, …) is stored exactly: `id = 2⁶¹ | key`, and two keys never
+//! share a slot. A wider key (`u64`, strings, [`Hashed`]) is stored as the
+//! low 61 bits of a 128-bit SipHash-1-3 under the table's secret [`Seed`]:
+//! two keys share a slot only if those fingerprints collide *and* their
+//! windows overlap, about `16 / 2⁶¹` per pair of live keys, and a client
+//! cannot search for a collision without the seed. The home hash is
+//! SipHash-1-3 too (of the exact value, or the other half of the 128-bit
+//! output), so clients cannot aim their keys at one window either.
+//! SipHash: Aumasson and Bernstein, "SipHash: a fast short-input PRF",
+//! INDOCRYPT 2012; written here from the paper.
+//!
 //! A key's **home** is `⌊h · capacity / 2⁶⁴⌋` for its keyed hash `h` (no
 //! division), and its **probe window** the `W = min(16, capacity)` slots from
 //! home on, wrapping ([`PROBE_WINDOW`]). Every operation reads at most `W`
@@ -57,6 +74,29 @@
 //!   table's [`WhenFull`] policy decides.
 //! * Clocks: `now` should not go backwards by more than the quota's span
 //!   between threads; idleness is judged at the evicting thread's `now`.
+//!
+//! # Sizing, memory and speed
+//!
+//! Each slot is 16 bytes, so a table of `capacity` slots takes
+//! `16 · capacity` bytes (plus about 100 bytes of header), allocated once.
+//! How many keys fit depends on the load: with a 16-slot window, random
+//! homes place about 98.5 % of keys when the table has 1.3 slots per key
+//! (21 bytes per tracked key), and practically all at 2 slots per key
+//! (32 bytes). Keys that do not fit meet the [`WhenFull`] policy; size the
+//! table at about twice the number of clients you expect to be *owing* at
+//! once (idle clients' slots are reused).
+//!
+//! `benches/keyed.rs` compares against the `governor` crate's keyed limiter
+//! (its default `DashMap` store) on a frozen clock. Measured on a shared
+//! 2-core x86_64 machine (noisy; ratios are governor ÷ cellrate time, so
+//! above 1 means cellrate is faster): one hot key ≈ 1.0, 1 000 keys
+//! 0.6–0.8, 100 000 keys 0.3–0.6. Governor used 33.8 bytes per key at 1 000
+//! keys and 22.3 at 100 000 (counting allocator); this table 16 bytes per slot,
+//! 21.3 bytes per tracked key at 1.3 slots per key. Every check costs at
+//! least a 16-byte atomic load and compare-and-swap, which on x86_64 goes
+//! through portable-atomic's run-time dispatch to `cmpxchg16b` unless the
+//! crate is built with that target feature (for example
+//! `-C target-cpu=x86-64-v2`), plus one SipHash-1-3 of the key.
 //!
 //! # Example: per client and per (client, endpoint)
 //!
