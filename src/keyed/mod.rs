@@ -282,7 +282,8 @@ impl Storage for alloc::boxed::Box<[Slot]> {
 pub struct KeyedStats {
     /// Keys given a slot.
     pub inserted: usize,
-    /// Of those, slots taken over from an idle client.
+    /// Idle clients evicted to make room for a new key (their slot was
+    /// claimed; a claim that then lost a race leaves the slot free).
     pub reused: usize,
     /// New keys denied because their window was full ([`WhenFull::Deny`]).
     pub overflow_denied: usize,
