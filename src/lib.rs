@@ -32,7 +32,8 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `std` | [`StdClock`](time::StdClock), a monotonic nanosecond clock; [`SlidingLog`] locks a `std` mutex instead of a critical section |
+//! | `std` | [`StdClock`](time::StdClock), a monotonic nanosecond clock; [`SlidingLog`] locks a `std` mutex instead of a critical section; `keyed::Seed::random`; implies `alloc` |
+//! | `alloc` | `keyed::KeyedBox`, a keyed table whose capacity is chosen at run time |
 //! | `embedded-hal` | `hal`: rate-limited SPI/I2C devices and a blocking wait with a `DelayNs` |
 //! | `embassy-time` | `embassy`: a clock over embassy's ticks and an async wait |
 //! | `defmt` | `defmt::Format` for every public type |
@@ -72,6 +73,9 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
 pub mod algorithm;
 pub mod compose;
 pub mod decision;
@@ -81,6 +85,7 @@ pub mod firmware;
 pub mod gcra;
 #[cfg(feature = "embedded-hal")]
 pub mod hal;
+pub mod keyed;
 pub mod meter;
 pub mod quota;
 pub mod sync;

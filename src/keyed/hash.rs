@@ -1,0 +1,562 @@
+//! Keys and the keyed hash that places them.
+//!
+//! # The math
+//!
+//! Every key becomes two numbers: a **home hash** `h` (64 bits) that picks the
+//! first slot of its probe window, and an **identity** `id` (62 bits) that is
+//! what a slot stores.
+//!
+//! * A key that fits in 61 bits ([`Key::EXACT_BITS`] ≥ 1: `u32`, `(u32, u16)`,
+//!   …) is stored **exactly**: `id = 2⁶¹ | key`. Two different keys never share
+//!   a slot. `h = SipHash-1-3(seed, key as 8 little-endian bytes)`.
+//! * A wider key (`u64`, strings, byte slices, [`Hashed`]) is stored as a
+//!   **fingerprint**: `(h, f) = SipHash-1-3-128(seed, bytes)` and
+//!   `id = f mod 2⁶¹`. Two keys share a slot only if their 61-bit
+//!   fingerprints collide *and* their windows overlap: about `W / 2⁶¹` per
+//!   pair of live keys (W = 16 slots), and since the seed is secret (random
+//!   per table, or chosen by the caller) a client cannot search for a
+//!   collision offline.
+//!
+//! SipHash is the pseudo-random function of Aumasson and Bernstein,
+//! "SipHash: a fast short-input PRF" (INDOCRYPT 2012); the 1-3 round variant
+//! is the one Rust's standard `HashMap` uses. It is written here from the
+//! paper's description (`sip_round`, 8-byte little-endian blocks, a last block
+//! carrying the length in its top byte, the 128-bit output variant's `0xee` and
+//! `0xdd` constants).
+//!
+//! # Invariants
+//!
+//! * `id` always has bit 61 clear for fingerprints and set for exact keys, so
+//!   an exact key never equals a fingerprint.
+//! * `id < 2⁶²`; the two top bits of a slot's key word are the table's tags.
+
+use core::hash::{Hash, Hasher};
+
+/// The 128-bit secret of a table's keyed hash.
+///
+/// Pick it at random per table (with the `std` feature:
+/// [`Seed::random`]) so that clients cannot predict which keys collide. A
+/// fixed seed makes the placement of keys reproducible (tests, or several
+/// processes that must agree).
+///
+/// ```
+/// use cellrate::keyed::Seed;
+/// const SEED: Seed = Seed::new(0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210);
+/// assert_ne!(SEED, Seed::new(0, 0));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Seed {
+    k0: u64,
+    k1: u64,
+}
+
+impl core::fmt::Debug for Seed {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // A secret: never printed.
+        f.write_str("Seed(..)")
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Seed {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(f, "Seed(..)")
+    }
+}
+
+impl Seed {
+    /// A seed from two 64-bit halves.
+    pub const fn new(k0: u64, k1: u64) -> Self {
+        Seed { k0, k1 }
+    }
+
+    /// A seed from the operating system's randomness (through the standard
+    /// library's per-process random hash keys).
+    ///
+    /// ```
+    /// use cellrate::keyed::Seed;
+    /// assert_ne!(Seed::random(), Seed::random());
+    /// ```
+    #[cfg(feature = "std")]
+    pub fn random() -> Self {
+        use std::hash::BuildHasher;
+        let state = std::collections::hash_map::RandomState::new();
+        Seed {
+            k0: state.hash_one(0x5eed_u64),
+            k1: state.hash_one(0xc0ffee_u64),
+        }
+    }
+}
+
+/// The SipHash state: four 64-bit words.
+#[derive(Clone, Copy)]
+struct Sip {
+    v0: u64,
+    v1: u64,
+    v2: u64,
+    v3: u64,
+}
+
+impl Sip {
+    #[inline(always)]
+    const fn new(seed: &Seed, wide: bool) -> Self {
+        Sip {
+            v0: seed.k0 ^ 0x736f_6d65_7073_6575,
+            v1: seed.k1 ^ 0x646f_7261_6e64_6f6d ^ if wide { 0xee } else { 0 },
+            v2: seed.k0 ^ 0x6c79_6765_6e65_7261,
+            v3: seed.k1 ^ 0x7465_6462_7974_6573,
+        }
+    }
+
+    #[inline(always)]
+    fn round(&mut self) {
+        self.v0 = self.v0.wrapping_add(self.v1);
+        self.v1 = self.v1.rotate_left(13) ^ self.v0;
+        self.v0 = self.v0.rotate_left(32);
+        self.v2 = self.v2.wrapping_add(self.v3);
+        self.v3 = self.v3.rotate_left(16) ^ self.v2;
+        self.v0 = self.v0.wrapping_add(self.v3);
+        self.v3 = self.v3.rotate_left(21) ^ self.v0;
+        self.v2 = self.v2.wrapping_add(self.v1);
+        self.v1 = self.v1.rotate_left(17) ^ self.v2;
+        self.v2 = self.v2.rotate_left(32);
+    }
+
+    #[inline(always)]
+    fn compress(&mut self, block: u64, rounds: u32) {
+        self.v3 ^= block;
+        for _ in 0..rounds {
+            self.round();
+        }
+        self.v0 ^= block;
+    }
+
+    #[inline(always)]
+    fn finish(&mut self, xor: u64, rounds: u32) -> u64 {
+        self.v2 ^= xor;
+        for _ in 0..rounds {
+            self.round();
+        }
+        self.v0 ^ self.v1 ^ self.v2 ^ self.v3
+    }
+
+    #[inline(always)]
+    fn finish128(mut self, rounds: u32) -> (u64, u64) {
+        let first = self.finish(0xee, rounds);
+        self.v1 ^= 0xdd;
+        let second = self.finish(0, rounds);
+        (first, second)
+    }
+}
+
+/// SipHash-1-3 of one 8-byte block (the little-endian bytes of `word`).
+#[inline(always)]
+pub(crate) fn hash_word(seed: &Seed, word: u64) -> u64 {
+    let mut s = Sip::new(seed, false);
+    s.compress(word, 1);
+    s.compress(8 << 56, 1);
+    s.finish(0xff, 3)
+}
+
+/// A streaming SipHash over the bytes of a key, with `c` compression and `d`
+/// finalization rounds (1 and 3 for the table; 2 and 4 in the tests, to check
+/// the rounds against the standard library's SipHash-2-4).
+///
+/// It implements [`Hasher`] so that any `Hash` type can feed it (see
+/// [`Hashed`]); [`Key::feed`] implementations call its `write_*` methods.
+#[derive(Clone, Copy)]
+pub struct KeyHasher {
+    state: Sip,
+    tail: u64,
+    tail_len: u32,
+    length: u64,
+    c: u32,
+    d: u32,
+}
+
+impl core::fmt::Debug for KeyHasher {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("KeyHasher")
+            .field("length", &self.length)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KeyHasher {
+    fn with_rounds(seed: &Seed, wide: bool, c: u32, d: u32) -> Self {
+        KeyHasher {
+            state: Sip::new(seed, wide),
+            tail: 0,
+            tail_len: 0,
+            length: 0,
+            c,
+            d,
+        }
+    }
+
+    fn last_block(&mut self) -> u64 {
+        self.tail | ((self.length & 0xff) << 56)
+    }
+
+    /// The 128-bit SipHash of everything written.
+    fn finish128(mut self) -> (u64, u64) {
+        let b = self.last_block();
+        self.state.compress(b, self.c);
+        self.state.finish128(self.d)
+    }
+}
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.length = self.length.wrapping_add(bytes.len() as u64);
+        let mut bytes = bytes;
+        // Complete a pending partial block.
+        while self.tail_len > 0 && !bytes.is_empty() {
+            self.tail |= (bytes[0] as u64) << (8 * self.tail_len);
+            self.tail_len += 1;
+            bytes = &bytes[1..];
+            if self.tail_len == 8 {
+                self.state.compress(self.tail, self.c);
+                self.tail = 0;
+                self.tail_len = 0;
+            }
+        }
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(chunk);
+            self.state.compress(u64::from_le_bytes(b), self.c);
+        }
+        for (i, &byte) in chunks.remainder().iter().enumerate() {
+            self.tail |= (byte as u64) << (8 * i);
+        }
+        self.tail_len = chunks.remainder().len() as u32;
+    }
+
+    fn finish(&self) -> u64 {
+        let mut copy = *self;
+        let b = copy.last_block();
+        copy.state.compress(b, copy.c);
+        copy.state.finish(0xff, copy.d)
+    }
+}
+
+/// A key of a keyed table: a client, an endpoint, a `(client, endpoint)` pair.
+///
+/// Keys of at most 61 bits are stored exactly; wider keys as a 61-bit
+/// fingerprint of a keyed hash (see [`Seed`] and the [keyed module](crate::keyed)). Implemented for
+/// the integers, `char`, `bool`, strings, byte slices and arrays, references,
+/// pairs and triples of keys, and any `Hash` type wrapped in [`Hashed`].
+///
+/// ```
+/// use cellrate::keyed::Key;
+/// assert_eq!(<u32 as Key>::EXACT_BITS, 32);
+/// assert_eq!(<(u32, u16) as Key>::EXACT_BITS, 48); // a (client, endpoint) pair, exact
+/// assert_eq!(<u64 as Key>::EXACT_BITS, 0);         // fingerprinted
+/// assert_eq!((7u32, 3u16).exact(), (7 << 16) | 3);
+/// ```
+pub trait Key {
+    /// How many bits the key needs when stored exactly (1 to 61), or 0 if it
+    /// is stored as a fingerprint.
+    const EXACT_BITS: u32 = 0;
+
+    /// The key as a number below `2^EXACT_BITS` (only called when
+    /// `EXACT_BITS > 0`).
+    fn exact(&self) -> u64 {
+        0
+    }
+
+    /// Writes the key's bytes to the hasher (only called when
+    /// `EXACT_BITS == 0`). Equal keys must write equal bytes.
+    fn feed(&self, hasher: &mut KeyHasher) {
+        let _ = hasher;
+    }
+}
+
+macro_rules! exact_key {
+    ($($t:ty => $bits:expr, $as:ty;)*) => {$(
+        impl Key for $t {
+            const EXACT_BITS: u32 = $bits;
+            #[inline(always)]
+            fn exact(&self) -> u64 {
+                *self as $as as u64
+            }
+        }
+    )*};
+}
+
+exact_key! {
+    u8 => 8, u8;
+    u16 => 16, u16;
+    u32 => 32, u32;
+    i8 => 8, u8;
+    i16 => 16, u16;
+    i32 => 32, u32;
+    bool => 1, u8;
+}
+
+impl Key for char {
+    const EXACT_BITS: u32 = 21;
+    #[inline(always)]
+    fn exact(&self) -> u64 {
+        *self as u64
+    }
+}
+
+macro_rules! wide_key {
+    ($($t:ty),*) => {$(
+        impl Key for $t {
+            #[inline(always)]
+            fn feed(&self, hasher: &mut KeyHasher) {
+                hasher.write(&self.to_le_bytes());
+            }
+        }
+    )*};
+}
+
+wide_key!(u64, i64, u128, i128);
+
+impl Key for usize {
+    const EXACT_BITS: u32 = if usize::BITS <= 61 { usize::BITS } else { 0 };
+    #[inline(always)]
+    fn exact(&self) -> u64 {
+        *self as u64
+    }
+    #[inline(always)]
+    fn feed(&self, hasher: &mut KeyHasher) {
+        hasher.write(&(*self as u64).to_le_bytes());
+    }
+}
+
+impl Key for [u8] {
+    fn feed(&self, hasher: &mut KeyHasher) {
+        hasher.write(self);
+    }
+}
+
+impl<const N: usize> Key for [u8; N] {
+    fn feed(&self, hasher: &mut KeyHasher) {
+        hasher.write(self);
+    }
+}
+
+impl Key for str {
+    fn feed(&self, hasher: &mut KeyHasher) {
+        hasher.write(self.as_bytes());
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl Key for alloc::string::String {
+    fn feed(&self, hasher: &mut KeyHasher) {
+        hasher.write(self.as_bytes());
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl Key for alloc::vec::Vec<u8> {
+    fn feed(&self, hasher: &mut KeyHasher) {
+        hasher.write(self);
+    }
+}
+
+impl<K: Key + ?Sized> Key for &K {
+    const EXACT_BITS: u32 = K::EXACT_BITS;
+    #[inline(always)]
+    fn exact(&self) -> u64 {
+        (**self).exact()
+    }
+    #[inline(always)]
+    fn feed(&self, hasher: &mut KeyHasher) {
+        (**self).feed(hasher)
+    }
+}
+
+/// Writes one part of a composite key: its exact value as 8 bytes, or its
+/// own bytes followed by their count (so that `("ab", "c")` and `("a", "bc")`
+/// differ).
+fn feed_part<K: Key + ?Sized>(part: &K, hasher: &mut KeyHasher) {
+    if K::EXACT_BITS > 0 {
+        hasher.write(&part.exact().to_le_bytes());
+    } else {
+        let before = hasher.length;
+        part.feed(hasher);
+        let written = hasher.length.wrapping_sub(before);
+        hasher.write(&written.to_le_bytes());
+    }
+}
+
+const fn pair_bits(a: u32, b: u32) -> u32 {
+    if a > 0 && b > 0 && a + b <= 61 {
+        a + b
+    } else {
+        0
+    }
+}
+
+impl<A: Key, B: Key> Key for (A, B) {
+    const EXACT_BITS: u32 = pair_bits(A::EXACT_BITS, B::EXACT_BITS);
+    #[inline(always)]
+    fn exact(&self) -> u64 {
+        (self.0.exact() << B::EXACT_BITS) | self.1.exact()
+    }
+    fn feed(&self, hasher: &mut KeyHasher) {
+        feed_part(&self.0, hasher);
+        feed_part(&self.1, hasher);
+    }
+}
+
+impl<A: Key, B: Key, C: Key> Key for (A, B, C) {
+    const EXACT_BITS: u32 = pair_bits(pair_bits(A::EXACT_BITS, B::EXACT_BITS), C::EXACT_BITS);
+    #[inline(always)]
+    fn exact(&self) -> u64 {
+        (((self.0.exact() << B::EXACT_BITS) | self.1.exact()) << C::EXACT_BITS) | self.2.exact()
+    }
+    fn feed(&self, hasher: &mut KeyHasher) {
+        feed_part(&self.0, hasher);
+        feed_part(&self.1, hasher);
+        feed_part(&self.2, hasher);
+    }
+}
+
+/// Any [`Hash`] type as a (fingerprinted) [`Key`].
+///
+/// ```
+/// use cellrate::keyed::{Hashed, Key};
+/// #[derive(Hash)]
+/// struct Route { method: u8, path: &'static str }
+/// let key = Hashed(Route { method: 1, path: "/login" });
+/// assert_eq!(<Hashed<Route> as Key>::EXACT_BITS, 0);
+/// # let _ = key;
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Hashed<T>(pub T);
+
+impl<T: Hash> Key for Hashed<T> {
+    fn feed(&self, hasher: &mut KeyHasher) {
+        self.0.hash(hasher);
+    }
+}
+
+/// The table's name for a key: what its slot stores.
+///
+/// Made by a table's [`key_id`](crate::keyed::KeyedTable::key_id) (which knows
+/// the seed) or, for exactly stored keys, by [`KeyId::exact`] in `const`
+/// context. Used to name keys in [`Overrides`](crate::keyed::Overrides).
+///
+/// ```
+/// use cellrate::keyed::KeyId;
+/// const PREMIUM: KeyId = KeyId::exact(42u32 as u64, 32);
+/// assert_eq!(PREMIUM, KeyId::exact(42, 32));
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KeyId(pub(crate) u64);
+
+/// Marks an exactly stored identity.
+pub(crate) const EXACT_FLAG: u64 = 1 << 61;
+/// The bits of an identity's payload.
+pub(crate) const PAYLOAD_MASK: u64 = EXACT_FLAG - 1;
+
+impl KeyId {
+    /// The identity of an exactly stored key whose [`Key::exact`] value is
+    /// `value` and whose [`Key::EXACT_BITS`] is `bits` (1 to 61). A `value`
+    /// wider than `bits` is truncated, as the table would never produce it.
+    pub const fn exact(value: u64, bits: u32) -> Self {
+        let mask = if bits >= 61 {
+            PAYLOAD_MASK
+        } else {
+            (1u64 << bits) - 1
+        };
+        KeyId(EXACT_FLAG | (value & mask))
+    }
+
+    /// The raw 62-bit identity.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+/// The identity and home hash of `key` under `seed`.
+#[inline(always)]
+pub(crate) fn identify<K: Key + ?Sized>(key: &K, seed: &Seed) -> (KeyId, u64) {
+    if K::EXACT_BITS > 0 && K::EXACT_BITS <= 61 {
+        let value = key.exact() & PAYLOAD_MASK;
+        (KeyId(EXACT_FLAG | value), hash_word(seed, value))
+    } else {
+        let mut h = KeyHasher::with_rounds(seed, true, 1, 3);
+        key.feed(&mut h);
+        let (home, fingerprint) = h.finish128();
+        (KeyId(fingerprint & PAYLOAD_MASK), home)
+    }
+}
+
+#[cfg(all(test, not(feature = "loom")))]
+mod tests {
+    extern crate std;
+    use super::*;
+
+    fn sip(seed: &Seed, bytes: &[u8], c: u32, d: u32) -> u64 {
+        let mut h = KeyHasher::with_rounds(seed, false, c, d);
+        h.write(bytes);
+        h.finish()
+    }
+
+    /// The round function, padding and streaming agree with the standard
+    /// library's SipHash-2-4 on every length 0..64 and every split point.
+    #[test]
+    #[allow(deprecated)]
+    fn rounds_match_std_siphash_2_4() {
+        let seed = Seed::new(0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908);
+        let data: std::vec::Vec<u8> = (0u8..64).collect();
+        for len in 0..64 {
+            let mut reference = std::hash::SipHasher::new_with_keys(seed.k0, seed.k1);
+            reference.write(&data[..len]);
+            let expected = reference.finish();
+            assert_eq!(sip(&seed, &data[..len], 2, 4), expected, "len {len}");
+            for split in 0..=len {
+                let mut h = KeyHasher::with_rounds(&seed, false, 2, 4);
+                h.write(&data[..split]);
+                h.write(&data[split..len]);
+                assert_eq!(h.finish(), expected, "len {len} split {split}");
+            }
+        }
+    }
+
+    /// The paper's first 64-bit SipHash-2-4 vector (key 00..0f, empty input).
+    #[test]
+    fn paper_vector_64() {
+        let seed = Seed::new(0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908);
+        assert_eq!(sip(&seed, &[], 2, 4), 0x726f_db47_dd0e_0e31);
+    }
+
+    #[test]
+    fn one_word_hash_is_the_streaming_hash_of_its_bytes() {
+        let seed = Seed::new(1, 2);
+        for word in [0u64, 1, 0xdead_beef, u64::MAX] {
+            assert_eq!(
+                hash_word(&seed, word),
+                sip(&seed, &word.to_le_bytes(), 1, 3)
+            );
+        }
+    }
+
+    #[test]
+    fn identities_separate_exact_and_fingerprinted_keys() {
+        let seed = Seed::new(3, 4);
+        let (a, _) = identify(&5u32, &seed);
+        assert_eq!(a, KeyId::exact(5, 32));
+        let (b, _) = identify(&5u64, &seed);
+        assert_eq!(b.0 & EXACT_FLAG, 0);
+        let (c, _) = identify(&(1u32, 2u16), &seed);
+        assert_eq!(c, KeyId::exact((1 << 16) | 2, 48));
+        // Composite fingerprinted keys keep their parts apart.
+        let (d, _) = identify(&("ab", "c"), &seed);
+        let (e, _) = identify(&("a", "bc"), &seed);
+        assert_ne!(d, e);
+        // The seed changes fingerprints and homes.
+        let (f, hf) = identify("client", &seed);
+        let (g, hg) = identify("client", &Seed::new(5, 6));
+        assert!(f != g && hf != hg);
+    }
+}

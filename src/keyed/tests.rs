@@ -1,0 +1,190 @@
+extern crate std;
+
+use super::*;
+use crate::Quota;
+
+const HZ: u64 = 1_000;
+
+fn quota(per_second: u64, burst: u64) -> Quota {
+    Quota::per_second(per_second).with_burst(burst).at_hz(HZ)
+}
+
+#[test]
+fn each_key_has_its_own_limit() {
+    let t: Keyed<Quota, 64> = Keyed::new(quota(1, 2), WhenFull::Deny, Seed::new(1, 2));
+    for key in 0u32..20 {
+        assert!(t.check(&key, 0).is_ok());
+        assert!(t.check(&key, 0).is_ok());
+        assert!(t.check(&key, 0).is_err(), "key {key}");
+    }
+    assert_eq!(t.sweep(0).owing, 20);
+    assert_eq!(t.stats().inserted, 20);
+}
+
+#[test]
+fn a_debtor_is_never_evicted_and_an_idle_slot_is_reused() {
+    // One slot: the second key can only get it once the first is idle.
+    let t: Keyed<Quota, 1> = Keyed::new(quota(1, 1), WhenFull::Deny, Seed::new(1, 2));
+    assert!(t.check(&1u32, 0).is_ok());
+    let denied = t.check(&2u32, 400).unwrap_err();
+    assert_eq!(denied.retry_after(), Some(600)); // when key 1 is idle
+    assert!(t.contains(&1u32, 400));
+    assert!(t.check(&2u32, 1_000).is_ok()); // key 1 idle at 1 000: reused
+    assert!(!t.contains(&1u32, 1_000));
+    assert_eq!(t.stats().reused, 1);
+    // Key 2 owes now; key 1 comes back and is denied (full), key 2 kept.
+    assert!(t.check(&1u32, 1_500).is_err());
+    assert!(t.contains(&2u32, 1_500));
+    assert!(t.check(&2u32, 1_500).is_err());
+}
+
+#[test]
+fn full_policies() {
+    let q = quota(1, 1);
+    let open: Keyed<Quota, 2> = Keyed::new(q, WhenFull::Admit, Seed::new(1, 2));
+    let shared: Keyed<Quota, 2> = Keyed::new(q, WhenFull::Shared, Seed::new(1, 2));
+    for t in [&open, &shared] {
+        assert!(t.check(&1u32, 0).is_ok());
+        assert!(t.check(&2u32, 0).is_ok());
+    }
+    // Untracked keys: open admits every time, shared admits one for all.
+    for key in 3u32..10 {
+        assert!(open.check(&key, 0).is_ok());
+    }
+    assert_eq!(open.stats().overflow_admitted, 7);
+    assert!(shared.check(&3u32, 0).is_ok());
+    assert!(shared.check(&4u32, 0).is_err());
+    assert!(shared.check(&3u32, 0).is_err());
+    let s = shared.stats();
+    assert_eq!((s.shared_admitted, s.shared_denied), (1, 2));
+    // Tracked keys are unaffected.
+    assert!(shared.check(&1u32, 0).is_err());
+    assert!(shared.check(&1u32, 1_000).is_ok());
+}
+
+#[test]
+fn zero_capacity_applies_the_policy_to_every_key() {
+    let t: Keyed<Quota, 0> = Keyed::new(quota(1, 1), WhenFull::Deny, Seed::new(1, 2));
+    assert_eq!(t.check(&1u32, 0).unwrap_err().retry_after(), Some(u64::MAX));
+    let t: Keyed<Quota, 0> = Keyed::new(quota(1, 1), WhenFull::Admit, Seed::new(1, 2));
+    assert!(t.check(&1u32, 0).is_ok());
+    assert_eq!(t.peek(&1u32, 0).remaining(), 1);
+}
+
+#[test]
+fn cost_zero_and_oversized_costs_never_insert() {
+    let t: Keyed<Quota, 4> = Keyed::new(quota(1, 3), WhenFull::Deny, Seed::new(1, 2));
+    assert_eq!(t.check_n(&1u32, 0, 0).unwrap().remaining(), 3);
+    assert_eq!(
+        t.check_n(&1u32, 0, 4),
+        Err(Denied::CostTooLarge { cost: 4, limit: 3 })
+    );
+    assert_eq!(t.sweep(0).free, 4);
+    assert_eq!(t.stats().inserted, 0);
+}
+
+#[test]
+fn overrides_apply_to_their_key_and_to_its_eviction() {
+    let basic = quota(1, 1);
+    let premium = quota(1, 10);
+    let t: Keyed<Quota, 1, [(KeyId, Quota); 1]> = Keyed::with_overrides(
+        basic,
+        [(KeyId::exact(7, 32), premium)],
+        WhenFull::Deny,
+        Seed::new(1, 2),
+    );
+    assert_eq!(t.check_n(&7u32, 0, 10).unwrap().remaining(), 0);
+    // Under the basic quota key 7 would be idle at 1 000; under its own
+    // (premium) quota it owes until 10 000, so it keeps its slot.
+    assert!(t.check(&8u32, 1_000).is_err());
+    assert!(t.check(&8u32, 10_000).is_ok());
+}
+
+#[test]
+fn fingerprinted_keys() {
+    let t: Keyed<Quota, 512> = Keyed::new(quota(1, 1), WhenFull::Deny, Seed::new(5, 6));
+    let names: std::vec::Vec<std::string::String> =
+        (0..50).map(|i| std::format!("client-{i}")).collect();
+    for name in &names {
+        assert!(t.check(name.as_str(), 0).is_ok());
+    }
+    for name in &names {
+        assert!(t.check(name.as_str(), 0).is_err());
+        assert!(t.check(&Hashed(name), 0).is_ok()); // another key type, another id
+    }
+    assert!(t.check(&u64::MAX, 0).is_ok());
+    assert!(t.check(&u64::MAX, 0).is_err());
+}
+
+#[test]
+fn windows_wrap_around_the_end() {
+    // With capacity 3 the window is the whole table, whatever the homes.
+    let t: Keyed<Quota, 3> = Keyed::new(quota(1, 1), WhenFull::Deny, Seed::new(7, 8));
+    for key in 0u32..3 {
+        assert!(t.check(&key, 0).is_ok());
+    }
+    assert!(t.check(&3u32, 0).is_err());
+    assert_eq!(t.sweep(0).owing, 3);
+}
+
+#[test]
+fn check_both_is_all_or_nothing() {
+    let global: Keyed<Quota, 8> = Keyed::new(quota(10, 3), WhenFull::Deny, Seed::new(1, 2));
+    let endpoint: Keyed<Quota, 8> = Keyed::new(quota(1, 1), WhenFull::Deny, Seed::new(3, 4));
+    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 1u16)), 0, 1).is_ok());
+    for _ in 0..5 {
+        assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 1u16)), 0, 1).is_err());
+    }
+    assert_eq!(global.peek(&1u32, 0).remaining(), 2);
+    // Denied by the first tier: the second is not charged.
+    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 2u16)), 0, 1).is_ok());
+    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 3u16)), 0, 1).is_ok());
+    assert_eq!(global.peek(&1u32, 0).remaining(), 0);
+    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 4u16)), 0, 1).is_err());
+    assert_eq!(endpoint.peek(&(1u32, 4u16), 0).remaining(), 1);
+    assert!(!endpoint.contains(&(1u32, 4u16), 0));
+}
+
+/// Claims left by a thread that lost a race are withdrawn, and a claim is
+/// committed by whoever resolves first (here: set up by hand).
+#[test]
+fn stray_claims_are_resolved() {
+    let t: Keyed<Quota, 4> = Keyed::new(quota(1, 1), WhenFull::Deny, Seed::new(1, 2));
+    let (id, hash) = identify(&1u32, &t.seed);
+    let first = home(hash, 4);
+    // Two claims for key 1 at window positions 0 and 2, as two racing
+    // inserters would leave them.
+    let slots = t.slots.slots();
+    slots[first]
+        .compare_exchange(0, pack(CLAIMING | id.0, 100))
+        .unwrap();
+    slots[wrap(first + 1, 4)]
+        .compare_exchange(0, pack(pack_key_other(), 0))
+        .unwrap();
+    slots[wrap(first + 2, 4)]
+        .compare_exchange(0, pack(CLAIMING | id.0, 101))
+        .unwrap();
+    assert!(t.check(&1u32, 0).is_ok());
+    let o = t.sweep(0);
+    assert_eq!((o.owing, o.claiming), (1, 0));
+    assert_eq!(key_of(slots[first].load()), LIVE | id.0);
+    assert_eq!(key_of(slots[wrap(first + 2, 4)].load()), TOMB);
+    assert!(t.check(&1u32, 0).is_err());
+}
+
+fn pack_key_other() -> u64 {
+    LIVE | KeyId::exact(99, 32).0
+}
+
+#[cfg(feature = "alloc")]
+#[test]
+fn boxed_table() {
+    let t = KeyedBox::with_capacity(1_000, quota(1, 1), WhenFull::Deny, Seed::new(1, 2));
+    for key in 0u32..500 {
+        assert!(t.check(&key, 0).is_ok());
+    }
+    for key in 0u32..500 {
+        assert!(t.check(&key, 0).is_err());
+    }
+    assert_eq!(t.sweep(0).owing, 500);
+}
