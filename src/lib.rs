@@ -67,6 +67,7 @@ extern crate std;
 pub mod algorithm;
 pub mod decision;
 pub mod gcra;
+pub mod headers;
 pub mod quota;
 pub mod sync;
 pub mod time;
