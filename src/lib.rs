@@ -33,6 +33,7 @@
 //! | feature | what it adds |
 //! |---|---|
 //! | `std` | [`StdClock`](time::StdClock), a monotonic nanosecond clock |
+//! | `redis` | [`redis`]: GCRA on a shared Redis or Redis Cluster (blocking and tokio clients, failure policies, leasing); implies `std`, needs Rust 1.88 |
 //! | `loom` | swaps the atomics for loom's in this crate's own unit tests (`cargo test --features loom`); never enable it in a dependent crate |
 //!
 //! No feature is on by default: the crate builds for bare metal as it is.
@@ -69,6 +70,8 @@ pub mod decision;
 pub mod gcra;
 pub mod headers;
 pub mod quota;
+#[cfg(feature = "redis")]
+pub mod redis;
 pub mod sync;
 pub mod time;
 
