@@ -92,5 +92,5 @@ export CELLRATE_REDIS_SERVER
 echo "standalone $CELLRATE_REDIS_URL; cluster $CELLRATE_REDIS_CLUSTER"
 
 cargo clippy --all-targets --features redis -- -D warnings
-cargo test --features redis
 cargo bench --no-run --features redis
+cargo test --features redis

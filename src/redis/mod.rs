@@ -16,13 +16,14 @@
 //! ```text
 //! baseᵢ = max(TATᵢ, now)
 //! admit ⇔ ∀i: baseᵢ + cost·Tᵢ − now ≤ bᵢ·Tᵢ
-//! if admitted: TATᵢ ← baseᵢ + cost·Tᵢ  (for every i), PEXPIRE ⌈(TATᵢ − now)/1000⌉ ms
+//! if admitted: TATᵢ ← baseᵢ + cost·Tᵢ  (for every i), expiry ⌊(TATᵢ − now)/1000⌋ + 1 ms
 //! ```
 //!
 //! Every tier is checked before any is written, inside one script (Redis runs
 //! a script atomically), so a request denied by one tier consumes from none.
-//! The key expires when its TAT has passed, i.e. when the bucket is full
-//! again, so idle clients cost no memory. A cost of 0 writes nothing (a peek).
+//! The key expires (`SET … PX`) within a millisecond after its TAT has
+//! passed, i.e. once the bucket is full again (never before: an expired key
+//! reads as full), so idle clients cost no memory. A cost of 0 writes nothing (a peek).
 //!
 //! The answers are the crate's own [`Decision`] and [`Denied`], computed by
 //! the same code as in-process (the script returns `TAT − now` and the wait,
@@ -109,52 +110,50 @@ local cost = tonumber(ARGV[1])
 local upto = ARGV[2] == '1'
 local refund = tonumber(ARGV[3])
 local n = #KEYS
-local base = {}
+local base, intervals, spans = {}, {}, {}
 local grant = cost
 for i = 1, n do
   local interval = tonumber(ARGV[2 + 2 * i])
   local span = tonumber(ARGV[3 + 2 * i])
+  intervals[i] = interval
+  spans[i] = span
   local raw = redis.call('GET', KEYS[i])
-  local tat = 0
+  local tat = now
   if raw then
     tat = tonumber(raw)
     if not tat then return redis.error_reply('cellrate: key holds no TAT: ' .. KEYS[i]) end
-  end
-  if refund > 0 and tat > now then
-    tat = tat - refund * interval
+    if refund > 0 and tat > now then
+      tat = tat - refund * interval
+      if tat < now then tat = now end
+      redis.call('SET', KEYS[i], string.format('%.0f', tat), 'KEEPTTL')
+    end
     if tat < now then tat = now end
-    redis.call('SET', KEYS[i], string.format('%.0f', tat), 'KEEPTTL')
   end
-  if tat < now then tat = now end
   base[i] = tat
   local room = span - (tat - now)
   if upto then
     local fits = 0
     if room > 0 then fits = math.floor(room / interval) end
-    while fits > 0 and fits * interval > room do fits = fits - 1 end
     if fits < grant then grant = fits end
   elseif cost * interval > room then
     grant = 0
   end
 end
 local out = {grant, now}
+local want = cost
+if upto and cost > 0 then want = 1 end
 for i = 1, n do
-  local interval = tonumber(ARGV[2 + 2 * i])
-  local span = tonumber(ARGV[3 + 2 * i])
   local ahead = base[i] - now
   local wait = 0
-  local want = cost
-  if upto and cost > 0 then want = 1 end
-  local need = ahead + want * interval
-  if grant == 0 and need > span then wait = need - span end
-  if grant > 0 and cost > 0 then
-    ahead = ahead + grant * interval
-    local ms = math.floor(ahead / 1000) + 1
-    while ms * 1000 < ahead do ms = ms + 1 end
-    redis.call('SET', KEYS[i], string.format('%.0f', now + ahead), 'PX', ms)
+  if grant == 0 then
+    local need = ahead + want * intervals[i]
+    if need > spans[i] then wait = need - spans[i] end
+  elseif cost > 0 then
+    ahead = ahead + grant * intervals[i]
+    redis.call('SET', KEYS[i], string.format('%.0f', now + ahead), 'PX', math.floor(ahead / 1000) + 1)
   end
-  out[#out + 1] = ahead
-  out[#out + 1] = wait
+  out[2 * i + 1] = ahead
+  out[2 * i + 2] = wait
 end
 return out
 "#;
