@@ -725,6 +725,10 @@ fn lease_bound_and_round_trips_saved() {
         assert!(run.admitted <= bound, "{label}: {} > {bound}", run.admitted);
         if pause.is_zero() {
             assert!(run.asked > run.admitted, "hammered beyond the limit");
+            assert!(
+                run.trips * 2 <= run.asked,
+                "{label}: denials are remembered"
+            );
             assert!(run.admitted * 10 >= ideal * 8, "{label}: not starved");
         } else {
             assert_eq!(run.admitted, run.asked, "below the rate, all admitted");
@@ -760,8 +764,18 @@ fn a_returned_lease_is_usable_by_another_server() {
     let o = b.check("c").unwrap();
     assert!(!o.is_admitted(), "all 10 are leased: {o:?}");
     assert_eq!(a.return_all(), 5);
+    let o = b.check("c").unwrap();
+    assert!(!o.is_admitted(), "b remembers the server's denial");
+    assert_eq!(o.source(), Source::Lease);
+    let mut c = mk();
     assert!(
-        b.check("c").unwrap().is_admitted(),
-        "a's returned cells serve b"
+        c.check("c").unwrap().is_admitted(),
+        "a's returned cells are on the server"
     );
+    for _ in 0..4 {
+        assert!(c.check("c").unwrap().is_admitted());
+    }
+    assert!(!c.check("c").unwrap().is_admitted(), "exactly 5 came back");
+    c = mk();
+    assert!(!c.check("c").unwrap().is_admitted());
 }

@@ -35,9 +35,15 @@
 //! been smaller from the start. Cells of a lease whose return fails (Redis
 //! down) stay consumed: the error is toward admitting less.
 //!
-//! The round trips saved: a client sending at or below its rate makes one
-//! call per `k` requests instead of one per request (the test
-//! `lease_saves_round_trips` measures the ratio).
+//! A denial is remembered too: when not even one cell fits, the server's
+//! `retry_after` (the exact wait for one cell) is kept and further requests
+//! of that client are denied locally until it has passed. That never admits
+//! more; it may deny a little longer if another server returns cells meanwhile.
+//!
+//! The round trips saved: a client sending below its rate makes one call per
+//! `k` requests instead of one per request, and a client hammering above it
+//! about one per granted lease and one per refill (the test
+//! `lease_bound_and_round_trips_saved` in `tests/redis.rs` measures both).
 
 use std::collections::HashMap;
 use std::string::String;
@@ -48,10 +54,12 @@ use std::time::{Duration, Instant};
 use super::{Error, Outcome, RedisGcra, Request, Source};
 use crate::decision::Decision;
 
-#[derive(Clone, Copy, Debug)]
-struct Lease {
-    left: u64,
-    granted_at: Instant,
+#[derive(Clone, Debug)]
+enum Lease {
+    /// `left` cells granted at `granted_at`.
+    Cells { left: u64, granted_at: Instant },
+    /// The server said no cell fits before `until`: deny locally till then.
+    Denied { until: Instant, outcome: Outcome },
 }
 
 /// A [`RedisGcra`] that leases `k` cells at a time per client.
@@ -107,21 +115,39 @@ impl LeasedRedisGcra {
         let keys = self.inner.policy().keys(client, None)?;
         let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
         let old = leases.remove(client);
-        if let Some(mut lease) = old {
-            if lease.left > 0 && lease.granted_at.elapsed() < self.lifetime {
-                lease.left -= 1;
-                leases.insert(client.into(), lease);
+        let refund = match old {
+            Some(Lease::Cells { left, granted_at })
+                if left > 0 && granted_at.elapsed() < self.lifetime =>
+            {
+                leases.insert(
+                    client.into(),
+                    Lease::Cells {
+                        left: left - 1,
+                        granted_at,
+                    },
+                );
                 let results = self
                     .inner
                     .policy()
                     .tiers()
                     .iter()
-                    .map(|t| Ok(Decision::new(t.quota().burst(), lease.left, 0)))
+                    .map(|t| Ok(Decision::new(t.quota().burst(), left - 1, 0)))
                     .collect();
                 return Ok(Outcome::new(results, Source::Lease));
             }
-        }
-        let refund = old.map_or(0, |l| l.left);
+            Some(Lease::Denied { until, outcome }) if Instant::now() < until => {
+                leases.insert(
+                    client.into(),
+                    Lease::Denied {
+                        until,
+                        outcome: outcome.clone(),
+                    },
+                );
+                return Ok(outcome.with_source(Source::Lease));
+            }
+            Some(Lease::Cells { left, .. }) => left,
+            _ => 0,
+        };
         let request = Request {
             cost: self.size,
             up_to: true,
@@ -133,16 +159,24 @@ impl LeasedRedisGcra {
                 if granted > 0 {
                     leases.insert(
                         client.into(),
-                        Lease {
+                        Lease::Cells {
                             left: granted - 1,
                             granted_at: Instant::now(),
                         },
                     );
-                    Ok(outcome)
-                } else {
-                    // Not even one cell fits; the script gave the wait for one.
-                    Ok(outcome)
+                } else if let Some(wait) = outcome.denied().and_then(|d| d.retry_after()) {
+                    // No cell fits for `wait` µs of server time: answer the
+                    // same locally until then (never admits more: the server
+                    // would deny too, unless another server returns cells).
+                    leases.insert(
+                        client.into(),
+                        Lease::Denied {
+                            until: Instant::now() + Duration::from_micros(wait),
+                            outcome: outcome.clone(),
+                        },
+                    );
                 }
+                Ok(outcome)
             }
             Err(_) => {
                 drop(leases);
@@ -162,7 +196,10 @@ impl LeasedRedisGcra {
             .collect();
         let mut returned = 0;
         for (client, lease) in drained {
-            if lease.left == 0 {
+            let Lease::Cells { left, .. } = lease else {
+                continue;
+            };
+            if left == 0 {
                 continue;
             }
             let Ok(keys) = self.inner.policy().keys(&client, None) else {
@@ -171,11 +208,11 @@ impl LeasedRedisGcra {
             let request = Request {
                 cost: 0,
                 up_to: false,
-                refund: lease.left,
+                refund: left,
             };
             self.round_trips.fetch_add(1, Ordering::Relaxed);
             if self.inner.run(&keys, request).is_ok() {
-                returned += lease.left;
+                returned += left;
             }
         }
         returned

@@ -469,6 +469,11 @@ impl Outcome {
             server_time: None,
         }
     }
+    /// The same results, marked as coming from `source`.
+    pub(crate) fn with_source(mut self, source: Source) -> Self {
+        self.source = source;
+        self
+    }
     /// Whether every tier admitted.
     pub fn is_admitted(&self) -> bool {
         self.results.iter().all(Result::is_ok)
