@@ -62,7 +62,9 @@ enum Lease {
     Denied { until: Instant, outcome: Outcome },
 }
 
-/// A [`RedisGcra`] that leases `k` cells at a time per client.
+/// A [`RedisGcra`] that leases `k` cells at a time per client. The policy's
+/// tiers must not be [`per_scope`](super::RedisTier::per_scope) (a lease is
+/// per client); checks of such a policy return [`Error::ScopeMismatch`].
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -164,14 +166,18 @@ impl LeasedRedisGcra {
                             granted_at: Instant::now(),
                         },
                     );
-                } else if let Some(wait) = outcome.denied().and_then(|d| d.retry_after()) {
+                } else if let Some(until) = outcome
+                    .denied()
+                    .and_then(|d| d.retry_after())
+                    .and_then(|wait| Instant::now().checked_add(Duration::from_micros(wait)))
+                {
                     // No cell fits for `wait` µs of server time: answer the
                     // same locally until then (never admits more: the server
                     // would deny too, unless another server returns cells).
                     leases.insert(
                         client.into(),
                         Lease::Denied {
-                            until: Instant::now() + Duration::from_micros(wait),
+                            until,
                             outcome: outcome.clone(),
                         },
                     );

@@ -174,6 +174,9 @@ pub enum Error {
     InvalidKey,
     /// A quota that cannot be kept exactly in the script's integers.
     QuotaTooLong,
+    /// Rounding `T` up to whole microseconds would lose more than 1 % of
+    /// the rate (rates above about 100 000 cells per second per key).
+    Imprecise,
     /// More than [`MAX_TIERS`] tiers, or none.
     TierCount,
     /// Scopes given do not match the tiers made `per_scope`.
@@ -189,6 +192,9 @@ impl fmt::Display for Error {
             Error::BadReply => f.write_str("unexpected reply from the rate-limit script"),
             Error::InvalidKey => f.write_str("prefix, client and scope may not contain '{' or '}'"),
             Error::QuotaTooLong => f.write_str("quota span exceeds 2^52 µs"),
+            Error::Imprecise => {
+                f.write_str("rate too fine for whole microseconds (would lose over 1 %)")
+            }
             Error::TierCount => f.write_str("a policy needs 1 to 8 tiers"),
             Error::ScopeMismatch => f.write_str("a per-scope tier was checked without a scope"),
         }
@@ -229,9 +235,18 @@ impl RedisTier {
         if !key_part_ok(&name) {
             return Err(Error::InvalidKey);
         }
+        let asked = quota;
         let quota = quota.rescaled(1, HZ).map_err(|_| Error::QuotaTooLong)?;
         if quota.span() > MAX_SPAN_MICROS {
             return Err(Error::QuotaTooLong);
+        }
+        // Asked T = e / (s·hz) s; kept T′ = e′ / HZ s, with T′ ≥ T. Refuse when
+        // the rate lost, 1 − T/T′, exceeds 1 %: 100·(T′ − T) > T′, i.e.
+        // 100·(e′·s·hz − e·HZ) > e′·s·hz.
+        let kept = quota.emission_interval() as u128 * asked.scale() as u128 * asked.hz() as u128;
+        let want = asked.emission_interval() as u128 * HZ as u128;
+        if kept.saturating_sub(want).saturating_mul(100) > kept {
+            return Err(Error::Imprecise);
         }
         Ok(RedisTier {
             name,
@@ -706,7 +721,10 @@ impl Target {
     pub fn standalone(url: &str) -> Result<Self, Error> {
         Ok(Target::Standalone(::redis::Client::open(url)?))
     }
-    /// A Cluster from the URLs of some of its nodes.
+    /// A Cluster from the URLs of some of its nodes. Connecting to a node
+    /// and each answer are bounded by 1 s inside the cluster client (on top
+    /// of the [`RedisConfig`] timeout, which bounds each decision), and a
+    /// failed command is retried once (e.g. after a `MOVED`).
     pub fn cluster<I, S>(nodes: I) -> Result<Self, Error>
     where
         I: IntoIterator<Item = S>,
@@ -716,6 +734,8 @@ impl Target {
         Ok(Target::Cluster(Box::new(
             ::redis::cluster::ClusterClientBuilder::new(nodes)
                 .retries(1)
+                .connection_timeout(Duration::from_secs(1))
+                .response_timeout(Duration::from_secs(1))
                 .build()?,
         )))
     }
@@ -765,6 +785,18 @@ mod tests {
         assert!(matches!(p.keys("k1", None), Err(Error::ScopeMismatch)));
         assert!(matches!(p.keys("k}1", Some("/a")), Err(Error::InvalidKey)));
         assert!(matches!(p.keys("k1", Some("{x")), Err(Error::InvalidKey)));
+    }
+
+    #[test]
+    fn rates_too_fine_for_microseconds_are_refused() {
+        // 99 000/s: T = 10.1 µs → 11 µs loses 8 %.
+        let q = Quota::per_second(99_000).at_hz(1_000_000_000);
+        assert!(matches!(RedisTier::new("x", q), Err(Error::Imprecise)));
+        // 1/3 s → 333 334 µs loses 2·10⁻⁶: fine.
+        assert!(RedisTier::new("x", Quota::per_second(3).at_hz(1)).is_ok());
+        // 125 000/s is exactly 8 µs.
+        let t = RedisTier::new("x", Quota::per_second(125_000).at_hz(1_000)).unwrap();
+        assert!(t.quota().is_exact());
     }
 
     #[test]
