@@ -45,9 +45,9 @@
 //!   the limiter computed, so a retry after that many seconds is admitted if
 //!   nothing else consumed meanwhile.
 //! * `t` in `RateLimit` is the time until the limiter is full again
-//!   (`reset_after`). For a denial it is at least `Retry-After`, because
-//!   a cost that can fit at all never has to wait longer than the bucket takes
-//!   to refill.
+//!   (`reset_after`). For a denial by this crate's GCRA it is at least
+//!   `Retry-After`, because a cost that can fit at all never has to wait
+//!   longer than the bucket takes to refill (a property test checks it).
 //! * A [`Denied::CostTooLarge`] has no retry time and no state: the functions
 //!   that would need one return [`HeaderError::NoRetry`] and write nothing.
 //! * A policy name is written as an RFC 9651 sf-string: `"` and `\` are

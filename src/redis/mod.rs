@@ -1,7 +1,7 @@
 //! GCRA on a shared Redis (standalone or Cluster), so a fleet of servers
 //! enforces one limit per client instead of one per process.
 //!
-//! Feature `redis` (implies `std`). Built on the [`redis`](::redis) client
+//! Feature `redis` (implies `std`). Built on the `redis` client
 //! crate; needs Redis ≥ 5 (scripts replicated by effects, so a script may read
 //! `TIME` before it writes) and the Rust version that crate asks for (1.88).
 //!
@@ -61,7 +61,7 @@
 //! client with its own (usually looser, since every server applies it
 //! separately) quotas ([`FailurePolicy::Fallback`]). The [`Outcome`] says which
 //! ([`Source`]). A lost connection is dropped and rebuilt by a later call, at
-//! most once per [`RedisConfig::reconnect_interval`], so a dead server costs
+//! most once per [`RedisConfig::with_reconnect_interval`], so a dead server costs
 //! one connect timeout per interval, not one per request. No path panics.
 //!
 //! # Leasing
@@ -89,12 +89,34 @@ pub use asynch::AsyncRedisGcra;
 pub use blocking::RedisGcra;
 
 /// Ticks per second of every quota used with Redis: server time is in µs.
+/// Every tick count in a Redis [`Outcome`] is in these units.
+///
+/// ```
+/// use cellrate::redis::{RedisTier, HZ};
+/// use cellrate::Quota;
+/// let t = RedisTier::new("t", Quota::per_second(10).at_hz(1_000)).unwrap();
+/// assert_eq!(t.quota().hz(), HZ);
+/// ```
 pub const HZ: u64 = 1_000_000;
 
 /// The largest span `b·T` a tier may have, in µs (2⁵², see the module docs).
+///
+/// ```
+/// use cellrate::redis::MAX_SPAN_MICROS;
+/// // About 142 years.
+/// assert_eq!(MAX_SPAN_MICROS / 1_000_000 / 86_400 / 365, 142);
+/// ```
 pub const MAX_SPAN_MICROS: u64 = 1 << 52;
 
 /// The most tiers one policy may have.
+///
+/// ```
+/// use cellrate::redis::{Error, RedisPolicy, RedisTier, MAX_TIERS};
+/// use cellrate::Quota;
+/// let tier = RedisTier::new("t", Quota::per_second(1).at_hz(1)).unwrap();
+/// let too_many = vec![tier; MAX_TIERS + 1];
+/// assert!(matches!(RedisPolicy::new("p", too_many), Err(Error::TierCount)));
+/// ```
 pub const MAX_TIERS: usize = 8;
 
 /// The script. KEYS: one per tier. ARGV: cost, mode (0: all or nothing;
@@ -159,6 +181,15 @@ return out
 "#;
 
 /// Why a Redis operation failed (before a [`FailurePolicy`] applies).
+///
+/// ```
+/// use cellrate::redis::{Error, RedisPolicy};
+/// use cellrate::Quota;
+/// let p = RedisPolicy::single("rl", "api", Quota::per_second(1).at_hz(1)).unwrap();
+/// let err = p.keys("bad{client}", None).unwrap_err();
+/// assert!(matches!(err, Error::InvalidKey));
+/// assert_eq!(err.to_string(), "prefix, client and scope may not contain '{' or '}'");
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -437,6 +468,12 @@ impl Request {
 }
 
 /// Where an [`Outcome`] came from.
+///
+/// ```
+/// use cellrate::redis::{Outcome, Source};
+/// let o = Outcome::new(vec![], Source::FailOpen);
+/// assert_eq!(o.source(), Source::FailOpen);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Source {
     /// Decided by the script on the Redis server.
@@ -516,6 +553,14 @@ impl Outcome {
 }
 
 /// What a check answers while Redis cannot.
+///
+/// ```
+/// use cellrate::redis::{FailurePolicy, RedisConfig};
+/// use cellrate::Quota;
+/// // While Redis is down, each server allows 2× the fleet-wide 100/min.
+/// let cfg = RedisConfig::new(FailurePolicy::Fallback(vec![Quota::per_minute(200).at_hz(1_000)]));
+/// assert!(matches!(cfg.failure(), FailurePolicy::Fallback(q) if q.len() == 1));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FailurePolicy {
     /// Admit everything (availability over protection).
