@@ -207,6 +207,48 @@ fn a_request_denied_by_one_tier_consumes_from_none() {
     assert!(o.denied().unwrap().retry_after().unwrap() > 17_000_000_000); // T = 86 400 s / 5
 }
 
+#[test]
+fn a_pipelined_batch_decides_like_single_calls() {
+    let Some(url) = standalone() else { return };
+    let quota = Quota::per_second(100).with_burst(6).at_hz(1_000);
+    let policy = RedisPolicy::single(unique("batch"), "t", quota).unwrap();
+    let q = policy.tiers()[0].quota();
+    let rl = limiter(&url, policy, FailurePolicy::Closed);
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+    let clients = ["a", "b", "c"];
+    let requests: Vec<(&str, Option<&str>, u64)> = (0..60)
+        .map(|i| (clients[i % 3], None, [1, 2, 0, 7, 1][i % 5]))
+        .collect();
+    // The first batch also reloads the flushed script.
+    let mut per_client: BTreeMap<&str, Vec<(u64, u64, Outcome)>> = BTreeMap::new();
+    for _ in 0..3 {
+        let outcomes = rl.try_check_batch(&requests).unwrap();
+        assert_eq!(outcomes.len(), requests.len());
+        for (&(client, _, cost), o) in requests.iter().zip(outcomes) {
+            if cost > 6 {
+                assert!(matches!(
+                    o.results()[0],
+                    Err(cellrate::Denied::CostTooLarge { cost: 7, limit: 6 })
+                ));
+                continue;
+            }
+            per_client
+                .entry(client)
+                .or_default()
+                .push((o.server_time().unwrap(), cost, o));
+        }
+        thread::sleep(Duration::from_millis(15));
+    }
+    for (client, log) in per_client {
+        let admitted = assert_same_as_local(q, log);
+        assert!(admitted >= 6, "{client}: {admitted}");
+    }
+}
+
 /// Two "API servers" (two limiters, two connections), four threads each,
 /// hammer the same three keys. Every decision reports the server time it
 /// used; replayed in that order on one in-process GCRA with the same quota,

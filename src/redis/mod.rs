@@ -32,6 +32,12 @@
 //! [`Gcra`](crate::Gcra) with [`RedisTier::quota`] gives the same decisions at
 //! the same server times (the fleet test checks exactly that).
 //!
+//! `TIME` is the server's wall clock. If it steps back, `max(TAT, now) − now`
+//! only grows: the limiter denies more for a while, never admits more (the
+//! same rule as the in-process GCRA for a `now` that goes back). Keys live
+//! on the server only: a restart without persistence forgets the debts
+//! (every client starts full), which is Redis' durability, not the script's.
+//!
 //! # Integer bounds (Lua numbers are doubles)
 //!
 //! Redis' Lua 5.1 has only IEEE doubles, exact for integers below 2⁵³. So:
