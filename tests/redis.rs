@@ -572,6 +572,7 @@ fn fault_run(server: &mut Server, failure: FailurePolicy, expect: Source) {
 
     server.stop();
     let mut seen = Vec::new();
+    let down = Instant::now();
     for _ in 0..10 {
         let start = Instant::now();
         let o = rl.check("c").unwrap();
@@ -592,9 +593,11 @@ fn fault_run(server: &mut Server, failure: FailurePolicy, expect: Source) {
         }
     }
     if expect == Source::Fallback {
-        // Local quota 3/s per server, burst 3: each limiter admits 3 of 10.
-        let admitted = seen.iter().filter(|s| s.1).count();
-        assert_eq!(admitted, 6, "{seen:?}");
+        // Local quota 3/s, burst 3, per limiter: each admits its burst of 3,
+        // plus one per 333 ms if the loop was slow.
+        let admitted = seen.iter().filter(|s| s.1).count() as u128;
+        let refill = down.elapsed().as_millis() / 333;
+        assert!(admitted >= 6 && admitted <= 2 * (3 + refill), "{seen:?}");
     }
 
     server.restart();

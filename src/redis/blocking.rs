@@ -1,4 +1,8 @@
-//! The blocking client: one connection behind a mutex, rebuilt after a failure.
+//! The blocking client: a small pool of connections. A decision takes an
+//! idle connection out (or opens one), makes its round trip without holding
+//! any lock, and puts it back; so each caller waits at most its own timeout,
+//! never behind another caller's. A connection that failed is dropped, and a
+//! transport failure holds back new connects for the reconnect interval.
 
 use std::boxed::Box;
 use std::string::String;
@@ -23,11 +27,18 @@ impl Conn {
     }
 }
 
+/// Most idle connections a [`RedisGcra`] keeps for reuse.
+///
+/// ```
+/// assert_eq!(cellrate::redis::MAX_IDLE, 16);
+/// ```
+pub const MAX_IDLE: usize = 16;
+
 /// A GCRA policy enforced on Redis, from blocking code.
 ///
-/// One connection, shared by the threads that use this value (each decision
-/// holds it for one round trip). Make one per "server"; clone the `Arc` to
-/// share it.
+/// Threads share a pool of connections (at most [`MAX_IDLE`] kept idle; one
+/// per concurrent caller while busy). Make one per "server"; share it through
+/// an `Arc`.
 ///
 /// ```no_run
 /// use cellrate::redis::{FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, Target};
@@ -49,7 +60,7 @@ pub struct RedisGcra {
     policy: RedisPolicy,
     degrade: Degrade,
     backoff: Backoff,
-    conn: Mutex<Option<Conn>>,
+    idle: Mutex<Vec<Conn>>,
     script: Arc<::redis::Script>,
 }
 
@@ -62,7 +73,7 @@ impl RedisGcra {
             policy,
             degrade,
             backoff: Backoff::default(),
-            conn: Mutex::new(None),
+            idle: Mutex::new(Vec::new()),
             script: script(),
         })
     }
@@ -160,13 +171,7 @@ impl RedisGcra {
         if sent.is_empty() {
             return Ok(out.into_iter().flatten().collect());
         }
-        let mut guard = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        if guard.is_none() {
-            *guard = Some(self.connect()?);
-        }
-        let Some(conn) = guard.as_mut() else {
-            return Err(Error::Backoff);
-        };
+        let mut conn = self.take()?;
         let mut replies: Result<Vec<Vec<i64>>, _> = pipe.query(conn.as_dyn());
         if let Err(e) = &replies {
             if e.kind() == ::redis::ErrorKind::Server(::redis::ServerErrorKind::NoScript) {
@@ -177,11 +182,11 @@ impl RedisGcra {
             }
         }
         let replies = match replies {
-            Ok(r) => r,
-            Err(e) => {
-                *guard = None;
-                return Err(Error::Redis(e));
+            Ok(r) => {
+                self.put(conn);
+                r
             }
+            Err(e) => return Err(self.failed(conn, e)),
         };
         if replies.len() != sent.len() {
             return Err(Error::BadReply);
@@ -200,26 +205,52 @@ impl RedisGcra {
 
     /// Runs the script once: `(cells granted, outcome)`.
     pub(crate) fn run(&self, keys: &[String], request: Request) -> Result<(u64, Outcome), Error> {
-        let mut guard = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        if guard.is_none() {
-            *guard = Some(self.connect()?);
-        }
-        let Some(conn) = guard.as_mut() else {
-            return Err(Error::Backoff);
-        };
+        let mut conn = self.take()?;
         let inv = self.policy.invocation(&self.script, keys, request);
         match inv.invoke::<Vec<i64>>(conn.as_dyn()) {
-            Ok(reply) => self.policy.decode(&reply, request.cost),
-            Err(e) => {
-                // Drop the connection whatever went wrong: the next call
-                // starts from a clean one (or backs off).
-                *guard = None;
-                if e.is_timeout() {
-                    Err(Error::Timeout)
-                } else {
-                    Err(Error::Redis(e))
-                }
+            Ok(reply) => {
+                self.put(conn);
+                self.policy.decode(&reply, request.cost)
             }
+            Err(e) => Err(self.failed(conn, e)),
+        }
+    }
+
+    /// An idle connection, or a new one.
+    fn take(&self) -> Result<Conn, Error> {
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match idle {
+            Some(c) => Ok(c),
+            None => self.connect(),
+        }
+    }
+
+    fn put(&self, conn: Conn) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push(conn);
+        }
+    }
+
+    /// After an error: keep the connection if the server answered (e.g. a
+    /// script error), else drop it, drop the idle ones (they share the fate
+    /// of the server) and hold back reconnects for the interval.
+    fn failed(&self, conn: Conn, e: ::redis::RedisError) -> Error {
+        let transport = e.is_io_error()
+            || e.is_timeout()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal();
+        if transport {
+            drop(conn);
+            self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            self.backoff.failed();
+        } else {
+            self.put(conn);
+        }
+        if e.is_timeout() {
+            Error::Timeout
+        } else {
+            Error::Redis(e)
         }
     }
 

@@ -92,7 +92,7 @@ mod blocking;
 pub mod lease;
 
 pub use asynch::AsyncRedisGcra;
-pub use blocking::RedisGcra;
+pub use blocking::{RedisGcra, MAX_IDLE};
 
 /// Ticks per second of every quota used with Redis: server time is in µs.
 /// Every tick count in a Redis [`Outcome`] is in these units.
