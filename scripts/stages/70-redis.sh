@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The Redis backend against real servers: a standalone redis-server and a
+# 3-node Redis Cluster on loopback, free ports, started and stopped here.
+# Runs the `redis` feature's tests (tests/redis.rs, the gateway example's
+# test), builds its bench, and stops every server on exit.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server redis-tools
+fi
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${pids[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# A loopback port with nothing listening on it, nor on port + 10000 (the
+# cluster bus). Each server is up before the next port is chosen.
+free_port() {
+    local p
+    while :; do
+        p=$((20000 + RANDOM % 30000))
+        if ! in_use "$p" && ! in_use $((p + 10000)); then
+            echo "$p"
+            return
+        fi
+    done
+}
+
+wait_ping() {
+    for _ in $(seq 1 100); do
+        if redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null | grep -q PONG; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "redis-server on port $1 did not start" >&2
+    exit 1
+}
+
+start_server() { # port dir [extra args...]
+    local port=$1 dir=$2
+    shift 2
+    mkdir -p "$dir"
+    redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --save "" --appendonly no \
+        --daemonize no "$@" >"$dir/log" 2>&1 &
+    pids+=("$!")
+    wait_ping "$port"
+}
+
+port=$(free_port)
+start_server "$port" "$work/standalone"
+export CELLRATE_REDIS_URL="redis://127.0.0.1:$port/"
+
+nodes=()
+urls=()
+for i in 1 2 3; do
+    p=$(free_port)
+    start_server "$p" "$work/node$i" --cluster-enabled yes \
+        --cluster-config-file "$work/node$i/nodes.conf" --cluster-node-timeout 2000
+    nodes+=("127.0.0.1:$p")
+    urls+=("redis://127.0.0.1:$p/")
+done
+redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >"$work/create.log"
+for _ in $(seq 1 100); do
+    ok=0
+    for n in "${nodes[@]}"; do
+        if redis-cli -h 127.0.0.1 -p "${n#*:}" cluster info | grep -q 'cluster_state:ok'; then
+            ok=$((ok + 1))
+        fi
+    done
+    [ "$ok" -eq 3 ] && break
+    sleep 0.1
+done
+[ "$ok" -eq 3 ] || { echo "cluster did not become ok" >&2; cat "$work/create.log" >&2; exit 1; }
+CELLRATE_REDIS_CLUSTER=$(IFS=,; echo "${urls[*]}")
+export CELLRATE_REDIS_CLUSTER
+CELLRATE_REDIS_SERVER=$(command -v redis-server)
+export CELLRATE_REDIS_SERVER
+echo "standalone $CELLRATE_REDIS_URL; cluster $CELLRATE_REDIS_CLUSTER"
+
+cargo clippy --all-targets --features redis -- -D warnings
+cargo bench --no-run --features redis
+cargo test --features redis

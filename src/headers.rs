@@ -1,0 +1,665 @@
+//! HTTP rate-limit header values from a [`Decision`] or a [`Denied`].
+//!
+//! Every function here writes a header **value** (not the name) into any
+//! [`core::fmt::Write`]: a `heapless::String`, a `std::string::String`, or a
+//! fixed buffer. Nothing allocates and nothing panics; `no_std`.
+//!
+//! # Fields
+//!
+//! * `RateLimit-Policy` and `RateLimit`, as in the IETF draft
+//!   *RateLimit header fields for HTTP* (draft-ietf-httpapi-ratelimit-headers,
+//!   revision -10 syntax): each is a Structured Field List (RFC 9651) of
+//!   strings naming a policy, with parameters `q` (quota: cells per window) and
+//!   `w` (window, seconds) for the policy, `r` (remaining) and `t` (seconds
+//!   until reset) for its current state. Several policies share one field,
+//!   separated by `", "`:
+//!
+//!   ```text
+//!   RateLimit-Policy: "burst";q=20;w=1, "day";q=5000;w=86400
+//!   RateLimit: "burst";r=19;t=1, "day";r=4999;t=18
+//!   ```
+//! * the legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
+//!   `X-RateLimit-Reset` (delta seconds until full, the convention of the
+//!   draft's `t`; not an epoch time);
+//! * `Retry-After` (RFC 9110 §10.2.3) in delay-seconds.
+//!
+//! # Math
+//!
+//! Limiters count in ticks of a clock at `hz` ticks per second. Every
+//! duration is converted to whole seconds **rounded up**:
+//!
+//! ```text
+//! seconds(ticks) = ⌈ticks / hz⌉
+//! ```
+//!
+//! so a client that waits the advertised number of seconds has waited at
+//! least the real time. For GCRA a policy's window is the time to refill the
+//! whole burst from empty, `w = ⌈b·T⌉` seconds, and its quota `q` is the burst
+//! `b`.
+//!
+//! # Invariants
+//!
+//! * Every number written is an unsigned integer: never negative.
+//! * `Retry-After` for a [`Denied::Limited`] is `max(1, ⌈retry_after / hz⌉)`:
+//!   never 0 (a denial always asks for a wait) and never less than the wait
+//!   the limiter computed, so a retry after that many seconds is admitted if
+//!   nothing else consumed meanwhile.
+//! * `t` in `RateLimit` is the time until the limiter is full again
+//!   (`reset_after`). For a denial by this crate's GCRA it is at least
+//!   `Retry-After`, because a cost that can fit at all never has to wait
+//!   longer than the bucket takes to refill (a property test checks it).
+//! * A [`Denied::CostTooLarge`] has no retry time and no state: the functions
+//!   that would need one return [`HeaderError::NoRetry`] and write nothing.
+//! * A policy name is written as an RFC 9651 sf-string: `"` and `\` are
+//!   escaped; other characters outside printable ASCII are refused with
+//!   [`HeaderError::InvalidName`] before anything is written.
+
+use core::fmt::{self, Write};
+
+use crate::decision::{Decision, Denied};
+use crate::quota::Quota;
+
+/// Why a header value was not written.
+///
+/// ```
+/// use cellrate::headers::{write_retry_after, HeaderError};
+/// use cellrate::Denied;
+/// let mut s = String::new();
+/// let never = Denied::CostTooLarge { cost: 5, limit: 2 };
+/// assert_eq!(write_retry_after(&mut s, &never, 1_000), Err(HeaderError::NoRetry));
+/// assert!(s.is_empty());
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HeaderError {
+    /// The writer refused the text (for example a full fixed buffer).
+    Fmt,
+    /// The tick frequency was 0.
+    ZeroHz,
+    /// The denial was [`Denied::CostTooLarge`]: there is no time to announce.
+    NoRetry,
+    /// A policy name holds a character that an sf-string cannot carry
+    /// (only printable ASCII, `0x20..=0x7e`, is allowed).
+    InvalidName,
+}
+
+impl fmt::Display for HeaderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            HeaderError::Fmt => "the writer refused the header text",
+            HeaderError::ZeroHz => "the tick frequency is 0",
+            HeaderError::NoRetry => "the cost can never fit: no retry time to announce",
+            HeaderError::InvalidName => "policy names must be printable ASCII",
+        })
+    }
+}
+
+impl core::error::Error for HeaderError {}
+
+impl From<fmt::Error> for HeaderError {
+    fn from(_: fmt::Error) -> Self {
+        HeaderError::Fmt
+    }
+}
+
+/// `⌈ticks / hz⌉` seconds.
+///
+/// ```
+/// use cellrate::headers::seconds_ceil;
+/// assert_eq!(seconds_ceil(0, 1_000), Ok(0));
+/// assert_eq!(seconds_ceil(1, 1_000), Ok(1));
+/// assert_eq!(seconds_ceil(1_000, 1_000), Ok(1));
+/// assert_eq!(seconds_ceil(1_001, 1_000), Ok(2));
+/// ```
+pub const fn seconds_ceil(ticks: u64, hz: u64) -> Result<u64, HeaderError> {
+    if hz == 0 {
+        return Err(HeaderError::ZeroHz);
+    }
+    Ok(ticks.div_ceil(hz))
+}
+
+/// The `Retry-After` delay in whole seconds for a denial: at least 1, and
+/// never less than the limiter's `retry_after`.
+///
+/// ```
+/// use cellrate::{Gcra, Quota};
+/// use cellrate::headers::retry_after_secs;
+/// let g = Gcra::new(Quota::per_minute(1).at_hz(1_000));
+/// g.check(0).unwrap();
+/// let denied = g.check(59_999).unwrap_err(); // 1 tick to wait
+/// assert_eq!(retry_after_secs(&denied, 1_000), Ok(1));
+/// let denied = g.check(100).unwrap_err(); // 59.9 s to wait
+/// assert_eq!(retry_after_secs(&denied, 1_000), Ok(60));
+/// ```
+pub const fn retry_after_secs(denied: &Denied, hz: u64) -> Result<u64, HeaderError> {
+    let Some(ticks) = denied.retry_after() else {
+        return Err(HeaderError::NoRetry);
+    };
+    match seconds_ceil(ticks, hz) {
+        Ok(0) => Ok(1),
+        other => other,
+    }
+}
+
+/// Writes the `Retry-After` value for a denial.
+///
+/// ```
+/// use cellrate::headers::write_retry_after;
+/// use cellrate::{Denied, Limited};
+/// let mut s = String::new();
+/// // 1.5 s on a 1 kHz clock rounds up to 2 s.
+/// write_retry_after(&mut s, &Denied::Limited(Limited::new(10, 1_500, 9_000)), 1_000).unwrap();
+/// assert_eq!(s, "2");
+/// ```
+pub fn write_retry_after<W: Write + ?Sized>(
+    w: &mut W,
+    denied: &Denied,
+    hz: u64,
+) -> Result<(), HeaderError> {
+    let secs = retry_after_secs(denied, hz)?;
+    write!(w, "{secs}")?;
+    Ok(())
+}
+
+/// One quota policy as `RateLimit-Policy` announces it: a name, a quota of
+/// `limit` cells, and a window in ticks.
+///
+/// ```
+/// use cellrate::headers::Policy;
+/// use cellrate::Quota;
+/// let p = Policy::from_quota("api", &Quota::per_minute(100).at_hz(1_000));
+/// assert_eq!((p.limit(), p.window_ticks()), (100, 60_000));
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Policy<'a> {
+    name: &'a str,
+    limit: u64,
+    window_ticks: u64,
+}
+
+impl<'a> Policy<'a> {
+    /// A policy of `limit` cells per `window_ticks` ticks.
+    ///
+    /// ```
+    /// use cellrate::headers::Policy;
+    /// let p = Policy::new("day", 5_000, 86_400_000);
+    /// assert_eq!(p.name(), "day");
+    /// ```
+    pub const fn new(name: &'a str, limit: u64, window_ticks: u64) -> Self {
+        Policy {
+            name,
+            limit,
+            window_ticks,
+        }
+    }
+    /// The policy of a GCRA quota: `q` is the burst and `w` the time to refill
+    /// it from empty (`burst · T`, rounded up to whole ticks).
+    ///
+    /// ```
+    /// use cellrate::headers::Policy;
+    /// use cellrate::Quota;
+    /// // 10 per second with bursts of 20: the burst refills in 2 s.
+    /// let q = Quota::per_second(10).with_burst(20).at_hz(1_000);
+    /// assert_eq!(Policy::from_quota("b", &q).window_ticks(), 2_000);
+    /// ```
+    pub const fn from_quota(name: &'a str, quota: &Quota) -> Self {
+        Policy {
+            name,
+            limit: quota.burst(),
+            window_ticks: quota.span().div_ceil(quota.scale()),
+        }
+    }
+    /// The name.
+    pub const fn name(&self) -> &'a str {
+        self.name
+    }
+    /// The quota (cells per window).
+    pub const fn limit(&self) -> u64 {
+        self.limit
+    }
+    /// The window, in ticks.
+    pub const fn window_ticks(&self) -> u64 {
+        self.window_ticks
+    }
+}
+
+/// A policy's name with the result of checking it, for the `RateLimit` field.
+///
+/// ```
+/// use cellrate::headers::PolicyState;
+/// use cellrate::Decision;
+/// let s = PolicyState::new("api", Ok(Decision::new(100, 42, 7)));
+/// assert_eq!(s.name(), "api");
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PolicyState<'a> {
+    name: &'a str,
+    result: Result<Decision, Denied>,
+}
+
+impl<'a> PolicyState<'a> {
+    /// `result` is what the policy's limiter answered.
+    pub const fn new(name: &'a str, result: Result<Decision, Denied>) -> Self {
+        PolicyState { name, result }
+    }
+    /// The name.
+    pub const fn name(&self) -> &'a str {
+        self.name
+    }
+    /// The limiter's answer.
+    pub const fn result(&self) -> &Result<Decision, Denied> {
+        &self.result
+    }
+}
+
+fn check_name(name: &str) -> Result<(), HeaderError> {
+    if name.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+        Ok(())
+    } else {
+        Err(HeaderError::InvalidName)
+    }
+}
+
+fn write_sf_string<W: Write + ?Sized>(w: &mut W, name: &str) -> fmt::Result {
+    w.write_char('"')?;
+    for c in name.chars() {
+        if c == '"' || c == '\\' {
+            w.write_char('\\')?;
+        }
+        w.write_char(c)?;
+    }
+    w.write_char('"')
+}
+
+/// `(remaining, reset_after)` of an answer, in cells and ticks.
+fn state_of(result: &Result<Decision, Denied>) -> Result<(u64, u64), HeaderError> {
+    match result {
+        Ok(d) => Ok((d.remaining(), d.reset_after())),
+        Err(Denied::Limited(l)) => Ok((l.remaining(), l.reset_after())),
+        Err(Denied::CostTooLarge { .. }) => Err(HeaderError::NoRetry),
+    }
+}
+
+/// Writes the `RateLimit-Policy` value for several policies.
+///
+/// ```
+/// use cellrate::headers::{write_ratelimit_policy, Policy};
+/// use cellrate::Quota;
+/// let burst = Quota::per_second(20).at_hz(1_000);
+/// let day = Quota::per_day(5_000).at_hz(1_000);
+/// let mut s = String::new();
+/// write_ratelimit_policy(&mut s, &[Policy::from_quota("burst", &burst), Policy::from_quota("day", &day)], 1_000).unwrap();
+/// assert_eq!(s, r#""burst";q=20;w=1, "day";q=5000;w=86400"#);
+/// ```
+pub fn write_ratelimit_policy<W: Write + ?Sized>(
+    w: &mut W,
+    policies: &[Policy<'_>],
+    hz: u64,
+) -> Result<(), HeaderError> {
+    seconds_ceil(0, hz)?;
+    for p in policies {
+        check_name(p.name)?;
+    }
+    for (i, p) in policies.iter().enumerate() {
+        if i > 0 {
+            w.write_str(", ")?;
+        }
+        write_sf_string(w, p.name)?;
+        write!(w, ";q={};w={}", p.limit, seconds_ceil(p.window_ticks, hz)?)?;
+    }
+    Ok(())
+}
+
+/// Writes the `RateLimit` value (remaining `r`, seconds until full `t`) for
+/// several policies. A [`Denied::CostTooLarge`] among them is refused with
+/// [`HeaderError::NoRetry`] before anything is written.
+///
+/// ```
+/// use cellrate::headers::{write_ratelimit, PolicyState};
+/// use cellrate::{Gcra, Quota};
+/// let burst = Gcra::new(Quota::per_second(10).at_hz(1_000));
+/// let hour = Gcra::new(Quota::per_hour(100).at_hz(1_000));
+/// let states = [
+///     PolicyState::new("burst", burst.check_n(0, 5)),
+///     PolicyState::new("hour", hour.check_n(0, 5)),
+/// ];
+/// let mut s = String::new();
+/// write_ratelimit(&mut s, &states, 1_000).unwrap();
+/// assert_eq!(s, r#""burst";r=5;t=1, "hour";r=95;t=180"#);
+/// ```
+pub fn write_ratelimit<W: Write + ?Sized>(
+    w: &mut W,
+    states: &[PolicyState<'_>],
+    hz: u64,
+) -> Result<(), HeaderError> {
+    seconds_ceil(0, hz)?;
+    for s in states {
+        check_name(s.name)?;
+        state_of(&s.result)?;
+    }
+    for (i, s) in states.iter().enumerate() {
+        if i > 0 {
+            w.write_str(", ")?;
+        }
+        let (remaining, reset) = state_of(&s.result)?;
+        write_sf_string(w, s.name)?;
+        write!(w, ";r={};t={}", remaining, seconds_ceil(reset, hz)?)?;
+    }
+    Ok(())
+}
+
+/// The three legacy values `(X-RateLimit-Limit, X-RateLimit-Remaining,
+/// X-RateLimit-Reset)`, the last in seconds until full, rounded up.
+///
+/// ```
+/// use cellrate::headers::x_ratelimit;
+/// use cellrate::Decision;
+/// assert_eq!(x_ratelimit(&Ok(Decision::new(100, 42, 1_500)), 1_000), Ok((100, 42, 2)));
+/// ```
+pub fn x_ratelimit(
+    result: &Result<Decision, Denied>,
+    hz: u64,
+) -> Result<(u64, u64, u64), HeaderError> {
+    let limit = match result {
+        Ok(d) => d.limit(),
+        Err(d) => d.limit(),
+    };
+    let (remaining, reset) = state_of(result)?;
+    Ok((limit, remaining, seconds_ceil(reset, hz)?))
+}
+
+/// Writes `X-RateLimit-Limit`.
+///
+/// ```
+/// use cellrate::headers::write_x_ratelimit_limit;
+/// use cellrate::Decision;
+/// let mut s = String::new();
+/// write_x_ratelimit_limit(&mut s, &Ok(Decision::new(100, 42, 1_500))).unwrap();
+/// assert_eq!(s, "100");
+/// ```
+pub fn write_x_ratelimit_limit<W: Write + ?Sized>(
+    w: &mut W,
+    result: &Result<Decision, Denied>,
+) -> Result<(), HeaderError> {
+    let limit = match result {
+        Ok(d) => d.limit(),
+        Err(d) => d.limit(),
+    };
+    write!(w, "{limit}")?;
+    Ok(())
+}
+
+/// Writes `X-RateLimit-Remaining`.
+///
+/// ```
+/// use cellrate::headers::write_x_ratelimit_remaining;
+/// use cellrate::Decision;
+/// let mut s = String::new();
+/// write_x_ratelimit_remaining(&mut s, &Ok(Decision::new(100, 42, 1_500))).unwrap();
+/// assert_eq!(s, "42");
+/// ```
+pub fn write_x_ratelimit_remaining<W: Write + ?Sized>(
+    w: &mut W,
+    result: &Result<Decision, Denied>,
+) -> Result<(), HeaderError> {
+    let (remaining, _) = state_of(result)?;
+    write!(w, "{remaining}")?;
+    Ok(())
+}
+
+/// Writes `X-RateLimit-Reset`: seconds until full, rounded up.
+///
+/// ```
+/// use cellrate::headers::write_x_ratelimit_reset;
+/// use cellrate::Decision;
+/// let mut s = String::new();
+/// write_x_ratelimit_reset(&mut s, &Ok(Decision::new(100, 42, 1_500)), 1_000).unwrap();
+/// assert_eq!(s, "2");
+/// ```
+pub fn write_x_ratelimit_reset<W: Write + ?Sized>(
+    w: &mut W,
+    result: &Result<Decision, Denied>,
+    hz: u64,
+) -> Result<(), HeaderError> {
+    let (_, reset) = state_of(result)?;
+    write!(w, "{}", seconds_ceil(reset, hz)?)?;
+    Ok(())
+}
+
+#[cfg(all(test, not(feature = "loom")))]
+mod tests {
+    extern crate std;
+    use std::string::String;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::{Gcra, Limited, Quota};
+
+    /// A fixed 8-byte buffer, to show a full writer is an error, not a panic.
+    struct Tiny {
+        buf: [u8; 8],
+        len: usize,
+    }
+    impl Write for Tiny {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            let end = self.len + s.len();
+            if end > self.buf.len() {
+                return Err(fmt::Error);
+            }
+            self.buf[self.len..end].copy_from_slice(s.as_bytes());
+            self.len = end;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn exact_strings_for_a_two_tier_client() {
+        let hz = 1_000_000;
+        let burst = Quota::per_second(10).with_burst(20).at_hz(hz);
+        let day = Quota::per_day(1_000).at_hz(hz);
+        let (b, d) = (Gcra::new(burst), Gcra::new(day));
+        let mut s = String::new();
+        write_ratelimit_policy(
+            &mut s,
+            &[
+                Policy::from_quota("burst", &burst),
+                Policy::from_quota("day", &day),
+            ],
+            hz,
+        )
+        .unwrap();
+        assert_eq!(s, r#""burst";q=20;w=2, "day";q=1000;w=86400"#);
+
+        // 7 cells at t = 0.25 s.
+        let now = 250_000;
+        let states = [
+            PolicyState::new("burst", b.check_n(now, 7)),
+            PolicyState::new("day", d.check_n(now, 7)),
+        ];
+        s.clear();
+        write_ratelimit(&mut s, &states, hz).unwrap();
+        // burst: 7·0.1 s of debt → r = 13, t = ⌈0.7⌉ = 1;
+        // day: 7·86.4 s = 604.8 s → r = 993, t = 605.
+        assert_eq!(s, r#""burst";r=13;t=1, "day";r=993;t=605"#);
+    }
+
+    #[test]
+    fn exact_strings_for_a_denial() {
+        let hz = 1_000;
+        let g = Gcra::new(Quota::per_minute(2).at_hz(hz));
+        g.check_n(0, 2).unwrap();
+        let denied = g.check(10_000).unwrap_err(); // next cell at 30 s: 20 s to wait
+        let result = Err(denied);
+        let mut s = String::new();
+        write_retry_after(&mut s, &denied, hz).unwrap();
+        assert_eq!(s, "20");
+        s.clear();
+        write_ratelimit(&mut s, &[PolicyState::new("m", result)], hz).unwrap();
+        assert_eq!(s, r#""m";r=0;t=50"#);
+        s.clear();
+        write_x_ratelimit_limit(&mut s, &result).unwrap();
+        s.push(' ');
+        write_x_ratelimit_remaining(&mut s, &result).unwrap();
+        s.push(' ');
+        write_x_ratelimit_reset(&mut s, &result, hz).unwrap();
+        assert_eq!(s, "2 0 50");
+    }
+
+    #[test]
+    fn retry_after_is_never_zero_for_a_denial() {
+        let mut s = String::new();
+        write_retry_after(&mut s, &Denied::Limited(Limited::new(1, 0, 0)), 1_000).unwrap();
+        assert_eq!(s, "1");
+        s.clear();
+        write_retry_after(&mut s, &Denied::Limited(Limited::new(1, 1, 1)), 1_000_000).unwrap();
+        assert_eq!(s, "1");
+    }
+
+    #[test]
+    fn names_are_escaped_or_refused() {
+        let mut s = String::new();
+        write_ratelimit_policy(&mut s, &[Policy::new(r#"a"b\c"#, 1, 1_000)], 1_000).unwrap();
+        assert_eq!(s, r#""a\"b\\c";q=1;w=1"#);
+        s.clear();
+        let bad = [Policy::new("ok", 1, 1), Policy::new("tab\there", 1, 1)];
+        assert_eq!(
+            write_ratelimit_policy(&mut s, &bad, 1_000),
+            Err(HeaderError::InvalidName)
+        );
+        assert!(s.is_empty(), "nothing written before the error: {s:?}");
+        assert_eq!(
+            write_ratelimit_policy(&mut s, &[Policy::new("é", 1, 1)], 1),
+            Err(HeaderError::InvalidName)
+        );
+    }
+
+    #[test]
+    fn errors_not_panics() {
+        let mut s = String::new();
+        let ok: Result<Decision, Denied> = Ok(Decision::new(1, 1, 1));
+        assert_eq!(
+            write_x_ratelimit_reset(&mut s, &ok, 0),
+            Err(HeaderError::ZeroHz)
+        );
+        let never = Err(Denied::CostTooLarge { cost: 3, limit: 2 });
+        assert_eq!(
+            write_ratelimit(
+                &mut s,
+                &[PolicyState::new("a", ok), PolicyState::new("b", never)],
+                1
+            ),
+            Err(HeaderError::NoRetry)
+        );
+        assert!(s.is_empty());
+        let mut tiny = Tiny {
+            buf: [0; 8],
+            len: 0,
+        };
+        assert_eq!(
+            write_ratelimit_policy(&mut tiny, &[Policy::new("long-name", 1, 1)], 1),
+            Err(HeaderError::Fmt)
+        );
+        let mut tiny = Tiny {
+            buf: [0; 8],
+            len: 0,
+        };
+        write_x_ratelimit_limit(&mut tiny, &ok).unwrap();
+        assert_eq!(&tiny.buf[..tiny.len], b"1");
+    }
+
+    /// Reference: the smallest whole number of seconds `s ≥ 1` with
+    /// `s · hz ≥ ticks`, found by counting up (obviously right, slow).
+    fn naive_retry_secs(ticks: u64, hz: u64) -> u64 {
+        let mut s = 1u64;
+        while (s as u128) * (hz as u128) < ticks as u128 {
+            s += 1;
+        }
+        s
+    }
+
+    fn parse_params(s: &str) -> std::vec::Vec<(String, i128)> {
+        // `"name";k=v;k=v, …` → every (k, v), parsed as signed to catch a '-'.
+        let mut out = std::vec::Vec::new();
+        for item in s.split(", ") {
+            for param in item.split(';').skip(1) {
+                let (k, v) = param.split_once('=').unwrap();
+                out.push((k.into(), v.parse::<i128>().unwrap()));
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn retry_after_matches_the_naive_ceiling(ticks in 0u64..5_000_000, hz in 1u64..10_000) {
+            let denied = Denied::Limited(Limited::new(1, ticks, ticks));
+            let secs = retry_after_secs(&denied, hz).unwrap();
+            prop_assert_eq!(secs, naive_retry_secs(ticks, hz));
+        }
+
+        /// Waiting `Retry-After` seconds is enough: the same cost is then
+        /// admitted by the limiter that denied it.
+        #[test]
+        fn retry_after_never_understates_the_wait(
+            per in 1u64..50, secs in 1u64..100, burst in 1u64..20,
+            hz in prop::sample::select(std::vec![1u64, 10, 1_000, 32_768, 1_000_000]),
+            fills in prop::collection::vec((0u64..5_000_000, 1u64..20), 1..20),
+            cost in 1u64..20,
+        ) {
+            let quota = Quota::per_duration(per, core::time::Duration::from_secs(secs))
+                .with_burst(burst)
+                .at_hz(hz);
+            let g = Gcra::new(quota);
+            let mut now = 0u64;
+            for (dt, c) in fills {
+                now += dt % (hz * secs + 1);
+                let _ = g.check_n(now, c.min(burst));
+            }
+            let cost = cost.min(burst);
+            if let Err(denied) = g.check_n(now, cost) {
+                let wait = retry_after_secs(&denied, hz).unwrap();
+                prop_assert!(wait >= 1);
+                prop_assert!(g.check_n(now + wait * hz, cost).is_ok(),
+                    "denied again after Retry-After = {} s", wait);
+                // And the RateLimit `t` is no earlier than Retry-After.
+                let (_, _, reset) = x_ratelimit(&Err(denied), hz).unwrap();
+                prop_assert!(reset >= wait);
+            }
+        }
+
+        #[test]
+        fn values_are_never_negative(
+            limit in 0u64..=u64::MAX, remaining in 0u64..=u64::MAX,
+            reset in 0u64..=u64::MAX, retry in 0u64..=u64::MAX,
+            hz in 1u64..=u64::MAX, admitted in any::<bool>(),
+        ) {
+            let result = if admitted {
+                Ok(Decision::new(limit, remaining, reset))
+            } else {
+                Err(Denied::Limited(Limited::with_remaining(limit, remaining, retry, reset)))
+            };
+            let mut s = String::new();
+            write_ratelimit(&mut s, &[PolicyState::new("p", result), PolicyState::new("q", result)], hz).unwrap();
+            for (_, v) in parse_params(&s) {
+                prop_assert!(v >= 0);
+            }
+            s.clear();
+            write_ratelimit_policy(&mut s, &[Policy::new("p", limit, reset)], hz).unwrap();
+            for (_, v) in parse_params(&s) {
+                prop_assert!(v >= 0);
+            }
+            let (l, r, t) = x_ratelimit(&result, hz).unwrap();
+            prop_assert_eq!(l, limit);
+            prop_assert!(r <= limit);
+            prop_assert!((t as u128) * (hz as u128) >= reset as u128);
+            if let Err(denied) = result {
+                let secs = retry_after_secs(&denied, hz).unwrap();
+                prop_assert!(secs >= 1);
+                prop_assert!((secs as u128) * (hz as u128) >= retry as u128);
+            }
+        }
+    }
+}

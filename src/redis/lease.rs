@@ -1,0 +1,226 @@
+//! Leasing: take a slice of a hot client's budget from Redis in one call,
+//! spend it locally, give back what was not used.
+//!
+//! # How
+//!
+//! [`LeasedRedisGcra::check`] spends one cell from the local lease of the
+//! client if it holds one that is younger than the lease lifetime `L`.
+//! Otherwise it makes one script call that first **returns** the unused cells
+//! of the old lease (`TAT ← max(now, TAT − unused·T)` on every tier, as
+//! [`Gcra::refund_n`](crate::Gcra::refund_n) does) and then **takes** up to
+//! `k` cells (the lease size) from every tier at once: the largest
+//! `g ≤ k` with `baseᵢ + g·Tᵢ − now ≤ bᵢ·Tᵢ` for all tiers, `TATᵢ ← baseᵢ + g·Tᵢ`.
+//! The request itself is the first of the `g` cells. `g = 0` is a denial
+//! with the usual [`Denied`](crate::Denied).
+//!
+//! # Bound on over-admission across the fleet
+//!
+//! Cells are consumed on the server when granted, so the fleet never admits
+//! more cells in total than Redis granted; what leasing changes is *when*
+//! they are used. With `n` servers each holding at most one lease of at most
+//! `k` cells per client:
+//!
+//! * **in cells**: over any interval `[s, s + Δ]` the fleet admits at most
+//!   what the ideal GCRA admits there, `b + ⌊Δ/T⌋`, plus the cells granted
+//!   before `s` and still unspent at `s`, which is at most `n·k`:
+//!   `admitted ≤ b + ⌊Δ/T⌋ + n·k`;
+//! * **in time**: every cell is spent at most `L` (plus one round trip) after
+//!   the server granted it, so the admitted cells, each dated back to its
+//!   grant, conform to the GCRA; equivalently the fleet's admissions lag the
+//!   ideal ones by at most `L`, and `admitted ≤ b + ⌈(Δ + L)/T⌉`.
+//!
+//! Returning cells never makes this worse: a return at `r` moves the TAT back
+//! by at most what the unused cells had moved it forward, and never before
+//! `r`, so the server's state stays at least as indebted as if the lease had
+//! been smaller from the start. Cells of a lease whose return fails (Redis
+//! down) stay consumed: the error is toward admitting less.
+//!
+//! A denial is remembered too: when not even one cell fits, the server's
+//! `retry_after` (the exact wait for one cell) is kept and further requests
+//! of that client are denied locally until it has passed. That never admits
+//! more; it may deny a little longer if another server returns cells meanwhile.
+//!
+//! The round trips saved: a client sending below its rate makes one call per
+//! `k` requests instead of one per request, and a client hammering above it
+//! about one per granted lease and one per refill (the test
+//! `lease_bound_and_round_trips_saved` in `tests/redis.rs` measures both).
+
+use std::collections::HashMap;
+use std::string::String;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::{Error, Outcome, RedisGcra, Request, Source};
+use crate::decision::Decision;
+
+#[derive(Clone, Debug)]
+enum Lease {
+    /// `left` cells granted at `granted_at`.
+    Cells { left: u64, granted_at: Instant },
+    /// The server said no cell fits before `until`: deny locally till then.
+    Denied { until: Instant, outcome: Outcome },
+}
+
+/// A [`RedisGcra`] that leases `k` cells at a time per client. The policy's
+/// tiers must not be [`per_scope`](super::RedisTier::per_scope) (a lease is
+/// per client); checks of such a policy return [`Error::ScopeMismatch`].
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use cellrate::redis::lease::LeasedRedisGcra;
+/// use cellrate::redis::{FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, Target};
+/// use cellrate::Quota;
+///
+/// let policy = RedisPolicy::single("rl", "hot", Quota::per_second(10_000).at_hz(1_000)).unwrap();
+/// let redis = RedisGcra::new(Target::standalone("redis://127.0.0.1/").unwrap(), policy,
+///     RedisConfig::new(FailurePolicy::Closed)).unwrap();
+/// let leased = LeasedRedisGcra::new(redis, 50, Duration::from_millis(20));
+/// assert!(leased.check("big-customer").unwrap().is_admitted());
+/// ```
+#[derive(Debug)]
+pub struct LeasedRedisGcra {
+    inner: RedisGcra,
+    size: u64,
+    lifetime: Duration,
+    leases: Mutex<HashMap<String, Lease>>,
+    round_trips: AtomicU64,
+}
+
+impl LeasedRedisGcra {
+    /// Leases of up to `size` cells (at least 1), each spent within
+    /// `lifetime` of its grant or returned.
+    pub fn new(inner: RedisGcra, size: u64, lifetime: Duration) -> Self {
+        LeasedRedisGcra {
+            inner,
+            size: size.max(1),
+            lifetime,
+            leases: Mutex::new(HashMap::new()),
+            round_trips: AtomicU64::new(0),
+        }
+    }
+
+    /// Script calls made so far.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// The wrapped limiter.
+    pub fn inner(&self) -> &RedisGcra {
+        &self.inner
+    }
+
+    /// One cell for `client`: from the local lease if one is live, else one
+    /// round trip (returning the old lease's unused cells and taking a new
+    /// lease). Redis failures apply the inner limiter's failure policy.
+    pub fn check(&self, client: &str) -> Result<Outcome, Error> {
+        let keys = self.inner.policy().keys(client, None)?;
+        let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+        let old = leases.remove(client);
+        let refund = match old {
+            Some(Lease::Cells { left, granted_at })
+                if left > 0 && granted_at.elapsed() < self.lifetime =>
+            {
+                leases.insert(
+                    client.into(),
+                    Lease::Cells {
+                        left: left - 1,
+                        granted_at,
+                    },
+                );
+                let results = self
+                    .inner
+                    .policy()
+                    .tiers()
+                    .iter()
+                    .map(|t| Ok(Decision::new(t.quota().burst(), left - 1, 0)))
+                    .collect();
+                return Ok(Outcome::new(results, Source::Lease));
+            }
+            Some(Lease::Denied { until, outcome }) if Instant::now() < until => {
+                leases.insert(
+                    client.into(),
+                    Lease::Denied {
+                        until,
+                        outcome: outcome.clone(),
+                    },
+                );
+                return Ok(outcome.with_source(Source::Lease));
+            }
+            Some(Lease::Cells { left, .. }) => left,
+            _ => 0,
+        };
+        let request = Request {
+            cost: self.size,
+            up_to: true,
+            refund,
+        };
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        match self.inner.run(&keys, request) {
+            Ok((granted, outcome)) => {
+                if granted > 0 {
+                    leases.insert(
+                        client.into(),
+                        Lease::Cells {
+                            left: granted - 1,
+                            granted_at: Instant::now(),
+                        },
+                    );
+                } else if let Some(until) = outcome
+                    .denied()
+                    .and_then(|d| d.retry_after())
+                    .and_then(|wait| Instant::now().checked_add(Duration::from_micros(wait)))
+                {
+                    // No cell fits for `wait` µs of server time: answer the
+                    // same locally until then (never admits more: the server
+                    // would deny too, unless another server returns cells).
+                    leases.insert(
+                        client.into(),
+                        Lease::Denied {
+                            until,
+                            outcome: outcome.clone(),
+                        },
+                    );
+                }
+                Ok(outcome)
+            }
+            Err(_) => {
+                drop(leases);
+                self.inner.check_n(client, None, 1)
+            }
+        }
+    }
+
+    /// Returns every unused leased cell to Redis (for a graceful shutdown).
+    /// Returns how many cells were given back.
+    pub fn return_all(&self) -> u64 {
+        let drained: std::vec::Vec<(String, Lease)> = self
+            .leases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .collect();
+        let mut returned = 0;
+        for (client, lease) in drained {
+            let Lease::Cells { left, .. } = lease else {
+                continue;
+            };
+            if left == 0 {
+                continue;
+            }
+            let Ok(keys) = self.inner.policy().keys(&client, None) else {
+                continue;
+            };
+            let request = Request {
+                cost: 0,
+                up_to: false,
+                refund: left,
+            };
+            self.round_trips.fetch_add(1, Ordering::Relaxed);
+            if self.inner.run(&keys, request).is_ok() {
+                returned += left;
+            }
+        }
+        returned
+    }
+}

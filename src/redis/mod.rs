@@ -1,0 +1,920 @@
+//! GCRA on a shared Redis (standalone or Cluster), so a fleet of servers
+//! enforces one limit per client instead of one per process.
+//!
+//! Feature `redis` (implies `std`). Built on the `redis` client
+//! crate; needs Redis ≥ 5 (scripts replicated by effects, so a script may read
+//! `TIME` before it writes) and the Rust version that crate asks for (1.88).
+//!
+//! # The math
+//!
+//! The same inequality as [`gcra`](crate::gcra), evaluated inside Redis by one
+//! Lua script per decision (`EVALSHA`, reloaded with `SCRIPT LOAD` when the
+//! server answers `NOSCRIPT`, e.g. after a restart). For each tier `i` with
+//! emission interval `Tᵢ` and span `bᵢ·Tᵢ` (µs), at the server's own time
+//! `now = TIME` in integer microseconds:
+//!
+//! ```text
+//! baseᵢ = max(TATᵢ, now)
+//! admit ⇔ ∀i: baseᵢ + cost·Tᵢ − now ≤ bᵢ·Tᵢ
+//! if admitted: TATᵢ ← baseᵢ + cost·Tᵢ  (for every i), expiry ⌊(TATᵢ − now)/1000⌋ + 1 ms
+//! ```
+//!
+//! Every tier is checked before any is written, inside one script (Redis runs
+//! a script atomically), so a request denied by one tier consumes from none.
+//! The key expires (`SET … PX`) within a millisecond after its TAT has
+//! passed, i.e. once the bucket is full again (never before: an expired key
+//! reads as full), so idle clients cost no memory. A cost of 0 writes nothing (a peek).
+//!
+//! The answers are the crate's own [`Decision`] and [`Denied`], computed by
+//! the same code as in-process (the script returns `TAT − now` and the wait,
+//! the crate turns them into cells and ticks): a [`RedisTier`]'s quota is
+//! re-expressed on a 1 MHz clock with one sub-tick per tick, and a local
+//! [`Gcra`](crate::Gcra) with [`RedisTier::quota`] gives the same decisions at
+//! the same server times (the fleet test checks exactly that).
+//!
+//! `TIME` is the server's wall clock. If it steps back, `max(TAT, now) − now`
+//! only grows: the limiter denies more for a while, never admits more (the
+//! same rule as the in-process GCRA for a `now` that goes back). Keys live
+//! on the server only: a restart without persistence forgets the debts
+//! (every client starts full), which is Redis' durability, not the script's.
+//!
+//! # Integer bounds (Lua numbers are doubles)
+//!
+//! Redis' Lua 5.1 has only IEEE doubles, exact for integers below 2⁵³. So:
+//!
+//! * time is in whole microseconds: `TIME` now is about 2⁵⁰·⁷ µs and stays
+//!   below 2⁵² µs until the year 2112;
+//! * `T` is rounded **up** to whole microseconds (toward admitting less;
+//!   [`RedisTier::quota`] says whether that was exact), and the span `b·T` must
+//!   be at most 2⁵² µs (about 142 years), checked by [`RedisTier::new`];
+//! * so every TAT, `now + b·T < 2⁵³`, and every product and sum in the script
+//!   is an exact integer. TATs are stored as decimal integer strings written
+//!   with `%.0f` (never Lua's `%.14g`, which would round them).
+//!
+//! # Keys
+//!
+//! `<prefix>:{<client>}:<tier>` and, for a tier made
+//! [`per_scope`](RedisTier::per_scope), `<prefix>:{<client>}:<tier>:<scope>`.
+//! The `{client}` hash tag puts every key of one client in one Cluster slot,
+//! so one script may touch all of them; different clients spread over the
+//! nodes. Prefix and client may not contain `{` or `}` ([`Error::InvalidKey`]).
+//!
+//! # Failures
+//!
+//! [`FailurePolicy`] says what a check answers while Redis is unreachable or
+//! slower than the timeout: admit ([`FailurePolicy::Open`]), deny
+//! ([`FailurePolicy::Closed`]), or decide with a local in-process GCRA per
+//! client with its own (usually looser, since every server applies it
+//! separately) quotas ([`FailurePolicy::Fallback`]). The [`Outcome`] says which
+//! ([`Source`]). A lost connection is dropped and rebuilt by a later call, at
+//! most once per [`RedisConfig::with_reconnect_interval`], so a dead server costs
+//! one connect timeout per interval, not one per request. No path panics.
+//!
+//! # Leasing
+//!
+//! [`lease`] takes a slice of a hot client's budget in one call and spends it
+//! locally; see its docs for the bound on over-admission.
+
+use core::fmt;
+use std::boxed::Box;
+use std::collections::HashMap;
+use std::string::{String, ToString};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use std::vec::Vec;
+
+use crate::decision::{Decision, Denied, Limited, Usage};
+use crate::quota::Quota;
+use crate::Algorithm;
+
+mod asynch;
+mod blocking;
+pub mod lease;
+
+pub use asynch::AsyncRedisGcra;
+pub use blocking::{RedisGcra, MAX_IDLE};
+
+/// Ticks per second of every quota used with Redis: server time is in µs.
+/// Every tick count in a Redis [`Outcome`] is in these units.
+///
+/// ```
+/// use cellrate::redis::{RedisTier, HZ};
+/// use cellrate::Quota;
+/// let t = RedisTier::new("t", Quota::per_second(10).at_hz(1_000)).unwrap();
+/// assert_eq!(t.quota().hz(), HZ);
+/// ```
+pub const HZ: u64 = 1_000_000;
+
+/// The largest span `b·T` a tier may have, in µs (2⁵², see the module docs).
+///
+/// ```
+/// use cellrate::redis::MAX_SPAN_MICROS;
+/// // About 142 years.
+/// assert_eq!(MAX_SPAN_MICROS / 1_000_000 / 86_400 / 365, 142);
+/// ```
+pub const MAX_SPAN_MICROS: u64 = 1 << 52;
+
+/// The most tiers one policy may have.
+///
+/// ```
+/// use cellrate::redis::{Error, RedisPolicy, RedisTier, MAX_TIERS};
+/// use cellrate::Quota;
+/// let tier = RedisTier::new("t", Quota::per_second(1).at_hz(1)).unwrap();
+/// let too_many = vec![tier; MAX_TIERS + 1];
+/// assert!(matches!(RedisPolicy::new("p", too_many), Err(Error::TierCount)));
+/// ```
+pub const MAX_TIERS: usize = 8;
+
+/// The script. KEYS: one per tier. ARGV: cost, mode (0: all or nothing;
+/// 1: up to `cost`, at least 1 — a lease), refund (cells given back to each
+/// tier first), then `Tᵢ`, `spanᵢ` per tier. Returns
+/// `[granted, now, aheadᵢ, waitᵢ, …]`: cells granted (0 = denied), server µs,
+/// and per tier `TAT − now` after the call and, when nothing was granted,
+/// the wait for the request (for a lease: for one cell).
+pub(crate) const SCRIPT: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local cost = tonumber(ARGV[1])
+local upto = ARGV[2] == '1'
+local refund = tonumber(ARGV[3])
+local n = #KEYS
+local base, intervals, spans = {}, {}, {}
+local grant = cost
+for i = 1, n do
+  local interval = tonumber(ARGV[2 + 2 * i])
+  local span = tonumber(ARGV[3 + 2 * i])
+  intervals[i] = interval
+  spans[i] = span
+  local raw = redis.call('GET', KEYS[i])
+  local tat = now
+  if raw then
+    tat = tonumber(raw)
+    if not tat then return redis.error_reply('cellrate: key holds no TAT: ' .. KEYS[i]) end
+    if refund > 0 and tat > now then
+      tat = tat - refund * interval
+      if tat < now then tat = now end
+      redis.call('SET', KEYS[i], string.format('%.0f', tat), 'KEEPTTL')
+    end
+    if tat < now then tat = now end
+  end
+  base[i] = tat
+  local room = span - (tat - now)
+  if upto then
+    local fits = 0
+    if room > 0 then fits = math.floor(room / interval) end
+    if fits < grant then grant = fits end
+  elseif cost * interval > room then
+    grant = 0
+  end
+end
+local out = {grant, now}
+local want = cost
+if upto and cost > 0 then want = 1 end
+for i = 1, n do
+  local ahead = base[i] - now
+  local wait = 0
+  if grant == 0 then
+    local need = ahead + want * intervals[i]
+    if need > spans[i] then wait = need - spans[i] end
+  elseif cost > 0 then
+    ahead = ahead + grant * intervals[i]
+    redis.call('SET', KEYS[i], string.format('%.0f', now + ahead), 'PX', math.floor(ahead / 1000) + 1)
+  end
+  out[2 * i + 1] = ahead
+  out[2 * i + 2] = wait
+end
+return out
+"#;
+
+/// Why a Redis operation failed (before a [`FailurePolicy`] applies).
+///
+/// ```
+/// use cellrate::redis::{Error, RedisPolicy};
+/// use cellrate::Quota;
+/// let p = RedisPolicy::single("rl", "api", Quota::per_second(1).at_hz(1)).unwrap();
+/// let err = p.keys("bad{client}", None).unwrap_err();
+/// assert!(matches!(err, Error::InvalidKey));
+/// assert_eq!(err.to_string(), "prefix, client and scope may not contain '{' or '}'");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The server or the connection failed; the message says how.
+    Redis(::redis::RedisError),
+    /// No answer within the configured timeout.
+    Timeout,
+    /// A reconnect was attempted less than `reconnect_interval` ago.
+    Backoff,
+    /// The server answered something the script never returns.
+    BadReply,
+    /// A prefix, client or scope that would break the key layout.
+    InvalidKey,
+    /// A quota that cannot be kept exactly in the script's integers.
+    QuotaTooLong,
+    /// Rounding `T` up to whole microseconds would lose more than 1 % of
+    /// the rate (rates above about 100 000 cells per second per key).
+    Imprecise,
+    /// More than [`MAX_TIERS`] tiers, or none.
+    TierCount,
+    /// Scopes given do not match the tiers made `per_scope`.
+    ScopeMismatch,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Redis(e) => write!(f, "redis: {e}"),
+            Error::Timeout => f.write_str("redis did not answer within the timeout"),
+            Error::Backoff => f.write_str("redis unreachable; waiting before reconnecting"),
+            Error::BadReply => f.write_str("unexpected reply from the rate-limit script"),
+            Error::InvalidKey => f.write_str("prefix, client and scope may not contain '{' or '}'"),
+            Error::QuotaTooLong => f.write_str("quota span exceeds 2^52 µs"),
+            Error::Imprecise => {
+                f.write_str("rate too fine for whole microseconds (would lose over 1 %)")
+            }
+            Error::TierCount => f.write_str("a policy needs 1 to 8 tiers"),
+            Error::ScopeMismatch => f.write_str("a per-scope tier was checked without a scope"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<::redis::RedisError> for Error {
+    fn from(e: ::redis::RedisError) -> Self {
+        Error::Redis(e)
+    }
+}
+
+/// One limit of a policy: a name (part of the key, and the policy name in
+/// HTTP headers) and a quota.
+///
+/// ```
+/// use cellrate::redis::RedisTier;
+/// use cellrate::Quota;
+/// let tier = RedisTier::new("burst", Quota::per_second(3).at_hz(1_000)).unwrap();
+/// // 1/3 s is 333 333.3 µs: rounded up to whole µs, so not exact.
+/// assert_eq!(tier.quota().emission_interval(), 333_334);
+/// assert!(!tier.quota().is_exact());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisTier {
+    name: String,
+    quota: Quota,
+    per_scope: bool,
+}
+
+impl RedisTier {
+    /// A tier named `name` enforcing `quota` (at any tick frequency: it is
+    /// re-expressed in µs, rounding `T` up).
+    pub fn new(name: impl Into<String>, quota: Quota) -> Result<Self, Error> {
+        let name = name.into();
+        if !key_part_ok(&name) {
+            return Err(Error::InvalidKey);
+        }
+        let asked = quota;
+        let quota = quota.rescaled(1, HZ).map_err(|_| Error::QuotaTooLong)?;
+        if quota.span() > MAX_SPAN_MICROS {
+            return Err(Error::QuotaTooLong);
+        }
+        // Asked T = e / (s·hz) s; kept T′ = e′ / HZ s, with T′ ≥ T. Refuse when
+        // the rate lost, 1 − T/T′, exceeds 1 %: 100·(T′ − T) > T′, i.e.
+        // 100·(e′·s·hz − e·HZ) > e′·s·hz.
+        let kept = quota.emission_interval() as u128 * asked.scale() as u128 * asked.hz() as u128;
+        let want = asked.emission_interval() as u128 * HZ as u128;
+        if kept.saturating_sub(want).saturating_mul(100) > kept {
+            return Err(Error::Imprecise);
+        }
+        Ok(RedisTier {
+            name,
+            quota,
+            per_scope: false,
+        })
+    }
+    /// This tier counts per (client, scope) — e.g. per endpoint — instead of
+    /// per client.
+    ///
+    /// ```
+    /// use cellrate::redis::RedisTier;
+    /// use cellrate::Quota;
+    /// let t = RedisTier::new("endpoint", Quota::per_second(5).at_hz(1_000)).unwrap().per_scope();
+    /// assert!(t.is_per_scope());
+    /// ```
+    pub fn per_scope(mut self) -> Self {
+        self.per_scope = true;
+        self
+    }
+    /// Whether the tier counts per scope.
+    pub fn is_per_scope(&self) -> bool {
+        self.per_scope
+    }
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The quota the script enforces: 1 MHz, one sub-tick per tick.
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+}
+
+fn key_part_ok(s: &str) -> bool {
+    !s.contains(['{', '}'])
+}
+
+/// The tiers decided together for one client, and the key prefix.
+///
+/// ```
+/// use cellrate::redis::{RedisPolicy, RedisTier};
+/// use cellrate::Quota;
+/// let policy = RedisPolicy::new("rl", vec![
+///     RedisTier::new("second", Quota::per_second(10).at_hz(1_000)).unwrap(),
+///     RedisTier::new("day", Quota::per_day(10_000).at_hz(1_000)).unwrap(),
+/// ]).unwrap();
+/// assert_eq!(policy.keys("alice", None).unwrap(), ["rl:{alice}:second", "rl:{alice}:day"]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisPolicy {
+    prefix: String,
+    tiers: Vec<RedisTier>,
+}
+
+impl RedisPolicy {
+    /// A policy of 1 to [`MAX_TIERS`] tiers under `prefix`.
+    pub fn new(prefix: impl Into<String>, tiers: Vec<RedisTier>) -> Result<Self, Error> {
+        let prefix = prefix.into();
+        if !key_part_ok(&prefix) {
+            return Err(Error::InvalidKey);
+        }
+        if tiers.is_empty() || tiers.len() > MAX_TIERS {
+            return Err(Error::TierCount);
+        }
+        Ok(RedisPolicy { prefix, tiers })
+    }
+    /// A policy of one tier.
+    ///
+    /// ```
+    /// use cellrate::redis::RedisPolicy;
+    /// use cellrate::Quota;
+    /// let p = RedisPolicy::single("rl", "api", Quota::per_minute(60).at_hz(1_000)).unwrap();
+    /// assert_eq!(p.tiers().len(), 1);
+    /// ```
+    pub fn single(
+        prefix: impl Into<String>,
+        name: impl Into<String>,
+        quota: Quota,
+    ) -> Result<Self, Error> {
+        Self::new(prefix, std::vec![RedisTier::new(name, quota)?])
+    }
+    /// The tiers, in order.
+    pub fn tiers(&self) -> &[RedisTier] {
+        &self.tiers
+    }
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+    /// The keys of `client` (and `scope`, for per-scope tiers), in tier order.
+    pub fn keys(&self, client: &str, scope: Option<&str>) -> Result<Vec<String>, Error> {
+        if !key_part_ok(client) || !scope.map_or(true, key_part_ok) {
+            return Err(Error::InvalidKey);
+        }
+        self.tiers
+            .iter()
+            .map(|t| match (t.per_scope, scope) {
+                (false, _) => Ok(std::format!("{}:{{{}}}:{}", self.prefix, client, t.name)),
+                (true, Some(s)) => Ok(std::format!(
+                    "{}:{{{}}}:{}:{}",
+                    self.prefix,
+                    client,
+                    t.name,
+                    s
+                )),
+                (true, None) => Err(Error::ScopeMismatch),
+            })
+            .collect()
+    }
+    /// The denial for a cost that can never fit some tier, if any.
+    pub(crate) fn too_large(&self, cost: u64) -> Option<Denied> {
+        self.tiers
+            .iter()
+            .find(|t| cost > t.quota.burst())
+            .map(|t| Denied::CostTooLarge {
+                cost,
+                limit: t.quota.burst(),
+            })
+    }
+    /// The script invocation for one request.
+    pub(crate) fn invocation<'a>(
+        &self,
+        script: &'a ::redis::Script,
+        keys: &[String],
+        request: Request,
+    ) -> ::redis::ScriptInvocation<'a> {
+        let mut inv = script.prepare_invoke();
+        for k in keys {
+            inv.key(k);
+        }
+        inv.arg(request.cost)
+            .arg(if request.up_to { 1 } else { 0 })
+            .arg(request.refund);
+        for t in &self.tiers {
+            inv.arg(t.quota.emission_interval()).arg(t.quota.span());
+        }
+        inv
+    }
+    /// Turns the script's reply into an [`Outcome`].
+    pub(crate) fn decode(&self, reply: &[i64], cost: u64) -> Result<(u64, Outcome), Error> {
+        if reply.len() != 2 + 2 * self.tiers.len() || reply.iter().any(|&v| v < 0) {
+            return Err(Error::BadReply);
+        }
+        let granted = reply[0] as u64;
+        let now = reply[1] as u64;
+        let results = self
+            .tiers
+            .iter()
+            .zip(reply[2..].chunks_exact(2))
+            .map(|(t, pair)| {
+                let (ahead, wait) = (pair[0] as u64, pair[1] as u64);
+                let usage = Usage::gcra(&t.quota, ahead);
+                if granted == 0 && cost > 0 && wait > 0 {
+                    Err(Denied::Limited(Limited::from_usage(usage, wait)))
+                } else {
+                    Ok(Decision::from_usage(usage))
+                }
+            })
+            .collect();
+        Ok((
+            granted,
+            Outcome {
+                results,
+                source: Source::Redis,
+                server_time: Some(now),
+            },
+        ))
+    }
+}
+
+/// What the script is asked to do.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Request {
+    pub(crate) cost: u64,
+    pub(crate) up_to: bool,
+    pub(crate) refund: u64,
+}
+
+impl Request {
+    pub(crate) const fn check(cost: u64) -> Self {
+        Request {
+            cost,
+            up_to: false,
+            refund: 0,
+        }
+    }
+}
+
+/// Where an [`Outcome`] came from.
+///
+/// ```
+/// use cellrate::redis::{Outcome, Source};
+/// let o = Outcome::new(vec![], Source::FailOpen);
+/// assert_eq!(o.source(), Source::FailOpen);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// Decided by the script on the Redis server.
+    Redis,
+    /// Redis failed; admitted by [`FailurePolicy::Open`].
+    FailOpen,
+    /// Redis failed; denied by [`FailurePolicy::Closed`].
+    FailClosed,
+    /// Redis failed; decided by the local limiter of
+    /// [`FailurePolicy::Fallback`].
+    Fallback,
+    /// Spent from a local lease ([`lease`]).
+    Lease,
+}
+
+/// The answer to one check: one result per tier, in the policy's order.
+///
+/// Admitted iff every tier admitted. When denied, the tiers that would have
+/// admitted hold a [`Decision`] of their unchanged state (nothing was
+/// consumed) and the others a [`Denied`].
+///
+/// ```
+/// use cellrate::redis::{Outcome, Source};
+/// use cellrate::{Decision, Denied, Limited};
+/// let o = Outcome::new(vec![
+///     Ok(Decision::new(10, 3, 700)),
+///     Err(Denied::Limited(Limited::new(1_000, 5_000, 9_000))),
+/// ], Source::Redis);
+/// assert!(!o.is_admitted());
+/// assert_eq!(o.denied().unwrap().retry_after(), Some(5_000));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    results: Vec<Result<Decision, Denied>>,
+    source: Source,
+    server_time: Option<u64>,
+}
+
+impl Outcome {
+    /// An outcome from parts (for tests and adapters).
+    pub fn new(results: Vec<Result<Decision, Denied>>, source: Source) -> Self {
+        Outcome {
+            results,
+            source,
+            server_time: None,
+        }
+    }
+    /// The same results, marked as coming from `source`.
+    pub(crate) fn with_source(mut self, source: Source) -> Self {
+        self.source = source;
+        self
+    }
+    /// Whether every tier admitted.
+    pub fn is_admitted(&self) -> bool {
+        self.results.iter().all(Result::is_ok)
+    }
+    /// One result per tier.
+    pub fn results(&self) -> &[Result<Decision, Denied>] {
+        &self.results
+    }
+    /// The denial that asks for the longest wait (a request must wait for
+    /// every tier that denied it); `None` if admitted.
+    pub fn denied(&self) -> Option<Denied> {
+        self.results
+            .iter()
+            .filter_map(|r| r.err())
+            .max_by_key(|d| d.retry_after().unwrap_or(u64::MAX))
+    }
+    /// Where the answer came from.
+    pub fn source(&self) -> Source {
+        self.source
+    }
+    /// The server's time of the decision in µs, when Redis decided.
+    pub fn server_time(&self) -> Option<u64> {
+        self.server_time
+    }
+}
+
+/// What a check answers while Redis cannot.
+///
+/// ```
+/// use cellrate::redis::{FailurePolicy, RedisConfig};
+/// use cellrate::Quota;
+/// // While Redis is down, each server allows 2× the fleet-wide 100/min.
+/// let cfg = RedisConfig::new(FailurePolicy::Fallback(vec![Quota::per_minute(200).at_hz(1_000)]));
+/// assert!(matches!(cfg.failure(), FailurePolicy::Fallback(q) if q.len() == 1));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Admit everything (availability over protection).
+    Open,
+    /// Deny everything, with `retry_after` = the reconnect interval.
+    Closed,
+    /// Decide per client with local in-process GCRAs, one quota per tier of
+    /// the policy (in the same order). Each server applies them on its own,
+    /// so a fleet of `n` servers admits up to `n` times these quotas: choose
+    /// them for that.
+    Fallback(Vec<Quota>),
+}
+
+/// Connection settings shared by the blocking and async clients.
+///
+/// ```
+/// use cellrate::redis::{FailurePolicy, RedisConfig};
+/// use std::time::Duration;
+/// let cfg = RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_millis(50));
+/// assert_eq!(cfg.timeout(), Duration::from_millis(50));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisConfig {
+    failure: FailurePolicy,
+    timeout: Duration,
+    reconnect_interval: Duration,
+    fallback_capacity: usize,
+}
+
+impl RedisConfig {
+    /// Timeout 100 ms, reconnect at most every 250 ms, up to 65 536 clients
+    /// in the fallback table.
+    pub fn new(failure: FailurePolicy) -> Self {
+        RedisConfig {
+            failure,
+            timeout: Duration::from_millis(100),
+            reconnect_interval: Duration::from_millis(250),
+            fallback_capacity: 1 << 16,
+        }
+    }
+    /// Connect, read and write timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+    /// Least time between two reconnect attempts after a failure.
+    pub fn with_reconnect_interval(mut self, interval: Duration) -> Self {
+        self.reconnect_interval = interval;
+        self
+    }
+    /// Most clients the fallback keeps; when full the table is cleared
+    /// (every client starts full again), which bounds memory.
+    pub fn with_fallback_capacity(mut self, clients: usize) -> Self {
+        self.fallback_capacity = clients.max(1);
+        self
+    }
+    /// The timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+    /// The failure policy.
+    pub fn failure(&self) -> &FailurePolicy {
+        &self.failure
+    }
+}
+
+/// The failure policy in force, with the fallback's state.
+#[derive(Debug)]
+pub(crate) struct Degrade {
+    config: RedisConfig,
+    fallback: Option<Vec<Quota>>,
+    table: Mutex<HashMap<String, Vec<u64>>>,
+    epoch: Instant,
+}
+
+impl Degrade {
+    pub(crate) fn new(config: RedisConfig, tiers: usize) -> Result<Self, Error> {
+        let fallback = match &config.failure {
+            FailurePolicy::Fallback(quotas) => {
+                if quotas.len() != tiers {
+                    return Err(Error::TierCount);
+                }
+                let q: Result<Vec<Quota>, Error> = quotas
+                    .iter()
+                    .map(|q| q.rescaled(1, HZ).map_err(|_| Error::QuotaTooLong))
+                    .collect();
+                Some(q?)
+            }
+            _ => None,
+        };
+        Ok(Degrade {
+            config,
+            fallback,
+            table: Mutex::new(HashMap::new()),
+            epoch: Instant::now(),
+        })
+    }
+
+    pub(crate) fn config(&self) -> &RedisConfig {
+        &self.config
+    }
+
+    /// The answer while Redis is failing.
+    pub(crate) fn decide(&self, policy: &RedisPolicy, keys: &[String], cost: u64) -> Outcome {
+        let tiers = policy.tiers();
+        match &self.fallback {
+            None if matches!(self.config.failure, FailurePolicy::Open) => Outcome::new(
+                tiers
+                    .iter()
+                    .map(|t| Ok(Decision::new(t.quota.burst(), t.quota.burst(), 0)))
+                    .collect(),
+                Source::FailOpen,
+            ),
+            None => {
+                let wait = self.config.reconnect_interval.as_micros().max(1) as u64;
+                Outcome::new(
+                    tiers
+                        .iter()
+                        .map(|t| Err(Denied::Limited(Limited::new(t.quota.burst(), wait, wait))))
+                        .collect(),
+                    Source::FailClosed,
+                )
+            }
+            Some(quotas) => self.local(quotas, keys, cost),
+        }
+    }
+
+    fn local(&self, quotas: &[Quota], keys: &[String], cost: u64) -> Outcome {
+        let now = self.epoch.elapsed().as_micros() as u64;
+        let key = keys.join("\u{0}");
+        // A poisoned lock only means another thread panicked mid-update of
+        // plain integers; the table is still usable.
+        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        if !table.contains_key(&key) && table.len() >= self.config.fallback_capacity {
+            table.clear();
+        }
+        let tats = table
+            .entry(key)
+            .or_insert_with(|| std::vec![Quota::NEW; quotas.len()]);
+        let results: Vec<Result<(u64, Decision), Denied>> = quotas
+            .iter()
+            .zip(tats.iter())
+            .map(|(q, &tat)| q.check(tat, now, cost))
+            .collect();
+        let admitted = results.iter().all(Result::is_ok);
+        let results = results
+            .into_iter()
+            .zip(quotas.iter().zip(tats.iter_mut()))
+            .map(|(r, (q, tat))| match r {
+                Ok((new_tat, d)) if admitted => {
+                    *tat = new_tat;
+                    Ok(d)
+                }
+                Ok(_) => Ok(q.peek(*tat, now).to_decision()),
+                Err(d) => Err(d),
+            })
+            .collect();
+        Outcome::new(results, Source::Fallback)
+    }
+}
+
+/// Reconnection bookkeeping: when the last attempt failed.
+#[derive(Debug, Default)]
+pub(crate) struct Backoff {
+    failed_at: Mutex<Option<Instant>>,
+}
+
+impl Backoff {
+    /// Whether a reconnect may be tried now.
+    pub(crate) fn may_try(&self, interval: Duration) -> bool {
+        let guard = self.failed_at.lock().unwrap_or_else(|e| e.into_inner());
+        match *guard {
+            None => true,
+            Some(t) => t.elapsed() >= interval,
+        }
+    }
+    pub(crate) fn failed(&self) {
+        *self.failed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+    pub(crate) fn succeeded(&self) {
+        *self.failed_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// Where to connect: one server or a Cluster.
+///
+/// ```
+/// use cellrate::redis::Target;
+/// let t = Target::standalone("redis://127.0.0.1:6379/").unwrap();
+/// let c = Target::cluster(["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"]).unwrap();
+/// # let _ = (t, c);
+/// ```
+#[derive(Clone)]
+pub enum Target {
+    /// A standalone server (or a primary).
+    Standalone(::redis::Client),
+    /// A Redis Cluster, from any of its nodes.
+    Cluster(Box<::redis::cluster::ClusterClient>),
+}
+
+impl Target {
+    /// A standalone server from a `redis://` URL.
+    pub fn standalone(url: &str) -> Result<Self, Error> {
+        Ok(Target::Standalone(::redis::Client::open(url)?))
+    }
+    /// A Cluster from the URLs of some of its nodes. Connecting to a node
+    /// and each answer are bounded by 1 s inside the cluster client (on top
+    /// of the [`RedisConfig`] timeout, which bounds each decision), and a
+    /// failed command is retried once (e.g. after a `MOVED`).
+    pub fn cluster<I, S>(nodes: I) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let nodes: Vec<String> = nodes.into_iter().map(|s| s.as_ref().to_string()).collect();
+        Ok(Target::Cluster(Box::new(
+            ::redis::cluster::ClusterClientBuilder::new(nodes)
+                .retries(1)
+                .connection_timeout(Duration::from_secs(1))
+                .response_timeout(Duration::from_secs(1))
+                .build()?,
+        )))
+    }
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Standalone(c) => write!(f, "Standalone({:?})", c.get_connection_info().addr()),
+            Target::Cluster(_) => f.write_str("Cluster"),
+        }
+    }
+}
+
+/// The script object shared by every client (its SHA1 is computed once).
+pub(crate) fn script() -> Arc<::redis::Script> {
+    static SCRIPT_CELL: std::sync::OnceLock<Arc<::redis::Script>> = std::sync::OnceLock::new();
+    SCRIPT_CELL
+        .get_or_init(|| Arc::new(::redis::Script::new(SCRIPT)))
+        .clone()
+}
+
+#[cfg(all(test, not(feature = "loom")))]
+mod tests {
+    use super::*;
+
+    fn policy() -> RedisPolicy {
+        RedisPolicy::new(
+            "p",
+            std::vec![
+                RedisTier::new("s", Quota::per_second(10).at_hz(1_000)).unwrap(),
+                RedisTier::new("e", Quota::per_minute(5).at_hz(1_000))
+                    .unwrap()
+                    .per_scope(),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn keys_share_the_client_hash_tag() {
+        let p = policy();
+        assert_eq!(
+            p.keys("k1", Some("/a")).unwrap(),
+            ["p:{k1}:s", "p:{k1}:e:/a"]
+        );
+        assert!(matches!(p.keys("k1", None), Err(Error::ScopeMismatch)));
+        assert!(matches!(p.keys("k}1", Some("/a")), Err(Error::InvalidKey)));
+        assert!(matches!(p.keys("k1", Some("{x")), Err(Error::InvalidKey)));
+    }
+
+    #[test]
+    fn rates_too_fine_for_microseconds_are_refused() {
+        // 99 000/s: T = 10.1 µs → 11 µs loses 8 %.
+        let q = Quota::per_second(99_000).at_hz(1_000_000_000);
+        assert!(matches!(RedisTier::new("x", q), Err(Error::Imprecise)));
+        // 1/3 s → 333 334 µs loses 2·10⁻⁶: fine.
+        assert!(RedisTier::new("x", Quota::per_second(3).at_hz(1)).is_ok());
+        // 125 000/s is exactly 8 µs.
+        let t = RedisTier::new("x", Quota::per_second(125_000).at_hz(1_000)).unwrap();
+        assert!(t.quota().is_exact());
+    }
+
+    #[test]
+    fn spans_beyond_2_pow_52_micros_are_refused() {
+        // 1 cell per 200 years: span 6.3e15 µs > 2^52.
+        let q = Quota::per_duration(1, Duration::from_secs(200 * 365 * 86_400)).at_hz(1);
+        assert!(matches!(RedisTier::new("x", q), Err(Error::QuotaTooLong)));
+        let q = Quota::per_duration(1, Duration::from_secs(100 * 365 * 86_400)).at_hz(1);
+        assert!(RedisTier::new("x", q).is_ok());
+    }
+
+    #[test]
+    fn decode_matches_in_process_gcra() {
+        let p = policy();
+        let q0 = p.tiers()[0].quota();
+        // Admitted: both tiers 100 ms / 12 s ahead after the request.
+        let (g, o) = p
+            .decode(&[1, 5_000_000, 100_000, 0, 12_000_000, 0], 1)
+            .unwrap();
+        assert_eq!(g, 1);
+        assert!(o.is_admitted());
+        let local = crate::Gcra::new(q0);
+        assert_eq!(o.results()[0], local.check(5_000_000));
+        assert_eq!(o.server_time(), Some(5_000_000));
+        // Denied by the second tier only: the first keeps a Decision.
+        let (_, o) = p.decode(&[0, 9, 0, 0, 60_000_000, 12_000_000], 1).unwrap();
+        assert!(o.results()[0].is_ok());
+        assert_eq!(o.denied().unwrap().retry_after(), Some(12_000_000));
+        assert!(matches!(p.decode(&[1, 2, 3], 1), Err(Error::BadReply)));
+        assert!(matches!(
+            p.decode(&[1, -2, 3, 4, 5, 6], 1),
+            Err(Error::BadReply)
+        ));
+    }
+
+    #[test]
+    fn fallback_is_all_or_nothing_per_client() {
+        let p = policy();
+        let d = Degrade::new(
+            RedisConfig::new(FailurePolicy::Fallback(std::vec![
+                Quota::per_second(100).at_hz(1_000),
+                Quota::per_minute(2).at_hz(1_000),
+            ])),
+            2,
+        )
+        .unwrap();
+        let keys = p.keys("c", Some("/x")).unwrap();
+        assert!(d.decide(&p, &keys, 1).is_admitted());
+        assert!(d.decide(&p, &keys, 1).is_admitted());
+        let third = d.decide(&p, &keys, 1);
+        assert_eq!(third.source(), Source::Fallback);
+        assert!(third.results()[0].is_ok() && third.results()[1].is_err());
+        // The first tier was not charged by the denial: 98 left of 100.
+        assert_eq!(third.results()[0].unwrap().remaining(), 98);
+        let other = p.keys("d", Some("/x")).unwrap();
+        assert!(d.decide(&p, &other, 1).is_admitted());
+    }
+
+    #[test]
+    fn open_and_closed() {
+        let p = policy();
+        let keys = p.keys("c", Some("/x")).unwrap();
+        let open = Degrade::new(RedisConfig::new(FailurePolicy::Open), 2).unwrap();
+        assert!(open.decide(&p, &keys, 1).is_admitted());
+        let closed = Degrade::new(RedisConfig::new(FailurePolicy::Closed), 2).unwrap();
+        let o = closed.decide(&p, &keys, 1);
+        assert_eq!(o.source(), Source::FailClosed);
+        assert_eq!(o.denied().unwrap().retry_after(), Some(250_000));
+    }
+}

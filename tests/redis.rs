@@ -1,0 +1,826 @@
+//! Integration tests against a real `redis-server` and a real 3-node Redis
+//! Cluster. `scripts/stages/70-redis.sh` starts them and sets:
+//!
+//! * `CELLRATE_REDIS_URL`: a standalone server, `redis://127.0.0.1:PORT/`;
+//! * `CELLRATE_REDIS_CLUSTER`: comma-separated node URLs of the cluster;
+//! * `CELLRATE_REDIS_SERVER`: the `redis-server` binary, for the fault tests,
+//!   which start, stop and restart a server of their own.
+//!
+//! A variable that is set but whose server does not answer fails the test; an
+//! absent one skips it with a notice (plain `cargo test` never builds this
+//! file: it needs `--features redis`).
+#![cfg(feature = "redis")]
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use cellrate::redis::lease::LeasedRedisGcra;
+use cellrate::redis::{
+    AsyncRedisGcra, FailurePolicy, Outcome, RedisConfig, RedisGcra, RedisPolicy, RedisTier, Source,
+    Target,
+};
+use cellrate::{Gcra, Quota};
+
+fn env(name: &str) -> Option<String> {
+    match std::env::var(name) {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ => {
+            eprintln!("NOTICE: {name} is not set; skipping (run scripts/stages/70-redis.sh)");
+            None
+        }
+    }
+}
+
+/// The standalone server's URL; panics if set but unreachable.
+fn standalone() -> Option<String> {
+    let url = env("CELLRATE_REDIS_URL")?;
+    let client = redis::Client::open(url.as_str()).expect("CELLRATE_REDIS_URL is not a URL");
+    let mut conn = client
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .unwrap_or_else(|e| panic!("CELLRATE_REDIS_URL={url} is set but unreachable: {e}"));
+    let _: String = redis::cmd("PING").query(&mut conn).expect("PING");
+    Some(url)
+}
+
+fn cluster_nodes() -> Option<Vec<String>> {
+    let nodes: Vec<String> = env("CELLRATE_REDIS_CLUSTER")?
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    for url in &nodes {
+        let client = redis::Client::open(url.as_str()).expect("node URL");
+        let mut conn = client
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .unwrap_or_else(|e| panic!("cluster node {url} is set but unreachable: {e}"));
+        let state: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
+        assert!(state.contains("cluster_state:ok"), "{url}: {state}");
+    }
+    Some(nodes)
+}
+
+/// A prefix no other test (or earlier run) uses.
+fn unique(prefix: &str) -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{t}-{n}")
+}
+
+fn limiter(url: &str, policy: RedisPolicy, failure: FailurePolicy) -> RedisGcra {
+    RedisGcra::new(
+        Target::standalone(url).unwrap(),
+        policy,
+        RedisConfig::new(failure).with_timeout(Duration::from_millis(500)),
+    )
+    .unwrap()
+}
+
+/// Replays `(server time, cost, outcome)` on a local GCRA with the same
+/// quota, in server-time order, and checks every answer is the same.
+fn assert_same_as_local(quota: Quota, mut log: Vec<(u64, u64, Outcome)>) -> usize {
+    log.sort_by_key(|(t, _, _)| *t);
+    let local = Gcra::new(quota);
+    let mut admitted = 0;
+    for (now, cost, outcome) in &log {
+        let expected = local.check_n(*now, *cost);
+        assert_eq!(
+            outcome.results()[0],
+            expected,
+            "at server time {now}, cost {cost}"
+        );
+        admitted += usize::from(expected.is_ok());
+    }
+    admitted
+}
+
+#[test]
+fn script_decides_exactly_like_the_local_gcra() {
+    let Some(url) = standalone() else { return };
+    // 3 per 10 ms with bursts of 4: T = 3 333.34 µs rounded up to 3 334.
+    let quota = Quota::per_duration(3, Duration::from_millis(10))
+        .with_burst(4)
+        .at_hz(1_000);
+    let policy = RedisPolicy::single(unique("exact"), "t", quota).unwrap();
+    let q = policy.tiers()[0].quota();
+    assert_eq!(q.emission_interval(), 3_334);
+    let rl = limiter(&url, policy, FailurePolicy::Closed);
+    let mut log = Vec::new();
+    for i in 0..400u64 {
+        let cost = [1, 1, 2, 0, 3, 1, 5][(i % 7) as usize];
+        let o = rl.try_check_n("c", None, cost).unwrap();
+        assert_eq!(o.source(), Source::Redis);
+        if cost > 4 {
+            assert!(
+                o.server_time().is_none(),
+                "a cost over the burst needs no round trip"
+            );
+            continue;
+        }
+        log.push((o.server_time().unwrap(), cost, o));
+        if i % 50 == 0 {
+            thread::sleep(Duration::from_millis(7));
+        }
+    }
+    let admitted = assert_same_as_local(q, log);
+    assert!(admitted > 10, "some admitted: {admitted}");
+}
+
+#[test]
+fn key_expires_when_full_and_peek_writes_nothing() {
+    let Some(url) = standalone() else { return };
+    let prefix = unique("ttl");
+    let policy = RedisPolicy::single(&*prefix, "t", Quota::per_second(4).at_hz(1_000)).unwrap();
+    let rl = limiter(&url, policy, FailurePolicy::Closed);
+    let key = format!("{prefix}:{{c}}:t");
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let peek = rl.try_check_n("c", None, 0).unwrap();
+    assert!(peek.is_admitted());
+    let exists: bool = redis::cmd("EXISTS").arg(&key).query(&mut conn).unwrap();
+    assert!(!exists, "a peek stores nothing");
+    rl.try_check_n("c", None, 3).unwrap(); // 750 ms of debt
+    let pttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut conn).unwrap();
+    assert!((700..=751).contains(&pttl), "PTTL {pttl}");
+    let tat: String = redis::cmd("GET").arg(&key).query(&mut conn).unwrap();
+    assert!(
+        tat.bytes().all(|b| b.is_ascii_digit()),
+        "stored as an integer: {tat}"
+    );
+    let peek = rl.try_check_n("c", None, 0).unwrap();
+    assert_eq!(peek.results()[0].unwrap().remaining(), 1);
+}
+
+#[test]
+fn noscript_is_reloaded() {
+    let Some(url) = standalone() else { return };
+    let policy = RedisPolicy::single(unique("flush"), "t", Quota::per_second(10).at_hz(1)).unwrap();
+    let rl = limiter(&url, policy, FailurePolicy::Closed);
+    rl.try_check_n("c", None, 1).unwrap();
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+    let o = rl.try_check_n("c", None, 1).unwrap();
+    assert_eq!(o.results()[0].unwrap().remaining(), 8);
+}
+
+#[test]
+fn a_request_denied_by_one_tier_consumes_from_none() {
+    let Some(url) = standalone() else { return };
+    let policy = RedisPolicy::new(
+        unique("tiers"),
+        vec![
+            RedisTier::new("burst", Quota::per_second(10).with_burst(3).at_hz(1_000)).unwrap(),
+            RedisTier::new("day", Quota::per_day(5).at_hz(1_000)).unwrap(),
+        ],
+    )
+    .unwrap();
+    let rl = limiter(&url, policy, FailurePolicy::Closed);
+    for _ in 0..3 {
+        assert!(rl.try_check_n("c", None, 1).unwrap().is_admitted());
+    }
+    // The burst tier denies; the day tier must not be charged.
+    let o = rl.try_check_n("c", None, 1).unwrap();
+    assert!(o.results()[0].is_err() && o.results()[1].is_ok());
+    assert_eq!(o.results()[1].unwrap().remaining(), 2);
+    let retry = o.denied().unwrap().retry_after().unwrap();
+    assert!(retry > 90_000 && retry <= 100_000, "{retry} µs");
+    thread::sleep(Duration::from_micros(retry + 260_000)); // all three cells back
+    assert!(rl.try_check_n("c", None, 2).unwrap().is_admitted()); // day: 0 left
+                                                                  // Now the day tier denies, and the burst tier keeps its room.
+    let before = rl.try_check_n("c", None, 0).unwrap().results()[0]
+        .unwrap()
+        .remaining();
+    let o = rl.try_check_n("c", None, 1).unwrap();
+    assert!(o.results()[1].is_err());
+    assert!(o.results()[0].unwrap().remaining() >= before);
+    assert!(o.denied().unwrap().retry_after().unwrap() > 17_000_000_000); // T = 86 400 s / 5
+}
+
+#[test]
+fn a_pipelined_batch_decides_like_single_calls() {
+    let Some(url) = standalone() else { return };
+    let quota = Quota::per_second(100).with_burst(6).at_hz(1_000);
+    let policy = RedisPolicy::single(unique("batch"), "t", quota).unwrap();
+    let q = policy.tiers()[0].quota();
+    let rl = limiter(&url, policy, FailurePolicy::Closed);
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+    let clients = ["a", "b", "c"];
+    let requests: Vec<(&str, Option<&str>, u64)> = (0..60)
+        .map(|i| (clients[i % 3], None, [1, 2, 0, 7, 1][i % 5]))
+        .collect();
+    // The first batch also reloads the flushed script.
+    let mut per_client: BTreeMap<&str, Vec<(u64, u64, Outcome)>> = BTreeMap::new();
+    for _ in 0..3 {
+        let outcomes = rl.try_check_batch(&requests).unwrap();
+        assert_eq!(outcomes.len(), requests.len());
+        for (&(client, _, cost), o) in requests.iter().zip(outcomes) {
+            if cost > 6 {
+                assert!(matches!(
+                    o.results()[0],
+                    Err(cellrate::Denied::CostTooLarge { cost: 7, limit: 6 })
+                ));
+                continue;
+            }
+            per_client
+                .entry(client)
+                .or_default()
+                .push((o.server_time().unwrap(), cost, o));
+        }
+        thread::sleep(Duration::from_millis(15));
+    }
+    for (client, log) in per_client {
+        let admitted = assert_same_as_local(q, log);
+        assert!(admitted >= 6, "{client}: {admitted}");
+    }
+}
+
+/// Two "API servers" (two limiters, two connections), four threads each,
+/// hammer the same three keys. Every decision reports the server time it
+/// used; replayed in that order on one in-process GCRA with the same quota,
+/// every single answer is the same, so the totals are equal. Requests that
+/// share a server microsecond replay in either order with the same count
+/// (all costs are 1), which is the only tolerance needed: none in counts.
+#[test]
+fn fleet_admits_what_one_gcra_admits() {
+    let Some(url) = standalone() else { return };
+    let quota = Quota::per_second(500).with_burst(25).at_hz(1_000_000);
+    let prefix = unique("fleet");
+    let servers: Vec<Arc<RedisGcra>> = (0..2)
+        .map(|_| {
+            let policy = RedisPolicy::single(&*prefix, "api", quota).unwrap();
+            Arc::new(limiter(&url, policy, FailurePolicy::Closed))
+        })
+        .collect();
+    let q = servers[0].policy().tiers()[0].quota();
+    let deadline = Instant::now() + Duration::from_millis(1_500);
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let server = servers[i % 2].clone();
+            thread::spawn(move || {
+                let mut log = Vec::new();
+                let mut n = 0u64;
+                while Instant::now() < deadline {
+                    let key = ["k0", "k1", "k2"][(n % 3) as usize];
+                    n += 1;
+                    let o = server.try_check_n(key, None, 1).expect("redis up");
+                    log.push((key, o.server_time().unwrap(), o));
+                }
+                log
+            })
+        })
+        .collect();
+    let mut per_key: BTreeMap<&str, Vec<(u64, u64, Outcome)>> = BTreeMap::new();
+    for h in handles {
+        for (key, t, o) in h.join().unwrap() {
+            per_key.entry(key).or_default().push((t, 1, o));
+        }
+    }
+    for (key, log) in per_key {
+        let (first, last) = (
+            log.iter().map(|e| e.0).min().unwrap(),
+            log.iter().map(|e| e.0).max().unwrap(),
+        );
+        let asked = log.len();
+        let redis_admitted = log.iter().filter(|e| e.2.is_admitted()).count();
+        let local_admitted = assert_same_as_local(q, log);
+        assert_eq!(redis_admitted, local_admitted, "{key}");
+        // And the closed form: burst + elapsed / T, at most.
+        let ideal = 25 + ((last - first) / q.emission_interval()) as usize;
+        assert!(redis_admitted <= ideal, "{key}: {redis_admitted} > {ideal}");
+        assert!(
+            asked > redis_admitted,
+            "{key}: the keys were really contended"
+        );
+        eprintln!("{key}: {asked} asked, {redis_admitted} admitted, ideal bound {ideal}");
+    }
+}
+
+#[test]
+fn async_client_matches_the_blocking_one() {
+    let Some(url) = standalone() else { return };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let quota = Quota::per_second(50).with_burst(5).at_hz(1_000);
+        let policy = RedisPolicy::single(unique("async"), "t", quota).unwrap();
+        let q = policy.tiers()[0].quota();
+        let rl = Arc::new(
+            AsyncRedisGcra::new(
+                Target::standalone(&url).unwrap(),
+                policy,
+                RedisConfig::new(FailurePolicy::Closed),
+            )
+            .unwrap(),
+        );
+        let tasks: Vec<_> = (0..4)
+            .map(|_| {
+                let rl = rl.clone();
+                tokio::spawn(async move {
+                    let mut log = Vec::new();
+                    for _ in 0..50 {
+                        let o = rl.try_check_n("c", None, 1).await.unwrap();
+                        log.push((o.server_time().unwrap(), 1, o));
+                    }
+                    log
+                })
+            })
+            .collect();
+        let mut log = Vec::new();
+        for t in tasks {
+            log.extend(t.await.unwrap());
+        }
+        let admitted = assert_same_as_local(q, log);
+        assert!(admitted >= 5);
+    });
+}
+
+// ---------------------------------------------------------------- cluster
+
+fn node_of(nodes: &[String], key: &str) -> String {
+    // Ask any node which slot the key is in and which node serves it.
+    let client = redis::Client::open(nodes[0].as_str()).unwrap();
+    let mut conn = client.get_connection().unwrap();
+    let slot: i64 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(&mut conn)
+        .unwrap();
+    let slots: Vec<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn).unwrap();
+    for range in slots {
+        let redis::Value::Array(parts) = range else {
+            continue;
+        };
+        let lo: i64 = redis::from_redis_value(parts[0].clone()).unwrap();
+        let hi: i64 = redis::from_redis_value(parts[1].clone()).unwrap();
+        if (lo..=hi).contains(&slot) {
+            let redis::Value::Array(master) = &parts[2] else {
+                panic!("slots reply")
+            };
+            let port: i64 = redis::from_redis_value(master[1].clone()).unwrap();
+            return format!("port {port}");
+        }
+    }
+    panic!("slot {slot} unserved")
+}
+
+#[test]
+fn cluster_spreads_clients_and_keeps_a_clients_tiers_together() {
+    let Some(nodes) = cluster_nodes() else { return };
+    let prefix = unique("cl");
+    let policy = RedisPolicy::new(
+        &*prefix,
+        vec![
+            RedisTier::new("burst", Quota::per_second(1).with_burst(3).at_hz(1_000)).unwrap(),
+            RedisTier::new("endpoint", Quota::per_minute(2).at_hz(1_000))
+                .unwrap()
+                .per_scope(),
+        ],
+    )
+    .unwrap();
+    let rl = RedisGcra::new(
+        Target::cluster(&nodes).unwrap(),
+        policy.clone(),
+        RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_secs(1)),
+    )
+    .unwrap();
+    let mut used = HashSet::new();
+    for c in 0..12 {
+        let client = format!("client{c}");
+        let keys = policy.keys(&client, Some("/x")).unwrap();
+        let node = node_of(&nodes, &keys[0]);
+        assert_eq!(
+            node,
+            node_of(&nodes, &keys[1]),
+            "one client's tiers share a node"
+        );
+        used.insert(node);
+        // Two per minute on /x, then denied by the endpoint tier only.
+        assert!(rl
+            .try_check_n(&client, Some("/x"), 1)
+            .unwrap()
+            .is_admitted());
+        assert!(rl
+            .try_check_n(&client, Some("/x"), 1)
+            .unwrap()
+            .is_admitted());
+        let o = rl.try_check_n(&client, Some("/x"), 1).unwrap();
+        assert!(o.results()[0].is_ok() && o.results()[1].is_err(), "{o:?}");
+        // Another endpoint has its own budget; the burst tier is shared: 1 left.
+        assert!(rl
+            .try_check_n(&client, Some("/y"), 1)
+            .unwrap()
+            .is_admitted());
+        let o = rl.try_check_n(&client, Some("/y"), 1).unwrap();
+        assert!(o.results()[0].is_err(), "burst of 3 used: {o:?}");
+    }
+    assert_eq!(
+        used.len(),
+        3,
+        "12 clients land on all three nodes: {used:?}"
+    );
+
+    // A client limited per endpoint as separate clients ("alice|/a") has
+    // its keys on different nodes; each is decided on its own node.
+    let single = RedisPolicy::single(unique("ep"), "t", Quota::per_second(1).at_hz(1)).unwrap();
+    let per_ep = RedisGcra::new(
+        Target::cluster(&nodes).unwrap(),
+        single.clone(),
+        RedisConfig::new(FailurePolicy::Closed),
+    )
+    .unwrap();
+    let mut ep_nodes = HashSet::new();
+    for ep in ["/a", "/b", "/c", "/d", "/e", "/f", "/g", "/h"] {
+        let client = format!("alice|{ep}");
+        ep_nodes.insert(node_of(&nodes, &single.keys(&client, None).unwrap()[0]));
+        assert!(per_ep.try_check_n(&client, None, 1).unwrap().is_admitted());
+        assert!(!per_ep.try_check_n(&client, None, 1).unwrap().is_admitted());
+    }
+    assert!(
+        ep_nodes.len() >= 2,
+        "alice's endpoint keys span nodes: {ep_nodes:?}"
+    );
+
+    // The async cluster client sees the same state.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let arl = AsyncRedisGcra::new(
+            Target::cluster(&nodes).unwrap(),
+            single,
+            RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_secs(1)),
+        )
+        .unwrap();
+        let o = arl.try_check_n("alice|/a", None, 1).await.unwrap();
+        assert!(!o.is_admitted(), "{o:?}");
+        assert!(arl
+            .try_check_n("bob|/a", None, 1)
+            .await
+            .unwrap()
+            .is_admitted());
+    });
+}
+
+// ---------------------------------------------------------------- faults
+
+/// A redis-server this test owns, on a fixed port so it can be restarted.
+struct Server {
+    bin: String,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Server {
+    fn start(bin: &str) -> Server {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut s = Server {
+            bin: bin.into(),
+            port,
+            child: None,
+        };
+        s.restart();
+        s
+    }
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+    fn restart(&mut self) {
+        let child = Command::new(&self.bin)
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        self.child = Some(child);
+        let client = redis::Client::open(self.url()).unwrap();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(200)) {
+                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    return;
+                }
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server on port {} did not start", self.port);
+    }
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn fault_run(server: &mut Server, failure: FailurePolicy, expect: Source) {
+    let policy =
+        RedisPolicy::single(unique("fault"), "t", Quota::per_second(5).at_hz(1_000)).unwrap();
+    let rl = RedisGcra::new(
+        Target::standalone(&server.url()).unwrap(),
+        policy.clone(),
+        RedisConfig::new(failure.clone())
+            .with_timeout(Duration::from_millis(100))
+            .with_reconnect_interval(Duration::from_millis(50)),
+    )
+    .unwrap();
+    let arl = AsyncRedisGcra::new(
+        Target::standalone(&server.url()).unwrap(),
+        policy,
+        RedisConfig::new(failure)
+            .with_timeout(Duration::from_millis(100))
+            .with_reconnect_interval(Duration::from_millis(50)),
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    assert_eq!(rl.check("c").unwrap().source(), Source::Redis);
+    assert_eq!(
+        rt.block_on(arl.check_n("c", None, 1)).unwrap().source(),
+        Source::Redis
+    );
+
+    server.stop();
+    let mut seen = Vec::new();
+    let down = Instant::now();
+    for _ in 0..10 {
+        let start = Instant::now();
+        let o = rl.check("c").unwrap();
+        let a = rt.block_on(arl.check_n("c", None, 1)).unwrap();
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "bounded by the timeout"
+        );
+        seen.push((o.source(), o.is_admitted()));
+        seen.push((a.source(), a.is_admitted()));
+    }
+    for (source, admitted) in &seen {
+        assert_eq!(*source, expect, "{seen:?}");
+        match expect {
+            Source::FailOpen => assert!(admitted),
+            Source::FailClosed => assert!(!admitted),
+            _ => {}
+        }
+    }
+    if expect == Source::Fallback {
+        // Local quota 3/s, burst 3, per limiter: each admits its burst of 3,
+        // plus one per 333 ms if the loop was slow.
+        let admitted = seen.iter().filter(|s| s.1).count() as u128;
+        let refill = down.elapsed().as_millis() / 333;
+        assert!(admitted >= 6 && admitted <= 2 * (3 + refill), "{seen:?}");
+    }
+
+    server.restart();
+    let start = Instant::now();
+    loop {
+        let o = rl.check("c").unwrap();
+        let a = rt.block_on(arl.check_n("c", None, 1)).unwrap();
+        if o.source() == Source::Redis && a.source() == Source::Redis {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "decisions resume");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn each_failure_policy_behaves_and_decisions_resume() {
+    let Some(bin) = env("CELLRATE_REDIS_SERVER") else {
+        return;
+    };
+    let mut server = Server::start(&bin);
+    fault_run(&mut server, FailurePolicy::Open, Source::FailOpen);
+    fault_run(&mut server, FailurePolicy::Closed, Source::FailClosed);
+    fault_run(
+        &mut server,
+        FailurePolicy::Fallback(vec![Quota::per_second(3).at_hz(1_000)]),
+        Source::Fallback,
+    );
+}
+
+#[test]
+fn a_server_stopped_mid_run_under_load() {
+    let Some(bin) = env("CELLRATE_REDIS_SERVER") else {
+        return;
+    };
+    let mut server = Server::start(&bin);
+    let policy =
+        RedisPolicy::single(unique("load"), "t", Quota::per_second(1_000).at_hz(1_000)).unwrap();
+    let rl = Arc::new(
+        RedisGcra::new(
+            Target::standalone(&server.url()).unwrap(),
+            policy,
+            RedisConfig::new(FailurePolicy::Fallback(vec![
+                Quota::per_second(100).at_hz(1_000)
+            ]))
+            .with_timeout(Duration::from_millis(100))
+            .with_reconnect_interval(Duration::from_millis(30)),
+        )
+        .unwrap(),
+    );
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let (rl, stop) = (rl.clone(), stop.clone());
+            thread::spawn(move || {
+                let mut sources = BTreeMap::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let o = rl.check("hot").unwrap();
+                    *sources.entry(format!("{:?}", o.source())).or_insert(0u64) += 1;
+                }
+                sources
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(200));
+    server.stop();
+    thread::sleep(Duration::from_millis(300));
+    server.restart();
+    thread::sleep(Duration::from_millis(500));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut total = BTreeMap::new();
+    for w in workers {
+        for (k, v) in w.join().expect("no worker panicked") {
+            *total.entry(k).or_insert(0) += v;
+        }
+    }
+    eprintln!("sources under a mid-run stop: {total:?}");
+    assert!(total.get("Redis").copied().unwrap_or(0) > 0);
+    assert!(total.get("Fallback").copied().unwrap_or(0) > 0);
+    assert_eq!(rl.check("hot").unwrap().source(), Source::Redis, "resumed");
+}
+
+// ---------------------------------------------------------------- leasing
+
+struct LeaseRun {
+    asked: u64,
+    admitted: u64,
+    trips: u64,
+    elapsed_us: u64,
+}
+
+/// Four threads over two leasing servers, `pause` between requests.
+fn lease_run(url: &str, k: u64, pause: Duration) -> (LeaseRun, Quota) {
+    let quota = Quota::per_second(2_000).with_burst(20).at_hz(1_000);
+    let prefix = unique("lease");
+    let servers: Vec<Arc<LeasedRedisGcra>> = (0..2)
+        .map(|_| {
+            let policy = RedisPolicy::single(&*prefix, "hot", quota).unwrap();
+            Arc::new(LeasedRedisGcra::new(
+                limiter(url, policy, FailurePolicy::Closed),
+                k,
+                Duration::from_millis(50),
+            ))
+        })
+        .collect();
+    let q = servers[0].inner().policy().tiers()[0].quota();
+    let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let mut server_now = || -> u64 {
+        let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut conn).unwrap();
+        s * 1_000_000 + us
+    };
+    let t0 = server_now();
+    let deadline = Instant::now() + Duration::from_millis(600);
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let s = servers[i % 2].clone();
+            thread::spawn(move || {
+                let (mut asked, mut admitted) = (0u64, 0u64);
+                while Instant::now() < deadline {
+                    asked += 1;
+                    admitted += u64::from(s.check("hot").unwrap().is_admitted());
+                    if !pause.is_zero() {
+                        thread::sleep(pause);
+                    }
+                }
+                (asked, admitted)
+            })
+        })
+        .collect();
+    let mut run = LeaseRun {
+        asked: 0,
+        admitted: 0,
+        trips: 0,
+        elapsed_us: 0,
+    };
+    for h in handles {
+        let (a, b) = h.join().unwrap();
+        run.asked += a;
+        run.admitted += b;
+    }
+    run.elapsed_us = server_now() - t0;
+    run.trips = servers.iter().map(|s| s.round_trips()).sum();
+    let returned: u64 = servers.iter().map(|s| s.return_all()).sum();
+    assert!(
+        returned <= 2 * k,
+        "at most one lease per server is outstanding"
+    );
+    (run, q)
+}
+
+/// Two leasing servers share one hot client. What they admit stays within
+/// the documented bound `b + ⌊Δ/T⌋ + n·k` (n = 2 servers, k = lease size),
+/// both when hammered and at half the rate; at half the rate the round
+/// trips drop to about one per `k` requests.
+#[test]
+fn lease_bound_and_round_trips_saved() {
+    let Some(url) = standalone() else { return };
+    let k = 10;
+    for (label, pause) in [
+        ("hammer", Duration::ZERO),
+        ("half rate", Duration::from_micros(4_000)),
+    ] {
+        let (run, q) = lease_run(&url, k, pause);
+        let ideal = 20 + run.elapsed_us / q.emission_interval();
+        let bound = ideal + 2 * k;
+        eprintln!(
+            "lease {label}: {} asked, {} admitted (ideal GCRA {ideal}, bound {bound}), {} round trips = {:.3} per request",
+            run.asked, run.admitted, run.trips, run.trips as f64 / run.asked as f64
+        );
+        assert!(run.admitted <= bound, "{label}: {} > {bound}", run.admitted);
+        if pause.is_zero() {
+            assert!(run.asked > run.admitted, "hammered beyond the limit");
+            assert!(
+                run.trips * 2 <= run.asked,
+                "{label}: denials are remembered"
+            );
+            assert!(run.admitted * 10 >= ideal * 8, "{label}: not starved");
+        } else {
+            assert_eq!(run.admitted, run.asked, "below the rate, all admitted");
+            assert!(
+                run.trips * 5 <= run.asked,
+                "{label}: leasing saves round trips"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_returned_lease_is_usable_by_another_server() {
+    let Some(url) = standalone() else { return };
+    let prefix = unique("ret");
+    let quota = Quota::per_hour(10).at_hz(1_000);
+    let mk = || {
+        LeasedRedisGcra::new(
+            limiter(
+                &url,
+                RedisPolicy::single(&*prefix, "t", quota).unwrap(),
+                FailurePolicy::Closed,
+            ),
+            6,
+            Duration::from_secs(60),
+        )
+    };
+    let (a, b) = (mk(), mk());
+    assert!(a.check("c").unwrap().is_admitted()); // a leases 6, spends 1
+    for _ in 0..4 {
+        assert!(b.check("c").unwrap().is_admitted()); // b leases the other 4
+    }
+    let o = b.check("c").unwrap();
+    assert!(!o.is_admitted(), "all 10 are leased: {o:?}");
+    assert_eq!(a.return_all(), 5);
+    let o = b.check("c").unwrap();
+    assert!(!o.is_admitted(), "b remembers the server's denial");
+    assert_eq!(o.source(), Source::Lease);
+    let mut c = mk();
+    assert!(
+        c.check("c").unwrap().is_admitted(),
+        "a's returned cells are on the server"
+    );
+    for _ in 0..4 {
+        assert!(c.check("c").unwrap().is_admitted());
+    }
+    assert!(!c.check("c").unwrap().is_admitted(), "exactly 5 came back");
+    c = mk();
+    assert!(!c.check("c").unwrap().is_admitted());
+}
