@@ -37,7 +37,7 @@
 //! | `embedded-hal` | `hal`: rate-limited SPI/I2C devices and a blocking wait with a `DelayNs` |
 //! | `embassy-time` | `embassy`: a clock over embassy's ticks and an async wait |
 //! | `defmt` | `defmt::Format` for every public type |
-//! | `redis` | [`redis`]: GCRA on a shared Redis or Redis Cluster (blocking and tokio clients, failure policies, leasing); implies `std`, needs Rust 1.88 |
+//! | `redis` | `redis`: GCRA on a shared Redis or Redis Cluster (blocking and tokio clients, failure policies, leasing); implies `std`, needs Rust 1.88 |
 //! | `loom` | swaps the atomics for loom's in this crate's own unit tests (`cargo test --features loom`); never enable it in a dependent crate |
 //!
 //! No feature is on by default: the crate builds for bare metal as it is.
