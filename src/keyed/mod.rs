@@ -33,9 +33,13 @@
 //! SipHash: Aumasson and Bernstein, "SipHash: a fast short-input PRF",
 //! INDOCRYPT 2012; written here from the paper.
 //!
-//! A key's **home** is `⌊h · capacity / 2⁶⁴⌋` for its keyed hash `h` (no
-//! division), and its **probe window** the `W = min(16, capacity)` slots from
-//! home on, wrapping ([`PROBE_WINDOW`]). Every operation reads at most `W`
+//! A key's **probe window** is the `W = min(16, capacity)` slots from its
+//! **home** on ([`PROBE_WINDOW`]), and its home is
+//! `⌊h · (capacity − W + 1) / 2⁶⁴⌋` for its keyed hash `h` (no division), so a
+//! window never wraps past the end of the table: a lookup reads one
+//! contiguous run of at most four cache lines. (The first and last `W − 1`
+//! slots lie in fewer windows than the others, which costs a little
+//! occupancy at the two ends of the table.) Every operation reads at most `W`
 //! slots per pass; a pass is repeated only when a compare-and-swap lost to
 //! another thread's successful one (so the table is lock-free, like any CAS
 //! loop, and a thread alone finishes in at most three passes).
@@ -818,20 +822,22 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         let first = home(hash, n);
         let live_key = LIVE | id.0;
         // Fast pass: the key's slot, or the first EMPTY slot (no copy of a
-        // key lies beyond it).
-        let mut index = first;
-        for _ in 0..window {
-            let value = slots[index].load();
+        // key lies beyond it). Windows never wrap (`home` keeps them inside
+        // the table), so this is one contiguous run of slots.
+        let run = slots.get(first..first + window).unwrap_or(&[]);
+        // The home slot inline (where most keys live), the rest of the run
+        // out of line: a fully unrolled 16-slot loop around the out-of-line
+        // 128-bit loads spills every address and costs more than it saves.
+        if let Some(slot) = run.first() {
+            let value = slot.load();
             let key = key_of(value);
             if key == live_key {
-                return Located::Live(index, value);
+                return Located::Live(first, value);
             }
-            if key == EMPTY {
-                break;
-            }
-            index += 1;
-            if index == n {
-                index = 0;
+            if key != EMPTY {
+                if let Some((offset, value)) = scan(run, live_key) {
+                    return Located::Live(first + offset, value);
+                }
             }
         }
         if !insert {
@@ -1058,10 +1064,30 @@ impl<A: Algorithm + core::fmt::Debug, S: Storage, O: Overrides<A>> core::fmt::De
     }
 }
 
-/// The home slot of a hash: `⌊hash · n / 2⁶⁴⌋`.
+/// The home slot of a hash in a table of `n` slots:
+/// `⌊hash · (n − W + 1) / 2⁶⁴⌋` with `W = min(PROBE_WINDOW, n)`, so that the
+/// window `home .. home + W` never wraps past the end of the table.
 #[inline(always)]
 fn home(hash: u64, n: usize) -> usize {
-    ((hash as u128 * n as u128) >> 64) as usize
+    let homes = n - n.min(PROBE_WINDOW) + 1;
+    ((hash as u128 * homes as u128) >> 64) as usize
+}
+
+/// The position in `run` (after its first slot) of the slot holding
+/// `live_key`, and its value; `None` at the first EMPTY slot or the end.
+#[inline(never)]
+fn scan(run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
+    for (offset, slot) in run.iter().enumerate().skip(1) {
+        let value = slot.load();
+        let key = key_of(value);
+        if key == live_key {
+            return Some((offset, value));
+        }
+        if key == EMPTY {
+            break;
+        }
+    }
+    None
 }
 
 #[inline(always)]

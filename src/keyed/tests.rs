@@ -117,7 +117,7 @@ fn fingerprinted_keys() {
 }
 
 #[test]
-fn windows_wrap_around_the_end() {
+fn small_tables_are_one_window() {
     // With capacity 3 the window is the whole table, whatever the homes.
     let t: Keyed<Quota, 3> = Keyed::new(quota(1, 1), WhenFull::Deny, Seed::new(7, 8));
     for key in 0u32..3 {
