@@ -27,9 +27,14 @@
 //! low 61 bits of a 128-bit SipHash-1-3 under the table's secret [`Seed`]:
 //! two keys share a slot only if those fingerprints collide *and* their
 //! windows overlap, about `16 / 2⁶¹` per pair of live keys, and a client
-//! cannot search for a collision without the seed. The home hash is
-//! SipHash-1-3 too (of the exact value, or the other half of the 128-bit
-//! output), so clients cannot aim their keys at one window either.
+//! cannot search for a collision without the seed. The home hash of a wide
+//! key is the other half of that SipHash output. The home hash of an exact
+//! key is a cheaper keyed mix (two folded multiplies under keys derived
+//! from the seed): exact keys cannot collide and eviction is lossless
+//! whatever the hash, so placement only decides *which* window a key may
+//! use; see [below](#placement-and-floods-why-exact-keys-use-a-cheaper-home-hash)
+//! for what that gives up (a targeted fill of one window, if the mix could
+//! be predicted) and how to keep SipHash placement ([`Hashed`]).
 //! SipHash: Aumasson and Bernstein, "SipHash: a fast short-input PRF",
 //! INDOCRYPT 2012; written here from the paper.
 //!
@@ -43,6 +48,42 @@
 //! slots per pass; a pass is repeated only when a compare-and-swap lost to
 //! another thread's successful one (so the table is lock-free, like any CAS
 //! loop, and a thread alone finishes in at most three passes).
+//!
+//! # Placement and floods: why exact keys use a cheaper home hash
+//!
+//! SipHash-1-3 of one word cost about 90 instructions, a third of a whole
+//! check; the folded multiply costs about 8. What the home hash protects is
+//! narrower than it looks, because of two properties that hold whatever the
+//! hash:
+//!
+//! * an exact key's identity is the key itself, so no choice of keys makes
+//!   two clients share a state (no collision to force);
+//! * eviction is lossless, so no flood of new keys, aimed or not, resets or
+//!   frees a client that still owes.
+//!
+//! What a client who could *predict* homes would gain is a cheap **window
+//! fill**: keep `W` = 16 keys it controls owing in one window, so that any
+//! other key homed there and not yet tracked meets the table's [`WhenFull`]
+//! policy. With `Deny` that is a denial of service aimed at a victim; with
+//! `Shared` the victim shares the overflow limiter; with `Admit` the
+//! attacker's *own* further keys homed there would go untracked (fail open is
+//! what `Admit` means, and prediction makes a full window cheaper to reach).
+//! Without prediction the same needs owing keys in a large part of the
+//! table.
+//!
+//! The folded multiply is keyed but it is **not** a pseudo-random function:
+//! unlike SipHash there is no proof that its outputs reveal nothing about
+//! its keys. Its outputs are never shown to clients; the only signal a
+//! client gets is whether one of its own new keys found room, and each such
+//! observation needs a window full of owing keys. We know of no way to
+//! recover the mix keys from that signal, but do not claim one cannot exist.
+//! Tables whose exact keys come from adversaries should use
+//! [`WhenFull::Shared`] or `Deny` rather than `Admit`, or wrap the key in
+//! [`Hashed`] for SipHash-1-3 placement (at SipHash's cost; the key is then
+//! stored as a fingerprint). Fingerprints of wide keys, where a collision
+//! *would* merge two clients, stay SipHash-1-3. The folded multiply is the
+//! mixing step of several fast hashers (for example the `foldhash` and
+//! `ahash` crates); written here from its definition.
 //!
 //! # Protocol
 //!
