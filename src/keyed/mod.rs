@@ -123,8 +123,8 @@
 //! # Sizing, memory and speed
 //!
 //! Each slot is 16 bytes, so a table of `capacity` slots takes
-//! `16 · capacity` bytes (plus about 100 bytes of header), allocated once.
-//! How many keys fit depends on the load. Measured with a 16-slot window
+//! `16 · capacity` bytes (plus under 200 bytes of header: algorithm,
+//! policy, seed, counters), allocated once. How many keys fit depends on the load. Measured with a 16-slot window
 //! (`benches/keyed.rs`, 131 072 slots, keys offered in steps):
 //!
 //! | keys offered per slot | keys tracked | slots used | bytes per tracked key |
