@@ -27,18 +27,63 @@
 //! low 61 bits of a 128-bit SipHash-1-3 under the table's secret [`Seed`]:
 //! two keys share a slot only if those fingerprints collide *and* their
 //! windows overlap, about `16 / 2⁶¹` per pair of live keys, and a client
-//! cannot search for a collision without the seed. The home hash is
-//! SipHash-1-3 too (of the exact value, or the other half of the 128-bit
-//! output), so clients cannot aim their keys at one window either.
+//! cannot search for a collision without the seed. The home hash of a wide
+//! key is the other half of that SipHash output. The home hash of an exact
+//! key is a cheaper keyed mix (two folded multiplies under keys derived
+//! from the seed): exact keys cannot collide and eviction is lossless
+//! whatever the hash, so placement only decides *which* window a key may
+//! use; see [below](#placement-and-floods-why-exact-keys-use-a-cheaper-home-hash)
+//! for what that gives up (a targeted fill of one window, if the mix could
+//! be predicted) and how to keep SipHash placement ([`Hashed`]).
 //! SipHash: Aumasson and Bernstein, "SipHash: a fast short-input PRF",
 //! INDOCRYPT 2012; written here from the paper.
 //!
-//! A key's **home** is `⌊h · capacity / 2⁶⁴⌋` for its keyed hash `h` (no
-//! division), and its **probe window** the `W = min(16, capacity)` slots from
-//! home on, wrapping ([`PROBE_WINDOW`]). Every operation reads at most `W`
+//! A key's **probe window** is the `W = min(16, capacity)` slots from its
+//! **home** on ([`PROBE_WINDOW`]), and its home is
+//! `⌊h · (capacity − W + 1) / 2⁶⁴⌋` for its keyed hash `h` (no division), so a
+//! window never wraps past the end of the table: a lookup reads one
+//! contiguous run of at most four cache lines. (The first and last `W − 1`
+//! slots lie in fewer windows than the others, which costs a little
+//! occupancy at the two ends of the table.) Every operation reads at most `W`
 //! slots per pass; a pass is repeated only when a compare-and-swap lost to
 //! another thread's successful one (so the table is lock-free, like any CAS
 //! loop, and a thread alone finishes in at most three passes).
+//!
+//! # Placement and floods: why exact keys use a cheaper home hash
+//!
+//! SipHash-1-3 of one word cost about 90 instructions, a third of a whole
+//! check; the folded multiply costs about 8. What the home hash protects is
+//! narrower than it looks, because of two properties that hold whatever the
+//! hash:
+//!
+//! * an exact key's identity is the key itself, so no choice of keys makes
+//!   two clients share a state (no collision to force);
+//! * eviction is lossless, so no flood of new keys, aimed or not, resets or
+//!   frees a client that still owes.
+//!
+//! What a client who could *predict* homes would gain is a cheap **window
+//! fill**: keep `W` = 16 keys it controls owing in one window, so that any
+//! other key homed there and not yet tracked meets the table's [`WhenFull`]
+//! policy. With `Deny` that is a denial of service aimed at a victim; with
+//! `Shared` the victim shares the overflow limiter; with `Admit` the
+//! attacker's *own* further keys homed there would go untracked (fail open is
+//! what `Admit` means, and prediction makes a full window cheaper to reach).
+//! Without prediction the same needs owing keys in a large part of the
+//! table.
+//!
+//! The folded multiply is keyed but it is **not** a pseudo-random function:
+//! unlike SipHash there is no proof that its outputs reveal nothing about
+//! its keys. Its outputs are never shown to clients; the only signal a
+//! client gets is whether one of its own new keys found room, and each such
+//! observation needs a window full of owing keys. We know of no way to
+//! recover the mix keys from that signal, but do not claim one cannot exist.
+//! Tables whose exact keys come from adversaries should use
+//! [`WhenFull::Shared`] or `Deny` rather than `Admit`, or wrap the key in
+//! [`Hashed`] for SipHash-1-3 placement (at SipHash's cost; the key is then
+//! stored as a fingerprint). Fingerprints of wide keys, where a collision
+//! *would* merge two clients, stay SipHash-1-3. The folded multiply is the
+//! mixing step of several fast hashers (for example the `foldhash` and
+//! `ahash` crates); written here from its definition.
 //!
 //! # Protocol
 //!
@@ -78,25 +123,47 @@
 //! # Sizing, memory and speed
 //!
 //! Each slot is 16 bytes, so a table of `capacity` slots takes
-//! `16 · capacity` bytes (plus about 100 bytes of header), allocated once.
-//! How many keys fit depends on the load: with a 16-slot window, random
-//! homes place about 98.5 % of keys when the table has 1.3 slots per key
-//! (21 bytes per tracked key), and practically all at 2 slots per key
-//! (32 bytes). Keys that do not fit meet the [`WhenFull`] policy; size the
-//! table at about twice the number of clients you expect to be *owing* at
-//! once (idle clients' slots are reused).
+//! `16 · capacity` bytes (plus under 200 bytes of header: algorithm,
+//! policy, seed, counters), allocated once. How many keys fit depends on the load. Measured with a 16-slot window
+//! (`benches/keyed.rs`, 131 072 slots, keys offered in steps):
+//!
+//! | keys offered per slot | keys tracked | slots used | bytes per tracked key |
+//! |---|---|---|---|
+//! | 0.50 | 99.97 % | 50.0 % | 32.0 |
+//! | 0.70 | 99.3 % | 69.5 % | 23.0 |
+//! | 0.76 (1.3 slots per key) | 98.6 % | 74.9 % | 21.4 |
+//! | 0.90 | 95.3 % | 85.8 % | 18.7 |
+//! | 1.00 | 91.5 % | 91.5 % | 17.5 |
+//! | 1.10 | 86.7 % | 95.4 % | 16.8 |
+//!
+//! So 16 bytes per tracked key (every slot used) is out of reach of a
+//! 16-byte slot; about 21 bytes at 1.3 slots per key is the recommended
+//! size when nearly every key must be tracked, 32 bytes at 2 slots per key
+//! when every key must be. Keys that do not fit meet the [`WhenFull`]
+//! policy; size the table for the clients you expect to be *owing* at once
+//! (idle clients' slots are reused).
 //!
 //! `benches/keyed.rs` compares against the `governor` crate's keyed limiter
-//! (its default `DashMap` store) on a frozen clock. Measured on a shared
-//! 2-core x86_64 machine (noisy; ratios are governor ÷ cellrate time, so
-//! above 1 means cellrate is faster): one hot key 0.7–1.0, 1 000 keys
-//! 0.6–0.8, 100 000 keys 0.3–0.6. Governor used 33.8 bytes per key at 1 000
-//! keys and 22.3 at 100 000 (counting allocator); this table 16 bytes per slot,
-//! 21.3 bytes per tracked key at 1.3 slots per key. Every check costs at
-//! least a 16-byte atomic load and compare-and-swap, which on x86_64 goes
-//! through portable-atomic's run-time dispatch to `cmpxchg16b` unless the
-//! crate is built with that target feature (for example
-//! `-C target-cpu=x86-64-v2`), plus one SipHash-1-3 of the key.
+//! (its default `DashMap` store) on a frozen clock. One run on a shared
+//! 2-core x86_64 (AMD EPYC) machine, governor ÷ cellrate time (above 1:
+//! cellrate faster): one hot key 2.04, 1 000 keys round-robin 1.31 and
+//! random 0.80, 100 000 keys (262 144 slots) round-robin 0.64 and random
+//! 0.94, 100 000 keys in 131 072 slots random 0.98. (Three runs spread:
+//! hot 2.0–2.4, 1 000 keys 0.80–1.59, 100 000 keys 0.35–1.00: the machine
+//! is noisy.) Governor used 36.0 bytes per key at 1 000 keys and 22.3 at
+//! 100 000 (counting allocator).
+//!
+//! Where a check's time goes (x86_64, measured): the 16-byte
+//! compare-and-swap (`lock cmpxchg16b`) costs about 9 ns when checks move
+//! between keys, against about 2 ns for an 8-byte `lock cmpxchg`, and it is
+//! the floor of every admitted check; portable-atomic's run-time dispatch
+//! adds nothing measurable to it (an inline-assembly `cmpxchg16b` was no
+//! faster), and its 16-byte load (`vmovdqa` on CPUs with AVX) costs about
+//! 1.4 ns. Random keys also pay branch mispredictions on where in the
+//! window the key sits. The home hash of an exact key is a two-multiply mix
+//! (see above); the one-word SipHash-1-3 it replaced cost about 6.5 ns per
+//! check, and keys wrapped in [`Hashed`] (streamed 128-bit SipHash-1-3, for
+//! SipHash placement) make a check on 1 000 random keys about 2.3× slower.
 //!
 //! # Example: per client and per (client, endpoint)
 //!
@@ -818,20 +885,22 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         let first = home(hash, n);
         let live_key = LIVE | id.0;
         // Fast pass: the key's slot, or the first EMPTY slot (no copy of a
-        // key lies beyond it).
-        let mut index = first;
-        for _ in 0..window {
-            let value = slots[index].load();
+        // key lies beyond it). Windows never wrap (`home` keeps them inside
+        // the table), so this is one contiguous run of slots.
+        let run = slots.get(first..first + window).unwrap_or(&[]);
+        // The home slot inline (where most keys live), the rest of the run
+        // out of line: a fully unrolled 16-slot loop around the out-of-line
+        // 128-bit loads spills every address and costs more than it saves.
+        if let Some(slot) = run.first() {
+            let value = slot.load();
             let key = key_of(value);
             if key == live_key {
-                return Located::Live(index, value);
+                return Located::Live(first, value);
             }
-            if key == EMPTY {
-                break;
-            }
-            index += 1;
-            if index == n {
-                index = 0;
+            if key != EMPTY {
+                if let Some((offset, value)) = scan(run, live_key) {
+                    return Located::Live(first + offset, value);
+                }
             }
         }
         if !insert {
@@ -1058,10 +1127,30 @@ impl<A: Algorithm + core::fmt::Debug, S: Storage, O: Overrides<A>> core::fmt::De
     }
 }
 
-/// The home slot of a hash: `⌊hash · n / 2⁶⁴⌋`.
+/// The home slot of a hash in a table of `n` slots:
+/// `⌊hash · (n − W + 1) / 2⁶⁴⌋` with `W = min(PROBE_WINDOW, n)`, so that the
+/// window `home .. home + W` never wraps past the end of the table.
 #[inline(always)]
 fn home(hash: u64, n: usize) -> usize {
-    ((hash as u128 * n as u128) >> 64) as usize
+    let homes = n - n.min(PROBE_WINDOW) + 1;
+    ((hash as u128 * homes as u128) >> 64) as usize
+}
+
+/// The position in `run` (after its first slot) of the slot holding
+/// `live_key`, and its value; `None` at the first EMPTY slot or the end.
+#[inline(never)]
+fn scan(run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
+    for (offset, slot) in run.iter().enumerate().skip(1) {
+        let value = slot.load();
+        let key = key_of(value);
+        if key == live_key {
+            return Some((offset, value));
+        }
+        if key == EMPTY {
+            break;
+        }
+    }
+    None
 }
 
 #[inline(always)]

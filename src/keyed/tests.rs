@@ -117,7 +117,7 @@ fn fingerprinted_keys() {
 }
 
 #[test]
-fn windows_wrap_around_the_end() {
+fn small_tables_are_one_window() {
     // With capacity 3 the window is the whole table, whatever the homes.
     let t: Keyed<Quota, 3> = Keyed::new(quota(1, 1), WhenFull::Deny, Seed::new(7, 8));
     for key in 0u32..3 {
@@ -187,4 +187,18 @@ fn boxed_table() {
         assert!(t.check(&key, 0).is_err());
     }
     assert_eq!(t.sweep(0).owing, 500);
+}
+
+/// Windows never run past the end of the table, for every capacity and the
+/// extreme hashes, and the homes still reach both ends.
+#[test]
+fn windows_stay_inside_the_table() {
+    for n in 1usize..200 {
+        let w = n.min(PROBE_WINDOW);
+        for hash in [0, 1, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+            assert!(home(hash, n) + w <= n, "n {n} hash {hash}");
+        }
+        assert_eq!(home(0, n), 0);
+        assert_eq!(home(u64::MAX, n), n - w);
+    }
 }
