@@ -218,6 +218,14 @@ pub struct KeyHasher {
     d: u32,
 }
 
+#[cfg(feature = "defmt")]
+impl defmt::Format for KeyHasher {
+    fn format(&self, f: defmt::Formatter) {
+        // The state is derived from the secret seed: never printed.
+        defmt::write!(f, "KeyHasher {{ .. }}")
+    }
+}
+
 impl core::fmt::Debug for KeyHasher {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("KeyHasher")
@@ -473,6 +481,7 @@ impl<A: Key, B: Key, C: Key> Key for (A, B, C) {
 /// assert_eq!(<Hashed<Route> as Key>::EXACT_BITS, 0);
 /// # let _ = key;
 /// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Hashed<T>(pub T);
 

@@ -1127,6 +1127,22 @@ impl<A: Algorithm + core::fmt::Debug, S: Storage, O: Overrides<A>> core::fmt::De
     }
 }
 
+#[cfg(feature = "defmt")]
+impl<A: Algorithm + defmt::Format, S: Storage, O: Overrides<A>> defmt::Format
+    for KeyedTable<A, S, O>
+{
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(
+            f,
+            "KeyedTable {{ algorithm: {}, capacity: {=usize}, when_full: {}, stats: {} }}",
+            self.algorithm,
+            self.capacity(),
+            self.when_full,
+            self.stats()
+        )
+    }
+}
+
 /// The home slot of a hash in a table of `n` slots:
 /// `⌊hash · (n − W + 1) / 2⁶⁴⌋` with `W = min(PROBE_WINDOW, n)`, so that the
 /// window `home .. home + W` never wraps past the end of the table.

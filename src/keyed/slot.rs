@@ -22,6 +22,14 @@
 /// ```
 pub struct Slot(Inner);
 
+#[cfg(feature = "defmt")]
+impl defmt::Format for Slot {
+    fn format(&self, f: defmt::Formatter) {
+        // Opaque, as its `Debug` is: reading it would race the table.
+        defmt::write!(f, "Slot")
+    }
+}
+
 #[cfg(all(feature = "loom", test))]
 type Inner = loom::sync::Mutex<u128>;
 
