@@ -128,6 +128,7 @@ pub trait RateLimiter {
     fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied>;
 
     /// Admits one cell at `now`, or denies.
+    #[inline]
     fn check(&self, now: u64) -> Result<Decision, Denied> {
         self.check_n(now, 1)
     }
@@ -137,9 +138,11 @@ pub trait RateLimiter {
 }
 
 impl<L: RateLimiter + ?Sized> RateLimiter for &L {
+    #[inline]
     fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
         (**self).check_n(now, cost)
     }
+    #[inline]
     fn check(&self, now: u64) -> Result<Decision, Denied> {
         (**self).check(now)
     }

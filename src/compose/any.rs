@@ -375,6 +375,16 @@ impl<const N: usize> RateLimiter for AnyLimiter<N> {
             Inner::Gcra(l) => l.check_n(now, cost),
         }
     }
+    // Each variant's own `check`, so a cost of 1 is a constant where it is used.
+    #[inline(always)]
+    fn check(&self, now: u64) -> Result<Decision, Denied> {
+        match &self.inner {
+            Inner::Fixed(l) => l.check(now),
+            Inner::Sliding(l) => l.check(now),
+            Inner::Log(l) => l.check(now),
+            Inner::Gcra(l) => l.check(now),
+        }
+    }
     fn peek(&self, now: u64) -> Snapshot {
         Self::peek_inner(&self.inner, now)
     }
