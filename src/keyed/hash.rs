@@ -193,7 +193,7 @@ pub(crate) const fn home_word(seed: &Seed, word: u64) -> u64 {
 }
 
 /// SipHash-1-3 of one 8-byte block (the little-endian bytes of `word`).
-#[cfg(test)]
+#[cfg(all(test, not(feature = "loom")))]
 #[inline(always)]
 pub(crate) fn hash_word(seed: &Seed, word: u64) -> u64 {
     let mut s = Sip::new(seed, false);
