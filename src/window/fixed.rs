@@ -73,6 +73,20 @@ pub struct FixedWindowQuota {
     limit: u64,
     window: Divisor,
     count_bits: u32,
+    /// `low_mask(count_bits)`, precomputed: the hot path only masks.
+    count_mask: u64,
+    /// `low_mask(64 − count_bits)`.
+    tag_mask: u64,
+}
+
+/// What depends on `now` alone, computed before the state word is read (so
+/// the compare-and-swap loop runs only the few operations that need it).
+#[derive(Clone, Copy)]
+struct At {
+    tag: u64,
+    /// `tag << count_bits`: the state of this window with a count of 0.
+    base: u64,
+    until_end: u64,
 }
 
 /// What a state word means at some `now`.
@@ -125,6 +139,8 @@ impl FixedWindowQuota {
             limit,
             window: Divisor::new(window),
             count_bits: count_bits(limit),
+            count_mask: low_mask(count_bits(limit)),
+            tag_mask: low_mask(64 - count_bits(limit)),
         })
     }
 
@@ -149,42 +165,59 @@ impl FixedWindowQuota {
     }
 
     #[inline(always)]
-    const fn tag_mask(&self) -> u64 {
-        low_mask(64 - self.count_bits)
-    }
-
-    #[inline(always)]
     const fn pack(&self, tag: u64, count: u64) -> u64 {
         (tag << self.count_bits) | count
     }
 
+    /// The window of `now`: its tag, its empty state, the ticks to its end.
+    #[inline(always)]
+    fn at(&self, now: u64) -> At {
+        let (index, elapsed) = self.window.div_rem(now);
+        let tag = index & self.tag_mask;
+        At {
+            tag,
+            base: tag << self.count_bits,
+            until_end: self.window.get() - elapsed,
+        }
+    }
+
     /// The count of cells in the window that judges `now`, and that window's tag.
     #[inline(always)]
-    fn view(&self, state: u64, now: u64) -> View {
-        let (index, elapsed) = self.window.div_rem(now);
-        let w = self.window.get();
-        let tag_now = index & self.tag_mask();
-        let stored_tag = state >> self.count_bits;
-        let count = state & low_mask(self.count_bits);
-        let behind = tag_now.wrapping_sub(stored_tag) & self.tag_mask();
-        if behind == 0 {
-            View {
-                tag: stored_tag,
+    fn view(&self, state: u64, at: &At) -> View {
+        // The common case first: the state is for `now`'s own window, i.e.
+        // `state − base` is the count (at most `limit`, below 2^count_bits).
+        let count = state.wrapping_sub(at.base);
+        if count <= self.count_mask {
+            return View {
+                tag: at.tag,
                 count,
-                until_end: w - elapsed,
-            }
-        } else if behind == self.tag_mask() && count > 0 {
+                until_end: at.until_end,
+            };
+        }
+        self.view_other(state, at)
+    }
+
+    /// [`view`](Self::view) for a state written in another window: once
+    /// per window per client, so kept out of line (the hot path stays small
+    /// enough to inline into any caller).
+    #[cold]
+    #[inline(never)]
+    fn view_other(&self, state: u64, at: &At) -> View {
+        let stored_tag = state >> self.count_bits;
+        let count = state & self.count_mask;
+        let behind = at.tag.wrapping_sub(stored_tag) & self.tag_mask;
+        if behind == self.tag_mask && count > 0 {
             // The state is one window ahead of this `now`: judge against it.
             View {
                 tag: stored_tag,
                 count,
-                until_end: (w - elapsed).saturating_add(w),
+                until_end: at.until_end.saturating_add(self.window.get()),
             }
         } else {
             View {
-                tag: tag_now,
+                tag: at.tag,
                 count: 0,
-                until_end: w - elapsed,
+                until_end: at.until_end,
             }
         }
     }
@@ -195,31 +228,42 @@ impl FixedWindowQuota {
         Decision::new(self.limit, self.limit - count, reset)
     }
 
-    /// The admission step plus the tag it was counted under (for revocation).
+    /// Refuses a cost that can never fit; checked once, before any state is
+    /// read ([`admit`](Self::admit) relies on it).
     #[inline(always)]
-    pub(crate) fn admit(
-        &self,
-        state: u64,
-        now: u64,
-        cost: u64,
-    ) -> Result<(u64, Decision, u64), Denied> {
+    fn can_fit(&self, cost: u64) -> Result<(), Denied> {
         if cost > self.limit {
-            return Err(Denied::CostTooLarge {
+            Err(Denied::CostTooLarge {
                 cost,
                 limit: self.limit,
-            });
+            })
+        } else {
+            Ok(())
         }
-        let v = self.view(state, now);
+    }
+
+    /// One step for `cost ≤ limit` cells: the next state, the decision and
+    /// the tag counted under, or the denial.
+    #[inline(always)]
+    fn admit(&self, state: u64, at: &At, cost: u64) -> Result<(u64, (Decision, u64)), Denied> {
+        // The common case: the state is this window's and has room. Its count
+        // is `state − base`, and adding `cost` to the word adds it to the
+        // count (which stays ≤ limit, so nothing carries into the tag).
+        let count = state.wrapping_sub(at.base);
+        if count <= self.limit - cost {
+            let next = count + cost;
+            return Ok((state + cost, (self.decision(next, at.until_end), at.tag)));
+        }
+        let v = self.view(state, at);
         if cost == 0 {
-            return Ok((state, self.decision(v.count, v.until_end), v.tag));
+            return Ok((state, (self.decision(v.count, v.until_end), v.tag)));
         }
         let room = self.limit - v.count;
         if cost <= room {
             let count = v.count + cost;
             Ok((
                 self.pack(v.tag, count),
-                self.decision(count, v.until_end),
-                v.tag,
+                (self.decision(count, v.until_end), v.tag),
             ))
         } else {
             Err(Denied::Limited(Limited::with_remaining(
@@ -237,7 +281,7 @@ impl FixedWindowQuota {
         if state >> self.count_bits != tag {
             return state;
         }
-        let count = state & low_mask(self.count_bits);
+        let count = state & self.count_mask;
         self.pack(tag, count.saturating_sub(cost))
     }
 
@@ -255,30 +299,32 @@ impl FixedWindowQuota {
     /// assert_eq!(new.peek(old.translate(s, 5, &new), 5).remaining(), 993);
     /// ```
     pub fn translate(&self, state: u64, now: u64, new: &FixedWindowQuota) -> u64 {
-        let v = self.view(state, now);
+        let v = self.view(state, &self.at(now));
         if v.count == 0 {
             return FixedWindowQuota::NEW;
         }
         let (index, _) = new.window.div_rem(now);
-        new.pack(index & new.tag_mask(), v.count.min(new.limit))
+        new.pack(index & new.tag_mask, v.count.min(new.limit))
     }
 }
 
 impl Algorithm for FixedWindowQuota {
     #[inline(always)]
     fn check(&self, state: u64, now: u64, cost: u64) -> Result<(u64, Decision), Denied> {
-        self.admit(state, now, cost).map(|(s, d, _)| (s, d))
+        self.can_fit(cost)?;
+        self.admit(state, &self.at(now), cost)
+            .map(|(s, (d, _))| (s, d))
     }
 
     fn peek(&self, state: u64, now: u64) -> Snapshot {
-        let v = self.view(state, now);
+        let v = self.view(state, &self.at(now));
         let retry = if v.count < self.limit { 0 } else { v.until_end };
         let reset = if v.count == 0 { 0 } else { v.until_end };
         Snapshot::new(self.limit, self.limit - v.count, reset, retry)
     }
 
     fn is_idle(&self, state: u64, now: u64) -> bool {
-        self.view(state, now).count == 0
+        self.view(state, &self.at(now)).count == 0
     }
 }
 
@@ -354,20 +400,18 @@ impl FixedWindow {
     }
 
     /// Admits `cost` cells at `now`, or denies and stores nothing.
-    #[inline]
+    #[inline(always)]
     pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
         self.admit_at(now, cost).map(|(d, _)| d)
     }
 
     /// Admits and returns the tag the cells were counted under.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn admit_at(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
         let quota = &self.quota;
-        self.state.update(|s| {
-            quota
-                .admit(s, now, cost)
-                .map(|(next, d, tag)| (next, (d, tag)))
-        })
+        quota.can_fit(cost)?;
+        let at = quota.at(now);
+        self.state.update(|s| quota.admit(s, &at, cost))
     }
 
     /// Gives back `cost` cells admitted under `tag`.

@@ -130,6 +130,20 @@ pub struct SlidingWindowQuota {
     count_bits: u32,
     /// `limit · W`, which fits.
     capacity: u64,
+    /// `low_mask(count_bits)`, precomputed: the hot path only masks.
+    count_mask: u64,
+    /// `low_mask(64 − 2·count_bits)`.
+    tag_mask: u64,
+}
+
+/// What depends on `now` alone, computed before the state word is read (so
+/// the compare-and-swap loop runs only the few operations that need it).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct At {
+    tag: u64,
+    /// `tag << 2·count_bits`: the state of this window with both counts 0.
+    base: u64,
+    elapsed: u64,
 }
 
 /// What a state word means at some `now`.
@@ -188,6 +202,8 @@ impl SlidingWindowQuota {
             window: Divisor::new(window),
             count_bits: count_bits(limit),
             capacity,
+            count_mask: low_mask(count_bits(limit)),
+            tag_mask: low_mask(64 - 2 * count_bits(limit)),
         })
     }
 
@@ -212,24 +228,50 @@ impl SlidingWindowQuota {
     }
 
     #[inline(always)]
-    const fn tag_mask(&self) -> u64 {
-        low_mask(64 - 2 * self.count_bits)
-    }
-
-    #[inline(always)]
     const fn pack(&self, tag: u64, prev: u64, cur: u64) -> u64 {
         (((tag << self.count_bits) | prev) << self.count_bits) | cur
     }
 
+    /// The window of `now`: its tag, its empty state, the ticks elapsed in it.
     #[inline(always)]
-    pub(crate) fn view(&self, state: u64, now: u64) -> View {
+    pub(crate) fn at(&self, now: u64) -> At {
         let (index, elapsed) = self.window.div_rem(now);
-        let mask = low_mask(self.count_bits);
-        let tag_now = index & self.tag_mask();
+        let tag = index & self.tag_mask;
+        At {
+            tag,
+            base: tag << (2 * self.count_bits),
+            elapsed,
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn view(&self, state: u64, at: &At) -> View {
+        // The common case first: the state is for `now`'s own window, i.e.
+        // `state − base` is just the two counts.
+        let counts = state.wrapping_sub(at.base);
+        if counts >> (2 * self.count_bits) == 0 {
+            return View {
+                tag: at.tag,
+                prev: counts >> self.count_bits,
+                cur: counts & self.count_mask,
+                elapsed: at.elapsed,
+                lead: 0,
+            };
+        }
+        self.view_other(state, at)
+    }
+
+    /// [`view`](Self::view) for a state written in another window: once
+    /// per window per client, so kept out of line (the hot path stays small
+    /// enough to inline into any caller).
+    #[cold]
+    #[inline(never)]
+    fn view_other(&self, state: u64, at: &At) -> View {
+        let (tag_now, elapsed) = (at.tag, at.elapsed);
         let tag = state >> (2 * self.count_bits);
-        let prev = (state >> self.count_bits) & mask;
-        let cur = state & mask;
-        let behind = tag_now.wrapping_sub(tag) & self.tag_mask();
+        let prev = (state >> self.count_bits) & self.count_mask;
+        let cur = state & self.count_mask;
+        let behind = tag_now.wrapping_sub(tag) & self.tag_mask;
         let current = |prev, cur| View {
             tag: tag_now,
             prev,
@@ -241,7 +283,7 @@ impl SlidingWindowQuota {
             current(prev, cur)
         } else if behind == 1 {
             current(cur, 0)
-        } else if behind == self.tag_mask() && (prev | cur) != 0 {
+        } else if behind == self.tag_mask && (prev | cur) != 0 {
             // One window ahead of this `now`: judge at that window's start.
             View {
                 tag,
@@ -299,6 +341,7 @@ impl SlidingWindowQuota {
 
     /// The first tick (from now) at which `cost` fits, with no more traffic.
     /// `cost ≤ limit` and it does not fit now.
+    #[inline(always)]
     fn wait_for(&self, v: &View, cost: u64) -> u64 {
         let w = self.window.get();
         let wait = if v.cur + cost <= self.limit {
@@ -315,27 +358,54 @@ impl SlidingWindowQuota {
         wait.saturating_add(v.lead)
     }
 
-    /// One step without the (division-costing) denial details.
+    /// Refuses a cost that can never fit; checked once, before any state is
+    /// read ([`step`](Self::step) relies on it).
+    #[inline(always)]
+    pub(crate) fn can_fit(&self, cost: u64) -> Result<(), Refused> {
+        if cost > self.limit {
+            Err(Refused::TooLarge)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// One step for `cost ≤ limit` cells, without the (division-costing)
+    /// denial details.
     #[inline(always)]
     pub(crate) fn step(
         &self,
         state: u64,
-        now: u64,
+        at: &At,
         cost: u64,
-    ) -> Result<(u64, Decision, u64), Refused> {
-        if cost > self.limit {
-            return Err(Refused::TooLarge);
+    ) -> Result<(u64, (Decision, u64)), Refused> {
+        // The common case: the state is this window's, and even the whole
+        // previous count fits beside the current one (p + c + cost ≤ limit
+        // implies p·(W − e) ≤ (limit − c − cost)·W, since W − e ≤ W), so no
+        // multiplication is needed. Adding `cost` to the word adds it to `c`.
+        let counts = state.wrapping_sub(at.base);
+        if counts >> (2 * self.count_bits) == 0 {
+            let (prev, cur) = (counts >> self.count_bits, counts & self.count_mask);
+            if prev + cur + cost <= self.limit {
+                let v = View {
+                    tag: at.tag,
+                    prev,
+                    cur,
+                    elapsed: at.elapsed,
+                    lead: 0,
+                };
+                let usage = self.usage(&v, cur + cost);
+                return Ok((state + cost, (Decision::from_usage(usage), at.tag)));
+            }
         }
-        let v = self.view(state, now);
+        let v = self.view(state, at);
         if cost == 0 {
-            return Ok((state, Decision::from_usage(self.usage(&v, v.cur)), v.tag));
+            return Ok((state, (Decision::from_usage(self.usage(&v, v.cur)), v.tag)));
         }
         if self.fits(&v, cost) {
             let cur = v.cur + cost;
             Ok((
                 self.pack(v.tag, v.prev, cur),
-                Decision::from_usage(self.usage(&v, cur)),
-                v.tag,
+                (Decision::from_usage(self.usage(&v, cur)), v.tag),
             ))
         } else {
             Err(Refused::Limited(v))
@@ -343,6 +413,7 @@ impl SlidingWindowQuota {
     }
 
     /// The denial for a refused step.
+    #[inline(always)]
     pub(crate) fn denial(&self, refused: Refused, cost: u64) -> Denied {
         match refused {
             Refused::TooLarge => Denied::CostTooLarge {
@@ -359,13 +430,12 @@ impl SlidingWindowQuota {
 
     /// The state after giving back `cost` cells counted under `tag`.
     pub(crate) fn revoke(&self, state: u64, tag: u64, cost: u64) -> u64 {
-        let mask = low_mask(self.count_bits);
         let stored = state >> (2 * self.count_bits);
-        let prev = (state >> self.count_bits) & mask;
-        let cur = state & mask;
+        let prev = (state >> self.count_bits) & self.count_mask;
+        let cur = state & self.count_mask;
         if stored == tag {
             self.pack(stored, prev, cur.saturating_sub(cost))
-        } else if stored == (tag + 1) & self.tag_mask() {
+        } else if stored == (tag + 1) & self.tag_mask {
             self.pack(stored, prev.saturating_sub(cost), cur)
         } else {
             state
@@ -385,13 +455,13 @@ impl SlidingWindowQuota {
     /// assert_eq!(new.peek(old.translate(s, 5, &new), 5).remaining(), 993);
     /// ```
     pub fn translate(&self, state: u64, now: u64, new: &SlidingWindowQuota) -> u64 {
-        let v = self.view(state, now);
+        let v = self.view(state, &self.at(now));
         if v.prev == 0 && v.cur == 0 {
             return SlidingWindowQuota::NEW;
         }
         let (index, _) = new.window.div_rem(now);
         new.pack(
-            index & new.tag_mask(),
+            index & new.tag_mask,
             v.prev.min(new.limit),
             v.cur.min(new.limit),
         )
@@ -408,14 +478,17 @@ pub(crate) enum Refused {
 impl Algorithm for SlidingWindowQuota {
     #[inline(always)]
     fn check(&self, state: u64, now: u64, cost: u64) -> Result<(u64, Decision), Denied> {
-        match self.step(state, now, cost) {
-            Ok((s, d, _)) => Ok((s, d)),
+        let stepped = self
+            .can_fit(cost)
+            .and_then(|()| self.step(state, &self.at(now), cost));
+        match stepped {
+            Ok((s, (d, _))) => Ok((s, d)),
             Err(r) => Err(self.denial(r, cost)),
         }
     }
 
     fn peek(&self, state: u64, now: u64) -> Snapshot {
-        let v = self.view(state, now);
+        let v = self.view(state, &self.at(now));
         let retry = if self.fits(&v, 1) {
             0
         } else {
@@ -425,7 +498,7 @@ impl Algorithm for SlidingWindowQuota {
     }
 
     fn is_idle(&self, state: u64, now: u64) -> bool {
-        let v = self.view(state, now);
+        let v = self.view(state, &self.at(now));
         v.prev == 0 && v.cur == 0
     }
 }
@@ -504,17 +577,21 @@ impl SlidingWindow {
     }
 
     /// Admits `cost` cells at `now`, or denies and stores nothing.
-    #[inline]
+    #[inline(always)]
     pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
         self.admit_at(now, cost).map(|(d, _)| d)
     }
 
     /// Admits and returns the tag the cells were counted under.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn admit_at(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
         let quota = &self.quota;
+        let at = quota.at(now);
+        if let Err(refused) = quota.can_fit(cost) {
+            return Err(quota.denial(refused, cost));
+        }
         self.state
-            .update(|s| quota.step(s, now, cost).map(|(n, d, tag)| (n, (d, tag))))
+            .update(|s| quota.step(s, &at, cost))
             .map_err(|r| quota.denial(r, cost))
     }
 
