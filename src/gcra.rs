@@ -371,8 +371,36 @@ impl Gcra {
         // The multiplications happen here, outside the critical section or CAS loop.
         let now = quota.sub_ticks(now);
         let increment = charge(&quota, cost)?;
-        self.tat
-            .update(|tat| admit_charged(&quota, tat, now, increment))
+        // So does the bound: max(TAT, now) + cost·T − now ≤ span holds iff
+        // TAT − now ≤ room = span − cost·T (for TAT < now it always holds,
+        // as cost·T ≤ span). Inside the loop: a subtract and a compare, and
+        // the new TAT is an add on the one value the case needs.
+        let room = quota.span() - increment;
+        // `now + span` fits, so no TAT below can overflow; only past the
+        // horizon (`now` saturated) does it not, and there the general step
+        // (which denies) runs.
+        let fits = now.checked_add(quota.span()).is_some();
+        let admitted = |new_tat: u64| {
+            Ok((
+                new_tat,
+                Decision::from_usage(Usage::gcra(&quota, new_tat - now)),
+            ))
+        };
+        self.tat.update(|tat| {
+            if fits && tat.wrapping_sub(now) <= room {
+                // Owing (now ≤ TAT ≤ now + room): the usual case under load.
+                admitted(tat + increment)
+            } else if fits && tat < now {
+                // Full: the TAT restarts from now.
+                admitted(now + increment)
+            } else if !fits {
+                admit_charged(&quota, tat, now, increment)
+            } else {
+                // TAT > now + room: the new TAT would be over the span by
+                // TAT − now − room.
+                Err(limited(&quota, tat, now, tat - now - room))
+            }
+        })
     }
 
     /// The state at `now`, consuming nothing.
