@@ -49,12 +49,11 @@
 //! * No division on any path: the window index comes from a precomputed
 //!   multiplier (see the [module docs](super)).
 
-use core::convert::Infallible;
 use core::fmt;
 
 use super::{count_bits, low_mask, Divisor, WindowError, MIN_TAG_BITS};
 use crate::sync::{loom_const_fn, StateWord};
-use crate::{Algorithm, Decision, Denied, Limited, RateLimiter, Snapshot};
+use crate::{Algorithm, Decision, Denied, Limited, Snapshot};
 
 /// The parameters of a fixed window: `limit` cells per window of `window`
 /// ticks. `Copy`, shareable by many state words; implements [`Algorithm`].
@@ -394,11 +393,6 @@ impl FixedWindow {
         Ok(Self::with_quota(FixedWindowQuota::try_new(limit, window)?))
     }
 
-    /// The parameters in force.
-    pub fn quota(&self) -> FixedWindowQuota {
-        self.quota
-    }
-
     /// Admits `cost` cells at `now`, or denies and stores nothing.
     #[inline(always)]
     pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
@@ -412,24 +406,6 @@ impl FixedWindow {
         quota.can_fit(cost)?;
         let at = quota.at(now);
         self.state.update(|s| quota.admit(s, &at, cost))
-    }
-
-    /// Gives back `cost` cells admitted under `tag`.
-    pub(crate) fn revoke_at(&self, tag: u64, cost: u64) {
-        let quota = &self.quota;
-        let step =
-            |s: u64| -> Result<(u64, ()), Infallible> { Ok((quota.revoke(s, tag, cost), ())) };
-        let _ = self.state.update(step);
-    }
-
-    /// The state at `now`, consuming nothing.
-    pub fn peek(&self, now: u64) -> Snapshot {
-        self.quota.peek(self.state.load(), now)
-    }
-
-    /// Makes the limiter full, as new.
-    pub fn reset(&self) {
-        self.state.store(FixedWindowQuota::NEW)
     }
 
     /// Replaces the parameters at `now`. The count of the window holding
@@ -451,36 +427,7 @@ impl FixedWindow {
     }
 }
 
-impl RateLimiter for FixedWindow {
-    #[inline]
-    fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        FixedWindow::check_n(self, now, cost)
-    }
-    fn peek(&self, now: u64) -> Snapshot {
-        FixedWindow::peek(self, now)
-    }
-}
-
-impl fmt::Debug for FixedWindow {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FixedWindow")
-            .field("quota", &self.quota)
-            .field("state", &self.state.load())
-            .finish()
-    }
-}
-
-#[cfg(feature = "defmt")]
-impl defmt::Format for FixedWindow {
-    fn format(&self, f: defmt::Formatter) {
-        defmt::write!(
-            f,
-            "FixedWindow {{ quota: {}, state: {=u64} }}",
-            self.quota,
-            self.state.load()
-        )
-    }
-}
+window_limiter!(FixedWindow, FixedWindowQuota);
 
 #[cfg(all(test, feature = "loom"))]
 mod loom_tests {

@@ -51,6 +51,74 @@
 //! counts "too old" and starts from zero: the windows rely on the clock being
 //! monotonic more than [`Gcra`](crate::Gcra) does.
 
+/// What [`FixedWindow`] and [`SlidingWindow`] share around their own
+/// admission step: the quota accessor, revocation, peek, reset, the
+/// [`RateLimiter`](crate::RateLimiter) impl and the `Debug`/`defmt` output.
+/// `$limiter` has fields `quota: $quota` and `state: StateWord`; `$quota`
+/// has `NEW`, `revoke` and (from [`Algorithm`](crate::Algorithm)) `peek`.
+macro_rules! window_limiter {
+    ($limiter:ident, $quota:ident) => {
+        impl $limiter {
+            /// The parameters in force.
+            pub fn quota(&self) -> $quota {
+                self.quota
+            }
+
+            /// Gives back `cost` cells counted under `tag` (only while that
+            /// window still counts; older cells have expired anyway).
+            pub(crate) fn revoke_at(&self, tag: u64, cost: u64) {
+                let quota = &self.quota;
+                let step = |s: u64| -> Result<(u64, ()), core::convert::Infallible> {
+                    Ok((quota.revoke(s, tag, cost), ()))
+                };
+                let _ = self.state.update(step);
+            }
+
+            /// The state at `now`, consuming nothing.
+            pub fn peek(&self, now: u64) -> $crate::Snapshot {
+                $crate::Algorithm::peek(&self.quota, self.state.load(), now)
+            }
+
+            /// Makes the limiter full, as new.
+            pub fn reset(&self) {
+                self.state.store($quota::NEW)
+            }
+        }
+
+        impl $crate::RateLimiter for $limiter {
+            #[inline]
+            fn check_n(&self, now: u64, cost: u64) -> Result<$crate::Decision, $crate::Denied> {
+                $limiter::check_n(self, now, cost)
+            }
+            fn peek(&self, now: u64) -> $crate::Snapshot {
+                $limiter::peek(self, now)
+            }
+        }
+
+        impl core::fmt::Debug for $limiter {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.debug_struct(stringify!($limiter))
+                    .field("quota", &self.quota)
+                    .field("state", &self.state.load())
+                    .finish()
+            }
+        }
+
+        #[cfg(feature = "defmt")]
+        impl defmt::Format for $limiter {
+            fn format(&self, f: defmt::Formatter) {
+                defmt::write!(
+                    f,
+                    "{=str} {{ quota: {}, state: {=u64} }}",
+                    stringify!($limiter),
+                    self.quota,
+                    self.state.load()
+                )
+            }
+        }
+    };
+}
+
 pub mod fixed;
 pub mod log;
 pub mod sliding;

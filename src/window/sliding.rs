@@ -103,13 +103,12 @@
 //! * No division on the admit path: window index by multiplier, the weight
 //!   test by multiplication.
 
-use core::convert::Infallible;
 use core::fmt;
 
 use super::{count_bits, low_mask, Divisor, WindowError, MIN_TAG_BITS};
 use crate::decision::Usage;
 use crate::sync::{loom_const_fn, StateWord};
-use crate::{Algorithm, Decision, Denied, Limited, RateLimiter, Snapshot};
+use crate::{Algorithm, Decision, Denied, Limited, Snapshot};
 
 /// The parameters of a sliding window counter: at most `limit` cells in any
 /// window of `window` ticks, estimated. `Copy`; implements [`Algorithm`].
@@ -571,11 +570,6 @@ impl SlidingWindow {
         )?))
     }
 
-    /// The parameters in force.
-    pub fn quota(&self) -> SlidingWindowQuota {
-        self.quota
-    }
-
     /// Admits `cost` cells at `now`, or denies and stores nothing.
     #[inline(always)]
     pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
@@ -593,24 +587,6 @@ impl SlidingWindow {
         self.state
             .update(|s| quota.step(s, &at, cost))
             .map_err(|r| quota.denial(r, cost))
-    }
-
-    /// Gives back `cost` cells counted under `tag`.
-    pub(crate) fn revoke_at(&self, tag: u64, cost: u64) {
-        let quota = &self.quota;
-        let step =
-            |s: u64| -> Result<(u64, ()), Infallible> { Ok((quota.revoke(s, tag, cost), ())) };
-        let _ = self.state.update(step);
-    }
-
-    /// The state at `now`, consuming nothing.
-    pub fn peek(&self, now: u64) -> Snapshot {
-        self.quota.peek(self.state.load(), now)
-    }
-
-    /// Makes the limiter full, as new.
-    pub fn reset(&self) {
-        self.state.store(SlidingWindowQuota::NEW)
     }
 
     /// Replaces the parameters at `now`. The previous and current counts are
@@ -633,36 +609,7 @@ impl SlidingWindow {
     }
 }
 
-impl RateLimiter for SlidingWindow {
-    #[inline]
-    fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        SlidingWindow::check_n(self, now, cost)
-    }
-    fn peek(&self, now: u64) -> Snapshot {
-        SlidingWindow::peek(self, now)
-    }
-}
-
-impl fmt::Debug for SlidingWindow {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SlidingWindow")
-            .field("quota", &self.quota)
-            .field("state", &self.state.load())
-            .finish()
-    }
-}
-
-#[cfg(feature = "defmt")]
-impl defmt::Format for SlidingWindow {
-    fn format(&self, f: defmt::Formatter) {
-        defmt::write!(
-            f,
-            "SlidingWindow {{ quota: {}, state: {=u64} }}",
-            self.quota,
-            self.state.load()
-        )
-    }
-}
+window_limiter!(SlidingWindow, SlidingWindowQuota);
 
 #[cfg(all(test, feature = "loom"))]
 mod loom_tests {
