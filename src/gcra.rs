@@ -17,6 +17,13 @@
 //! the admit/deny path is one multiply, adds, compares and one
 //! compare-and-swap: no division, no floating point, no loop but the CAS retry.
 //!
+//! [`Gcra::check_n`] evaluates the inequality in the equivalent form
+//! `TAT − now ≤ τ + T − cost·T` (for `TAT < now` it always holds, as
+//! `cost·T ≤ b·T`), whose right side it computes before reading the state.
+//! Between the load of `TAT` and the compare-and-swap there is then one
+//! subtract and compare, and one add to whichever of `TAT` and `now` is the
+//! larger; no `max` lies on the path from the load to the swap.
+//!
 //! Derived quantities (`remaining`, `retry_after`, `reset_after`) are exact
 //! consequences of the same inequality and are converted to cells and ticks
 //! only when read ([`decision`](crate::decision)):

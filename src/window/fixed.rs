@@ -48,6 +48,11 @@
 //!   store nothing.
 //! * No division on any path: the window index comes from a precomputed
 //!   multiplier (see the [module docs](super)).
+//! * The common case is one subtract and compare: while the state is
+//!   `now`'s own window, `state − (tag << count_bits)` is the count, and an
+//!   admission stores `state + cost`. The window index of `now` is computed
+//!   before the state is read; a state from another window is decoded out
+//!   of line.
 
 use core::fmt;
 

@@ -102,6 +102,15 @@
 //! * One compare-and-swap per admission; denials and peeks store nothing.
 //! * No division on the admit path: window index by multiplier, the weight
 //!   test by multiplication.
+//! * The common case needs no multiplication either: while the state is
+//!   `now`'s own window (`state − (tag << 2·count_bits)` has no tag bits)
+//!   and `p + c + cost ≤ limit` (which implies the weighted test, as
+//!   `W − e ≤ W`), the new state is `state + cost`. The window index and
+//!   offset of `now` are computed before the state is read; a state from
+//!   another window is decoded out of line.
+//! * A denial's `retry_after` costs one division, done only when the
+//!   [`Denied`] is built; a caller that never reads it (checks `is_ok()`)
+//!   lets the compiler drop it, since the check is inlined.
 
 use core::fmt;
 
