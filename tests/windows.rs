@@ -203,6 +203,10 @@ proptest! {
                     prop_assert!(!reference.fits(now, cost));
                     let expect = first_tick(now, window, |t| reference.fits(t, cost)).unwrap();
                     prop_assert_eq!(denied.retry_after(), Some(expect));
+                    let limited = denied.limited().unwrap();
+                    prop_assert_eq!(limited.remaining(), limit - reference.used(now));
+                    let full = first_tick(now, window, |t| reference.used(t) == 0).unwrap();
+                    prop_assert_eq!(limited.reset_after(), full);
                 }
             }
         }

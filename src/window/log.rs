@@ -196,11 +196,18 @@ impl<const N: usize> SlidingLog<N> {
 
     /// (expired slots, ticks until the newest expires) at `now`.
     fn count(&self, ring: &Ring<N>, now: u64) -> (u64, u64) {
+        self.count_below(ring, now, self.limit as usize)
+    }
+
+    /// [`count`](Self::count) when at most `bound` slots can have expired
+    /// (a denial of `cost` knows slot `cost − 1` has not: `bound = cost − 1`,
+    /// so denying one cell searches nothing).
+    fn count_below(&self, ring: &Ring<N>, now: u64, bound: usize) -> (u64, u64) {
         let head = ring.head.get();
         let limit = self.limit as usize;
         let slot = |i: usize| ring.slots[self.index(head, i)].get();
         // Expired slots are a prefix: binary search its length.
-        let (mut lo, mut hi) = (0usize, limit);
+        let (mut lo, mut hi) = (0usize, bound);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             if self.expired(slot(mid), now) {
@@ -233,7 +240,7 @@ impl<const N: usize> SlidingLog<N> {
             let cost = cost as usize;
             let boundary = ring.slots[self.index(head, cost - 1)].get();
             if !self.expired(boundary, now) {
-                let (free, reset) = self.count(ring, now);
+                let (free, reset) = self.count_below(ring, now, cost - 1);
                 return Err(Denied::Limited(Limited::with_remaining(
                     self.limit,
                     free,
