@@ -666,7 +666,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     /// assert_eq!(t.check_n(&"bob", 0, 4).unwrap().remaining(), 6);
     /// assert!(t.check_n(&"bob", 0, 7).is_err());
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn check_n<K: Key + ?Sized>(
         &self,
         key: &K,
@@ -768,7 +768,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         o
     }
 
-    #[inline]
+    #[inline(always)]
     fn check_id(&self, id: KeyId, hash: u64, now: u64, cost: u64) -> Result<Decision, Denied> {
         let algorithm = self.algorithm_for(id);
         if cost == 0 {
