@@ -220,6 +220,146 @@ fn memory() {
     );
 }
 
+/// Two folded multiplies, as the table's home mix of exact keys (for the
+/// floor tables below).
+fn mix(x: u64) -> u64 {
+    let fold = |a: u64, b: u64| {
+        let m = a as u128 * b as u128;
+        m as u64 ^ (m >> 64) as u64
+    };
+    fold(
+        fold(x ^ 0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7345) ^ 0xa409_3822_299f_31d0,
+        0x082e_fa98_ec4e_6c89,
+    )
+}
+
+/// The floor of *any* table of 16-byte slots, and of the rejected 8-byte
+/// design, over `slots` slots holding keys `0..n` (each at the first free
+/// slot from its home, as the real table places them).
+///
+/// * `slot16(key)`: the least a keyed check can do with 16-byte slots: mix
+///   the key, find its slot by linear probing from its home, one 16-byte
+///   load and compare-and-swap. No limiter math, no policies, no claims.
+/// * `split8(key)`: the same with a `u32` key array beside a `u64` state
+///   array and an 8-byte compare-and-swap on the state alone: what the
+///   speed targets would need, and the protocol the crate rejects because a
+///   stale check can write a reused slot's new state (see the keyed module
+///   docs and the loom model
+///   `rejected_split_words_protocol_lets_a_stale_check_write_another_keys_state`).
+struct Floor {
+    slots: usize,
+    wide: Vec<portable_atomic::AtomicU128>,
+    key_words: Vec<std::sync::atomic::AtomicU32>,
+    states: Vec<std::sync::atomic::AtomicU64>,
+}
+
+impl Floor {
+    fn new(slots: usize, n: u32) -> Self {
+        let f = Floor {
+            slots,
+            wide: (0..slots)
+                .map(|_| portable_atomic::AtomicU128::new(0))
+                .collect(),
+            key_words: (0..slots)
+                .map(|_| std::sync::atomic::AtomicU32::new(0))
+                .collect(),
+            states: (0..slots)
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect(),
+        };
+        for key in 0..n {
+            let mut at = f.home(key);
+            while f.wide[at].load(Ordering::Relaxed) != 0 {
+                at += 1;
+            }
+            f.wide[at].store(((key as u128 + 1) << 64) | 1, Ordering::Relaxed);
+            f.key_words[at].store(key + 1, Ordering::Relaxed);
+        }
+        f
+    }
+
+    #[inline(always)]
+    fn home(&self, key: u32) -> usize {
+        ((mix(key as u64) as u128 * (self.slots - 15) as u128) >> 64) as usize
+    }
+
+    #[inline(always)]
+    fn slot16(&self, key: u32) -> bool {
+        let mut at = self.home(key);
+        loop {
+            let slot = &self.wide[at];
+            let value = slot.load(Ordering::Acquire);
+            if (value >> 64) as u64 == key as u64 + 1 {
+                let new = (value & !(u64::MAX as u128)) | ((value as u64).max(NOW) + 1) as u128;
+                return slot
+                    .compare_exchange(value, new, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok();
+            }
+            at += 1;
+        }
+    }
+
+    #[inline(always)]
+    fn split8(&self, key: u32) -> bool {
+        let mut at = self.home(key);
+        loop {
+            if self.key_words[at].load(Ordering::Acquire) == key + 1 {
+                let state = &self.states[at];
+                let value = state.load(Ordering::Acquire);
+                return state
+                    .compare_exchange(
+                        value,
+                        value.max(NOW) + 1,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .is_ok();
+            }
+            at += 1;
+        }
+    }
+}
+
+/// How a case walks its keys: in turn, or along the fixed random sequence.
+#[derive(Clone, Copy)]
+enum Order {
+    RoundRobin,
+    Random,
+}
+
+/// Times `f` over the keys of `order` (the same walk for every library).
+fn walk(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: String,
+    order: Order,
+    n: u32,
+    keys: &[u32],
+    f: impl Fn(u32) -> bool,
+) {
+    match order {
+        Order::RoundRobin => {
+            let mut next = 0u32;
+            g.bench_function(name, |b| {
+                b.iter(|| {
+                    next = if next + 1 == n { 0 } else { next + 1 };
+                    f(black_box(next))
+                })
+            });
+        }
+        Order::Random => {
+            let mut i = 0usize;
+            g.bench_function(name, |b| {
+                b.iter(|| {
+                    i = (i + 1) & (keys.len() - 1);
+                    f(black_box(keys[i]))
+                })
+            });
+        }
+    }
+}
+
+/// Every case measures cellrate, the two floors and governor back to back
+/// (the machine is shared, so pairs measured far apart in time drift).
 fn speed(c: &mut Criterion) {
     let mut g = c.benchmark_group("keyed");
     let small_random = random_keys(SMALL);
@@ -228,91 +368,126 @@ fn speed(c: &mut Criterion) {
     g.bench_function("cellrate/hot", |b| {
         b.iter(|| HOT.check(black_box(&7u32), NOW).is_ok())
     });
-    // One monomorphic loop per table (no branch on the table in the
-    // measured closure: governor's loop has none either).
-    fn cases<const N: usize>(
-        g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
-        name: &str,
-        table: &'static Keyed<Quota, N>,
-        table_n: u32,
-        keys: &[u32],
-    ) {
-        let check = |key: u32| table.check(&key, NOW).is_ok();
-        let mut next = 0u32;
-        g.bench_function(format!("cellrate/rr_{name}"), |b| {
-            b.iter(|| {
-                next = if next + 1 == table_n { 0 } else { next + 1 };
-                check(black_box(next))
-            })
-        });
-        let mut i = 0usize;
-        g.bench_function(format!("cellrate/random_{name}"), |b| {
-            b.iter(|| {
-                i = (i + 1) & (keys.len() - 1);
-                check(black_box(keys[i]))
-            })
-        });
-    }
-    cases(&mut g, "1k", &SMALL_TABLE, SMALL, &small_random);
-    cases(&mut g, "100k", &LARGE_TABLE, LARGE, &large_random);
-
-    // SipHash-1-3 placement of the same keys (`Hashed`): what the cheaper
-    // home mix of exact keys saves.
-    g.bench_function("cellrate/random_1k_siphash", |b| {
-        let mut i = 0usize;
-        b.iter(|| {
-            i = (i + 1) & (small_random.len() - 1);
-            HASHED_TABLE
-                .check(&Hashed(black_box(small_random[i])), NOW)
-                .is_ok()
-        })
-    });
-
-    // The same 100 000 keys in the denser table (98.5 % tracked, the rest
-    // admitted untracked after a full window scan).
-    g.bench_function("cellrate/dense_random_100k", |b| {
-        let mut i = 0usize;
-        b.iter(|| {
-            i = (i + 1) & (large_random.len() - 1);
-            DENSE_TABLE.check(black_box(&large_random[i]), NOW).is_ok()
-        })
-    });
-
     let hot = governor_limiter();
     g.bench_function("governor/hot", |b| {
         b.iter(|| hot.check_key(black_box(&7u32)).is_ok())
     });
-    for (name, n, keys) in [("1k", SMALL, &small_random), ("100k", LARGE, &large_random)] {
-        let limiter = governor_limiter();
-        for key in 0..n {
-            let _ = limiter.check_key(&key);
-        }
-        let mut next = 0u32;
-        g.bench_function(format!("governor/rr_{name}"), |b| {
-            b.iter(|| {
-                next = if next + 1 == n { 0 } else { next + 1 };
-                limiter.check_key(black_box(&next)).is_ok()
-            })
-        });
-        let mut i = 0usize;
-        g.bench_function(format!("governor/random_{name}"), |b| {
-            b.iter(|| {
-                i = (i + 1) & (keys.len() - 1);
-                limiter.check_key(black_box(&keys[i])).is_ok()
-            })
-        });
+
+    // One monomorphic closure per table (no branch on the table in the
+    // measured loop: governor's loop has none either).
+    let small_floor = Floor::new(SMALL_TABLE.capacity(), SMALL);
+    let large_floor = Floor::new(LARGE_TABLE.capacity(), LARGE);
+    let small_gov = governor_limiter();
+    for key in 0..SMALL {
+        let _ = small_gov.check_key(&key);
     }
+    let large_gov = governor_limiter();
+    for key in 0..LARGE {
+        let _ = large_gov.check_key(&key);
+    }
+    for (order, label) in [(Order::RoundRobin, "rr"), (Order::Random, "random")] {
+        let keys = &small_random;
+        let case = format!("{label}_1k");
+        walk(
+            &mut g,
+            format!("cellrate/{case}"),
+            order,
+            SMALL,
+            keys,
+            |k| SMALL_TABLE.check(&k, NOW).is_ok(),
+        );
+        walk(
+            &mut g,
+            format!("floor_slot16/{case}"),
+            order,
+            SMALL,
+            keys,
+            |k| small_floor.slot16(k),
+        );
+        walk(
+            &mut g,
+            format!("floor_split8/{case}"),
+            order,
+            SMALL,
+            keys,
+            |k| small_floor.split8(k),
+        );
+        walk(
+            &mut g,
+            format!("governor/{case}"),
+            order,
+            SMALL,
+            keys,
+            |k| small_gov.check_key(&k).is_ok(),
+        );
+    }
+    for (order, label) in [(Order::RoundRobin, "rr"), (Order::Random, "random")] {
+        let keys = &large_random;
+        let case = format!("{label}_100k");
+        walk(
+            &mut g,
+            format!("cellrate/{case}"),
+            order,
+            LARGE,
+            keys,
+            |k| LARGE_TABLE.check(&k, NOW).is_ok(),
+        );
+        // The same 100 000 keys in the denser table (98.5 % tracked, the
+        // rest admitted untracked after a full window scan).
+        walk(
+            &mut g,
+            format!("cellrate/dense_{case}"),
+            order,
+            LARGE,
+            keys,
+            |k| DENSE_TABLE.check(&k, NOW).is_ok(),
+        );
+        walk(
+            &mut g,
+            format!("floor_slot16/{case}"),
+            order,
+            LARGE,
+            keys,
+            |k| large_floor.slot16(k),
+        );
+        walk(
+            &mut g,
+            format!("floor_split8/{case}"),
+            order,
+            LARGE,
+            keys,
+            |k| large_floor.split8(k),
+        );
+        walk(
+            &mut g,
+            format!("governor/{case}"),
+            order,
+            LARGE,
+            keys,
+            |k| large_gov.check_key(&k).is_ok(),
+        );
+    }
+
+    // SipHash-1-3 placement of the same keys (`Hashed`): what the cheaper
+    // home mix of exact keys saves.
+    walk(
+        &mut g,
+        "cellrate/random_1k_siphash".into(),
+        Order::Random,
+        SMALL,
+        &small_random,
+        |k| HASHED_TABLE.check(&Hashed(k), NOW).is_ok(),
+    );
     g.finish();
 }
 
 /// What one slot update costs at least: a 16-byte atomic load and
 /// compare-and-swap (portable-atomic, as the table uses it), next to the
-/// 8-byte pair every shared GCRA pays.
+/// 8-byte pair every shared GCRA pays, each over 1 024 words in turn (one
+/// word over and over measures the same-line round trip instead).
 fn floors(c: &mut Criterion) {
     use std::sync::atomic::AtomicU64;
     let mut g = c.benchmark_group("keyed_floor");
-    // 1 024 words in turn, as a table's checks of many keys touch them
-    // (one word over and over measures the same-line round trip instead).
     let wide: Vec<portable_atomic::AtomicU128> = (0..1024)
         .map(|_| portable_atomic::AtomicU128::new(0))
         .collect();
@@ -350,10 +525,178 @@ fn floors(c: &mut Criterion) {
     g.finish();
 }
 
+/// A walker over a case's keys: the next key in turn, or the next of the
+/// fixed random sequence.
+struct Walk<'a> {
+    order: Order,
+    n: u32,
+    keys: &'a [u32],
+    at: usize,
+}
+
+impl Walk<'_> {
+    #[inline(always)]
+    fn next(&mut self) -> u32 {
+        self.at += 1;
+        match self.order {
+            Order::RoundRobin => {
+                if self.at == self.n as usize {
+                    self.at = 0;
+                }
+                self.at as u32
+            }
+            Order::Random => self.keys[self.at & (self.keys.len() - 1)],
+        }
+    }
+}
+
+/// Runs `CHUNK` checks of `f` along `walk`, returning the elapsed time.
+fn chunk(walk: &mut Walk<'_>, f: &impl Fn(u32) -> bool) -> std::time::Duration {
+    let start = std::time::Instant::now();
+    for _ in 0..CHUNK {
+        black_box(f(black_box(walk.next())));
+    }
+    start.elapsed()
+}
+
+const CHUNK: usize = 2_048;
+const PAIRS: usize = 600;
+
+/// Paired ratios, robust to a shared machine: chunks of `CHUNK` checks of
+/// governor and of a contender alternate (ABBA), each on its own walk over
+/// the same keys, and the ratio reported is the median over `PAIRS` chunk
+/// pairs of governor's time ÷ the contender's. Other processes slow both
+/// sides of a pair alike, where criterion's separate measurements of the two
+/// can be seconds apart. Printed as `ratio:` lines (above 1: faster than
+/// governor).
+fn paired() {
+    let small_random = random_keys(SMALL);
+    let large_random = random_keys(LARGE);
+    let small_floor = Floor::new(SMALL_TABLE.capacity(), SMALL);
+    let large_floor = Floor::new(LARGE_TABLE.capacity(), LARGE);
+    let hot = governor_limiter();
+    let small_gov = governor_limiter();
+    for key in 0..SMALL {
+        let _ = small_gov.check_key(&key);
+    }
+    let large_gov = governor_limiter();
+    for key in 0..LARGE {
+        let _ = large_gov.check_key(&key);
+    }
+    let ratio = |name: &str,
+                 order: Order,
+                 n: u32,
+                 keys: &[u32],
+                 governor: &dyn Fn(u32) -> bool,
+                 contender: &dyn Fn(u32) -> bool| {
+        let walk = || Walk {
+            order,
+            n,
+            keys,
+            at: 0,
+        };
+        let (mut gw, mut cw) = (walk(), walk());
+        let (g, c) = (|k| governor(k), |k| contender(k));
+        // Warm both up.
+        for _ in 0..50 {
+            chunk(&mut gw, &g);
+            chunk(&mut cw, &c);
+        }
+        let mut ratios: Vec<f64> = (0..PAIRS)
+            .map(|i| {
+                let (gt, ct) = if i % 2 == 0 {
+                    let gt = chunk(&mut gw, &g);
+                    (gt, chunk(&mut cw, &c))
+                } else {
+                    let ct = chunk(&mut cw, &c);
+                    (chunk(&mut gw, &g), ct)
+                };
+                gt.as_secs_f64() / ct.as_secs_f64()
+            })
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        println!(
+            "ratio: {name}: governor ÷ contender {:.2} (quartiles {:.2}–{:.2})",
+            ratios[PAIRS / 2],
+            ratios[PAIRS / 4],
+            ratios[3 * PAIRS / 4]
+        );
+    };
+    let gov_hot = |k: u32| hot.check_key(&k).is_ok();
+    ratio("cellrate hot", Order::RoundRobin, 1, &[], &gov_hot, &|k| {
+        HOT.check(&k, NOW).is_ok()
+    });
+    for (order, label) in [(Order::RoundRobin, "rr"), (Order::Random, "random")] {
+        let gov = |k: u32| small_gov.check_key(&k).is_ok();
+        let keys = &small_random;
+        ratio(
+            &format!("cellrate {label}_1k"),
+            order,
+            SMALL,
+            keys,
+            &gov,
+            &|k| SMALL_TABLE.check(&k, NOW).is_ok(),
+        );
+        ratio(
+            &format!("floor_slot16 {label}_1k"),
+            order,
+            SMALL,
+            keys,
+            &gov,
+            &|k| small_floor.slot16(k),
+        );
+        ratio(
+            &format!("floor_split8 {label}_1k"),
+            order,
+            SMALL,
+            keys,
+            &gov,
+            &|k| small_floor.split8(k),
+        );
+    }
+    for (order, label) in [(Order::RoundRobin, "rr"), (Order::Random, "random")] {
+        let gov = |k: u32| large_gov.check_key(&k).is_ok();
+        let keys = &large_random;
+        ratio(
+            &format!("cellrate {label}_100k"),
+            order,
+            LARGE,
+            keys,
+            &gov,
+            &|k| LARGE_TABLE.check(&k, NOW).is_ok(),
+        );
+        ratio(
+            &format!("cellrate dense_{label}_100k"),
+            order,
+            LARGE,
+            keys,
+            &gov,
+            &|k| DENSE_TABLE.check(&k, NOW).is_ok(),
+        );
+        ratio(
+            &format!("floor_slot16 {label}_100k"),
+            order,
+            LARGE,
+            keys,
+            &gov,
+            &|k| large_floor.slot16(k),
+        );
+        ratio(
+            &format!("floor_split8 {label}_100k"),
+            order,
+            LARGE,
+            keys,
+            &gov,
+            &|k| large_floor.split8(k),
+        );
+    }
+}
+
 fn main() {
     memory();
+    paired();
     let mut c = Criterion::default().configure_from_args();
-    floors(&mut c);
     speed(&mut c);
+    floors(&mut c);
     c.final_summary();
 }
