@@ -2,43 +2,55 @@
 //! limiter on its default map (`DashMap`), in one run, both on a frozen
 //! clock and admitting throughout (burst 2³² − 1 per key).
 //!
-//! * `keyed/<impl>/hot`: one key.
-//! * `keyed/<impl>/rr_1k`, `rr_100k`: 1 000 or 100 000 keys in turn.
-//! * `keyed/<impl>/random_1k`, `random_100k`: keys drawn uniformly (a fixed
-//!   pseudo-random sequence, the same for both).
-//! * `keyed/cellrate/dense_random_100k`: the same in a table of 131 072 slots
-//!   (the memory figure's configuration) instead of 262 144.
-//! * `keyed/cellrate/random_1k_siphash`: the 1 000 random keys wrapped in
-//!   `Hashed` (SipHash-1-3 placement and fingerprint), against the default
-//!   two-multiply home mix of exact keys.
-//! * `keyed_floor/*`: a 16-byte atomic load + compare-and-swap (what every
-//!   admitted cellrate check pays at least) and an 8-byte one (what
-//!   governor's state update pays), each over 1 024 words in turn, and
-//!   `KeyId` of a `u32`.
+//! Cases, each over the same key sequences for every contender:
 //!
-//! Fairness: both sides check the same key sequences (the random sequence is
-//! built once, outside the timed loops) at a frozen time; neither loop
-//! allocates or hashes anything the library would not. Each cellrate table
-//! has its own monomorphic loop (an earlier version branched on the table
-//! inside the timed closure). Governor reads its fake clock (one relaxed
+//! * `hot`: one key.
+//! * `rr_1k`, `rr_100k`: 1 000 or 100 000 keys in turn.
+//! * `random_1k`, `random_100k`: keys drawn uniformly (a fixed
+//!   pseudo-random sequence, built once outside the timed loops).
+//! * `cellrate/dense_*_100k`: the 100 000 keys in 131 072 slots (the
+//!   memory figure's configuration, 98.5 % tracked) instead of 262 144.
+//! * `cellrate/random_1k_siphash`: the 1 000 random keys wrapped in
+//!   `Hashed` (SipHash-1-3 placement and fingerprint).
+//! * `floor_slot16/*`: the least any table of 16-byte slots can do per
+//!   check (mix, probe from the home, one 16-byte load and
+//!   compare-and-swap); `floor_split8/*`: the same with a `u32` key array,
+//!   a `u64` state array and an 8-byte compare-and-swap on the state alone,
+//!   the design the keyed module rejects (a stale check can write a reused
+//!   slot's new state; see its docs and loom model). Both bound what a
+//!   design could reach, neither is a limiter.
+//! * `keyed_floor/*`: a 16-byte and an 8-byte atomic load +
+//!   compare-and-swap over 1 024 words in turn, and `KeyId` of a `u32`.
+//!
+//! **Paired ratios** (`ratio:` lines, printed first): the machine is shared,
+//! and criterion's measurements of two functions can be seconds apart, under
+//! different loads. So for each case, chunks of 2 048 checks of governor
+//! and of the contender alternate (ABBA), each walking the same keys, and
+//! the figure is the median over 600 pairs of governor's time ÷ the
+//! contender's (above 1: faster than governor), with quartiles. These are
+//! the figures the docs report. The criterion timings that follow measure
+//! each case's contenders back to back.
+//!
+//! Two runs on a shared 2-core AMD EPYC (Zen 4) machine, median ratios:
+//! hot 3.0; rr_1k 2.58 (floors: slot16 3.2, split8 6.7); random_1k 1.57
+//! (1.86, 2.9); rr_100k 1.85–2.12, dense 2.18–2.27 (1.9, 3.0); random_100k
+//! 1.62–2.12, dense 1.98–2.25 (1.7, 2.9).
+//!
+//! Fairness: every key is inserted before measuring; neither loop allocates
+//! or hashes anything the library would not. Each cellrate table has its
+//! own monomorphic closure. Governor reads its fake clock (one relaxed
 //! atomic load) where cellrate is given `now`.
 //!
-//! One run on a shared 2-core AMD EPYC machine (governor ÷ cellrate time,
-//! above 1: cellrate faster): hot 2.04, rr_1k 1.31, random_1k 0.80,
-//! rr_100k 0.64, random_100k 0.94, dense_random_100k 0.98 (against
-//! governor's random_100k), random_1k_siphash 0.40. Before this round of
-//! work (SipHash home hash, wrapping windows) the same cases were 0.48,
-//! 0.53, 0.47, 0.19, 0.67 and 0.79.
-//!
-//! Every key is inserted before measuring. Memory per tracked key is printed
-//! first (`memory:` lines), measured the same way for both: bytes of the
-//! table over keys tracked. Governor's bytes are counted by a counting global
-//! allocator around building its limiter and inserting the keys; cellrate's
-//! table allocates nothing, so its bytes are `size_of` of the table (the
-//! allocator confirms that inserting allocates nothing). The `occupancy`
-//! lines offer 0.5 to 1.1 keys per slot to one 131 072-slot table and count
-//! the keys that got a slot: about 98.6 % of keys at 0.76 keys per slot
-//! (21.4 bytes per tracked key), 91.5 % at 1.0 (17.5 bytes).
+//! Memory per tracked key is printed first (`memory:` lines), measured the
+//! same way for both: bytes of the table over keys tracked. Governor's bytes
+//! are counted by a counting global allocator around building its limiter
+//! and inserting the keys; cellrate's table allocates nothing, so its bytes
+//! are `size_of` of the table (the allocator confirms that inserting
+//! allocates nothing). The `occupancy` lines offer 0.5 to 1.1 keys per slot
+//! to one 131 072-slot table and count the keys that got a slot: about
+//! 98.6 % of keys at 0.76 keys per slot (21.4 bytes per tracked key), 91.5 %
+//! at 1.0 (17.5 bytes). A 16-byte slot per key cannot go below 16 bytes per
+//! tracked key.
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::num::NonZeroU32;
