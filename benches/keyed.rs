@@ -31,10 +31,14 @@
 //! the figures the docs report. The criterion timings that follow measure
 //! each case's contenders back to back.
 //!
-//! Two runs on a shared 2-core AMD EPYC (Zen 4) machine, median ratios:
-//! hot 3.0; rr_1k 2.58 (floors: slot16 3.2, split8 6.7); random_1k 1.57
-//! (1.86, 2.9); rr_100k 1.85–2.12, dense 2.18–2.27 (1.9, 3.0); random_100k
-//! 1.62–2.12, dense 1.98–2.25 (1.7, 2.9).
+//! Three runs on a shared 2-core AMD EPYC (Zen 4) machine, median ratios
+//! (floors in brackets: slot16, split8): hot 2.99–3.06; rr_1k 2.57–2.60
+//! (3.2–3.3, 6.7–6.9); random_1k 1.56–1.58 (1.86–1.89, 2.9–3.0); rr_100k
+//! 1.85–2.12, dense 2.18–2.27 (1.9–2.0, 3.0–3.1); random_100k 1.62–2.12,
+//! dense 1.98–2.25 (1.7–2.2, 2.9–3.4). Built with
+//! `RUSTFLAGS="-C target-cpu=native"` (both libraries): hot 3.4, rr_1k 3.1,
+//! random_1k 1.75, rr_100k 2.2–2.3 (dense 2.35–2.49), random_100k 1.95
+//! (dense 2.50–2.60).
 //!
 //! Fairness: every key is inserted before measuring; neither loop allocates
 //! or hashes anything the library would not. Each cellrate table has its

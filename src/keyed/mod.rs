@@ -186,31 +186,39 @@
 //! *paired* measurements: chunks of 2 048 checks of governor and of
 //! cellrate alternate over the same keys, and the figure is the median over
 //! 600 pairs of governor's time ÷ cellrate's (above 1: cellrate faster), so
-//! that the other jobs of a shared machine slow both sides alike. Two runs
-//! on a shared 2-core x86_64 (AMD EPYC, Zen 4) machine:
+//! that the other jobs of a shared machine slow both sides alike. Three
+//! runs on a shared 2-core x86_64 (AMD EPYC, Zen 4) machine, default build
+//! (and one build with `-C target-cpu=native` for both libraries, two runs):
 //!
-//! | case | cellrate | floor, 16-byte slots | floor, 8-byte split (unsound) |
-//! |---|---|---|---|
-//! | one hot key | 3.0 | | |
-//! | 1 000 keys, round-robin | 2.58 | 3.2 | 6.7 |
-//! | 1 000 keys, random | 1.57 | 1.86 | 2.9 |
-//! | 100 000 keys, round-robin | 1.85–2.12 (2.18–2.27 in 131 072 slots) | 1.9 | 3.0 |
-//! | 100 000 keys, random | 1.62–2.12 (1.98–2.25 in 131 072 slots) | 1.7 | 2.9 |
+//! | case | cellrate | native build | floor, 16-byte slots | floor, 8-byte split (unsound) |
+//! |---|---|---|---|---|
+//! | one hot key | 2.99–3.06 | 3.37–3.39 | | |
+//! | 1 000 keys, round-robin | 2.57–2.60 | 3.13–3.14 | 3.2–3.3 | 6.7–6.9 |
+//! | 1 000 keys, random | 1.56–1.58 | 1.75 | 1.86–1.89 | 2.9–3.0 |
+//! | 100 000 keys, round-robin, 262 144 slots | 1.85–2.12 | 2.19–2.29 | 1.9–2.0 | 3.0–3.1 |
+//! | the same in 131 072 slots | 2.18–2.27 | 2.35–2.49 | | |
+//! | 100 000 keys, random, 262 144 slots | 1.62–2.12 | 1.95–1.96 | 1.7–2.2 | 2.9–3.4 |
+//! | the same in 131 072 slots | 1.98–2.25 | 2.50–2.60 | | |
 //!
 //! The floors bound what any design can reach here: "16-byte slots" is the
 //! least a keyed check can do with them (mix the key, probe from its home,
 //! one 16-byte load and compare-and-swap; no limiter math), "8-byte split"
 //! the same with a `u32` key array beside a `u64` state array and an 8-byte
-//! compare-and-swap, the design rejected above. A 16-byte slot cannot reach
-//! 2.5× governor on random keys or on 100 000 keys on this machine; the
-//! table is within 15 % of that floor on random 1 000 keys and at it on
-//! 100 000. (100 000 keys spread over L3, which the machine's other jobs
-//! share: those figures move between runs, the 1 000-key ones do not.)
+//! compare-and-swap, the design rejected above. With a 16-byte slot, 2.5×
+//! governor is out of reach on random keys, and on 100 000 keys in a
+//! default build, on this machine; the table is about 20 % slower than that
+//! floor on 1 000 keys (the limiter math, the decision, the claim protocol's
+//! checks) and at it on 100 000. (100 000 keys spread over L3, which the
+//! machine's other jobs share: those figures move between runs, the
+//! 1 000-key ones do not.) A build with the `cmpxchg16b` target feature
+//! (`-C target-cpu=x86-64-v2` or higher, `native` above) lets
+//! portable-atomic inline the compare-and-swap instead of dispatching to it
+//! at run time.
 //!
 //! Where a check's time goes (x86_64): the 16-byte compare-and-swap
 //! (`lock cmpxchg16b`) and its load, reached through portable-atomic's
-//! run-time dispatch (two indirect calls per check unless the build
-//! enables `cmpxchg16b`, e.g. `-C target-cpu=x86-64-v2` or `native`); the
+//! run-time dispatch (an indirect call each unless the build enables
+//! `cmpxchg16b`); the
 //! two-multiply home mix of exact keys (the one-word SipHash-1-3 it replaced
 //! cost about 6.5 ns per check, and keys wrapped in [`Hashed`] make a check
 //! on 1 000 random keys about 2.3× slower); on random keys, the branch
