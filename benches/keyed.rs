@@ -27,18 +27,21 @@
 //! different loads. So for each case, chunks of 2 048 checks of governor
 //! and of the contender alternate (ABBA), each walking the same keys, and
 //! the figure is the median over 600 pairs of governor's time ÷ the
-//! contender's (above 1: faster than governor), with quartiles. These are
-//! the figures the docs report. The criterion timings that follow measure
+//! contender's (above 1: faster than governor), with quartiles. Each side's
+//! check is inlined into its own loop (`ratio` is generic), as in a
+//! criterion loop. These are the figures the docs report. The criterion timings that follow measure
 //! each case's contenders back to back.
 //!
-//! Three runs on a shared 2-core AMD EPYC (Zen 4) machine, median ratios
-//! (floors in brackets: slot16, split8): hot 2.99–3.06; rr_1k 2.57–2.60
-//! (3.2–3.3, 6.7–6.9); random_1k 1.56–1.58 (1.86–1.89, 2.9–3.0); rr_100k
-//! 1.85–2.12, dense 2.18–2.27 (1.9–2.0, 3.0–3.1); random_100k 1.62–2.12,
-//! dense 1.98–2.25 (1.7–2.2, 2.9–3.4). Built with
-//! `RUSTFLAGS="-C target-cpu=native"` (both libraries): hot 3.4, rr_1k 3.1,
-//! random_1k 1.75, rr_100k 2.2–2.3 (dense 2.35–2.49), random_100k 1.95
-//! (dense 2.50–2.60).
+//! Runs on a shared 2-core AMD EPYC (Zen 4) machine, median ratios (floors
+//! in brackets: slot16, split8), default build: hot 2.71; rr_1k 2.26–2.31
+//! (2.81–2.85, 5.7–5.8); random_1k 1.29–1.30 (1.48–1.50, 2.27–2.30);
+//! rr_100k 1.15–1.21, dense 1.43–1.53 (1.21–1.24, 2.20–2.32); random_100k
+//! 1.13–1.29, dense 1.44–1.45 (1.20–1.27, 2.06–2.23). Built with
+//! `RUSTFLAGS="-C target-cpu=native"` (both libraries): hot 2.83, rr_1k
+//! 2.94, random_1k 1.48, rr_100k 1.31–1.39 (dense 1.53–1.65), random_100k
+//! 1.30–1.41 (dense 1.56–1.72). An earlier version of this harness called
+//! both sides through `&dyn Fn`, which slowed governor more than cellrate
+//! and overstated the ratios by 10–40 %; both sides are now monomorphic.
 //!
 //! Fairness: every key is inserted before measuring; neither loop allocates
 //! or hashes anything the library would not. Each cellrate table has its
@@ -578,6 +581,50 @@ fn chunk(walk: &mut Walk<'_>, f: &impl Fn(u32) -> bool) -> std::time::Duration {
 const CHUNK: usize = 2_048;
 const PAIRS: usize = 600;
 
+/// Prints the median over `PAIRS` alternating chunk pairs of governor's
+/// time ÷ the contender's, and the quartiles. Generic, so that each side's
+/// check is inlined into its own loop as in criterion's measurements.
+fn ratio(
+    name: &str,
+    order: Order,
+    n: u32,
+    keys: &[u32],
+    governor: impl Fn(u32) -> bool,
+    contender: impl Fn(u32) -> bool,
+) {
+    let walk = || Walk {
+        order,
+        n,
+        keys,
+        at: 0,
+    };
+    let (mut gw, mut cw) = (walk(), walk());
+    // Warm both up.
+    for _ in 0..50 {
+        chunk(&mut gw, &governor);
+        chunk(&mut cw, &contender);
+    }
+    let mut ratios: Vec<f64> = (0..PAIRS)
+        .map(|i| {
+            let (gt, ct) = if i % 2 == 0 {
+                let gt = chunk(&mut gw, &governor);
+                (gt, chunk(&mut cw, &contender))
+            } else {
+                let ct = chunk(&mut cw, &contender);
+                (chunk(&mut gw, &governor), ct)
+            };
+            gt.as_secs_f64() / ct.as_secs_f64()
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "ratio: {name}: governor ÷ contender {:.2} (quartiles {:.2}–{:.2})",
+        ratios[PAIRS / 2],
+        ratios[PAIRS / 4],
+        ratios[3 * PAIRS / 4]
+    );
+}
+
 /// Paired ratios, robust to a shared machine: chunks of `CHUNK` checks of
 /// governor and of a contender alternate (ABBA), each on its own walk over
 /// the same keys, and the ratio reported is the median over `PAIRS` chunk
@@ -599,47 +646,8 @@ fn paired() {
     for key in 0..LARGE {
         let _ = large_gov.check_key(&key);
     }
-    let ratio = |name: &str,
-                 order: Order,
-                 n: u32,
-                 keys: &[u32],
-                 governor: &dyn Fn(u32) -> bool,
-                 contender: &dyn Fn(u32) -> bool| {
-        let walk = || Walk {
-            order,
-            n,
-            keys,
-            at: 0,
-        };
-        let (mut gw, mut cw) = (walk(), walk());
-        let (g, c) = (|k| governor(k), |k| contender(k));
-        // Warm both up.
-        for _ in 0..50 {
-            chunk(&mut gw, &g);
-            chunk(&mut cw, &c);
-        }
-        let mut ratios: Vec<f64> = (0..PAIRS)
-            .map(|i| {
-                let (gt, ct) = if i % 2 == 0 {
-                    let gt = chunk(&mut gw, &g);
-                    (gt, chunk(&mut cw, &c))
-                } else {
-                    let ct = chunk(&mut cw, &c);
-                    (chunk(&mut gw, &g), ct)
-                };
-                gt.as_secs_f64() / ct.as_secs_f64()
-            })
-            .collect();
-        ratios.sort_by(f64::total_cmp);
-        println!(
-            "ratio: {name}: governor ÷ contender {:.2} (quartiles {:.2}–{:.2})",
-            ratios[PAIRS / 2],
-            ratios[PAIRS / 4],
-            ratios[3 * PAIRS / 4]
-        );
-    };
     let gov_hot = |k: u32| hot.check_key(&k).is_ok();
-    ratio("cellrate hot", Order::RoundRobin, 1, &[], &gov_hot, &|k| {
+    ratio("cellrate hot", Order::RoundRobin, 1, &[], gov_hot, |k| {
         HOT.check(&k, NOW).is_ok()
     });
     for (order, label) in [(Order::RoundRobin, "rr"), (Order::Random, "random")] {

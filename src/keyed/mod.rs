@@ -186,31 +186,33 @@
 //! *paired* measurements: chunks of 2 048 checks of governor and of
 //! cellrate alternate over the same keys, and the figure is the median over
 //! 600 pairs of governor's time ÷ cellrate's (above 1: cellrate faster), so
-//! that the other jobs of a shared machine slow both sides alike. Three
-//! runs on a shared 2-core x86_64 (AMD EPYC, Zen 4) machine, default build
-//! (and one build with `-C target-cpu=native` for both libraries, two runs):
+//! that the other jobs of a shared machine slow both sides alike; each
+//! side's check is inlined into its own loop, as in a criterion loop. Runs
+//! on a shared 2-core x86_64 (AMD EPYC, Zen 4) machine, default build (three
+//! runs) and a build with `-C target-cpu=native` for both libraries (two):
 //!
 //! | case | cellrate | native build | floor, 16-byte slots | floor, 8-byte split (unsound) |
 //! |---|---|---|---|---|
-//! | one hot key | 2.99–3.06 | 3.37–3.39 | | |
-//! | 1 000 keys, round-robin | 2.57–2.60 | 3.13–3.14 | 3.2–3.3 | 6.7–6.9 |
-//! | 1 000 keys, random | 1.56–1.58 | 1.75 | 1.86–1.89 | 2.9–3.0 |
-//! | 100 000 keys, round-robin, 262 144 slots | 1.85–2.12 | 2.19–2.29 | 1.9–2.0 | 3.0–3.1 |
-//! | the same in 131 072 slots | 2.18–2.27 | 2.35–2.49 | | |
-//! | 100 000 keys, random, 262 144 slots | 1.62–2.12 | 1.95–1.96 | 1.7–2.2 | 2.9–3.4 |
-//! | the same in 131 072 slots | 1.98–2.25 | 2.50–2.60 | | |
+//! | one hot key | 2.71 | 2.83 | | |
+//! | 1 000 keys, round-robin | 2.26–2.31 | 2.94 | 2.81–2.85 | 5.7–5.8 |
+//! | 1 000 keys, random | 1.29–1.30 | 1.48 | 1.48–1.50 | 2.27–2.30 |
+//! | 100 000 keys, round-robin, 262 144 slots | 1.15–1.21 | 1.31–1.39 | 1.21–1.24 | 2.20–2.32 |
+//! | the same in 131 072 slots | 1.43–1.53 | 1.53–1.65 | | |
+//! | 100 000 keys, random, 262 144 slots | 1.13–1.29 | 1.30–1.41 | 1.20–1.27 | 2.06–2.23 |
+//! | the same in 131 072 slots | 1.44–1.45 | 1.56–1.72 | | |
 //!
-//! The floors bound what any design can reach here: "16-byte slots" is the
+//! The floors bound what a design can reach here: "16-byte slots" is the
 //! least a keyed check can do with them (mix the key, probe from its home,
 //! one 16-byte load and compare-and-swap; no limiter math), "8-byte split"
 //! the same with a `u32` key array beside a `u64` state array and an 8-byte
-//! compare-and-swap, the design rejected above. With a 16-byte slot, 2.5×
-//! governor is out of reach on random keys, and on 100 000 keys in a
-//! default build, on this machine; the table is about 20 % slower than that
-//! floor on 1 000 keys (the limiter math, the decision, the claim protocol's
-//! checks) and at it on 100 000. (100 000 keys spread over L3, which the
-//! machine's other jobs share: those figures move between runs, the
-//! 1 000-key ones do not.) A build with the `cmpxchg16b` target feature
+//! compare-and-swap, the design rejected above. **The 2.5× target is out of
+//! reach on this machine for every case but round-robin over 1 000 keys,
+//! even for the unsound 8-byte design**; the table is within 20 % of the
+//! 16-byte floor on 1 000 keys (the limiter math, the decision, the
+//! protocol's checks) and at it on 100 000, where a smaller table is faster
+//! (fewer cache misses). (100 000 keys spread over L3, which the machine's
+//! other jobs share: those figures move between runs, the 1 000-key ones do
+//! not.) A build with the `cmpxchg16b` target feature
 //! (`-C target-cpu=x86-64-v2` or higher, `native` above) lets
 //! portable-atomic inline the compare-and-swap instead of dispatching to it
 //! at run time.
