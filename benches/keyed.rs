@@ -29,8 +29,8 @@
 //! the figure is the median over 600 pairs of governor's time ÷ the
 //! contender's (above 1: faster than governor), with quartiles. Each side's
 //! check is inlined into its own loop (`ratio` is generic), as in a
-//! criterion loop. These are the figures the docs report. The criterion timings that follow measure
-//! each case's contenders back to back.
+//! criterion loop. These are the figures the docs report. The criterion
+//! timings that follow measure each case's contenders back to back.
 //!
 //! Runs on a shared 2-core AMD EPYC (Zen 4) machine, median ratios (floors
 //! in brackets: slot16, split8), default build: hot 2.71; rr_1k 2.26–2.31
@@ -658,24 +658,24 @@ fn paired() {
             order,
             SMALL,
             keys,
-            &gov,
-            &|k| SMALL_TABLE.check(&k, NOW).is_ok(),
+            gov,
+            |k| SMALL_TABLE.check(&k, NOW).is_ok(),
         );
         ratio(
             &format!("floor_slot16 {label}_1k"),
             order,
             SMALL,
             keys,
-            &gov,
-            &|k| small_floor.slot16(k),
+            gov,
+            |k| small_floor.slot16(k),
         );
         ratio(
             &format!("floor_split8 {label}_1k"),
             order,
             SMALL,
             keys,
-            &gov,
-            &|k| small_floor.split8(k),
+            gov,
+            |k| small_floor.split8(k),
         );
     }
     for (order, label) in [(Order::RoundRobin, "rr"), (Order::Random, "random")] {
@@ -686,32 +686,32 @@ fn paired() {
             order,
             LARGE,
             keys,
-            &gov,
-            &|k| LARGE_TABLE.check(&k, NOW).is_ok(),
+            gov,
+            |k| LARGE_TABLE.check(&k, NOW).is_ok(),
         );
         ratio(
             &format!("cellrate dense_{label}_100k"),
             order,
             LARGE,
             keys,
-            &gov,
-            &|k| DENSE_TABLE.check(&k, NOW).is_ok(),
+            gov,
+            |k| DENSE_TABLE.check(&k, NOW).is_ok(),
         );
         ratio(
             &format!("floor_slot16 {label}_100k"),
             order,
             LARGE,
             keys,
-            &gov,
-            &|k| large_floor.slot16(k),
+            gov,
+            |k| large_floor.slot16(k),
         );
         ratio(
             &format!("floor_split8 {label}_100k"),
             order,
             LARGE,
             keys,
-            &gov,
-            &|k| large_floor.split8(k),
+            gov,
+            |k| large_floor.split8(k),
         );
     }
 }
