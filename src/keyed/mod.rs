@@ -125,7 +125,7 @@
 //! A slot's key and state change together, in one 16-byte
 //! compare-and-swap. The cheaper design (a key word and a state word side
 //! by side, a check that re-reads the key word and then compare-and-swaps
-//! the 8-byte state word alone, about 2× faster on x86_64: see below) is
+//! the 8-byte state word alone, 1.5–2× faster on x86_64: see below) is
 //! unsound here, whatever rule governs the key word:
 //!
 //! 1. a check of `A` reads `A`'s slot: key `A`, state `s`;
