@@ -33,10 +33,10 @@
 //! timings that follow measure each case's contenders back to back.
 //!
 //! Runs on a shared 2-core AMD EPYC (Zen 4) machine, median ratios (floors
-//! in brackets: slot16, split8), default build: hot 2.71; rr_1k 2.26–2.31
+//! in brackets: slot16, split8), default build: hot 2.71–2.85; rr_1k 2.26–2.31
 //! (2.81–2.85, 5.7–5.8); random_1k 1.29–1.30 (1.48–1.50, 2.27–2.30);
-//! rr_100k 1.15–1.21, dense 1.43–1.53 (1.21–1.24, 2.20–2.32); random_100k
-//! 1.13–1.29, dense 1.44–1.45 (1.20–1.27, 2.06–2.23). Built with
+//! rr_100k 1.15–1.22, dense 1.43–1.53 (1.21–1.24, 2.20–2.32); random_100k
+//! 1.13–1.29, dense 1.37–1.45 (1.20–1.27, 2.06–2.23). Built with
 //! `RUSTFLAGS="-C target-cpu=native"` (both libraries): hot 2.83, rr_1k
 //! 2.94, random_1k 1.48, rr_100k 1.31–1.39 (dense 1.53–1.65), random_100k
 //! 1.30–1.41 (dense 1.56–1.72). An earlier version of this harness called

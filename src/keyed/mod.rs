@@ -188,18 +188,18 @@
 //! 600 pairs of governor's time ÷ cellrate's (above 1: cellrate faster), so
 //! that the other jobs of a shared machine slow both sides alike; each
 //! side's check is inlined into its own loop, as in a criterion loop. Runs
-//! on a shared 2-core x86_64 (AMD EPYC, Zen 4) machine, default build (three
+//! on a shared 2-core x86_64 (AMD EPYC, Zen 4) machine, default build (four
 //! runs) and a build with `-C target-cpu=native` for both libraries (two):
 //!
 //! | case | cellrate | native build | floor, 16-byte slots | floor, 8-byte split (unsound) |
 //! |---|---|---|---|---|
-//! | one hot key | 2.71 | 2.83 | | |
+//! | one hot key | 2.71–2.85 | 2.83 | | |
 //! | 1 000 keys, round-robin | 2.26–2.31 | 2.94 | 2.81–2.85 | 5.7–5.8 |
 //! | 1 000 keys, random | 1.29–1.30 | 1.48 | 1.48–1.50 | 2.27–2.30 |
-//! | 100 000 keys, round-robin, 262 144 slots | 1.15–1.21 | 1.31–1.39 | 1.21–1.24 | 2.20–2.32 |
+//! | 100 000 keys, round-robin, 262 144 slots | 1.15–1.22 | 1.31–1.39 | 1.21–1.24 | 2.20–2.32 |
 //! | the same in 131 072 slots | 1.43–1.53 | 1.53–1.65 | | |
 //! | 100 000 keys, random, 262 144 slots | 1.13–1.29 | 1.30–1.41 | 1.20–1.27 | 2.06–2.23 |
-//! | the same in 131 072 slots | 1.44–1.45 | 1.56–1.72 | | |
+//! | the same in 131 072 slots | 1.37–1.45 | 1.56–1.72 | | |
 //!
 //! The floors bound what a design can reach here: "16-byte slots" is the
 //! least a keyed check can do with them (mix the key, probe from its home,
