@@ -2,43 +2,62 @@
 //! limiter on its default map (`DashMap`), in one run, both on a frozen
 //! clock and admitting throughout (burst 2³² − 1 per key).
 //!
-//! * `keyed/<impl>/hot`: one key.
-//! * `keyed/<impl>/rr_1k`, `rr_100k`: 1 000 or 100 000 keys in turn.
-//! * `keyed/<impl>/random_1k`, `random_100k`: keys drawn uniformly (a fixed
-//!   pseudo-random sequence, the same for both).
-//! * `keyed/cellrate/dense_random_100k`: the same in a table of 131 072 slots
-//!   (the memory figure's configuration) instead of 262 144.
-//! * `keyed/cellrate/random_1k_siphash`: the 1 000 random keys wrapped in
-//!   `Hashed` (SipHash-1-3 placement and fingerprint), against the default
-//!   two-multiply home mix of exact keys.
-//! * `keyed_floor/*`: a 16-byte atomic load + compare-and-swap (what every
-//!   admitted cellrate check pays at least) and an 8-byte one (what
-//!   governor's state update pays), each over 1 024 words in turn, and
-//!   `KeyId` of a `u32`.
+//! Cases, each over the same key sequences for every contender:
 //!
-//! Fairness: both sides check the same key sequences (the random sequence is
-//! built once, outside the timed loops) at a frozen time; neither loop
-//! allocates or hashes anything the library would not. Each cellrate table
-//! has its own monomorphic loop (an earlier version branched on the table
-//! inside the timed closure). Governor reads its fake clock (one relaxed
+//! * `hot`: one key.
+//! * `rr_1k`, `rr_100k`: 1 000 or 100 000 keys in turn.
+//! * `random_1k`, `random_100k`: keys drawn uniformly (a fixed
+//!   pseudo-random sequence, built once outside the timed loops).
+//! * `cellrate/dense_*_100k`: the 100 000 keys in 131 072 slots (the
+//!   memory figure's configuration, 98.5 % tracked) instead of 262 144.
+//! * `cellrate/random_1k_siphash`: the 1 000 random keys wrapped in
+//!   `Hashed` (SipHash-1-3 placement and fingerprint).
+//! * `floor_slot16/*`: the least any table of 16-byte slots can do per
+//!   check (mix, probe from the home, one 16-byte load and
+//!   compare-and-swap); `floor_split8/*`: the same with a `u32` key array,
+//!   a `u64` state array and an 8-byte compare-and-swap on the state alone,
+//!   the design the keyed module rejects (a stale check can write a reused
+//!   slot's new state; see its docs and loom model). Both bound what a
+//!   design could reach, neither is a limiter.
+//! * `keyed_floor/*`: a 16-byte and an 8-byte atomic load +
+//!   compare-and-swap over 1 024 words in turn, and `KeyId` of a `u32`.
+//!
+//! **Paired ratios** (`ratio:` lines, printed first): the machine is shared,
+//! and criterion's measurements of two functions can be seconds apart, under
+//! different loads. So for each case, chunks of 2 048 checks of governor
+//! and of the contender alternate (ABBA), each walking the same keys, and
+//! the figure is the median over 600 pairs of governor's time ÷ the
+//! contender's (above 1: faster than governor), with quartiles. Each side's
+//! check is inlined into its own loop (`ratio` is generic), as in a
+//! criterion loop. These are the figures the docs report. The criterion
+//! timings that follow measure each case's contenders back to back.
+//!
+//! Runs on a shared 2-core AMD EPYC (Zen 4) machine, median ratios (floors
+//! in brackets: slot16, split8), default build: hot 2.71–2.85; rr_1k 2.26–2.31
+//! (2.81–2.85, 5.7–5.8); random_1k 1.29–1.30 (1.48–1.50, 2.27–2.30);
+//! rr_100k 1.15–1.22, dense 1.43–1.53 (1.21–1.24, 2.20–2.32); random_100k
+//! 1.13–1.29, dense 1.37–1.45 (1.20–1.27, 2.06–2.23). Built with
+//! `RUSTFLAGS="-C target-cpu=native"` (both libraries): hot 2.83, rr_1k
+//! 2.94, random_1k 1.48, rr_100k 1.31–1.39 (dense 1.53–1.65), random_100k
+//! 1.30–1.41 (dense 1.56–1.72). An earlier version of this harness called
+//! both sides through `&dyn Fn`, which slowed governor more than cellrate
+//! and overstated the ratios by 10–40 %; both sides are now monomorphic.
+//!
+//! Fairness: every key is inserted before measuring; neither loop allocates
+//! or hashes anything the library would not. Each cellrate table has its
+//! own monomorphic closure. Governor reads its fake clock (one relaxed
 //! atomic load) where cellrate is given `now`.
 //!
-//! One run on a shared 2-core AMD EPYC machine (governor ÷ cellrate time,
-//! above 1: cellrate faster): hot 2.04, rr_1k 1.31, random_1k 0.80,
-//! rr_100k 0.64, random_100k 0.94, dense_random_100k 0.98 (against
-//! governor's random_100k), random_1k_siphash 0.40. Before this round of
-//! work (SipHash home hash, wrapping windows) the same cases were 0.48,
-//! 0.53, 0.47, 0.19, 0.67 and 0.79.
-//!
-//! Every key is inserted before measuring. Memory per tracked key is printed
-//! first (`memory:` lines), measured the same way for both: bytes of the
-//! table over keys tracked. Governor's bytes are counted by a counting global
-//! allocator around building its limiter and inserting the keys; cellrate's
-//! table allocates nothing, so its bytes are `size_of` of the table (the
-//! allocator confirms that inserting allocates nothing). The `occupancy`
-//! lines offer 0.5 to 1.1 keys per slot to one 131 072-slot table and count
-//! the keys that got a slot: about 98.6 % of keys at 0.76 keys per slot
-//! (21.4 bytes per tracked key), 91.5 % at 1.0 (17.5 bytes).
+//! Memory per tracked key is printed first (`memory:` lines), measured the
+//! same way for both: bytes of the table over keys tracked. Governor's bytes
+//! are counted by a counting global allocator around building its limiter
+//! and inserting the keys; cellrate's table allocates nothing, so its bytes
+//! are `size_of` of the table (the allocator confirms that inserting
+//! allocates nothing). The `occupancy` lines offer 0.5 to 1.1 keys per slot
+//! to one 131 072-slot table and count the keys that got a slot: about
+//! 98.6 % of keys at 0.76 keys per slot (21.4 bytes per tracked key), 91.5 %
+//! at 1.0 (17.5 bytes). A 16-byte slot per key cannot go below 16 bytes per
+//! tracked key.
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -220,6 +239,146 @@ fn memory() {
     );
 }
 
+/// Two folded multiplies, as the table's home mix of exact keys (for the
+/// floor tables below).
+fn mix(x: u64) -> u64 {
+    let fold = |a: u64, b: u64| {
+        let m = a as u128 * b as u128;
+        m as u64 ^ (m >> 64) as u64
+    };
+    fold(
+        fold(x ^ 0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7345) ^ 0xa409_3822_299f_31d0,
+        0x082e_fa98_ec4e_6c89,
+    )
+}
+
+/// The floor of *any* table of 16-byte slots, and of the rejected 8-byte
+/// design, over `slots` slots holding keys `0..n` (each at the first free
+/// slot from its home, as the real table places them).
+///
+/// * `slot16(key)`: the least a keyed check can do with 16-byte slots: mix
+///   the key, find its slot by linear probing from its home, one 16-byte
+///   load and compare-and-swap. No limiter math, no policies, no claims.
+/// * `split8(key)`: the same with a `u32` key array beside a `u64` state
+///   array and an 8-byte compare-and-swap on the state alone: what the
+///   speed targets would need, and the protocol the crate rejects because a
+///   stale check can write a reused slot's new state (see the keyed module
+///   docs and the loom model
+///   `rejected_split_words_protocol_lets_a_stale_check_write_another_keys_state`).
+struct Floor {
+    slots: usize,
+    wide: Vec<portable_atomic::AtomicU128>,
+    key_words: Vec<std::sync::atomic::AtomicU32>,
+    states: Vec<std::sync::atomic::AtomicU64>,
+}
+
+impl Floor {
+    fn new(slots: usize, n: u32) -> Self {
+        let f = Floor {
+            slots,
+            wide: (0..slots)
+                .map(|_| portable_atomic::AtomicU128::new(0))
+                .collect(),
+            key_words: (0..slots)
+                .map(|_| std::sync::atomic::AtomicU32::new(0))
+                .collect(),
+            states: (0..slots)
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect(),
+        };
+        for key in 0..n {
+            let mut at = f.home(key);
+            while f.wide[at].load(Ordering::Relaxed) != 0 {
+                at += 1;
+            }
+            f.wide[at].store(((key as u128 + 1) << 64) | 1, Ordering::Relaxed);
+            f.key_words[at].store(key + 1, Ordering::Relaxed);
+        }
+        f
+    }
+
+    #[inline(always)]
+    fn home(&self, key: u32) -> usize {
+        ((mix(key as u64) as u128 * (self.slots - 15) as u128) >> 64) as usize
+    }
+
+    #[inline(always)]
+    fn slot16(&self, key: u32) -> bool {
+        let mut at = self.home(key);
+        loop {
+            let slot = &self.wide[at];
+            let value = slot.load(Ordering::Acquire);
+            if (value >> 64) as u64 == key as u64 + 1 {
+                let new = (value & !(u64::MAX as u128)) | ((value as u64).max(NOW) + 1) as u128;
+                return slot
+                    .compare_exchange(value, new, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok();
+            }
+            at += 1;
+        }
+    }
+
+    #[inline(always)]
+    fn split8(&self, key: u32) -> bool {
+        let mut at = self.home(key);
+        loop {
+            if self.key_words[at].load(Ordering::Acquire) == key + 1 {
+                let state = &self.states[at];
+                let value = state.load(Ordering::Acquire);
+                return state
+                    .compare_exchange(
+                        value,
+                        value.max(NOW) + 1,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .is_ok();
+            }
+            at += 1;
+        }
+    }
+}
+
+/// How a case walks its keys: in turn, or along the fixed random sequence.
+#[derive(Clone, Copy)]
+enum Order {
+    RoundRobin,
+    Random,
+}
+
+/// Times `f` over the keys of `order` (the same walk for every library).
+fn walk(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: String,
+    order: Order,
+    n: u32,
+    keys: &[u32],
+    f: impl Fn(u32) -> bool,
+) {
+    match order {
+        Order::RoundRobin => {
+            let mut next = 0u32;
+            g.bench_function(name, |b| {
+                b.iter(|| {
+                    next = if next + 1 == n { 0 } else { next + 1 };
+                    f(black_box(next))
+                })
+            });
+        }
+        Order::Random => {
+            let mut i = 0usize;
+            g.bench_function(name, |b| {
+                b.iter(|| {
+                    i = (i + 1) & (keys.len() - 1);
+                    f(black_box(keys[i]))
+                })
+            });
+        }
+    }
+}
+
+/// Every case measures cellrate, the two floors and governor back to back
+/// (the machine is shared, so pairs measured far apart in time drift).
 fn speed(c: &mut Criterion) {
     let mut g = c.benchmark_group("keyed");
     let small_random = random_keys(SMALL);
@@ -228,91 +387,126 @@ fn speed(c: &mut Criterion) {
     g.bench_function("cellrate/hot", |b| {
         b.iter(|| HOT.check(black_box(&7u32), NOW).is_ok())
     });
-    // One monomorphic loop per table (no branch on the table in the
-    // measured closure: governor's loop has none either).
-    fn cases<const N: usize>(
-        g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
-        name: &str,
-        table: &'static Keyed<Quota, N>,
-        table_n: u32,
-        keys: &[u32],
-    ) {
-        let check = |key: u32| table.check(&key, NOW).is_ok();
-        let mut next = 0u32;
-        g.bench_function(format!("cellrate/rr_{name}"), |b| {
-            b.iter(|| {
-                next = if next + 1 == table_n { 0 } else { next + 1 };
-                check(black_box(next))
-            })
-        });
-        let mut i = 0usize;
-        g.bench_function(format!("cellrate/random_{name}"), |b| {
-            b.iter(|| {
-                i = (i + 1) & (keys.len() - 1);
-                check(black_box(keys[i]))
-            })
-        });
-    }
-    cases(&mut g, "1k", &SMALL_TABLE, SMALL, &small_random);
-    cases(&mut g, "100k", &LARGE_TABLE, LARGE, &large_random);
-
-    // SipHash-1-3 placement of the same keys (`Hashed`): what the cheaper
-    // home mix of exact keys saves.
-    g.bench_function("cellrate/random_1k_siphash", |b| {
-        let mut i = 0usize;
-        b.iter(|| {
-            i = (i + 1) & (small_random.len() - 1);
-            HASHED_TABLE
-                .check(&Hashed(black_box(small_random[i])), NOW)
-                .is_ok()
-        })
-    });
-
-    // The same 100 000 keys in the denser table (98.5 % tracked, the rest
-    // admitted untracked after a full window scan).
-    g.bench_function("cellrate/dense_random_100k", |b| {
-        let mut i = 0usize;
-        b.iter(|| {
-            i = (i + 1) & (large_random.len() - 1);
-            DENSE_TABLE.check(black_box(&large_random[i]), NOW).is_ok()
-        })
-    });
-
     let hot = governor_limiter();
     g.bench_function("governor/hot", |b| {
         b.iter(|| hot.check_key(black_box(&7u32)).is_ok())
     });
-    for (name, n, keys) in [("1k", SMALL, &small_random), ("100k", LARGE, &large_random)] {
-        let limiter = governor_limiter();
-        for key in 0..n {
-            let _ = limiter.check_key(&key);
-        }
-        let mut next = 0u32;
-        g.bench_function(format!("governor/rr_{name}"), |b| {
-            b.iter(|| {
-                next = if next + 1 == n { 0 } else { next + 1 };
-                limiter.check_key(black_box(&next)).is_ok()
-            })
-        });
-        let mut i = 0usize;
-        g.bench_function(format!("governor/random_{name}"), |b| {
-            b.iter(|| {
-                i = (i + 1) & (keys.len() - 1);
-                limiter.check_key(black_box(&keys[i])).is_ok()
-            })
-        });
+
+    // One monomorphic closure per table (no branch on the table in the
+    // measured loop: governor's loop has none either).
+    let small_floor = Floor::new(SMALL_TABLE.capacity(), SMALL);
+    let large_floor = Floor::new(LARGE_TABLE.capacity(), LARGE);
+    let small_gov = governor_limiter();
+    for key in 0..SMALL {
+        let _ = small_gov.check_key(&key);
     }
+    let large_gov = governor_limiter();
+    for key in 0..LARGE {
+        let _ = large_gov.check_key(&key);
+    }
+    for (order, label) in [(Order::RoundRobin, "rr"), (Order::Random, "random")] {
+        let keys = &small_random;
+        let case = format!("{label}_1k");
+        walk(
+            &mut g,
+            format!("cellrate/{case}"),
+            order,
+            SMALL,
+            keys,
+            |k| SMALL_TABLE.check(&k, NOW).is_ok(),
+        );
+        walk(
+            &mut g,
+            format!("floor_slot16/{case}"),
+            order,
+            SMALL,
+            keys,
+            |k| small_floor.slot16(k),
+        );
+        walk(
+            &mut g,
+            format!("floor_split8/{case}"),
+            order,
+            SMALL,
+            keys,
+            |k| small_floor.split8(k),
+        );
+        walk(
+            &mut g,
+            format!("governor/{case}"),
+            order,
+            SMALL,
+            keys,
+            |k| small_gov.check_key(&k).is_ok(),
+        );
+    }
+    for (order, label) in [(Order::RoundRobin, "rr"), (Order::Random, "random")] {
+        let keys = &large_random;
+        let case = format!("{label}_100k");
+        walk(
+            &mut g,
+            format!("cellrate/{case}"),
+            order,
+            LARGE,
+            keys,
+            |k| LARGE_TABLE.check(&k, NOW).is_ok(),
+        );
+        // The same 100 000 keys in the denser table (98.5 % tracked, the
+        // rest admitted untracked after a full window scan).
+        walk(
+            &mut g,
+            format!("cellrate/dense_{case}"),
+            order,
+            LARGE,
+            keys,
+            |k| DENSE_TABLE.check(&k, NOW).is_ok(),
+        );
+        walk(
+            &mut g,
+            format!("floor_slot16/{case}"),
+            order,
+            LARGE,
+            keys,
+            |k| large_floor.slot16(k),
+        );
+        walk(
+            &mut g,
+            format!("floor_split8/{case}"),
+            order,
+            LARGE,
+            keys,
+            |k| large_floor.split8(k),
+        );
+        walk(
+            &mut g,
+            format!("governor/{case}"),
+            order,
+            LARGE,
+            keys,
+            |k| large_gov.check_key(&k).is_ok(),
+        );
+    }
+
+    // SipHash-1-3 placement of the same keys (`Hashed`): what the cheaper
+    // home mix of exact keys saves.
+    walk(
+        &mut g,
+        "cellrate/random_1k_siphash".into(),
+        Order::Random,
+        SMALL,
+        &small_random,
+        |k| HASHED_TABLE.check(&Hashed(k), NOW).is_ok(),
+    );
     g.finish();
 }
 
 /// What one slot update costs at least: a 16-byte atomic load and
 /// compare-and-swap (portable-atomic, as the table uses it), next to the
-/// 8-byte pair every shared GCRA pays.
+/// 8-byte pair every shared GCRA pays, each over 1 024 words in turn (one
+/// word over and over measures the same-line round trip instead).
 fn floors(c: &mut Criterion) {
     use std::sync::atomic::AtomicU64;
     let mut g = c.benchmark_group("keyed_floor");
-    // 1 024 words in turn, as a table's checks of many keys touch them
-    // (one word over and over measures the same-line round trip instead).
     let wide: Vec<portable_atomic::AtomicU128> = (0..1024)
         .map(|_| portable_atomic::AtomicU128::new(0))
         .collect();
@@ -350,10 +544,183 @@ fn floors(c: &mut Criterion) {
     g.finish();
 }
 
+/// A walker over a case's keys: the next key in turn, or the next of the
+/// fixed random sequence.
+struct Walk<'a> {
+    order: Order,
+    n: u32,
+    keys: &'a [u32],
+    at: usize,
+}
+
+impl Walk<'_> {
+    #[inline(always)]
+    fn next(&mut self) -> u32 {
+        self.at += 1;
+        match self.order {
+            Order::RoundRobin => {
+                if self.at == self.n as usize {
+                    self.at = 0;
+                }
+                self.at as u32
+            }
+            Order::Random => self.keys[self.at & (self.keys.len() - 1)],
+        }
+    }
+}
+
+/// Runs `CHUNK` checks of `f` along `walk`, returning the elapsed time.
+fn chunk(walk: &mut Walk<'_>, f: &impl Fn(u32) -> bool) -> std::time::Duration {
+    let start = std::time::Instant::now();
+    for _ in 0..CHUNK {
+        black_box(f(black_box(walk.next())));
+    }
+    start.elapsed()
+}
+
+const CHUNK: usize = 2_048;
+const PAIRS: usize = 600;
+
+/// Prints the median over `PAIRS` alternating chunk pairs of governor's
+/// time ÷ the contender's, and the quartiles. Generic, so that each side's
+/// check is inlined into its own loop as in criterion's measurements.
+fn ratio(
+    name: &str,
+    order: Order,
+    n: u32,
+    keys: &[u32],
+    governor: impl Fn(u32) -> bool,
+    contender: impl Fn(u32) -> bool,
+) {
+    let walk = || Walk {
+        order,
+        n,
+        keys,
+        at: 0,
+    };
+    let (mut gw, mut cw) = (walk(), walk());
+    // Warm both up.
+    for _ in 0..50 {
+        chunk(&mut gw, &governor);
+        chunk(&mut cw, &contender);
+    }
+    let mut ratios: Vec<f64> = (0..PAIRS)
+        .map(|i| {
+            let (gt, ct) = if i % 2 == 0 {
+                let gt = chunk(&mut gw, &governor);
+                (gt, chunk(&mut cw, &contender))
+            } else {
+                let ct = chunk(&mut cw, &contender);
+                (chunk(&mut gw, &governor), ct)
+            };
+            gt.as_secs_f64() / ct.as_secs_f64()
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "ratio: {name}: governor ÷ contender {:.2} (quartiles {:.2}–{:.2})",
+        ratios[PAIRS / 2],
+        ratios[PAIRS / 4],
+        ratios[3 * PAIRS / 4]
+    );
+}
+
+/// Paired ratios, robust to a shared machine: chunks of `CHUNK` checks of
+/// governor and of a contender alternate (ABBA), each on its own walk over
+/// the same keys, and the ratio reported is the median over `PAIRS` chunk
+/// pairs of governor's time ÷ the contender's. Other processes slow both
+/// sides of a pair alike, where criterion's separate measurements of the two
+/// can be seconds apart. Printed as `ratio:` lines (above 1: faster than
+/// governor).
+fn paired() {
+    let small_random = random_keys(SMALL);
+    let large_random = random_keys(LARGE);
+    let small_floor = Floor::new(SMALL_TABLE.capacity(), SMALL);
+    let large_floor = Floor::new(LARGE_TABLE.capacity(), LARGE);
+    let hot = governor_limiter();
+    let small_gov = governor_limiter();
+    for key in 0..SMALL {
+        let _ = small_gov.check_key(&key);
+    }
+    let large_gov = governor_limiter();
+    for key in 0..LARGE {
+        let _ = large_gov.check_key(&key);
+    }
+    let gov_hot = |k: u32| hot.check_key(&k).is_ok();
+    ratio("cellrate hot", Order::RoundRobin, 1, &[], gov_hot, |k| {
+        HOT.check(&k, NOW).is_ok()
+    });
+    for (order, label) in [(Order::RoundRobin, "rr"), (Order::Random, "random")] {
+        let gov = |k: u32| small_gov.check_key(&k).is_ok();
+        let keys = &small_random;
+        ratio(
+            &format!("cellrate {label}_1k"),
+            order,
+            SMALL,
+            keys,
+            gov,
+            |k| SMALL_TABLE.check(&k, NOW).is_ok(),
+        );
+        ratio(
+            &format!("floor_slot16 {label}_1k"),
+            order,
+            SMALL,
+            keys,
+            gov,
+            |k| small_floor.slot16(k),
+        );
+        ratio(
+            &format!("floor_split8 {label}_1k"),
+            order,
+            SMALL,
+            keys,
+            gov,
+            |k| small_floor.split8(k),
+        );
+    }
+    for (order, label) in [(Order::RoundRobin, "rr"), (Order::Random, "random")] {
+        let gov = |k: u32| large_gov.check_key(&k).is_ok();
+        let keys = &large_random;
+        ratio(
+            &format!("cellrate {label}_100k"),
+            order,
+            LARGE,
+            keys,
+            gov,
+            |k| LARGE_TABLE.check(&k, NOW).is_ok(),
+        );
+        ratio(
+            &format!("cellrate dense_{label}_100k"),
+            order,
+            LARGE,
+            keys,
+            gov,
+            |k| DENSE_TABLE.check(&k, NOW).is_ok(),
+        );
+        ratio(
+            &format!("floor_slot16 {label}_100k"),
+            order,
+            LARGE,
+            keys,
+            gov,
+            |k| large_floor.slot16(k),
+        );
+        ratio(
+            &format!("floor_split8 {label}_100k"),
+            order,
+            LARGE,
+            keys,
+            gov,
+            |k| large_floor.split8(k),
+        );
+    }
+}
+
 fn main() {
     memory();
+    paired();
     let mut c = Criterion::default().configure_from_args();
-    floors(&mut c);
     speed(&mut c);
+    floors(&mut c);
     c.final_summary();
 }

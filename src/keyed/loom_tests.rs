@@ -209,3 +209,115 @@ fn three_inserts_compete_for_two_slots() {
         assert_no_claims(&t);
     });
 }
+
+/// The ABA race that rules out updating the state word alone (see "Why one
+/// 128-bit compare-and-swap" in the module docs), run against the real
+/// table: key A holds the only slot with state NEW (committed, not yet
+/// charged), A is checked while B, a new key, evicts it (A is idle). In
+/// every interleaving exactly one of them is admitted and the slot ends
+/// holding the admitted key with exactly its own charge: A's check never
+/// lands in B's state.
+#[test]
+fn a_check_of_an_evicted_key_never_writes_the_new_keys_state() {
+    model(|| {
+        let t: Arc<Keyed<Quota, 1>> =
+            Arc::new(Keyed::new(quota(1), WhenFull::Deny, Seed::new(1, 2)));
+        let a = KeyId::exact(1, 32).0;
+        t.slots[0]
+            .compare_exchange(0, pack(LIVE | a, Quota::NEW))
+            .unwrap();
+        let t2 = t.clone();
+        let h = thread::spawn(move || t2.check(&2u32, 0).is_ok());
+        let admitted_a = t.check(&1u32, 0).is_ok();
+        let admitted_b = h.join().unwrap();
+        assert!(
+            admitted_a ^ admitted_b,
+            "admitted {admitted_a} {admitted_b}"
+        );
+        let winner = if admitted_a { 1 } else { 2 };
+        assert_eq!(live(&t), [(KeyId::exact(winner, 32).0, 1_000)]);
+    });
+}
+
+/// A model of the design this table does *not* use, kept to show why: the
+/// key word and the state word as two 8-byte atomics, a check that
+/// re-validates the key word and then compare-and-swaps the state word
+/// alone, and an eviction that first moves the state word to a poison value
+/// (so that the key word only changes through a state-word transition).
+/// Loom finds the interleaving in which a check of the evicted key A, having
+/// read A's state `NEW`, compare-and-swaps it after B took the slot with the
+/// same state `NEW`: A's charge lands in B's state. If this model ever
+/// stopped panicking, the 8-byte protocol would deserve a second look.
+#[test]
+#[should_panic(expected = "stale check wrote another key's state")]
+fn rejected_split_words_protocol_lets_a_stale_check_write_another_keys_state() {
+    use loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    const A: u64 = 1;
+    const B: u64 = 2;
+    const POISON: u64 = u64::MAX;
+    struct Split {
+        key: AtomicU64,
+        state: AtomicU64,
+    }
+    model(|| {
+        let q = quota(1);
+        let slot = Arc::new(Split {
+            key: AtomicU64::new(A),
+            state: AtomicU64::new(Quota::NEW),
+        });
+        let s2 = slot.clone();
+        // Evict A (idle at 0) and install B with a new client's state.
+        let evictor = thread::spawn(move || {
+            let state = s2.state.load(SeqCst);
+            if state != POISON
+                && q.is_idle(state, 0)
+                && s2
+                    .state
+                    .compare_exchange(state, POISON, SeqCst, SeqCst)
+                    .is_ok()
+            {
+                s2.key.store(B, SeqCst);
+                s2.state.store(Quota::NEW, SeqCst);
+                true
+            } else {
+                false
+            }
+        });
+        // Check A: read the key, the state, the key again, then CAS the
+        // state word alone.
+        let mut charged_a = false;
+        loop {
+            if slot.key.load(SeqCst) != A {
+                break; // evicted: A would be inserted elsewhere
+            }
+            let state = slot.state.load(SeqCst);
+            if state == POISON {
+                thread::yield_now();
+                continue;
+            }
+            if slot.key.load(SeqCst) != A {
+                break;
+            }
+            let Ok((new_state, _)) = q.check(state, 0, 1) else {
+                break;
+            };
+            if slot
+                .state
+                .compare_exchange(state, new_state, SeqCst, SeqCst)
+                .is_ok()
+            {
+                charged_a = true;
+                break;
+            }
+        }
+        let evicted = evictor.join().unwrap();
+        if evicted && charged_a {
+            // B was never checked: its state must still be a new client's.
+            assert_eq!(
+                slot.state.load(SeqCst),
+                Quota::NEW,
+                "stale check wrote another key's state"
+            );
+        }
+    });
+}

@@ -120,12 +120,47 @@
 //! * Clocks: `now` should not go backwards by more than the quota's span
 //!   between threads; idleness is judged at the evicting thread's `now`.
 //!
+//! # Why one 128-bit compare-and-swap
+//!
+//! A slot's key and state change together, in one 16-byte
+//! compare-and-swap. The cheaper design (a key word and a state word side
+//! by side, a check that re-reads the key word and then compare-and-swaps
+//! the 8-byte state word alone, 1.5–2× faster on x86_64: see below) is
+//! unsound here, whatever rule governs the key word:
+//!
+//! 1. a check of `A` reads `A`'s slot: key `A`, state `s`;
+//! 2. `A` is idle, so an insert of `B` evicts it (even through a poison
+//!    state value first, so that the key only changes through a state
+//!    transition) and `B` starts at [`Algorithm::NEW`];
+//! 3. `B`'s state reaches `s` again (it *is* `s` at once when `s` was
+//!    `NEW`: a slot committed but not yet charged);
+//! 4. the check of `A` compare-and-swaps `s` → `A`'s new state, and succeeds:
+//!    `A`'s charge lands in `B`'s state, and `A`, whose slot is gone, was
+//!    admitted without a record.
+//!
+//! Only a word that changes irrevocably with the owner can stop step 4, and
+//! the state word has no bits to spare for an owner generation: it is the
+//! [`Algorithm`]'s whole `u64` (GCRA's TAT uses the full range, up to
+//! `max_now · scale + span`). The loom model
+//! `rejected_split_words_protocol_lets_a_stale_check_write_another_keys_state`
+//! (in `src/keyed/loom_tests.rs`) runs exactly this design and loom finds
+//! the interleaving; `a_check_of_an_evicted_key_never_writes_the_new_keys_state`
+//! runs the same race against the real table and passes (and fails when its
+//! compare-and-swap is mutated to compare the state word only). A generation
+//! squeezed into the state word (say 48 bits of TAT and 16 of generation)
+//! would shorten the clock's range and make isolation hold only until the
+//! generation wraps during one stalled check: not done.
+//!
 //! # Sizing, memory and speed
 //!
 //! Each slot is 16 bytes, so a table of `capacity` slots takes
 //! `16 · capacity` bytes (plus under 200 bytes of header: algorithm,
-//! policy, seed, counters), allocated once. How many keys fit depends on the load. Measured with a 16-slot window
-//! (`benches/keyed.rs`, 131 072 slots, keys offered in steps):
+//! policy, seed, counters), allocated once. **Bytes per tracked key are
+//! `16 · capacity / tracked ≥ 16`, with equality only when every slot holds
+//! a key**: any table with one 16-byte compare-and-swap unit per key (see
+//! above for why it is 16 bytes) is above 16 bytes per key at any working
+//! load. How many keys fit depends on the load. Measured with a 16-slot
+//! window (`benches/keyed.rs`, 131 072 slots, keys offered in steps):
 //!
 //! | keys offered per slot | keys tracked | slots used | bytes per tracked key |
 //! |---|---|---|---|
@@ -136,34 +171,62 @@
 //! | 1.00 | 91.5 % | 91.5 % | 17.5 |
 //! | 1.10 | 86.7 % | 95.4 % | 16.8 |
 //!
-//! So 16 bytes per tracked key (every slot used) is out of reach of a
-//! 16-byte slot; about 21 bytes at 1.3 slots per key is the recommended
-//! size when nearly every key must be tracked, 32 bytes at 2 slots per key
-//! when every key must be. Keys that do not fit meet the [`WhenFull`]
-//! policy; size the table for the clients you expect to be *owing* at once
-//! (idle clients' slots are reused).
+//! About 21 bytes at 1.3 slots per key is the recommended size when nearly
+//! every key must be tracked, 32 bytes at 2 slots per key when every key
+//! must be. Keys that do not fit meet the [`WhenFull`] policy; size the
+//! table for the clients you expect to be *owing* at once (idle clients'
+//! slots are reused). Governor's keyed limiter, measured the same way (a
+//! counting allocator around building it and inserting the keys, bytes over
+//! keys), used 31.6–33.8 bytes per `u32` key at 1 000 keys and 22.3 at
+//! 100 000; this table 33.0 (2 048 slots) and 21.3 (131 072 slots, 98.5 %
+//! tracked) or 41.9 (262 144 slots, all tracked).
 //!
-//! `benches/keyed.rs` compares against the `governor` crate's keyed limiter
-//! (its default `DashMap` store) on a frozen clock. One run on a shared
-//! 2-core x86_64 (AMD EPYC) machine, governor ÷ cellrate time (above 1:
-//! cellrate faster): one hot key 2.04, 1 000 keys round-robin 1.31 and
-//! random 0.80, 100 000 keys (262 144 slots) round-robin 0.64 and random
-//! 0.94, 100 000 keys in 131 072 slots random 0.98. (Three runs spread:
-//! hot 2.0–2.4, 1 000 keys 0.80–1.59, 100 000 keys 0.35–1.00: the machine
-//! is noisy.) Governor used 36.0 bytes per key at 1 000 keys and 22.3 at
-//! 100 000 (counting allocator).
+//! **Speed.** `benches/keyed.rs` compares against the `governor` crate's
+//! keyed limiter (its default `DashMap` store) on a frozen clock with
+//! *paired* measurements: chunks of 2 048 checks of governor and of
+//! cellrate alternate over the same keys, and the figure is the median over
+//! 600 pairs of governor's time ÷ cellrate's (above 1: cellrate faster), so
+//! that the other jobs of a shared machine slow both sides alike; each
+//! side's check is inlined into its own loop, as in a criterion loop. Runs
+//! on a shared 2-core x86_64 (AMD EPYC, Zen 4) machine, default build (four
+//! runs) and a build with `-C target-cpu=native` for both libraries (two):
 //!
-//! Where a check's time goes (x86_64, measured): the 16-byte
-//! compare-and-swap (`lock cmpxchg16b`) costs about 9 ns when checks move
-//! between keys, against about 2 ns for an 8-byte `lock cmpxchg`, and it is
-//! the floor of every admitted check; portable-atomic's run-time dispatch
-//! adds nothing measurable to it (an inline-assembly `cmpxchg16b` was no
-//! faster), and its 16-byte load (`vmovdqa` on CPUs with AVX) costs about
-//! 1.4 ns. Random keys also pay branch mispredictions on where in the
-//! window the key sits. The home hash of an exact key is a two-multiply mix
-//! (see above); the one-word SipHash-1-3 it replaced cost about 6.5 ns per
-//! check, and keys wrapped in [`Hashed`] (streamed 128-bit SipHash-1-3, for
-//! SipHash placement) make a check on 1 000 random keys about 2.3× slower.
+//! | case | cellrate | native build | floor, 16-byte slots | floor, 8-byte split (unsound) |
+//! |---|---|---|---|---|
+//! | one hot key | 2.71–2.85 | 2.83 | | |
+//! | 1 000 keys, round-robin | 2.26–2.31 | 2.94 | 2.81–2.85 | 5.7–5.8 |
+//! | 1 000 keys, random | 1.29–1.30 | 1.48 | 1.48–1.50 | 2.27–2.30 |
+//! | 100 000 keys, round-robin, 262 144 slots | 1.15–1.22 | 1.31–1.39 | 1.21–1.24 | 2.20–2.32 |
+//! | the same in 131 072 slots | 1.43–1.53 | 1.53–1.65 | | |
+//! | 100 000 keys, random, 262 144 slots | 1.13–1.29 | 1.30–1.41 | 1.20–1.27 | 2.06–2.23 |
+//! | the same in 131 072 slots | 1.37–1.45 | 1.56–1.72 | | |
+//!
+//! The floors bound what a design can reach here: "16-byte slots" is the
+//! least a keyed check can do with them (mix the key, probe from its home,
+//! one 16-byte load and compare-and-swap; no limiter math), "8-byte split"
+//! the same with a `u32` key array beside a `u64` state array and an 8-byte
+//! compare-and-swap, the design rejected above. **The 2.5× target is out of
+//! reach on this machine for every case but round-robin over 1 000 keys,
+//! even for the unsound 8-byte design**; the table is within 20 % of the
+//! 16-byte floor on 1 000 keys (the limiter math, the decision, the
+//! protocol's checks) and at it on 100 000, where a smaller table is faster
+//! (fewer cache misses). (100 000 keys spread over L3, which the machine's
+//! other jobs share: those figures move between runs, the 1 000-key ones do
+//! not.) A build with the `cmpxchg16b` target feature
+//! (`-C target-cpu=x86-64-v2` or higher, `native` above) lets
+//! portable-atomic inline the compare-and-swap instead of dispatching to it
+//! at run time.
+//!
+//! Where a check's time goes (x86_64): the 16-byte compare-and-swap
+//! (`lock cmpxchg16b`) and its load, reached through portable-atomic's
+//! run-time dispatch (an indirect call each unless the build enables
+//! `cmpxchg16b`); the
+//! two-multiply home mix of exact keys (the one-word SipHash-1-3 it replaced
+//! cost about 6.5 ns per check, and keys wrapped in [`Hashed`] make a check
+//! on 1 000 random keys about 2.3× slower); on random keys, the branch
+//! mispredictions of finding a key away from its home slot (about 20 % of
+//! keys at half load). `check` and `check_n` are `#[inline(always)]`: the
+//! out-of-line call cost about 2 ns of an 8 ns check.
 //!
 //! # Example: per client and per (client, endpoint)
 //!
@@ -666,7 +729,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     /// assert_eq!(t.check_n(&"bob", 0, 4).unwrap().remaining(), 6);
     /// assert!(t.check_n(&"bob", 0, 7).is_err());
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn check_n<K: Key + ?Sized>(
         &self,
         key: &K,
@@ -768,7 +831,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         o
     }
 
-    #[inline]
+    #[inline(always)]
     fn check_id(&self, id: KeyId, hash: u64, now: u64, cost: u64) -> Result<Decision, Denied> {
         let algorithm = self.algorithm_for(id);
         if cost == 0 {
