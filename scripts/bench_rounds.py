@@ -13,6 +13,7 @@ per id, the median ratio over the rounds and its range.
 Example: scripts/bench_rounds.py --rounds 5 gcra floor/cas gcra/check_admit
 """
 import json
+import os
 import pathlib
 import statistics
 import subprocess
@@ -29,6 +30,7 @@ def run(bench: str, bench_id: str) -> float:
         ["cargo", "bench", "--quiet", "--bench", bench, "--", filt,
          "--warm-up-time", "0.5", "--measurement-time", "1.5", "--noplot"],
         cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "CELLRATE_PAIRED": "0"},
     )
     with open(CRITERION / bench_id / "new" / "estimates.json") as f:
         return json.load(f)["mean"]["point_estimate"]

@@ -99,9 +99,51 @@ fn limited(quota: &Quota, base: u64, now: u64, wait: u64) -> Denied {
 
 /// One GCRA step at sub-tick time `now` for a [`charge`] of `increment`
 /// sub-ticks: the new TAT and the decision, or the denial. This is all a
-/// critical section or CAS loop runs: a compare, an add, a subtract.
+/// critical section or CAS loop runs.
+///
+/// `max(TAT, now) + increment − now ≤ span` holds iff
+/// `TAT − now ≤ room = span − increment` (for `TAT < now` it always holds, as
+/// `increment ≤ span`). `room` and whether `now + span` fits depend on
+/// neither `TAT` nor anything the loop changes, so the compiler computes them
+/// before the loop; between the load and the swap there is then a subtract
+/// and a compare, and one add on the one value each case needs (no `max` on
+/// that path).
 #[inline(always)]
 pub(crate) fn admit_charged(
+    quota: &Quota,
+    tat: u64,
+    now: u64,
+    increment: u64,
+) -> Result<(u64, Decision), Denied> {
+    let room = quota.span() - increment;
+    // `now + span` fits, so no new TAT below overflows. Only past the
+    // horizon (`now` saturated) does it not: the general step denies.
+    if now.checked_add(quota.span()).is_none() {
+        return admit_past_horizon(quota, tat, now, increment);
+    }
+    let admitted = |new_tat: u64| {
+        Ok((
+            new_tat,
+            Decision::from_usage(Usage::gcra(quota, new_tat - now)),
+        ))
+    };
+    if tat.wrapping_sub(now) <= room {
+        // Owing (now ≤ TAT ≤ now + room): the usual case under load.
+        admitted(tat + increment)
+    } else if tat < now {
+        // Full: the TAT restarts from now.
+        admitted(now + increment)
+    } else {
+        // TAT > now + room: the new TAT would be over the span by
+        // TAT − now − room.
+        Err(limited(quota, tat, now, tat - now - room))
+    }
+}
+
+/// [`admit_charged`] written out in full, for a `now` so late that
+/// `now + span` overflows (past the horizon, where it always denies).
+#[cold]
+fn admit_past_horizon(
     quota: &Quota,
     tat: u64,
     now: u64,
@@ -378,36 +420,9 @@ impl Gcra {
         // The multiplications happen here, outside the critical section or CAS loop.
         let now = quota.sub_ticks(now);
         let increment = charge(&quota, cost)?;
-        // So does the bound: max(TAT, now) + cost·T − now ≤ span holds iff
-        // TAT − now ≤ room = span − cost·T (for TAT < now it always holds,
-        // as cost·T ≤ span). Inside the loop: a subtract and a compare, and
-        // the new TAT is an add on the one value the case needs.
-        let room = quota.span() - increment;
-        // `now + span` fits, so no TAT below can overflow; only past the
-        // horizon (`now` saturated) does it not, and there the general step
-        // (which denies) runs.
-        let fits = now.checked_add(quota.span()).is_some();
-        let admitted = |new_tat: u64| {
-            Ok((
-                new_tat,
-                Decision::from_usage(Usage::gcra(&quota, new_tat - now)),
-            ))
-        };
-        self.tat.update(|tat| {
-            if fits && tat.wrapping_sub(now) <= room {
-                // Owing (now ≤ TAT ≤ now + room): the usual case under load.
-                admitted(tat + increment)
-            } else if fits && tat < now {
-                // Full: the TAT restarts from now.
-                admitted(now + increment)
-            } else if !fits {
-                admit_charged(&quota, tat, now, increment)
-            } else {
-                // TAT > now + room: the new TAT would be over the span by
-                // TAT − now − room.
-                Err(limited(&quota, tat, now, tat - now - room))
-            }
-        })
+        // So is the bound `admit_charged` compares with (loop-invariant).
+        self.tat
+            .update(|tat| admit_charged(&quota, tat, now, increment))
     }
 
     /// The state at `now`, consuming nothing.

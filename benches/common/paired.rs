@@ -1,0 +1,83 @@
+//! Paired ratios: a subject and its baseline timed in alternating chunks.
+//!
+//! Criterion measures one function after another, seconds apart; on a shared
+//! machine the load can change in between and move a ratio by tens of
+//! percent. Here chunks of [`BATCH`] operations of the baseline and of the
+//! subject alternate (ABBA, so neither always runs second), each chunk at
+//! one opaque `now` (as in the criterion benches), and the printed figure
+//! is the median over [`PAIRS`] pairs of subject time ÷ baseline time, with
+//! quartiles: a neighbour that slows the machine for a while slows both
+//! sides of a pair. The benches print these `ratio:` lines first, then run
+//! criterion as usual.
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// Operations per chunk.
+pub const BATCH: u64 = 1_024;
+/// Chunks of each side; the median is over this many pairs.
+pub const PAIRS: usize = 10_000;
+
+/// One side of a pair: `op(now)`, with `now` moving on by `step` per chunk.
+pub struct Side<F> {
+    pub op: F,
+    pub now: u64,
+    pub step: u64,
+}
+
+impl<F: FnMut(u64) -> bool> Side<F> {
+    pub fn new(now: u64, step: u64, op: F) -> Self {
+        Side { op, now, step }
+    }
+
+    #[inline(never)]
+    fn chunk(&mut self) -> Duration {
+        self.now += self.step;
+        let now = black_box(self.now);
+        let start = Instant::now();
+        let mut admitted = 0u64;
+        for _ in 0..BATCH {
+            admitted += (self.op)(now) as u64;
+        }
+        black_box(admitted);
+        start.elapsed()
+    }
+}
+
+/// Whether to print the paired ratios: unless `CELLRATE_PAIRED=0` (which
+/// `scripts/bench_rounds.py` sets, as it runs one criterion id at a time).
+pub fn wanted() -> bool {
+    !matches!(std::env::var_os("CELLRATE_PAIRED"), Some(v) if v == "0")
+}
+
+/// Prints `ratio: <name>: <median> (quartiles <q1>–<q3>)` for the time of
+/// `subject` ÷ the time of `baseline`, and returns the median.
+pub fn ratio<B, S>(name: &str, baseline: &mut Side<B>, subject: &mut Side<S>) -> f64
+where
+    B: FnMut(u64) -> bool,
+    S: FnMut(u64) -> bool,
+{
+    for _ in 0..50 {
+        baseline.chunk();
+        subject.chunk();
+    }
+    let mut ratios: Vec<f64> = (0..PAIRS)
+        .map(|i| {
+            let (b, s) = if i % 2 == 0 {
+                let b = baseline.chunk();
+                (b, subject.chunk())
+            } else {
+                let s = subject.chunk();
+                (baseline.chunk(), s)
+            };
+            s.as_secs_f64() / b.as_secs_f64()
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let median = ratios[PAIRS / 2];
+    println!(
+        "ratio: {name}: {median:.2} (quartiles {:.2}–{:.2})",
+        ratios[PAIRS / 4],
+        ratios[3 * PAIRS / 4]
+    );
+    median
+}
