@@ -17,9 +17,10 @@
 //! the admit/deny path is one multiply, adds, compares and one
 //! compare-and-swap: no division, no floating point, no loop but the CAS retry.
 //!
-//! [`Gcra::check_n`] evaluates the inequality in the equivalent form
-//! `TAT − now ≤ τ + T − cost·T` (for `TAT < now` it always holds, as
-//! `cost·T ≤ b·T`), whose right side it computes before reading the state.
+//! Every check ([`Gcra`], [`LocalGcra`], a keyed table's GCRA) evaluates
+//! the inequality in the equivalent form `TAT − now ≤ τ + T − cost·T` (for
+//! `TAT < now` it always holds, as `cost·T ≤ b·T`), whose right side is
+//! computed before the state is read.
 //! Between the load of `TAT` and the compare-and-swap there is then one
 //! subtract and compare, and one add to whichever of `TAT` and `now` is the
 //! larger; no `max` lies on the path from the load to the swap.
