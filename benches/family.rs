@@ -14,8 +14,11 @@
 //! limit, 2²⁰ per window, holds a batch); denying benches exhaust a frozen
 //! limiter first.
 //!
-//! Run: `cargo bench --bench family -- --warm-up-time 1 --measurement-time 3`,
-//! then `python3 scripts/bench_table.py floor/cas family/fixed_window_admit …`.
+//! Run: `cargo bench --bench family -- --warm-up-time 1 --measurement-time 3`.
+//! The README's figures are the **paired ratios** printed first (`ratio:`
+//! lines, see `benches/common/paired.rs`: the subject and its baseline timed
+//! in alternating chunks, robust on a shared machine); the criterion results
+//! follow (`python3 scripts/bench_table.py floor/cas family/… ` for ratios).
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -23,7 +26,11 @@ use cellrate::compose::{AlgorithmKind, AnyLimiter, LimiterConfig};
 use cellrate::window::{FixedWindow, SlidingLog, SlidingWindow};
 use cellrate::{Gcra, Quota, RateLimiter};
 use criterion::measurement::WallTime;
-use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
+use criterion::{BenchmarkGroup, Criterion, Throughput};
+
+#[path = "common/paired.rs"]
+mod paired;
+use paired::{ratio, Side};
 
 const HZ: u64 = 1_000_000_000;
 const BATCH: u64 = 1_024;
@@ -62,10 +69,9 @@ fn deny<L: RateLimiter>(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, limite
     batched(g, name, 0, |now| limiter.check(now).is_ok());
 }
 
-fn floor(c: &mut Criterion) {
-    let mut g = c.benchmark_group("floor");
-    let word = AtomicU64::new(0);
-    batched(&mut g, "cas", 0, |_| {
+/// One load + compare-and-swap increment of `word`: the floor.
+fn cas(word: &AtomicU64) -> impl FnMut(u64) -> bool + '_ {
+    move |_| {
         let mut current = word.load(Ordering::Acquire);
         loop {
             match word.compare_exchange_weak(
@@ -78,8 +84,107 @@ fn floor(c: &mut Criterion) {
                 Err(actual) => current = actual,
             }
         }
-    });
+    }
+}
+
+fn floor(c: &mut Criterion) {
+    let mut g = c.benchmark_group("floor");
+    let word = AtomicU64::new(0);
+    batched(&mut g, "cas", 0, cas(&word));
     g.finish();
+}
+
+/// An admitting side: `now` moves on by a window per chunk.
+fn admitting<L: RateLimiter>(limiter: &L) -> Side<impl FnMut(u64) -> bool + '_> {
+    Side::new(WINDOW, WINDOW, move |now| limiter.check(now).is_ok())
+}
+
+/// A denying side: the limiter exhausted at a frozen `now`.
+fn denying<L: RateLimiter>(limiter: &L) -> Side<impl FnMut(u64) -> bool + '_> {
+    while limiter.check(WINDOW).is_ok() {}
+    Side::new(WINDOW, 0, move |now| limiter.check(now).is_ok())
+}
+
+/// The paired ratios (subject time ÷ baseline time) the README reports.
+fn paired_ratios() {
+    let word = AtomicU64::new(0);
+    let floor = || Side::new(WINDOW, 0, cas(&word));
+    let gcra = || Gcra::new(Quota::per_ticks(LIMIT, WINDOW).at_hz(HZ));
+    let (fixed, sliding, g) = (
+        FixedWindow::new(LIMIT, WINDOW),
+        SlidingWindow::new(LIMIT, WINDOW),
+        gcra(),
+    );
+    ratio(
+        "FixedWindow admitting ÷ CAS floor",
+        &mut floor(),
+        &mut admitting(&fixed),
+    );
+    ratio(
+        "SlidingWindow admitting ÷ CAS floor",
+        &mut floor(),
+        &mut admitting(&sliding),
+    );
+    ratio(
+        "Gcra admitting ÷ CAS floor",
+        &mut floor(),
+        &mut admitting(&g),
+    );
+    let log = SlidingLog::<1_024>::new(1_024, WINDOW);
+    ratio(
+        "SlidingLog<1024> admitting ÷ CAS floor",
+        &mut floor(),
+        &mut admitting(&log),
+    );
+    ratio(
+        "FixedWindow denying ÷ CAS floor",
+        &mut floor(),
+        &mut denying(&FixedWindow::new(100, WINDOW)),
+    );
+    ratio(
+        "SlidingWindow denying ÷ CAS floor",
+        &mut floor(),
+        &mut denying(&SlidingWindow::new(100, WINDOW)),
+    );
+    ratio(
+        "SlidingLog<64> denying ÷ CAS floor",
+        &mut floor(),
+        &mut denying(&SlidingLog::<64>::new(64, WINDOW)),
+    );
+    ratio(
+        "Gcra denying ÷ CAS floor",
+        &mut floor(),
+        &mut denying(&Gcra::new(Quota::per_ticks(100, WINDOW).at_hz(HZ))),
+    );
+    let pair = (gcra(), FixedWindow::new(LIMIT, WINDOW));
+    ratio(
+        "(Gcra, FixedWindow) admitting ÷ CAS floor",
+        &mut floor(),
+        &mut admitting(&pair),
+    );
+    for (kind, name) in [
+        (AlgorithmKind::FixedWindow, "FixedWindow"),
+        (AlgorithmKind::SlidingWindow, "SlidingWindow"),
+        (AlgorithmKind::Gcra, "Gcra"),
+    ] {
+        let any: AnyLimiter<1> =
+            AnyLimiter::from_config(LimiterConfig::new(kind, LIMIT, WINDOW, HZ)).unwrap();
+        let name = format!("AnyLimiter ÷ {name}, admitting");
+        match kind {
+            AlgorithmKind::FixedWindow => {
+                let concrete = FixedWindow::new(LIMIT, WINDOW);
+                ratio(&name, &mut admitting(&concrete), &mut admitting(&any));
+            }
+            AlgorithmKind::SlidingWindow => {
+                let concrete = SlidingWindow::new(LIMIT, WINDOW);
+                ratio(&name, &mut admitting(&concrete), &mut admitting(&any));
+            }
+            _ => {
+                let concrete = gcra();
+                ratio(&name, &mut admitting(&concrete), &mut admitting(&any));
+            }
+        };
+    }
 }
 
 fn family(c: &mut Criterion) {
@@ -135,5 +240,12 @@ fn family(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, floor, family);
-criterion_main!(benches);
+fn main() {
+    if paired::wanted() {
+        paired_ratios();
+    }
+    let mut c = Criterion::default().configure_from_args();
+    floor(&mut c);
+    family(&mut c);
+    c.final_summary();
+}

@@ -398,7 +398,7 @@ impl Gcra {
     /// assert!(g.check(0).is_ok());
     /// assert_eq!(g.check(400).unwrap_err().retry_after(), Some(600));
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn check(&self, now: u64) -> Result<Decision, Denied> {
         self.check_n(now, 1)
     }
@@ -412,7 +412,7 @@ impl Gcra {
     /// assert_eq!(g.check_n(0, 1_500).unwrap().remaining(), 0);
     /// assert_eq!(g.check_n(0, 10).unwrap_err().retry_after(), Some(10_000));
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
         let quota = self.quota.load();
         if cost == 0 {
@@ -509,11 +509,11 @@ impl Gcra {
 }
 
 impl RateLimiter for Gcra {
-    #[inline]
+    #[inline(always)]
     fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
         Gcra::check_n(self, now, cost)
     }
-    #[inline]
+    #[inline(always)]
     fn check(&self, now: u64) -> Result<Decision, Denied> {
         Gcra::check(self, now)
     }

@@ -86,9 +86,15 @@ macro_rules! window_limiter {
         }
 
         impl $crate::RateLimiter for $limiter {
-            #[inline]
+            // Always inlined, like the inherent method: a denial's details
+            // are then computed only if the caller reads them.
+            #[inline(always)]
             fn check_n(&self, now: u64, cost: u64) -> Result<$crate::Decision, $crate::Denied> {
                 $limiter::check_n(self, now, cost)
+            }
+            #[inline(always)]
+            fn check(&self, now: u64) -> Result<$crate::Decision, $crate::Denied> {
+                $limiter::check_n(self, now, 1)
             }
             fn peek(&self, now: u64) -> $crate::Snapshot {
                 $limiter::peek(self, now)

@@ -390,20 +390,21 @@ impl SlidingWindowQuota {
         // previous count fits beside the current one (p + c + cost ≤ limit
         // implies p·(W − e) ≤ (limit − c − cost)·W, since W − e ≤ W), so no
         // multiplication is needed. Adding `cost` to the word adds it to `c`.
+        // One test covers both: a state from another window leaves tag bits
+        // in `counts >> count_bits`, which then exceeds any limit (and the
+        // sum cannot overflow: it is below 2^(64 − count_bits) + 2^(count_bits + 1)).
         let counts = state.wrapping_sub(at.base);
-        if counts >> (2 * self.count_bits) == 0 {
-            let (prev, cur) = (counts >> self.count_bits, counts & self.count_mask);
-            if prev + cur + cost <= self.limit {
-                let v = View {
-                    tag: at.tag,
-                    prev,
-                    cur,
-                    elapsed: at.elapsed,
-                    lead: 0,
-                };
-                let usage = self.usage(&v, cur + cost);
-                return Ok((state + cost, (Decision::from_usage(usage), at.tag)));
-            }
+        let (prev, cur) = (counts >> self.count_bits, counts & self.count_mask);
+        if prev + cur + cost <= self.limit {
+            let v = View {
+                tag: at.tag,
+                prev,
+                cur,
+                elapsed: at.elapsed,
+                lead: 0,
+            };
+            let usage = self.usage(&v, cur + cost);
+            return Ok((state + cost, (Decision::from_usage(usage), at.tag)));
         }
         let v = self.view(state, at);
         if cost == 0 {
