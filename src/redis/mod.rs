@@ -125,13 +125,126 @@ pub const MAX_SPAN_MICROS: u64 = 1 << 52;
 /// ```
 pub const MAX_TIERS: usize = 8;
 
-/// The script. KEYS: one per tier. ARGV: cost, mode (0: all or nothing;
-/// 1: up to `cost`, at least 1 — a lease), refund (cells given back to each
-/// tier first), then `Tᵢ`, `spanᵢ` per tier. Returns
+/// The check script: `n ≥ 1` requests of one policy decided in order at one
+/// server time. KEYS: `m` per request (request `r`'s tier `i` is key
+/// `(r − 1)·m + i`). ARGV: `m`, then `Tᵢ`, `spanᵢ` per tier, then one cost
+/// per request. Returns `[now, vᵣᵢ …]`, one value per key: `TAT − now` after
+/// the request if it was admitted (or is a peek that fits), else
+/// `−1 − (TAT − now)` before it. Reads every key with one `MGET`, decides
+/// every request in memory, then writes each changed key once (`SET … PX`,
+/// the numbers as decimal strings made by `string.format('%d')` — exact for
+/// integers below 2⁶³ where Lua's integer format is 64-bit, checked on each
+/// call, else `'%.0f'` — and made once per distinct value). A key that did
+/// not exist is written with `NX` first, so a key of another type (which
+/// `MGET` reads as absent) fails the call and undoes what it created
+/// instead of being overwritten.
+pub(crate) const CHECK_SCRIPT: &str = r#"
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local m = tonumber(ARGV[1])
+local intervals, spans = {}, {}
+for i = 1, m do
+  intervals[i] = tonumber(ARGV[2 * i])
+  spans[i] = tonumber(ARGV[2 * i + 1])
+end
+local first = 2 * m + 1
+local n = #ARGV - first
+if m < 1 or n * m ~= #KEYS then return redis.error_reply('cellrate: bad check arguments') end
+local raws = redis.call('MGET', unpack(KEYS))
+local tats, fresh, dirty, order, out, ahead = {}, {}, {}, {}, {now}, {}
+for r = 1, n do
+  local cost = tonumber(ARGV[first + r])
+  local k0 = (r - 1) * m
+  local admit = true
+  for i = 1, m do
+    local key = KEYS[k0 + i]
+    local tat = tats[key]
+    if not tat then
+      local raw = raws[k0 + i]
+      if raw then
+        tat = tonumber(raw)
+        if not tat then return redis.error_reply('cellrate: key holds no TAT: ' .. key) end
+      else
+        tat = 0
+        fresh[key] = true
+      end
+      tats[key] = tat
+    end
+    if tat < now then tat = now end
+    ahead[i] = tat - now
+    if ahead[i] + cost * intervals[i] > spans[i] then admit = false end
+  end
+  for i = 1, m do
+    local a = ahead[i]
+    if not admit then
+      out[k0 + i + 1] = -1 - a
+    else
+      if cost > 0 then
+        local key = KEYS[k0 + i]
+        a = a + cost * intervals[i]
+        tats[key] = now + a
+        if not dirty[key] then
+          dirty[key] = true
+          order[#order + 1] = key
+        end
+      end
+      out[k0 + i + 1] = a
+    end
+  end
+end
+if #order == 0 then return out end
+local fmt = '%d'
+if string.format(fmt, 4503599627370497) ~= '4503599627370497' then fmt = '%.0f' end
+local strs = {}
+local function str(x)
+  local s = strs[x]
+  if not s then
+    s = string.format(fmt, x)
+    strs[x] = s
+  end
+  return s
+end
+local made = {}
+for j = 1, #order do
+  local key = order[j]
+  if fresh[key] then
+    local tat = tats[key]
+    local ttl = math.floor((tat - now) / 1000) + 1
+    if not redis.call('SET', key, str(tat), 'PX', str(ttl), 'NX') then
+      for _, k in ipairs(made) do redis.call('DEL', k) end
+      return redis.error_reply('cellrate: key holds no TAT: ' .. key)
+    end
+    made[#made + 1] = key
+  end
+end
+for j = 1, #order do
+  local key = order[j]
+  if not fresh[key] then
+    local tat = tats[key]
+    local ttl = math.floor((tat - now) / 1000) + 1
+    redis.call('SET', key, str(tat), 'PX', str(ttl))
+  end
+end
+return out
+"#;
+
+/// The most keys one check-script call carries (requests × tiers). A
+/// batch with more is split into several calls in one pipeline, so one
+/// call holds the server for at most a few hundred key updates.
+///
+/// ```
+/// assert_eq!(cellrate::redis::MAX_KEYS_PER_CALL, 256);
+/// ```
+pub const MAX_KEYS_PER_CALL: usize = 256;
+
+/// The lease script (one request; [`lease`] only). KEYS: one per tier.
+/// ARGV: cost, mode (0: all or nothing; 1: up to `cost`, at least 1 — a
+/// lease), refund (cells given back to each tier first), then `Tᵢ`, `spanᵢ`
+/// per tier. Returns
 /// `[granted, now, aheadᵢ, waitᵢ, …]`: cells granted (0 = denied), server µs,
 /// and per tier `TAT − now` after the call and, when nothing was granted,
 /// the wait for the request (for a lease: for one cell).
-pub(crate) const SCRIPT: &str = r#"
+pub(crate) const LEASE_SCRIPT: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local cost = tonumber(ARGV[1])
@@ -394,6 +507,99 @@ impl RedisPolicy {
             })
             .collect()
     }
+    /// `Ok` if `client` and `scope` give valid keys for every tier (what
+    /// [`keys`](Self::keys) checks, without building them).
+    pub(crate) fn validate(&self, client: &str, scope: Option<&str>) -> Result<(), Error> {
+        if !key_part_ok(client) || !scope.map_or(true, key_part_ok) {
+            return Err(Error::InvalidKey);
+        }
+        if scope.is_none() && self.tiers.iter().any(|t| t.per_scope) {
+            return Err(Error::ScopeMismatch);
+        }
+        Ok(())
+    }
+    /// One check-script call deciding `requests` (already validated, each
+    /// cost within every burst) in order: the keys written straight into the
+    /// command through one reused buffer, then the policy's arguments and
+    /// the costs.
+    pub(crate) fn check_cmd(
+        &self,
+        sha: &str,
+        requests: &[(&str, Option<&str>, u64)],
+    ) -> ::redis::Cmd {
+        let mut cmd = ::redis::cmd("EVALSHA");
+        cmd.arg(sha).arg(requests.len() * self.tiers.len());
+        let mut key = String::with_capacity(64);
+        for &(client, scope, _) in requests {
+            for t in &self.tiers {
+                key.clear();
+                key.push_str(&self.prefix);
+                key.push_str(":{");
+                key.push_str(client);
+                key.push_str("}:");
+                key.push_str(&t.name);
+                if let (true, Some(s)) = (t.per_scope, scope) {
+                    key.push(':');
+                    key.push_str(s);
+                }
+                cmd.arg(key.as_str());
+            }
+        }
+        cmd.arg(self.tiers.len());
+        for t in &self.tiers {
+            cmd.arg(t.quota.emission_interval()).arg(t.quota.span());
+        }
+        for &(_, _, cost) in requests {
+            cmd.arg(cost);
+        }
+        cmd
+    }
+    /// Turns a check-script reply for requests of these `costs` into one
+    /// [`Outcome`] each, appended to `out`.
+    pub(crate) fn decode_checks(
+        &self,
+        reply: &[i64],
+        costs: impl ExactSizeIterator<Item = u64>,
+        out: &mut Vec<Outcome>,
+    ) -> Result<(), Error> {
+        let m = self.tiers.len();
+        if reply.len() != 1 + costs.len() * m || reply[0] < 0 {
+            return Err(Error::BadReply);
+        }
+        let now = reply[0] as u64;
+        for (values, cost) in reply[1..].chunks_exact(m).zip(costs) {
+            let admitted = values[0] >= 0;
+            if values.iter().any(|&v| (v >= 0) != admitted) {
+                return Err(Error::BadReply);
+            }
+            let results = self
+                .tiers
+                .iter()
+                .zip(values)
+                .map(|(t, &v)| {
+                    // v ≥ 0: TAT − now after the request; else −1 − (TAT − now).
+                    let ahead = if admitted { v as u64 } else { (-1 - v) as u64 };
+                    let usage = Usage::gcra(&t.quota, ahead);
+                    // The wait for this tier alone, as the in-process GCRA
+                    // computes it: how far ahead + cost·T overshoots the span.
+                    let wait = (cost * t.quota.emission_interval())
+                        .saturating_add(ahead)
+                        .saturating_sub(t.quota.span());
+                    if !admitted && cost > 0 && wait > 0 {
+                        Err(Denied::Limited(Limited::from_usage(usage, wait)))
+                    } else {
+                        Ok(Decision::from_usage(usage))
+                    }
+                })
+                .collect();
+            out.push(Outcome {
+                results,
+                source: Source::Redis,
+                server_time: Some(now),
+            });
+        }
+        Ok(())
+    }
     /// The denial for a cost that can never fit some tier, if any.
     pub(crate) fn too_large(&self, cost: u64) -> Option<Denied> {
         self.tiers
@@ -455,22 +661,12 @@ impl RedisPolicy {
     }
 }
 
-/// What the script is asked to do.
+/// What the lease script is asked to do.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Request {
     pub(crate) cost: u64,
     pub(crate) up_to: bool,
     pub(crate) refund: u64,
-}
-
-impl Request {
-    pub(crate) const fn check(cost: u64) -> Self {
-        Request {
-            cost,
-            up_to: false,
-            refund: 0,
-        }
-    }
 }
 
 /// Where an [`Outcome`] came from.
@@ -801,12 +997,23 @@ impl fmt::Debug for Target {
     }
 }
 
-/// The script object shared by every client (its SHA1 is computed once).
-pub(crate) fn script() -> Arc<::redis::Script> {
-    static SCRIPT_CELL: std::sync::OnceLock<Arc<::redis::Script>> = std::sync::OnceLock::new();
-    SCRIPT_CELL
-        .get_or_init(|| Arc::new(::redis::Script::new(SCRIPT)))
+/// The check script object shared by every client (its SHA1 is computed once).
+pub(crate) fn check_script() -> Arc<::redis::Script> {
+    static CELL: std::sync::OnceLock<Arc<::redis::Script>> = std::sync::OnceLock::new();
+    CELL.get_or_init(|| Arc::new(::redis::Script::new(CHECK_SCRIPT)))
         .clone()
+}
+
+/// The lease script object shared by every client.
+pub(crate) fn lease_script() -> Arc<::redis::Script> {
+    static CELL: std::sync::OnceLock<Arc<::redis::Script>> = std::sync::OnceLock::new();
+    CELL.get_or_init(|| Arc::new(::redis::Script::new(LEASE_SCRIPT)))
+        .clone()
+}
+
+/// Whether a failed reply is the server saying it does not know the script.
+pub(crate) fn is_noscript(e: &::redis::RedisError) -> bool {
+    e.kind() == ::redis::ErrorKind::Server(::redis::ServerErrorKind::NoScript)
 }
 
 #[cfg(all(test, not(feature = "loom")))]
