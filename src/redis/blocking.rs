@@ -129,14 +129,15 @@ impl RedisGcra {
 
     /// Many checks in one round trip. Each request is `(client, scope,
     /// cost)`; they are decided in order, each exactly as if sent alone, and
-    /// all at the same server time when they fit one script call: on a
-    /// standalone server one call carries up to [`MAX_KEYS_PER_CALL`] keys
-    /// (more are split into calls pipelined in the same round trip); on a
-    /// Cluster each request is its own call (a client's keys share a slot,
-    /// different clients' keys need not), pipelined. A call the server
-    /// answers `NOSCRIPT` is retried once after `SCRIPT LOAD` (the calls it
-    /// did run are not repeated). An error fails the whole batch (no failure
-    /// policy here: the caller decides).
+    /// all at the same server time when they fit one script call. On a
+    /// standalone server one call carries up to [`MAX_KEYS_PER_CALL`] keys;
+    /// more are split into calls pipelined in the same round trip, and a
+    /// call the server answers `NOSCRIPT` is sent again once after `SCRIPT
+    /// LOAD` (the calls that did run are not repeated). On a Cluster each
+    /// request is its own call and its own round trip (a client's keys
+    /// share a slot, different clients' need not; the blocking Cluster
+    /// connection does not pipeline). An error fails the whole batch (no
+    /// failure policy here: the caller decides).
     ///
     /// ```no_run
     /// use cellrate::redis::{FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, Target};
@@ -192,16 +193,23 @@ impl RedisGcra {
         };
         let sha = self.check.get_hash();
         let mut conn = self.take()?;
-        let replies = if requests.len() <= per_call {
-            let cmd = self.policy.check_cmd(sha, requests);
-            let mut reply = cmd.query::<Vec<i64>>(conn.as_dyn());
-            if matches!(&reply, Err(e) if is_noscript(e)) {
-                reply = self
-                    .check
-                    .load(conn.as_dyn())
-                    .and_then(|_| cmd.query(conn.as_dyn()));
-            }
-            reply.map(|r| std::vec![r])
+        let replies = if requests.len() <= per_call || matches!(self.target, Target::Cluster(_)) {
+            // One call, or a Cluster (whose blocking connection does not
+            // pipeline): one round trip per call.
+            requests
+                .chunks(per_call)
+                .map(|chunk| {
+                    let cmd = self.policy.check_cmd(sha, chunk);
+                    let reply = cmd.query::<Vec<i64>>(conn.as_dyn());
+                    match reply {
+                        Err(e) if is_noscript(&e) => self
+                            .check
+                            .load(conn.as_dyn())
+                            .and_then(|_| cmd.query(conn.as_dyn())),
+                        other => other,
+                    }
+                })
+                .collect::<::redis::RedisResult<Vec<Vec<i64>>>>()
         } else {
             let cmds: Vec<::redis::Cmd> = requests
                 .chunks(per_call)
