@@ -629,7 +629,7 @@ fn cluster_spreads_clients_and_keeps_a_clients_tiers_together() {
         for o in rl.try_check_batch(&batch).unwrap() {
             // Two per minute on /x: the third round is denied by that tier.
             assert_eq!(o.is_admitted(), round < 2, "round {round}: {o:?}");
-            assert_eq!(o.results()[0].is_ok(), true);
+            assert!(o.results()[0].is_ok(), "the burst tier admits: {o:?}");
         }
     }
 
