@@ -128,7 +128,7 @@ pub const MAX_TIERS: usize = 8;
 /// The check script: `n ≥ 1` requests of one policy decided in order at one
 /// server time. KEYS: `m` per request (request `r`'s tier `i` is key
 /// `(r − 1)·m + i`). ARGV: `m`, then `Tᵢ`, `spanᵢ` per tier, then one cost
-/// per request. Returns `[now, vᵣᵢ …]`, one value per key: `TAT − now` after
+/// per request, or a single cost for all of them. Returns `[now, vᵣᵢ …]`, one value per key: `TAT − now` after
 /// the request if it was admitted (or is a peek that fits), else
 /// `−1 − (TAT − now)` before it. Reads every key with one `MGET`, decides
 /// every request in memory, then writes each changed key once (`SET … PX`,
@@ -148,12 +148,16 @@ for i = 1, m do
   spans[i] = tonumber(ARGV[2 * i + 1])
 end
 local first = 2 * m + 1
-local n = #ARGV - first
-if m < 1 or n * m ~= #KEYS then return redis.error_reply('cellrate: bad check arguments') end
+local n = #KEYS / m
+local uniform = #ARGV == first + 1
+if m < 1 or n ~= math.floor(n) or (not uniform and #ARGV - first ~= n) then
+  return redis.error_reply('cellrate: bad check arguments')
+end
+local cost = tonumber(ARGV[first + 1])
 local raws = redis.call('MGET', unpack(KEYS))
 local tats, fresh, dirty, order, out, ahead = {}, {}, {}, {}, {now}, {}
 for r = 1, n do
-  local cost = tonumber(ARGV[first + r])
+  if not uniform then cost = tonumber(ARGV[first + r]) end
   local k0 = (r - 1) * m
   local admit = true
   for i = 1, m do
@@ -549,8 +553,16 @@ impl RedisPolicy {
         for t in &self.tiers {
             cmd.arg(t.quota.emission_interval()).arg(t.quota.span());
         }
-        for &(_, _, cost) in requests {
-            cmd.arg(cost);
+        match requests.first() {
+            // One cost stands for all when they are equal (the usual case).
+            Some(&(_, _, cost)) if requests.iter().all(|r| r.2 == cost) => {
+                cmd.arg(cost);
+            }
+            _ => {
+                for &(_, _, cost) in requests {
+                    cmd.arg(cost);
+                }
+            }
         }
         cmd
     }
@@ -1064,6 +1076,78 @@ mod tests {
         assert!(matches!(RedisTier::new("x", q), Err(Error::QuotaTooLong)));
         let q = Quota::per_duration(1, Duration::from_secs(100 * 365 * 86_400)).at_hz(1);
         assert!(RedisTier::new("x", q).is_ok());
+    }
+
+    fn args(cmd: &::redis::Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|a| match a {
+                ::redis::Arg::Simple(b) => String::from_utf8(b.to_vec()).unwrap(),
+                _ => String::from("<not a plain argument>"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn check_cmd_carries_the_policys_keys_and_costs() {
+        let p = policy();
+        let (t0, t1) = (p.tiers()[0].quota(), p.tiers()[1].quota());
+        let tiers: Vec<String> = std::vec![
+            "2".into(),
+            t0.emission_interval().to_string(),
+            t0.span().to_string(),
+            t1.emission_interval().to_string(),
+            t1.span().to_string(),
+        ];
+        let cmd = p.check_cmd("sha", &[("k1", Some("/a"), 1), ("k2", Some("/b"), 2)]);
+        let mut want: Vec<String> = std::vec!["EVALSHA".into(), "sha".into(), "4".into()];
+        want.extend(p.keys("k1", Some("/a")).unwrap());
+        want.extend(p.keys("k2", Some("/b")).unwrap());
+        want.extend(tiers.iter().cloned());
+        want.extend(["1".into(), "2".into()]);
+        assert_eq!(args(&cmd), want);
+        // Equal costs travel as one.
+        let cmd = p.check_cmd("sha", &[("k1", Some("/a"), 3), ("k1", Some("/a"), 3)]);
+        assert_eq!(args(&cmd).last().map(String::as_str), Some("3"));
+        assert_eq!(args(&cmd).len(), 3 + 4 + tiers.len() + 1);
+        assert!(p.validate("k1", Some("/a")).is_ok());
+        assert!(matches!(p.validate("k1", None), Err(Error::ScopeMismatch)));
+        assert!(matches!(
+            p.validate("k{1", Some("/a")),
+            Err(Error::InvalidKey)
+        ));
+    }
+
+    #[test]
+    fn decode_checks_matches_in_process_gcra() {
+        let p = policy();
+        let (q0, q1) = (p.tiers()[0].quota(), p.tiers()[1].quota());
+        let mut out = Vec::new();
+        // Request 1 admitted (both tiers ahead after it), request 2 denied
+        // by the second tier only (values before it, as −1 − ahead).
+        let reply = [
+            5_000_000,
+            100_000,
+            12_000_000,
+            -1 - 100_000,
+            -1 - 60_000_000,
+        ];
+        p.decode_checks(&reply, [1u64, 1].into_iter(), &mut out)
+            .unwrap();
+        assert_eq!(out.len(), 2);
+        let (a, b) = (crate::Gcra::new(q0), crate::Gcra::new(q1));
+        assert_eq!(out[0].results(), &[a.check(5_000_000), b.check(5_000_000)]);
+        assert_eq!(out[0].server_time(), Some(5_000_000));
+        assert!(out[1].results()[0].is_ok());
+        assert_eq!(out[1].results()[0], Ok(a.peek(5_000_000).to_decision()));
+        for _ in 0..4 {
+            b.check(5_000_000).unwrap();
+        }
+        assert_eq!(out[1].results()[1], b.check(5_000_000));
+        // Wrong length, mixed signs within a request, negative time.
+        for bad in [&[1, 2][..], &[1, 2, -3], &[-1, 2, 3]] {
+            let r = p.decode_checks(bad, core::iter::once(1), &mut out);
+            assert!(matches!(r, Err(Error::BadReply)), "{bad:?}");
+        }
     }
 
     #[test]
