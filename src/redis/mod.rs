@@ -7,11 +7,13 @@
 //!
 //! # The math
 //!
-//! The same inequality as [`gcra`](crate::gcra), evaluated inside Redis by one
-//! Lua script per decision (`EVALSHA`, reloaded with `SCRIPT LOAD` when the
-//! server answers `NOSCRIPT`, e.g. after a restart). For each tier `i` with
-//! emission interval `Tᵢ` and span `bᵢ·Tᵢ` (µs), at the server's own time
-//! `now = TIME` in integer microseconds:
+//! The same inequality as [`gcra`](crate::gcra), evaluated inside Redis by a
+//! Lua script (`EVALSHA`, reloaded with `SCRIPT LOAD` when the server answers
+//! `NOSCRIPT`, e.g. after a restart). One call decides one request, or a
+//! batch of requests in order ([`RedisGcra::try_check_batch`]), all at the
+//! server's own time `now = TIME` in integer microseconds, read once per
+//! call. For each request and each tier `i` with emission interval `Tᵢ` and
+//! span `bᵢ·Tᵢ` (µs):
 //!
 //! ```text
 //! baseᵢ = max(TATᵢ, now)
@@ -19,11 +21,17 @@
 //! if admitted: TATᵢ ← baseᵢ + cost·Tᵢ  (for every i), expiry ⌊(TATᵢ − now)/1000⌋ + 1 ms
 //! ```
 //!
-//! Every tier is checked before any is written, inside one script (Redis runs
-//! a script atomically), so a request denied by one tier consumes from none.
-//! The key expires (`SET … PX`) within a millisecond after its TAT has
-//! passed, i.e. once the bucket is full again (never before: an expired key
-//! reads as full), so idle clients cost no memory. A cost of 0 writes nothing (a peek).
+//! Every tier of a request is checked before any is charged, and nothing is
+//! written to Redis before every request of the call is decided (the script
+//! reads all its keys with one `MGET`, decides in memory — a later request
+//! of the same call sees the earlier ones' charges — and then writes each
+//! changed key once); Redis runs a script atomically, so a request denied
+//! by one tier consumes from none. A batch decided at one `now` is what the
+//! in-process GCRA answers to the same requests arriving in the same
+//! microsecond, in that order. The key expires (`SET … PX`) within a
+//! millisecond after its TAT has passed, i.e. once the bucket is full again
+//! (never before: an expired key reads as full), so idle clients cost no
+//! memory. A cost of 0 writes nothing (a peek).
 //!
 //! The answers are the crate's own [`Decision`] and [`Denied`], computed by
 //! the same code as in-process (the script returns `TAT − now` and the wait,
@@ -49,7 +57,10 @@
 //!   be at most 2⁵² µs (about 142 years), checked by [`RedisTier::new`];
 //! * so every TAT, `now + b·T < 2⁵³`, and every product and sum in the script
 //!   is an exact integer. TATs are stored as decimal integer strings written
-//!   with `%.0f` (never Lua's `%.14g`, which would round them).
+//!   with `string.format('%d')`, exact below 2⁶³ where Lua's integer format is
+//!   64-bit (the script checks that on each call that writes, and uses
+//!   `'%.0f'` where it is not); never Lua's `tostring` (`%.14g`), which would
+//!   round them. The reply is an array of integers, exact as well.
 //!
 //! # Keys
 //!
