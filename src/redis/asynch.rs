@@ -1,12 +1,11 @@
 //! The async (tokio) client: a multiplexed connection (or an async Cluster
 //! connection) cloned per call, rebuilt after a failure.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::vec::Vec;
 
 use super::{
-    check_script, is_noscript, Backoff, Degrade, Error, Outcome, RedisConfig, RedisPolicy, Source,
-    Target,
+    is_noscript, Backoff, Degrade, Error, Outcome, RedisConfig, RedisPolicy, Source, Target,
 };
 
 #[derive(Clone)]
@@ -42,7 +41,6 @@ pub struct AsyncRedisGcra {
     backoff: Backoff,
     conn: Mutex<Option<Conn>>,
     connecting: tokio::sync::Mutex<()>,
-    check: Arc<::redis::Script>,
 }
 
 impl AsyncRedisGcra {
@@ -56,7 +54,6 @@ impl AsyncRedisGcra {
             backoff: Backoff::default(),
             conn: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
-            check: check_script(),
         })
     }
 
@@ -168,9 +165,7 @@ impl AsyncRedisGcra {
         out: &mut Vec<Outcome>,
     ) -> Result<(), Error> {
         let mut conn = self.connection().await?;
-        let cmd = self
-            .policy
-            .check_cmd(self.check.get_hash(), &[(client, scope, cost)]);
+        let (script, cmd) = self.policy.check_cmd(&[(client, scope, cost)]);
         let timeout = self.degrade.config().timeout;
         let reply = tokio::time::timeout(timeout, async {
             let first = match &mut conn {
@@ -180,11 +175,11 @@ impl AsyncRedisGcra {
             match first {
                 Err(e) if is_noscript(&e) => match &mut conn {
                     Conn::Single(c) => {
-                        self.check.load_async(c).await?;
+                        script.load_async(c).await?;
                         cmd.query_async::<Vec<i64>>(c).await
                     }
                     Conn::Cluster(c) => {
-                        self.check.load_async(c).await?;
+                        script.load_async(c).await?;
                         cmd.query_async::<Vec<i64>>(c).await
                     }
                 },

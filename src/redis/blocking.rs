@@ -6,12 +6,12 @@
 
 use std::boxed::Box;
 use std::string::String;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::vec::Vec;
 
 use super::{
-    check_script, is_noscript, lease_script, Backoff, Degrade, Error, Outcome, RedisConfig,
-    RedisPolicy, Request, Source, Target, MAX_KEYS_PER_CALL,
+    is_noscript, lease_script, Backoff, Degrade, Error, Outcome, RedisConfig, RedisPolicy, Request,
+    Source, Target, MAX_KEYS_PER_CALL,
 };
 
 enum Conn {
@@ -62,8 +62,6 @@ pub struct RedisGcra {
     degrade: Degrade,
     backoff: Backoff,
     idle: Mutex<Vec<Conn>>,
-    check: Arc<::redis::Script>,
-    lease: Arc<::redis::Script>,
 }
 
 impl RedisGcra {
@@ -76,8 +74,6 @@ impl RedisGcra {
             degrade,
             backoff: Backoff::default(),
             idle: Mutex::new(Vec::new()),
-            check: check_script(),
-            lease: lease_script(),
         })
     }
 
@@ -191,7 +187,6 @@ impl RedisGcra {
             Target::Cluster(_) => 1,
             Target::Standalone(_) => (MAX_KEYS_PER_CALL / self.policy.tiers().len()).max(1),
         };
-        let sha = self.check.get_hash();
         let mut conn = self.take()?;
         let replies = if requests.len() <= per_call || matches!(self.target, Target::Cluster(_)) {
             // One call, or a Cluster (whose blocking connection does not
@@ -199,11 +194,10 @@ impl RedisGcra {
             requests
                 .chunks(per_call)
                 .map(|chunk| {
-                    let cmd = self.policy.check_cmd(sha, chunk);
+                    let (script, cmd) = self.policy.check_cmd(chunk);
                     let reply = cmd.query::<Vec<i64>>(conn.as_dyn());
                     match reply {
-                        Err(e) if is_noscript(&e) => self
-                            .check
+                        Err(e) if is_noscript(&e) => script
                             .load(conn.as_dyn())
                             .and_then(|_| cmd.query(conn.as_dyn())),
                         other => other,
@@ -211,9 +205,9 @@ impl RedisGcra {
                 })
                 .collect::<::redis::RedisResult<Vec<Vec<i64>>>>()
         } else {
-            let cmds: Vec<::redis::Cmd> = requests
+            let cmds: Vec<(&::redis::Script, ::redis::Cmd)> = requests
                 .chunks(per_call)
-                .map(|chunk| self.policy.check_cmd(sha, chunk))
+                .map(|chunk| self.policy.check_cmd(chunk))
                 .collect();
             self.pipelined(&mut conn, &cmds)
         };
@@ -236,7 +230,7 @@ impl RedisGcra {
     fn pipelined(
         &self,
         conn: &mut Conn,
-        cmds: &[::redis::Cmd],
+        cmds: &[(&::redis::Script, ::redis::Cmd)],
     ) -> ::redis::RedisResult<Vec<Vec<i64>>> {
         let mut replies: Vec<Option<Vec<i64>>> = std::vec![None; cmds.len()];
         let mut pending: Vec<usize> = (0..cmds.len()).collect();
@@ -244,7 +238,7 @@ impl RedisGcra {
             let mut pipe = ::redis::pipe();
             pipe.ignore_errors();
             for &i in &pending {
-                pipe.add_command(cmds[i].clone());
+                pipe.add_command(cmds[i].1.clone());
             }
             let values: Vec<::redis::Value> = pipe.query(conn.as_dyn())?;
             if values.len() != pending.len() {
@@ -277,7 +271,14 @@ impl RedisGcra {
             if again.is_empty() {
                 break;
             }
-            self.check.load(conn.as_dyn())?;
+            let mut loaded: Vec<&str> = Vec::new();
+            for &i in &again {
+                let script = cmds[i].0;
+                if !loaded.contains(&script.get_hash()) {
+                    script.load(conn.as_dyn())?;
+                    loaded.push(script.get_hash());
+                }
+            }
             pending = again;
         }
         replies
@@ -289,7 +290,7 @@ impl RedisGcra {
     /// Runs the lease script once: `(cells granted, outcome)`.
     pub(crate) fn run(&self, keys: &[String], request: Request) -> Result<(u64, Outcome), Error> {
         let mut conn = self.take()?;
-        let inv = self.policy.invocation(&self.lease, keys, request);
+        let inv = self.policy.invocation(lease_script(), keys, request);
         match inv.invoke::<Vec<i64>>(conn.as_dyn()) {
             Ok(reply) => {
                 self.put(conn);

@@ -90,7 +90,7 @@ use core::fmt;
 use std::boxed::Box;
 use std::collections::HashMap;
 use std::string::{String, ToString};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use std::vec::Vec;
 
@@ -135,6 +135,36 @@ pub const MAX_SPAN_MICROS: u64 = 1 << 52;
 /// assert!(matches!(RedisPolicy::new("p", too_many), Err(Error::TierCount)));
 /// ```
 pub const MAX_TIERS: usize = 8;
+
+/// The single check script: one request of a one-tier policy, the common
+/// case of [`RedisGcra::check_n`] and the async client, with no tables and no
+/// loops (about a fifth less server time than the check script for one
+/// request). KEYS: the key. ARGV: cost, `T`, span. Returns `[now, v]`, `v`
+/// as in the check script. A key of another type fails the `GET` before
+/// anything is written.
+pub(crate) const SINGLE_SCRIPT: &str = r#"
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+local cost = tonumber(ARGV[1])
+local interval = tonumber(ARGV[2])
+local span = tonumber(ARGV[3])
+local raw = redis.call('GET', KEYS[1])
+local tat = now
+if raw then
+  tat = tonumber(raw)
+  if not tat then return redis.error_reply('cellrate: key holds no TAT: ' .. KEYS[1]) end
+  if tat < now then tat = now end
+end
+local ahead = tat - now
+if ahead + cost * interval > span then return {now, -1 - ahead} end
+if cost > 0 then
+  ahead = ahead + cost * interval
+  local fmt = '%d'
+  if string.format(fmt, 4503599627370497) ~= '4503599627370497' then fmt = '%.0f' end
+  redis.call('SET', KEYS[1], string.format(fmt, now + ahead), 'PX', string.format(fmt, math.floor(ahead / 1000) + 1))
+end
+return {now, ahead}
+"#;
 
 /// The check script: `n ≥ 1` requests of one policy decided in order at one
 /// server time. KEYS: `m` per request (request `r`'s tier `i` is key
@@ -533,31 +563,32 @@ impl RedisPolicy {
         }
         Ok(())
     }
-    /// One check-script call deciding `requests` (already validated, each
-    /// cost within every burst) in order: the keys written straight into the
-    /// command through one reused buffer, then the policy's arguments and
-    /// the costs.
+    /// One script call deciding `requests` (already validated, each cost
+    /// within every burst) in order, and the script it needs: the single
+    /// check script for one request of a one-tier policy, else the check
+    /// script with the keys written straight into the command through one
+    /// reused buffer, then the policy's arguments and the costs.
     pub(crate) fn check_cmd(
         &self,
-        sha: &str,
         requests: &[(&str, Option<&str>, u64)],
-    ) -> ::redis::Cmd {
+    ) -> (&'static ::redis::Script, ::redis::Cmd) {
         let mut cmd = ::redis::cmd("EVALSHA");
-        cmd.arg(sha).arg(requests.len() * self.tiers.len());
+        if let ([(client, scope, cost)], [tier]) = (requests, &self.tiers[..]) {
+            let script = single_script();
+            cmd.arg(script.get_hash()).arg(1);
+            cmd.arg(self.key(tier, client, *scope, &mut String::with_capacity(64)));
+            cmd.arg(*cost)
+                .arg(tier.quota.emission_interval())
+                .arg(tier.quota.span());
+            return (script, cmd);
+        }
+        let script = check_script();
+        cmd.arg(script.get_hash())
+            .arg(requests.len() * self.tiers.len());
         let mut key = String::with_capacity(64);
         for &(client, scope, _) in requests {
             for t in &self.tiers {
-                key.clear();
-                key.push_str(&self.prefix);
-                key.push_str(":{");
-                key.push_str(client);
-                key.push_str("}:");
-                key.push_str(&t.name);
-                if let (true, Some(s)) = (t.per_scope, scope) {
-                    key.push(':');
-                    key.push_str(s);
-                }
-                cmd.arg(key.as_str());
+                cmd.arg(self.key(t, client, scope, &mut key));
             }
         }
         cmd.arg(self.tiers.len());
@@ -575,7 +606,27 @@ impl RedisPolicy {
                 }
             }
         }
-        cmd
+        (script, cmd)
+    }
+    /// `tier`'s key for `client` (and `scope`), written into `buf`.
+    fn key<'b>(
+        &self,
+        tier: &RedisTier,
+        client: &str,
+        scope: Option<&str>,
+        buf: &'b mut String,
+    ) -> &'b str {
+        buf.clear();
+        buf.push_str(&self.prefix);
+        buf.push_str(":{");
+        buf.push_str(client);
+        buf.push_str("}:");
+        buf.push_str(&tier.name);
+        if let (true, Some(s)) = (tier.per_scope, scope) {
+            buf.push(':');
+            buf.push_str(s);
+        }
+        buf
     }
     /// Turns a check-script reply for requests of these `costs` into one
     /// [`Outcome`] each, appended to `out`.
@@ -1020,18 +1071,22 @@ impl fmt::Debug for Target {
     }
 }
 
-/// The check script object shared by every client (its SHA1 is computed once).
-pub(crate) fn check_script() -> Arc<::redis::Script> {
-    static CELL: std::sync::OnceLock<Arc<::redis::Script>> = std::sync::OnceLock::new();
-    CELL.get_or_init(|| Arc::new(::redis::Script::new(CHECK_SCRIPT)))
-        .clone()
+/// The check script, hashed once for the process.
+pub(crate) fn check_script() -> &'static ::redis::Script {
+    static CELL: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
+    CELL.get_or_init(|| ::redis::Script::new(CHECK_SCRIPT))
 }
 
-/// The lease script object shared by every client.
-pub(crate) fn lease_script() -> Arc<::redis::Script> {
-    static CELL: std::sync::OnceLock<Arc<::redis::Script>> = std::sync::OnceLock::new();
-    CELL.get_or_init(|| Arc::new(::redis::Script::new(LEASE_SCRIPT)))
-        .clone()
+/// The single check script, hashed once for the process.
+pub(crate) fn single_script() -> &'static ::redis::Script {
+    static CELL: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
+    CELL.get_or_init(|| ::redis::Script::new(SINGLE_SCRIPT))
+}
+
+/// The lease script, hashed once for the process.
+pub(crate) fn lease_script() -> &'static ::redis::Script {
+    static CELL: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
+    CELL.get_or_init(|| ::redis::Script::new(LEASE_SCRIPT))
 }
 
 /// Whether a failed reply is the server saying it does not know the script.
@@ -1109,17 +1164,33 @@ mod tests {
             t1.emission_interval().to_string(),
             t1.span().to_string(),
         ];
-        let cmd = p.check_cmd("sha", &[("k1", Some("/a"), 1), ("k2", Some("/b"), 2)]);
-        let mut want: Vec<String> = std::vec!["EVALSHA".into(), "sha".into(), "4".into()];
+        let (script, cmd) = p.check_cmd(&[("k1", Some("/a"), 1), ("k2", Some("/b"), 2)]);
+        let sha = check_script().get_hash();
+        assert_eq!(script.get_hash(), sha);
+        let mut want: Vec<String> = std::vec!["EVALSHA".into(), sha.into(), "4".into()];
         want.extend(p.keys("k1", Some("/a")).unwrap());
         want.extend(p.keys("k2", Some("/b")).unwrap());
         want.extend(tiers.iter().cloned());
         want.extend(["1".into(), "2".into()]);
         assert_eq!(args(&cmd), want);
         // Equal costs travel as one.
-        let cmd = p.check_cmd("sha", &[("k1", Some("/a"), 3), ("k1", Some("/a"), 3)]);
+        let (_, cmd) = p.check_cmd(&[("k1", Some("/a"), 3), ("k1", Some("/a"), 3)]);
         assert_eq!(args(&cmd).last().map(String::as_str), Some("3"));
         assert_eq!(args(&cmd).len(), 3 + 4 + tiers.len() + 1);
+        // One request of a one-tier policy: the single script.
+        let one = RedisPolicy::single("p", "t", Quota::per_second(10).at_hz(1)).unwrap();
+        let q = one.tiers()[0].quota();
+        let (script, cmd) = one.check_cmd(&[("k1", None, 2)]);
+        let sha = single_script().get_hash();
+        assert_eq!(script.get_hash(), sha);
+        let mut want: Vec<String> = std::vec!["EVALSHA".into(), sha.into(), "1".into()];
+        want.extend(one.keys("k1", None).unwrap());
+        want.extend([
+            "2".into(),
+            q.emission_interval().to_string(),
+            q.span().to_string(),
+        ]);
+        assert_eq!(args(&cmd), want);
         assert!(p.validate("k1", Some("/a")).is_ok());
         assert!(matches!(p.validate("k1", None), Err(Error::ScopeMismatch)));
         assert!(matches!(
