@@ -167,7 +167,7 @@ pub const MAX_TIERS: usize = 8;
 
 /// The single check script: one request of a one-tier policy, the common
 /// case of [`RedisGcra::check_n`] and the async client, with no tables and no
-/// loops (about a fifth less server time than the check script for one
+/// loops (about a third less server time than the check script for one
 /// request). KEYS: the key. ARGV: cost, `T`, span. Returns `[now, v]`, `v`
 /// as in the check script. A key of another type fails the `GET` before
 /// anything is written.
