@@ -226,15 +226,15 @@ end
 local cost = tonumber(ARGV[first + 1])
 local raws = redis.call('MGET', unpack(KEYS))
 local tats, fresh, dirty, order, out, ahead = {}, {}, {}, {}, {now}, {}
-for r = 1, n do
-  if not uniform then cost = tonumber(ARGV[first + r]) end
-  local k0 = (r - 1) * m
-  local admit = true
-  for i = 1, m do
-    local key = KEYS[k0 + i]
+if m == 1 then
+  -- One tier: the same decision without the inner loops.
+  local interval, span = intervals[1], spans[1]
+  for r = 1, n do
+    if not uniform then cost = tonumber(ARGV[first + r]) end
+    local key = KEYS[r]
     local tat = tats[key]
     if not tat then
-      local raw = raws[k0 + i]
+      local raw = raws[r]
       if raw then
         tat = tonumber(raw)
         if not tat then return redis.error_reply('cellrate: key holds no TAT: ' .. key) end
@@ -244,25 +244,61 @@ for r = 1, n do
       end
       tats[key] = tat
     end
-    if tat < now then tat = now end
-    ahead[i] = tat - now
-    if ahead[i] + cost * intervals[i] > spans[i] then admit = false end
-  end
-  for i = 1, m do
-    local a = ahead[i]
-    if not admit then
-      out[k0 + i + 1] = -1 - a
+    local a = 0
+    if tat > now then a = tat - now end
+    local need = a + cost * interval
+    if need > span then
+      out[r + 1] = -1 - a
     else
       if cost > 0 then
-        local key = KEYS[k0 + i]
-        a = a + cost * intervals[i]
-        tats[key] = now + a
+        tats[key] = now + need
         if not dirty[key] then
           dirty[key] = true
           order[#order + 1] = key
         end
       end
-      out[k0 + i + 1] = a
+      out[r + 1] = need
+    end
+  end
+else
+  for r = 1, n do
+    if not uniform then cost = tonumber(ARGV[first + r]) end
+    local k0 = (r - 1) * m
+    local admit = true
+    for i = 1, m do
+      local key = KEYS[k0 + i]
+      local tat = tats[key]
+      if not tat then
+        local raw = raws[k0 + i]
+        if raw then
+          tat = tonumber(raw)
+          if not tat then return redis.error_reply('cellrate: key holds no TAT: ' .. key) end
+        else
+          tat = 0
+          fresh[key] = true
+        end
+        tats[key] = tat
+      end
+      if tat < now then tat = now end
+      ahead[i] = tat - now
+      if ahead[i] + cost * intervals[i] > spans[i] then admit = false end
+    end
+    for i = 1, m do
+      local a = ahead[i]
+      if not admit then
+        out[k0 + i + 1] = -1 - a
+      else
+        if cost > 0 then
+          local key = KEYS[k0 + i]
+          a = a + cost * intervals[i]
+          tats[key] = now + a
+          if not dirty[key] then
+            dirty[key] = true
+            order[#order + 1] = key
+          end
+        end
+        out[k0 + i + 1] = a
+      end
     end
   end
 end
