@@ -70,26 +70,30 @@
 //! changed key) and the lease script. Measured on the development machine
 //! (Redis 7.0.15, client and server sharing 2 busy cores, `benches/redis.rs`),
 //! as ratios to a plain fixed window (`INCR` + `EXPIRE … NX`) on the same
-//! server in the same run, over one connection:
+//! server in the same run, over one connection (medians of interleaved
+//! rounds; criterion's groups, run one after the other while the load
+//! moves, spread wider):
 //!
 //! | mode | ours ÷ INCR+EXPIRE |
 //! |---|---|
-//! | one decision per round trip | 0.6–0.7 |
-//! | 64 per round trip (one check-script call), baseline built per call | 0.6–0.7 |
-//! | 64 per round trip, baseline pipeline prebuilt (no client work at all) | 0.5–0.6 |
+//! | one decision per round trip (single script) | 0.75–0.77 |
+//! | 64 per round trip (one check-script call), baseline built per call | 0.67–0.70 |
+//! | 64 per round trip, baseline pipeline prebuilt (no client work at all) | 0.55–0.65 |
+//! | 64 script calls pipelined, one per decision (any script tried) | 0.16–0.25 |
 //!
 //! Where the time goes, in `redis-server` CPU time per decision: `INCR` +
-//! `EXPIRE` about 0.9–1.5 µs; any script call about 1.5 µs before it does
+//! `EXPIRE` about 0.9 µs; any script call about 1.5 µs before it does
 //! anything (`EVALSHA` of `return 1` with one key and three arguments); each
 //! `redis.call` from Lua 0.5–2 µs, mostly the Lua ↔ command bridge (`INFO
 //! commandstats` puts `TIME`, `GET`, `SET` themselves at 0.1–0.5 µs); an
 //! array reply about 0.5 µs. So one script call per decision costs 5.5–8 µs
 //! however it is written (single script about 5.6, the general lease script
-//! about 7, the check script for one request about 8), and 64 such calls in
-//! a pipeline reach only 0.1–0.3 of the baseline. A check-script call for 64
-//! requests pays the call, `TIME`, `MGET` and the reply once: about 2–2.5 µs
-//! per decision, of which about 1.4 µs is the one `SET … PX` per changed key
-//! that the expiry rule needs. On a Cluster a batch is one call per request.
+//! about 7, the check script for one request about 8), and such calls
+//! pipelined one per decision stay far below the baseline (last row; this is
+//! also what the async client's concurrent checks and a Cluster batch do). A
+//! check-script call for 64 requests pays the call, `TIME`, `MGET` and the
+//! reply once: about 2 µs per decision, of which about 1.4 µs is the one
+//! `SET … PX` per changed key that the expiry rule needs.
 //!
 //! # Keys
 //!
