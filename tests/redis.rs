@@ -249,6 +249,188 @@ fn a_pipelined_batch_decides_like_single_calls() {
     }
 }
 
+/// A multi-tier, per-scope batch (repeated clients inside one script call,
+/// costs 0 to 3) decides exactly like in-process limiters with the same
+/// quotas: one `LocalGcra` per key, a request admitted only if every tier
+/// admits, and then charged on every tier; a denied request reports the
+/// untouched state of the tiers that would have admitted.
+#[test]
+fn a_multi_tier_batch_decides_like_local_limiters() {
+    let Some(url) = standalone() else { return };
+    let prefix = unique("mbatch");
+    let policy = RedisPolicy::new(
+        &*prefix,
+        vec![
+            RedisTier::new("client", Quota::per_second(200).with_burst(8).at_hz(1_000)).unwrap(),
+            RedisTier::new(
+                "endpoint",
+                Quota::per_second(100).with_burst(3).at_hz(1_000),
+            )
+            .unwrap()
+            .per_scope(),
+        ],
+    )
+    .unwrap();
+    let quotas: Vec<Quota> = policy.tiers().iter().map(|t| t.quota()).collect();
+    let rl = limiter(&url, policy.clone(), FailurePolicy::Closed);
+    let requests: Vec<(&str, Option<&str>, u64)> = (0..40)
+        .map(|i| {
+            (
+                ["ann", "bob"][i % 2],
+                Some(["/a", "/b", "/c"][i % 3]),
+                [1, 0, 2, 1, 3][i % 5],
+            )
+        })
+        .collect();
+    let mut local: BTreeMap<String, cellrate::LocalGcra> = BTreeMap::new();
+    let mut admitted = 0;
+    let mut denied = 0;
+    for round in 0..4 {
+        let outcomes = rl.try_check_batch(&requests).unwrap();
+        let now = outcomes[0].server_time().unwrap();
+        for (&(client, scope, cost), o) in requests.iter().zip(&outcomes) {
+            assert_eq!(o.server_time(), Some(now), "one call, one server time");
+            let keys = policy.keys(client, scope).unwrap();
+            let mut tried: Vec<cellrate::LocalGcra> = keys
+                .iter()
+                .zip(&quotas)
+                .map(|(k, q)| {
+                    local
+                        .entry(k.clone())
+                        .or_insert_with(|| cellrate::LocalGcra::new(*q))
+                        .clone()
+                })
+                .collect();
+            let answers: Vec<_> = tried.iter_mut().map(|g| g.check_n(now, cost)).collect();
+            let all = answers.iter().all(Result::is_ok);
+            let expected: Vec<_> = if all {
+                for (k, g) in keys.iter().zip(tried) {
+                    local.insert(k.clone(), g);
+                }
+                answers
+            } else {
+                answers
+                    .into_iter()
+                    .zip(&keys)
+                    .map(|(a, k)| a.map(|_| local[k].peek(now).to_decision()))
+                    .collect()
+            };
+            assert_eq!(
+                o.results(),
+                &expected[..],
+                "round {round}: {client} {scope:?} cost {cost}"
+            );
+            if cost > 0 {
+                if all {
+                    admitted += 1;
+                } else {
+                    denied += 1;
+                }
+            }
+        }
+        thread::sleep(Duration::from_millis(12));
+    }
+    assert!(
+        admitted > 10 && denied > 10,
+        "{admitted} admitted, {denied} denied"
+    );
+}
+
+/// More keys than one script call carries: the batch is split into calls
+/// pipelined in one round trip, each reloaded after `SCRIPT FLUSH`, and the
+/// answers still match one in-process GCRA per client, in order.
+#[test]
+fn a_batch_split_over_several_calls_reloads_and_keeps_order() {
+    let Some(url) = standalone() else { return };
+    let quota = Quota::per_second(1_000).with_burst(50).at_hz(1_000);
+    let policy = RedisPolicy::single(unique("split"), "t", quota).unwrap();
+    let q = policy.tiers()[0].quota();
+    let rl = limiter(&url, policy, FailurePolicy::Closed);
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+    let n = 3 * cellrate::redis::MAX_KEYS_PER_CALL + 17;
+    let requests: Vec<(&str, Option<&str>, u64)> = (0..n)
+        .map(|i| (["x", "y", "z", "w"][i % 4], None, 1))
+        .collect();
+    let outcomes = rl.try_check_batch(&requests).unwrap();
+    assert_eq!(outcomes.len(), n);
+    let times: HashSet<u64> = outcomes.iter().map(|o| o.server_time().unwrap()).collect();
+    assert!(times.len() >= 4, "4 calls: {times:?}");
+    let mut per_client: BTreeMap<&str, Vec<(u64, u64, Outcome)>> = BTreeMap::new();
+    for (&(client, _, cost), o) in requests.iter().zip(outcomes) {
+        per_client
+            .entry(client)
+            .or_default()
+            .push((o.server_time().unwrap(), cost, o));
+    }
+    for (client, log) in per_client {
+        let admitted = assert_same_as_local(q, log);
+        assert!(admitted >= 50, "{client}: {admitted}");
+    }
+}
+
+/// A key under the prefix that holds something else fails the call, and the
+/// call writes nothing: neither the other requests' new keys nor the
+/// foreign key change.
+#[test]
+fn a_foreign_key_fails_the_call_and_writes_nothing() {
+    let Some(url) = standalone() else { return };
+    let prefix = unique("foreign");
+    let policy = RedisPolicy::new(
+        &*prefix,
+        vec![
+            RedisTier::new("a", Quota::per_second(10).at_hz(1_000)).unwrap(),
+            RedisTier::new("b", Quota::per_second(10).at_hz(1_000)).unwrap(),
+        ],
+    )
+    .unwrap();
+    let rl = limiter(&url, policy.clone(), FailurePolicy::Closed);
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let fresh = policy.keys("fresh", None).unwrap();
+    let hash = policy.keys("hash", None).unwrap();
+    let text = policy.keys("text", None).unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(&hash[1])
+        .arg("f")
+        .arg("v")
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(&text[0])
+        .arg("hello")
+        .query(&mut conn)
+        .unwrap();
+    for bad in ["hash", "text"] {
+        let err = rl
+            .try_check_batch(&[("fresh", None, 1), (bad, None, 1)])
+            .unwrap_err();
+        assert!(err.to_string().contains("key holds no TAT"), "{err}");
+        let exists: u64 = redis::cmd("EXISTS")
+            .arg(&fresh)
+            .arg(&hash[0])
+            .arg(&text[1])
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(exists, 0, "{bad}: nothing created");
+    }
+    let kind: String = redis::cmd("TYPE").arg(&hash[1]).query(&mut conn).unwrap();
+    assert_eq!(kind, "hash");
+    let value: String = redis::cmd("GET").arg(&text[0]).query(&mut conn).unwrap();
+    assert_eq!(value, "hello");
+    // The same client alone is fine, and the failure policy covers the bad one.
+    assert!(rl.try_check_n("fresh", None, 1).unwrap().is_admitted());
+    assert_eq!(
+        rl.check_n("hash", None, 1).unwrap().source(),
+        Source::FailClosed
+    );
+}
+
 /// Two "API servers" (two limiters, two connections), four threads each,
 /// hammer the same three keys. Every decision reports the server time it
 /// used; replayed in that order on one in-process GCRA with the same quota,
@@ -435,6 +617,21 @@ fn cluster_spreads_clients_and_keeps_a_clients_tiers_together() {
         3,
         "12 clients land on all three nodes: {used:?}"
     );
+
+    // A batch over clients spread on every node: one call per request,
+    // pipelined, each decided on its own node like a single check.
+    let clients: Vec<String> = (0..12).map(|c| format!("batch{c}")).collect();
+    let batch: Vec<(&str, Option<&str>, u64)> = clients
+        .iter()
+        .map(|c| (c.as_str(), Some("/x"), 1))
+        .collect();
+    for round in 0..3 {
+        for o in rl.try_check_batch(&batch).unwrap() {
+            // Two per minute on /x: the third round is denied by that tier.
+            assert_eq!(o.is_admitted(), round < 2, "round {round}: {o:?}");
+            assert!(o.results()[0].is_ok(), "the burst tier admits: {o:?}");
+        }
+    }
 
     // A client limited per endpoint as separate clients ("alice|/a") has
     // its keys on different nodes; each is decided on its own node.

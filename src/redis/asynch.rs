@@ -1,12 +1,11 @@
 //! The async (tokio) client: a multiplexed connection (or an async Cluster
 //! connection) cloned per call, rebuilt after a failure.
 
-use std::string::String;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::vec::Vec;
 
 use super::{
-    script, Backoff, Degrade, Error, Outcome, RedisConfig, RedisPolicy, Request, Source, Target,
+    is_noscript, Backoff, Degrade, Error, Outcome, RedisConfig, RedisPolicy, Source, Target,
 };
 
 #[derive(Clone)]
@@ -42,7 +41,6 @@ pub struct AsyncRedisGcra {
     backoff: Backoff,
     conn: Mutex<Option<Conn>>,
     connecting: tokio::sync::Mutex<()>,
-    script: Arc<::redis::Script>,
 }
 
 impl AsyncRedisGcra {
@@ -56,7 +54,6 @@ impl AsyncRedisGcra {
             backoff: Backoff::default(),
             conn: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
-            script: script(),
         })
     }
 
@@ -73,17 +70,15 @@ impl AsyncRedisGcra {
         scope: Option<&str>,
         cost: u64,
     ) -> Result<Outcome, Error> {
-        let keys = self.policy.keys(client, scope)?;
-        if let Some(d) = self.policy.too_large(cost) {
-            return Ok(Outcome::new(
-                std::vec![Err(d); self.policy.tiers().len()],
-                Source::Redis,
-            ));
+        match self.try_check_n(client, scope, cost).await {
+            Err(Error::InvalidKey) => Err(Error::InvalidKey),
+            Err(Error::ScopeMismatch) => Err(Error::ScopeMismatch),
+            Ok(outcome) => Ok(outcome),
+            Err(_) => {
+                let keys = self.policy.keys(client, scope)?;
+                Ok(self.degrade.decide(&self.policy, &keys, cost))
+            }
         }
-        Ok(match self.run(&keys, Request::check(cost)).await {
-            Ok((_, outcome)) => outcome,
-            Err(_) => self.degrade.decide(&self.policy, &keys, cost),
-        })
     }
 
     /// Like [`check_n`](Self::check_n) but returns Redis' failure instead of
@@ -94,14 +89,16 @@ impl AsyncRedisGcra {
         scope: Option<&str>,
         cost: u64,
     ) -> Result<Outcome, Error> {
-        let keys = self.policy.keys(client, scope)?;
+        self.policy.validate(client, scope)?;
         if let Some(d) = self.policy.too_large(cost) {
             return Ok(Outcome::new(
                 std::vec![Err(d); self.policy.tiers().len()],
                 Source::Redis,
             ));
         }
-        self.run(&keys, Request::check(cost)).await.map(|(_, o)| o)
+        let mut out = Vec::with_capacity(1);
+        self.run(client, scope, cost, &mut out).await?;
+        out.pop().ok_or(Error::BadReply)
     }
 
     fn current(&self) -> Option<Conn> {
@@ -158,23 +155,42 @@ impl AsyncRedisGcra {
         }
     }
 
-    pub(crate) async fn run(
+    /// One check-script call for one request (reloading the script once
+    /// after `NOSCRIPT`), within the timeout.
+    async fn run(
         &self,
-        keys: &[String],
-        request: Request,
-    ) -> Result<(u64, Outcome), Error> {
+        client: &str,
+        scope: Option<&str>,
+        cost: u64,
+        out: &mut Vec<Outcome>,
+    ) -> Result<(), Error> {
         let mut conn = self.connection().await?;
-        let inv = self.policy.invocation(&self.script, keys, request);
+        let (script, cmd) = self.policy.check_cmd(&[(client, scope, cost)]);
         let timeout = self.degrade.config().timeout;
         let reply = tokio::time::timeout(timeout, async {
-            match &mut conn {
-                Conn::Single(c) => inv.invoke_async::<Vec<i64>>(c).await,
-                Conn::Cluster(c) => inv.invoke_async::<Vec<i64>>(c).await,
+            let first = match &mut conn {
+                Conn::Single(c) => cmd.query_async::<Vec<i64>>(c).await,
+                Conn::Cluster(c) => cmd.query_async::<Vec<i64>>(c).await,
+            };
+            match first {
+                Err(e) if is_noscript(&e) => match &mut conn {
+                    Conn::Single(c) => {
+                        script.load_async(c).await?;
+                        cmd.query_async::<Vec<i64>>(c).await
+                    }
+                    Conn::Cluster(c) => {
+                        script.load_async(c).await?;
+                        cmd.query_async::<Vec<i64>>(c).await
+                    }
+                },
+                other => other,
             }
         })
         .await;
         match reply {
-            Ok(Ok(reply)) => self.policy.decode(&reply, request.cost),
+            Ok(Ok(reply)) => self
+                .policy
+                .decode_checks(&reply, core::iter::once(cost), out),
             Ok(Err(e)) => {
                 self.set(None);
                 Err(Error::Redis(e))

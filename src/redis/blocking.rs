@@ -6,11 +6,12 @@
 
 use std::boxed::Box;
 use std::string::String;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::vec::Vec;
 
 use super::{
-    script, Backoff, Degrade, Error, Outcome, RedisConfig, RedisPolicy, Request, Source, Target,
+    is_noscript, lease_script, Backoff, Degrade, Error, Outcome, RedisConfig, RedisPolicy, Request,
+    Source, Target, MAX_KEYS_PER_CALL,
 };
 
 enum Conn {
@@ -61,7 +62,6 @@ pub struct RedisGcra {
     degrade: Degrade,
     backoff: Backoff,
     idle: Mutex<Vec<Conn>>,
-    script: Arc<::redis::Script>,
 }
 
 impl RedisGcra {
@@ -74,7 +74,6 @@ impl RedisGcra {
             degrade,
             backoff: Backoff::default(),
             idle: Mutex::new(Vec::new()),
-            script: script(),
         })
     }
 
@@ -93,17 +92,15 @@ impl RedisGcra {
     /// layout ([`Error::InvalidKey`], [`Error::ScopeMismatch`]). A cost that
     /// can never fit is a denial without a round trip. Never panics.
     pub fn check_n(&self, client: &str, scope: Option<&str>, cost: u64) -> Result<Outcome, Error> {
-        let keys = self.policy.keys(client, scope)?;
-        if let Some(d) = self.policy.too_large(cost) {
-            return Ok(Outcome::new(
-                std::vec![Err(d); self.policy.tiers().len()],
-                Source::Redis,
-            ));
+        match self.try_check_n(client, scope, cost) {
+            Err(Error::InvalidKey) => Err(Error::InvalidKey),
+            Err(Error::ScopeMismatch) => Err(Error::ScopeMismatch),
+            Ok(outcome) => Ok(outcome),
+            Err(_) => {
+                let keys = self.policy.keys(client, scope)?;
+                Ok(self.degrade.decide(&self.policy, &keys, cost))
+            }
         }
-        Ok(match self.run(&keys, Request::check(cost)) {
-            Ok((_, outcome)) => outcome,
-            Err(_) => self.degrade.decide(&self.policy, &keys, cost),
-        })
     }
 
     /// Like [`check_n`](Self::check_n) but returns Redis' failure instead of
@@ -114,21 +111,29 @@ impl RedisGcra {
         scope: Option<&str>,
         cost: u64,
     ) -> Result<Outcome, Error> {
-        let keys = self.policy.keys(client, scope)?;
+        self.policy.validate(client, scope)?;
         if let Some(d) = self.policy.too_large(cost) {
             return Ok(Outcome::new(
                 std::vec![Err(d); self.policy.tiers().len()],
                 Source::Redis,
             ));
         }
-        self.run(&keys, Request::check(cost)).map(|(_, o)| o)
+        let mut out = Vec::with_capacity(1);
+        self.decide(&[(client, scope, cost)], &mut out)?;
+        out.pop().ok_or(Error::BadReply)
     }
 
-    /// Many checks in one round trip (pipelined `EVALSHA`s; one `SCRIPT
-    /// LOAD` and a retry if the server lost the script). Each request is
-    /// `(client, scope, cost)` and is decided on its own, in order, exactly
-    /// as if sent one by one; an error fails the whole batch (no failure
-    /// policy here: the caller decides).
+    /// Many checks in one round trip. Each request is `(client, scope,
+    /// cost)`; they are decided in order, each exactly as if sent alone, and
+    /// all at the same server time when they fit one script call. On a
+    /// standalone server one call carries up to [`MAX_KEYS_PER_CALL`] keys;
+    /// more are split into calls pipelined in the same round trip, and a
+    /// call the server answers `NOSCRIPT` is sent again once after `SCRIPT
+    /// LOAD` (the calls that did run are not repeated). On a Cluster each
+    /// request is its own call and its own round trip (a client's keys
+    /// share a slot, different clients' need not; the blocking Cluster
+    /// connection does not pipeline). An error fails the whole batch (no
+    /// failure policy here: the caller decides).
     ///
     /// ```no_run
     /// use cellrate::redis::{FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, Target};
@@ -145,42 +150,67 @@ impl RedisGcra {
         &self,
         requests: &[(&str, Option<&str>, u64)],
     ) -> Result<Vec<Outcome>, Error> {
-        let mut sent = Vec::with_capacity(requests.len());
-        let mut pipe = ::redis::pipe();
-        let mut out: Vec<Option<Outcome>> = Vec::with_capacity(requests.len());
+        let mut remote = Vec::with_capacity(requests.len());
+        let mut local: Vec<Option<Outcome>> = Vec::with_capacity(requests.len());
         for &(client, scope, cost) in requests {
-            let keys = self.policy.keys(client, scope)?;
-            if let Some(d) = self.policy.too_large(cost) {
-                out.push(Some(Outcome::new(
+            self.policy.validate(client, scope)?;
+            match self.policy.too_large(cost) {
+                Some(d) => local.push(Some(Outcome::new(
                     std::vec![Err(d); self.policy.tiers().len()],
                     Source::Redis,
-                )));
-                continue;
+                ))),
+                None => {
+                    remote.push((client, scope, cost));
+                    local.push(None);
+                }
             }
-            let mut cmd = ::redis::cmd("EVALSHA");
-            cmd.arg(self.script.get_hash()).arg(keys.len()).arg(&keys);
-            let request = Request::check(cost);
-            cmd.arg(request.cost).arg(0).arg(0);
-            for t in self.policy.tiers() {
-                cmd.arg(t.quota().emission_interval()).arg(t.quota().span());
-            }
-            pipe.add_command(cmd);
-            sent.push(cost);
-            out.push(None);
         }
-        if sent.is_empty() {
-            return Ok(out.into_iter().flatten().collect());
+        let mut decided = Vec::with_capacity(remote.len());
+        if !remote.is_empty() {
+            self.decide(&remote, &mut decided)?;
         }
+        let mut decided = decided.into_iter();
+        local
+            .into_iter()
+            .map(|slot| slot.or_else(|| decided.next()).ok_or(Error::BadReply))
+            .collect()
+    }
+
+    /// Decides `requests` (valid, each cost within every burst) on Redis,
+    /// appending one outcome per request to `out`, in order.
+    fn decide(
+        &self,
+        requests: &[(&str, Option<&str>, u64)],
+        out: &mut Vec<Outcome>,
+    ) -> Result<(), Error> {
+        let per_call = match self.target {
+            Target::Cluster(_) => 1,
+            Target::Standalone(_) => (MAX_KEYS_PER_CALL / self.policy.tiers().len()).max(1),
+        };
         let mut conn = self.take()?;
-        let mut replies: Result<Vec<Vec<i64>>, _> = pipe.query(conn.as_dyn());
-        if let Err(e) = &replies {
-            if e.kind() == ::redis::ErrorKind::Server(::redis::ServerErrorKind::NoScript) {
-                replies = self
-                    .script
-                    .load(conn.as_dyn())
-                    .and_then(|_| pipe.query(conn.as_dyn()));
-            }
-        }
+        let replies = if requests.len() <= per_call || matches!(self.target, Target::Cluster(_)) {
+            // One call, or a Cluster (whose blocking connection does not
+            // pipeline): one round trip per call.
+            requests
+                .chunks(per_call)
+                .map(|chunk| {
+                    let (script, cmd) = self.policy.check_cmd(chunk);
+                    let reply = cmd.query::<Vec<i64>>(conn.as_dyn());
+                    match reply {
+                        Err(e) if is_noscript(&e) => script
+                            .load(conn.as_dyn())
+                            .and_then(|_| cmd.query(conn.as_dyn())),
+                        other => other,
+                    }
+                })
+                .collect::<::redis::RedisResult<Vec<Vec<i64>>>>()
+        } else {
+            let cmds: Vec<(&::redis::Script, ::redis::Cmd)> = requests
+                .chunks(per_call)
+                .map(|chunk| self.policy.check_cmd(chunk))
+                .collect();
+            self.pipelined(&mut conn, &cmds)
+        };
         let replies = match replies {
             Ok(r) => {
                 self.put(conn);
@@ -188,25 +218,79 @@ impl RedisGcra {
             }
             Err(e) => return Err(self.failed(conn, e)),
         };
-        if replies.len() != sent.len() {
-            return Err(Error::BadReply);
+        for (reply, chunk) in replies.iter().zip(requests.chunks(per_call)) {
+            self.policy
+                .decode_checks(reply, chunk.iter().map(|r| r.2), out)?;
         }
-        let mut decoded = replies.iter().zip(&sent);
-        out.into_iter()
-            .map(|slot| match slot {
-                Some(o) => Ok(o),
-                None => match decoded.next() {
-                    Some((reply, &cost)) => self.policy.decode(reply, cost).map(|(_, o)| o),
-                    None => Err(Error::BadReply),
-                },
-            })
+        Ok(())
+    }
+
+    /// Sends `cmds` in one pipeline; the calls answered `NOSCRIPT` are sent
+    /// again once after loading the script. One reply per command, in order.
+    fn pipelined(
+        &self,
+        conn: &mut Conn,
+        cmds: &[(&::redis::Script, ::redis::Cmd)],
+    ) -> ::redis::RedisResult<Vec<Vec<i64>>> {
+        let mut replies: Vec<Option<Vec<i64>>> = std::vec![None; cmds.len()];
+        let mut pending: Vec<usize> = (0..cmds.len()).collect();
+        for attempt in 0..2 {
+            let mut pipe = ::redis::pipe();
+            pipe.ignore_errors();
+            for &i in &pending {
+                pipe.add_command(cmds[i].1.clone());
+            }
+            let values: Vec<::redis::Value> = pipe.query(conn.as_dyn())?;
+            if values.len() != pending.len() {
+                return Err(bad_reply());
+            }
+            let mut again = Vec::new();
+            for (&i, value) in pending.iter().zip(values) {
+                match value {
+                    ::redis::Value::ServerError(e) => {
+                        let e = ::redis::RedisError::from(e);
+                        if attempt == 0 && is_noscript(&e) {
+                            again.push(i);
+                        } else {
+                            return Err(e);
+                        }
+                    }
+                    ::redis::Value::Array(items) => {
+                        let ints: Option<Vec<i64>> = items
+                            .into_iter()
+                            .map(|v| match v {
+                                ::redis::Value::Int(n) => Some(n),
+                                _ => None,
+                            })
+                            .collect();
+                        replies[i] = Some(ints.ok_or_else(bad_reply)?);
+                    }
+                    _ => return Err(bad_reply()),
+                }
+            }
+            if again.is_empty() {
+                break;
+            }
+            let mut loaded: Vec<&str> = Vec::new();
+            for &i in &again {
+                let script = cmds[i].0;
+                if !loaded.contains(&script.get_hash()) {
+                    script.load(conn.as_dyn())?;
+                    loaded.push(script.get_hash());
+                }
+            }
+            pending = again;
+        }
+        replies
+            .into_iter()
+            .map(|r| r.ok_or_else(bad_reply))
             .collect()
     }
 
-    /// Runs the script once: `(cells granted, outcome)`.
+    /// Runs the lease script once: `(cells granted, outcome)`.
     pub(crate) fn run(&self, keys: &[String], request: Request) -> Result<(u64, Outcome), Error> {
         let mut conn = self.take()?;
-        let inv = self.policy.invocation(&self.script, keys, request);
+        let inv = self.policy.invocation(lease_script(), keys, request);
         match inv.invoke::<Vec<i64>>(conn.as_dyn()) {
             Ok(reply) => {
                 self.put(conn);
@@ -285,6 +369,14 @@ impl RedisGcra {
             }
         }
     }
+}
+
+/// A reply of a shape the check script never sends.
+fn bad_reply() -> ::redis::RedisError {
+    ::redis::RedisError::from((
+        ::redis::ErrorKind::UnexpectedReturnType,
+        "unexpected reply from the rate-limit script",
+    ))
 }
 
 impl core::fmt::Debug for RedisGcra {
