@@ -20,7 +20,7 @@
 //! in alternating chunks, robust on a shared machine); the criterion results
 //! follow (`python3 scripts/bench_table.py floor/cas family/… ` for ratios).
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 use cellrate::compose::{AlgorithmKind, AnyLimiter, LimiterConfig};
 use cellrate::window::{FixedWindow, SlidingLog, SlidingWindow};
@@ -30,7 +30,7 @@ use criterion::{BenchmarkGroup, Criterion, Throughput};
 
 #[path = "common/paired.rs"]
 mod paired;
-use paired::{ratio, Side};
+use paired::{cas, ratio, Side};
 
 const HZ: u64 = 1_000_000_000;
 const BATCH: u64 = 1_024;
@@ -67,24 +67,6 @@ fn admit<L: RateLimiter>(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, limit
 fn deny<L: RateLimiter>(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, limiter: &L) {
     while limiter.check(WINDOW).is_ok() {}
     batched(g, name, 0, |now| limiter.check(now).is_ok());
-}
-
-/// One load + compare-and-swap increment of `word`: the floor.
-fn cas(word: &AtomicU64) -> impl FnMut(u64) -> bool + '_ {
-    move |_| {
-        let mut current = word.load(Ordering::Acquire);
-        loop {
-            match word.compare_exchange_weak(
-                current,
-                current + 1,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return true,
-                Err(actual) => current = actual,
-            }
-        }
-    }
 }
 
 fn floor(c: &mut Criterion) {

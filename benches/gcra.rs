@@ -27,7 +27,7 @@ use criterion::{BenchmarkGroup, Criterion, Throughput};
 
 #[path = "common/paired.rs"]
 mod paired;
-use paired::{ratio, Side};
+use paired::{cas, ratio, Side};
 
 const HZ: u64 = 1_000_000_000;
 const BATCH: u64 = 1_024;
@@ -101,25 +101,6 @@ fn governor(c: &mut Criterion) {
     while denying.check().is_ok() {}
     per_op(&mut g, "direct_deny", |_| denying.check().is_ok());
     g.finish();
-}
-
-/// One load + compare-and-swap increment of `word`: the floor of any shared
-/// lock-free update.
-fn cas(word: &AtomicU64) -> impl FnMut(u64) -> bool + '_ {
-    move |_| {
-        let mut current = word.load(Ordering::Acquire);
-        loop {
-            match word.compare_exchange_weak(
-                current,
-                current + 1,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return true,
-                Err(actual) => current = actual,
-            }
-        }
-    }
 }
 
 /// The paired ratios (subject time ÷ baseline time) the README reports.

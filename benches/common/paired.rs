@@ -10,6 +10,7 @@
 //! sides of a pair. The benches print these `ratio:` lines first, then run
 //! criterion as usual.
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Operations per chunk.
@@ -80,4 +81,24 @@ where
         ratios[3 * PAIRS / 4]
     );
     median
+}
+
+/// One load + compare-and-swap increment of `word`: the floor of any shared
+/// lock-free update (the baseline of `benches/gcra.rs` and
+/// `benches/family.rs`).
+pub fn cas(word: &AtomicU64) -> impl FnMut(u64) -> bool + '_ {
+    move |_| {
+        let mut current = word.load(Ordering::Acquire);
+        loop {
+            match word.compare_exchange_weak(
+                current,
+                current + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => current = actual,
+            }
+        }
+    }
 }

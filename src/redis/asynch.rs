@@ -70,15 +70,9 @@ impl AsyncRedisGcra {
         scope: Option<&str>,
         cost: u64,
     ) -> Result<Outcome, Error> {
-        match self.try_check_n(client, scope, cost).await {
-            Err(Error::InvalidKey) => Err(Error::InvalidKey),
-            Err(Error::ScopeMismatch) => Err(Error::ScopeMismatch),
-            Ok(outcome) => Ok(outcome),
-            Err(_) => {
-                let keys = self.policy.keys(client, scope)?;
-                Ok(self.degrade.decide(&self.policy, &keys, cost))
-            }
-        }
+        let tried = self.try_check_n(client, scope, cost).await;
+        self.degrade
+            .settle(tried, &self.policy, client, scope, cost)
     }
 
     /// Like [`check_n`](Self::check_n) but returns Redis' failure instead of

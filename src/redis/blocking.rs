@@ -92,15 +92,9 @@ impl RedisGcra {
     /// layout ([`Error::InvalidKey`], [`Error::ScopeMismatch`]). A cost that
     /// can never fit is a denial without a round trip. Never panics.
     pub fn check_n(&self, client: &str, scope: Option<&str>, cost: u64) -> Result<Outcome, Error> {
-        match self.try_check_n(client, scope, cost) {
-            Err(Error::InvalidKey) => Err(Error::InvalidKey),
-            Err(Error::ScopeMismatch) => Err(Error::ScopeMismatch),
-            Ok(outcome) => Ok(outcome),
-            Err(_) => {
-                let keys = self.policy.keys(client, scope)?;
-                Ok(self.degrade.decide(&self.policy, &keys, cost))
-            }
-        }
+        let tried = self.try_check_n(client, scope, cost);
+        self.degrade
+            .settle(tried, &self.policy, client, scope, cost)
     }
 
     /// Like [`check_n`](Self::check_n) but returns Redis' failure instead of

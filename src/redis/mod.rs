@@ -1008,6 +1008,28 @@ impl Degrade {
         &self.config
     }
 
+    /// What a check of `cost` for (`client`, `scope`) answers after trying
+    /// Redis: its outcome; a key-layout error as it is; for a failure of
+    /// Redis, the failure policy's [`decide`](Self::decide).
+    pub(crate) fn settle(
+        &self,
+        tried: Result<Outcome, Error>,
+        policy: &RedisPolicy,
+        client: &str,
+        scope: Option<&str>,
+        cost: u64,
+    ) -> Result<Outcome, Error> {
+        match tried {
+            Err(Error::InvalidKey) => Err(Error::InvalidKey),
+            Err(Error::ScopeMismatch) => Err(Error::ScopeMismatch),
+            Ok(outcome) => Ok(outcome),
+            Err(_) => {
+                let keys = policy.keys(client, scope)?;
+                Ok(self.decide(policy, &keys, cost))
+            }
+        }
+    }
+
     /// The answer while Redis is failing.
     pub(crate) fn decide(&self, policy: &RedisPolicy, keys: &[String], cost: u64) -> Outcome {
         let tiers = policy.tiers();
