@@ -265,6 +265,12 @@ pub(crate) struct Bucket {
     size: u64,
     /// `S·T`, sub-ticks.
     span: u64,
+    /// `⌈2¹²⁸ / T⌉` (0 when `T = 1`): `⌊n / T⌋` is the top 64 bits of the
+    /// 192-bit `n · reciprocal` for every 64-bit `n` (Lemire, Kaser and
+    /// Kurz, "Faster remainder by direct computation", 2019, theorem 1:
+    /// 128 fraction bits ≥ 64 + log₂ T), so a batch's rooms cost two
+    /// multiplies instead of a division.
+    reciprocal: u128,
 }
 
 impl Bucket {
@@ -287,7 +293,12 @@ impl Bucket {
     /// A bucket on `quota`'s rate and time base with `size` bytes.
     const fn with_size(quota: Quota, size: u64) -> Result<Bucket, MeterError> {
         match size.checked_mul(quota.emission_interval()) {
-            Some(span) => Ok(Bucket { quota, size, span }),
+            Some(span) => Ok(Bucket {
+                quota,
+                size,
+                span,
+                reciprocal: reciprocal(quota.emission_interval()),
+            }),
             None => Err(MeterError::Overflow),
         }
     }
@@ -341,6 +352,12 @@ impl Bucket {
             }
         }
         tat
+    }
+
+    /// `⌊sub_ticks / T⌋`: whole bytes in `sub_ticks`, by the reciprocal.
+    #[inline(always)]
+    fn whole_bytes(&self, sub_ticks: u64) -> u64 {
+        divide(sub_ticks, self.reciprocal)
     }
 
     /// `max(TAT, now)` and the bucket's slack at sub-tick `now`,
@@ -503,6 +520,33 @@ const COLOR_OF: [[Color; 4]; 2] = [
 fn swap(word: &StateWord, current: u64, new: u64) -> bool {
     word.update(|v| if v == current { Ok((new, ())) } else { Err(()) })
         .is_ok()
+}
+
+/// `⌈2¹²⁸ / d⌉` for a divisor `d ≥ 2`, and 0 for `d ≤ 1` (see
+/// [`divide`]).
+const fn reciprocal(d: u64) -> u128 {
+    if d <= 1 {
+        0
+    } else {
+        // ⌊(2¹²⁸ − 1) / d⌋ + 1 = ⌈2¹²⁸ / d⌉ for every d ≥ 2.
+        u128::MAX / d as u128 + 1
+    }
+}
+
+/// `⌊n / d⌋` given `reciprocal(d)`: the top 64 bits of the 192-bit
+/// `n · ⌈2¹²⁸ / d⌉`, exact for every 64-bit `n` and `d` (Lemire, Kaser and
+/// Kurz, theorem 1, with 128 ≥ 64 + log₂ d fraction bits); `n` itself when
+/// `d = 1`.
+#[inline(always)]
+fn divide(n: u64, reciprocal: u128) -> u64 {
+    if reciprocal == 0 {
+        return n;
+    }
+    let n = n as u128;
+    let low = (reciprocal as u64) as u128 * n;
+    let high = (reciprocal >> 64) * n;
+    // high ≤ (2⁶⁴ − 1)², so adding the top half of low cannot overflow.
+    ((high + (low >> 64)) >> 64) as u64
 }
 
 loom_const_fn! {
@@ -751,6 +795,8 @@ pub(crate) mod sealed {
         /// The two buckets' emission intervals `T` (sub-ticks per byte),
         /// in [`BOTH`](Self::BOTH)'s order.
         fn intervals(&self) -> [u64; 2];
+        /// The whole bytes in each bucket's slack, `⌊slack / T⌋`.
+        fn rooms(&self, slack: [u64; 2]) -> [u64; 2];
         /// The two buckets' bases and slacks for the state `words` at
         /// `t`, or `None` for a state that batches step through packet by
         /// packet (past a span, at the horizon).
@@ -781,8 +827,7 @@ pub(crate) mod sealed {
         ) -> Option<[u64; 2]> {
             let slack = self.slack(words, t)?;
             let [t0, t1] = self.intervals();
-            // The batch's two divisions.
-            let room = [slack.slack[0] / t0, slack.slack[1] / t1];
+            let room = self.rooms(slack.slack);
             let (taken, touched) = super::decide(Self::BOTH, room, sizes, pre, out);
             // taken ≤ room, so taken·T ≤ slack fits.
             let spent = [taken[0] * t0, taken[1] * t1];
@@ -1065,3 +1110,54 @@ fn check_lens(sizes: usize, pre: Option<usize>, out: usize) -> Result<(), BatchL
 
 #[cfg(all(test, feature = "loom"))]
 mod loom_tests;
+
+#[cfg(all(test, not(feature = "loom")))]
+mod tests {
+    use super::{divide, reciprocal};
+    use proptest::prelude::*;
+
+    #[test]
+    fn divide_at_the_edges() {
+        let ds = [
+            1,
+            2,
+            3,
+            4,
+            5,
+            7,
+            1 << 32,
+            (1 << 32) + 1,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        let ns = [
+            0,
+            1,
+            2,
+            3,
+            4,
+            u32::MAX as u64,
+            1 << 63,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        for d in ds {
+            for n in ns
+                .into_iter()
+                .chain([d - 1, d, d.wrapping_add(1), d.wrapping_mul(3)])
+            {
+                assert_eq!(divide(n, reciprocal(d)), n / d, "{n} / {d}");
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn divide_is_division(n: u64, d in 1u64.., small in 1u64..100_000) {
+            prop_assert_eq!(divide(n, reciprocal(d)), n / d);
+            prop_assert_eq!(divide(n, reciprocal(small)), n / small);
+            let multiple = (n / small).wrapping_mul(small);
+            prop_assert_eq!(divide(multiple, reciprocal(small)), multiple / small);
+        }
+    }
+}

@@ -171,6 +171,13 @@ impl Steps for TrTcm4115 {
             self.excess.quota.emission_interval(),
         ]
     }
+    #[inline(always)]
+    fn rooms(&self, slack: [u64; 2]) -> [u64; 2] {
+        [
+            self.committed.whole_bytes(slack[0]),
+            self.excess.whole_bytes(slack[1]),
+        ]
+    }
 
     #[inline(always)]
     fn slack(&self, [c, e]: [u64; 2], t: [u64; 2]) -> Option<Slack> {

@@ -314,6 +314,13 @@ impl Steps for SrTcm {
         let interval = self.all.quota.emission_interval();
         [interval, interval]
     }
+    #[inline(always)]
+    fn rooms(&self, slack: [u64; 2]) -> [u64; 2] {
+        [
+            self.all.whole_bytes(slack[0]),
+            self.all.whole_bytes(slack[1]),
+        ]
+    }
 
     /// The committed and the excess bucket: bases `max(C, now)` and
     /// `max(A, now)`, slacks `CBS·T − (max(C, now) − now)` and

@@ -178,6 +178,13 @@ impl Steps for TrTcm {
             self.committed.quota.emission_interval(),
         ]
     }
+    #[inline(always)]
+    fn rooms(&self, slack: [u64; 2]) -> [u64; 2] {
+        [
+            self.peak.whole_bytes(slack[0]),
+            self.committed.whole_bytes(slack[1]),
+        ]
+    }
 
     #[inline(always)]
     fn slack(&self, [p, c]: [u64; 2], t: [u64; 2]) -> Option<Slack> {
