@@ -103,31 +103,66 @@
 //!
 //! # Batches
 //!
-//! `mark_batch` colours a burst of packets of one flow that share one `now`,
-//! writing colour `i` for packet `i` into the caller's slice, with exactly the
-//! colours the same packets would get one after another through `mark` at
-//! that `now` (when nothing else touches the flow meanwhile), and `now` is
-//! multiplied into sub-ticks once. On a [`LocalFlow`] the words are updated
-//! in place; on a shared [`Flow`] with one compare-and-swap per bucket for
-//! trTCM and RFC 4115 (their buckets are decided one after the other, so
-//! each bucket's pass over the burst is one atomic step). A shared srTCM
-//! flow's coupled buckets have no such split: a burst of green-coloured
-//! packets whose total fits is decided as one packet of that total (two
-//! compare-and-swaps), and any other burst packet by packet (still with one
-//! `now · scale`). Under contention the srTCM fast path may keep a
-//! reservation of the whole burst's size in `A` (see above): tokens
-//! withheld, never granted.
+//! `mark_batch*` colour a burst of packets of one flow that share one
+//! `now`, writing colour `i` for packet `i` into the caller's slice: exactly
+//! the colours, and exactly the state, that the same packets get one after
+//! another through `mark*` at that `now` (for a shared flow: when nothing
+//! else touches it meanwhile). `tests/meter.rs` checks this against
+//! per-packet calls and against the reference models, for bursts of up to
+//! 70 packets that cross the buckets' edges, colour-blind and colour-aware.
 //!
-//! Within a batch, a bucket that holds the *sum* of the sizes it is asked
-//! for holds every prefix of them too (all packets share one `now`, so the
-//! prefix sums only grow), so a conforming burst is decided with one
-//! GCRA test of the total — one multiply for the whole burst. A burst that
-//! crosses a bucket's edge pays one division per bucket for the whole bytes
-//! the bucket holds at that `now`, `room = ⌊(S·T − (max(TAT, now) − now)) / T⌋`;
-//! then `take(B)` succeeds iff `B ≤ room` and leaves exactly `room − B`, so
-//! each packet costs a compare and a subtraction, and the new TAT is
-//! `max(TAT, now) + taken·T`, one multiply. Per packet there is still no
-//! division, and no multiply.
+//! At one `now` nothing refills, so once `now` is in sub-ticks (one multiply
+//! per rate) each bucket's state reduces to its slack
+//! `S·T − (max(TAT, now) − now)`, and to its room in whole bytes
+//! `room = ⌊slack / T⌋` (two multiplies by a reciprocal of `T` kept in the
+//! profile, exact for every 64-bit slack; no division). A take of `B` bytes
+//! is then exactly `B ≤ room`, leaving `room − B` (`B·T ≤ slack` iff
+//! `B ≤ ⌊slack / T⌋`, and `⌊(slack − B·T) / T⌋ = ⌊slack / T⌋ − B`), and the
+//! RFC rules at one `now` become, for the two buckets of each profile:
+//!
+//! | profile | first bucket | second bucket |
+//! |---|---|---|
+//! | srTCM | committed: green if it holds a green-coloured packet | excess (slack `EBS·T − (max(A, now) − max(C, now))`): yellow if it holds a packet that is neither green nor red-coloured |
+//! | RFC 4115 | committed: as srTCM | excess: as srTCM |
+//! | trTCM | peak: red unless it holds a packet not red-coloured | committed: green if it holds a green-coloured peak passer, else yellow |
+//!
+//! (srTCM's two slacks add up to A's, so A's own test is implied, and a
+//! green leaves the excess slack as it is.) Within a burst each bucket's
+//! asks form prefix sums that only grow, so a run of packets whose asks a
+//! bucket holds in total all pass: the burst goes in blocks of eight with
+//! one compare per bucket each, the first block that does not fit is
+//! scanned for the run's end, and the packets after it are decided one at
+//! a time with compares and subtractions. The state is written once: each
+//! bucket's TAT becomes `max(TAT, now) + taken·T` (one multiply) if any
+//! packet took from it, and stays as it was if none did. Sizes above
+//! `u32::MAX` (whose sums could wrap), and states a batch cannot reduce to
+//! slacks (a clock that stepped back, the horizon), go packet by packet.
+//!
+//! State updates: a [`LocalFlow`] is read once and written once. A shared
+//! [`Flow`] is read once (two loads), the burst is decided on those values,
+//! and each word that changes is written by one compare-and-swap against the
+//! value read, in the RFC's order; if the first fails, nothing has been
+//! stored and the whole batch is decided again from fresh loads. If the
+//! second fails after the first succeeded:
+//!
+//! * **trTCM**: the peak bucket is taken; green or yellow among the packets
+//!   that passed it is decided again, one take each, on the committed TAT
+//!   there is now (what those packets' own second steps would do);
+//! * **RFC 4115**: the greens are taken; yellow or red among the others is
+//!   decided again on the excess TAT there is now;
+//! * **srTCM**: A (which holds the burst's green and yellow bytes) is taken
+//!   first and C (its green bytes) second. If C moved, the reservation in A
+//!   is undone when A is as the batch left it and the batch starts again;
+//!   otherwise the reservation stays, the batch's greens take from the C
+//!   there is now one by one, and those that no longer fit are yellow if the
+//!   excess bucket (seen through a fresh A and the new C) holds them all,
+//!   and red otherwise: the single packet's rule, tokens withheld, never
+//!   granted.
+//!
+//! Every compare-and-swap re-checks its bucket's inequality on the value it
+//! replaces (the batch was decided on exactly that value), so each bucket
+//! stays a linearizable GCRA and the bounds above hold for batches too; the
+//! loom models run batches against single packets.
 //!
 //! # Invariants the code keeps
 //!
@@ -136,6 +171,10 @@
 //!   does not conform (fail closed).
 //! * Denied takes store nothing; a red packet changes no state (the shared
 //!   srTCM's kept reservation aside, see above).
+//! * In a batch, each bucket's room is `⌊slack / T⌋ ≤ S` and only ever
+//!   decreases by bytes it holds, so `taken ≤ room` and
+//!   `max(TAT, now) + taken·T ≤ now + S·T` fits (the slack is only formed
+//!   when `now + S·T` does).
 //! * srTCM: `A ≥ C` after every step, and `A − now ≤ (CBS + EBS)·T`,
 //!   `C − now ≤ CBS·T` at the `now` of the last take.
 
