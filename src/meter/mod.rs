@@ -876,7 +876,7 @@ pub(crate) mod sealed {
         /// A burst at one `now` on plain words; slices have equal lengths.
         /// Exactly the colours and state of one [`step`](Self::step) per
         /// packet: one read and one write of the words.
-        #[inline]
+        #[inline(always)]
         fn batch_local(
             &self,
             words: &mut [u64; 2],
@@ -887,11 +887,23 @@ pub(crate) mod sealed {
         ) {
             match self.decide_batch(*words, t, sizes, pre, out) {
                 Some(next) => *words = next,
-                None => {
-                    for (i, (&bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
-                        *color = self.step(words, t, bytes, pre.at(i));
-                    }
-                }
+                None => self.batch_local_slow(words, t, sizes, pre, out),
+            }
+        }
+
+        /// The packet-by-packet path of a local batch.
+        #[inline(never)]
+        #[cold]
+        fn batch_local_slow(
+            &self,
+            words: &mut [u64; 2],
+            t: [u64; 2],
+            sizes: &[u64],
+            pre: Arrivals,
+            out: &mut [Color],
+        ) {
+            for (i, (&bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
+                *color = self.step(words, t, bytes, pre.at(i));
             }
         }
 
