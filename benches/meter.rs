@@ -27,24 +27,26 @@
 //! (1.85 B/ns against 1.25 committed and 2.5 peak), so all three colours
 //! occur.
 //!
-//! Figures (2026-11-30, 2-core AMD EPYC VM shared with other jobs, load 2–5;
-//! three runs of `cargo bench --bench meter -- --warm-up-time 1
-//! --measurement-time 3 'batch32|single_flow'`; per-packet time ÷ batch time,
-//! median of the three runs, lowest in brackets):
+//! Figures (2026-11-30, 2-core AMD EPYC VM shared with other jobs, load
+//! 2–5; four runs of `cargo bench --bench meter -- --warm-up-time 1
+//! --measurement-time 3 batch32`; per-packet time ÷ batch time, median of
+//! the runs, lowest and highest in brackets):
 //!
 //! | batch of 32 | srTCM | trTCM | RFC 4115 |
 //! |---|---|---|---|
-//! | conforming, local | 4.7 (4.1) | 6.2 (5.7) | 4.7 (3.4) |
-//! | conforming, shared | 10.8 (9.6) | 8.9 (8.4) | 7.7 (6.8) |
-//! | over-rate, local | 3.2 (3.2) | 3.4 (3.2) | 2.7 (2.5) |
-//! | over-rate, shared | 6.0 (5.2) | 5.8 (5.8) | 4.8 (4.8) |
+//! | conforming, local | 5.3 (4.1–5.9) | 6.4 (5.7–6.8) | 4.6 (3.4–4.8) |
+//! | conforming, shared | 10.5 (9.6–12.0) | 9.4 (8.4–10.7) | 7.6 (6.8–7.9) |
+//! | over-rate, local | 3.4 (3.2–3.8) | 3.4 (3.2–3.8) | 2.6 (2.5–3.6) |
+//! | over-rate, shared | 6.0 (5.2–6.4) | 6.3 (5.8–6.8) | 4.8 (4.6–5.0) |
 //!
 //! Over-rate regime (printed by the run): srTCM 90 % green, 10 % red;
 //! trTCM and RFC 4115 90 % green, 10 % yellow. Single-flow `mark_local`
-//! against `plain_*`: srTCM 1.10× (1.02–1.55), trTCM 0.81× (0.77–0.85).
-//! The over-rate local batches spend most of their time in the branches of
-//! the packets after the committed bucket's edge, whose outcome changes
-//! from burst to burst (the per-packet calls mispredict the same ones).
+//! against `plain_*` (four runs of `single_flow`): srTCM 1.06× (0.95–1.55),
+//! trTCM 0.83× (0.77–1.05).
+//! Not met: RFC 4115 over-rate local (its per-packet call is the cheapest
+//! of the three). The over-rate local batches spend most of their extra
+//! time in the branches of the packets after the committed bucket's edge,
+//! whose outcome changes from burst to burst.
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::Duration;
