@@ -505,3 +505,142 @@ fn batches_agree_with_packets_when_the_clock_steps_back() {
     check(&TrTcm::new(1_000, 1_000, 2_000, 2_000, 1_000).unwrap());
     check(&TrTcm4115::new(1_000, 1_000, 1_000, 1_000, 1_000).unwrap());
 }
+
+// ---------------------------------------------------------------------------
+// Batches against packets: long bursts at one `now` that cross the buckets'
+// edges, from states left by earlier bursts.
+
+/// A burst: `dt` ticks after the previous one, packets (size, arrival
+/// colour) all at one `now`.
+#[derive(Clone, Debug)]
+struct Burst {
+    dt: u64,
+    packets: Vec<(u64, Color)>,
+}
+
+/// Bursts of packets below `frame` bytes (and some larger): with small
+/// frames and buckets, bursts often end exactly on a bucket's edge.
+fn bursts(frame: u64) -> impl Strategy<Value = Vec<Burst>> {
+    let color = prop_oneof![4 => Just(G), 1 => Just(Y), 1 => Just(R)];
+    // Mostly frames, some jumbo, some empty, a few around and above 2³²
+    // (the batch's sums switch to packet by packet there) and u64::MAX.
+    let bytes = prop_oneof![
+        12 => 0u64..frame,
+        3 => frame..9_100,
+        1 => Just(0u64),
+        1 => (u32::MAX as u64 - 2)..(u32::MAX as u64 + 3),
+        1 => Just(u64::MAX),
+    ];
+    let burst = (
+        prop_oneof![1 => Just(0u64), 3 => 1u64..300],
+        prop::collection::vec((bytes, color), 0..70),
+    )
+        .prop_map(|(dt, packets)| Burst { dt, packets });
+    prop::collection::vec(burst, 1..10)
+}
+
+/// Frames of 40 bytes (bucket sizes taken below 480) or of 1 600 (below
+/// 19 200), and bursts of them.
+fn frames_and_bursts() -> impl Strategy<Value = (u64, Vec<Burst>)> {
+    prop_oneof![Just(40u64), Just(1_600u64)].prop_flat_map(|frame| (Just(frame), bursts(frame)))
+}
+
+/// Marks `bursts` four ways (per packet and in one batch per burst, local
+/// and shared) and against `reference`; all colours and states must agree
+/// burst after burst.
+fn batches_match_packets<M: Meter>(
+    m: &M,
+    mut reference: impl FnMut(u64, u64, Color) -> Color,
+    bursts: &[Burst],
+    aware: bool,
+) -> Result<(), TestCaseError> {
+    let (mut local, mut local_batch) = (LocalFlow::new(), LocalFlow::new());
+    let (shared, shared_batch) = (Flow::new(), Flow::new());
+    let mut now = 0;
+    for burst in bursts {
+        now += burst.dt;
+        let sizes: Vec<u64> = burst.packets.iter().map(|p| p.0).collect();
+        let pre: Vec<Color> = burst
+            .packets
+            .iter()
+            .map(|p| if aware { p.1 } else { G })
+            .collect();
+        let expected: Vec<Color> = sizes
+            .iter()
+            .zip(&pre)
+            .map(|(&bytes, &color)| reference(now, bytes, color))
+            .collect();
+        let per_packet: Vec<Color> = sizes
+            .iter()
+            .zip(&pre)
+            .map(|(&bytes, &color)| m.mark_aware_local(&mut local, now, bytes, color))
+            .collect();
+        let per_packet_shared: Vec<Color> = sizes
+            .iter()
+            .zip(&pre)
+            .map(|(&bytes, &color)| m.mark_aware(&shared, now, bytes, color))
+            .collect();
+        let (mut out_local, mut out_shared) = (vec![R; sizes.len()], vec![Y; sizes.len()]);
+        if aware {
+            m.mark_batch_aware_local(&mut local_batch, now, &sizes, &pre, &mut out_local)
+                .unwrap();
+            m.mark_batch_aware(&shared_batch, now, &sizes, &pre, &mut out_shared)
+                .unwrap();
+        } else {
+            m.mark_batch_local(&mut local_batch, now, &sizes, &mut out_local)
+                .unwrap();
+            m.mark_batch(&shared_batch, now, &sizes, &mut out_shared)
+                .unwrap();
+        }
+        prop_assert_eq!(&per_packet, &expected, "per packet vs reference at {}", now);
+        prop_assert_eq!(&per_packet_shared, &expected);
+        prop_assert_eq!(&out_local, &expected, "local batch vs packets at {}", now);
+        prop_assert_eq!(&out_shared, &expected, "shared batch vs packets at {}", now);
+        prop_assert_eq!(local_batch.words(), local.words());
+        prop_assert_eq!(shared.words(), local.words());
+        prop_assert_eq!(shared_batch.words(), local.words());
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(384))]
+
+    #[test]
+    fn srtcm_batches_match_packets(
+        cir in 1u64..5_000, cbs in 0u64..20_000, ebs in 0u64..20_000,
+        (frame, bursts) in frames_and_bursts(), hz in hz(), aware: bool,
+    ) {
+        let (cbs, ebs) = (cbs % (frame * 12), ebs % (frame * 12));
+        prop_assume!(cbs + ebs > 0);
+        let m = SrTcm::new(cir, cbs, ebs, hz).unwrap();
+        let mut reference = RefSrTcm::new(cir, cbs, ebs, hz);
+        batches_match_packets(&m, |t, b, c| reference.mark(t, b, c), &bursts, aware)?;
+    }
+
+    #[test]
+    fn trtcm_batches_match_packets(
+        cir in 1u64..5_000, extra in 0u64..5_000, cbs in 1u64..20_000, pbs in 1u64..20_000,
+        (frame, bursts) in frames_and_bursts(), hz in hz(), aware: bool,
+    ) {
+        let (cbs, pbs) = (1 + cbs % (frame * 12), 1 + pbs % (frame * 12));
+        let pir = cir + extra;
+        let m = TrTcm::new(cir, cbs, pir, pbs, hz).unwrap();
+        let mut reference = RefTrTcm(RefTwoBuckets::new([pir, cir], [pbs, cbs], hz));
+        batches_match_packets(&m, |t, b, c| reference.mark(t, b, c), &bursts, aware)?;
+    }
+
+    #[test]
+    fn rfc4115_batches_match_packets(
+        cir in 0u64..5_000, eir in 0u64..5_000, cbs in 0u64..20_000, ebs in 0u64..20_000,
+        (frame, bursts) in frames_and_bursts(), hz in hz(), aware: bool,
+    ) {
+        let (cbs, ebs) = (cbs % (frame * 12), ebs % (frame * 12));
+        let (cir, cbs) = if cir == 0 { (0, 0) } else { (cir, cbs) };
+        let (eir, ebs) = if eir == 0 { (0, 0) } else { (eir, ebs) };
+        prop_assume!(cbs + ebs > 0);
+        let m = TrTcm4115::new(cir, cbs, eir, ebs, hz).unwrap();
+        let mut reference = Ref4115(RefTwoBuckets::new([cir, eir], [cbs, ebs], hz));
+        batches_match_packets(&m, |t, b, c| reference.mark(t, b, c), &bursts, aware)?;
+    }
+}

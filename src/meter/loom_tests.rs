@@ -235,3 +235,30 @@ fn srtcm_batches_against_packets() {
         assert!(a >= green + yellow && a <= 150, "a = {a}");
     });
 }
+
+#[test]
+fn srtcm_batch_losing_the_committed_bucket_never_overgrants() {
+    // CBS 120, EBS 60: a batch of 80 + 40 bytes races a 60-byte packet. If
+    // the packet takes the committed bucket between the batch's reservation
+    // in A and its take from C, the batch's 80 bytes no longer fit C and
+    // must not turn yellow (more than EBS); the 40 still fit.
+    model(|| {
+        let meter = SrTcm::new(RATE, 120, 60, HZ).unwrap();
+        let flow = Arc::new(Flow::new());
+        let f = flow.clone();
+        let batch = thread::spawn(move || {
+            let mut out = [Color::Red; 2];
+            meter.mark_batch(&f, 0, &[80, 40], &mut out).unwrap();
+            out
+        });
+        let single = meter.mark(&flow, 0, 60);
+        let out = batch.join().unwrap();
+        let marks = [(80, out[0]), (40, out[1]), (60, single)];
+        let [green, yellow, _] = tally(&marks);
+        assert!(green <= 120, "green {green}");
+        assert!(yellow <= 60, "yellow {yellow} > EBS");
+        let [c, a] = flow.words();
+        assert_eq!(c, green);
+        assert!(a >= green + yellow && a <= 180, "a = {a}");
+    });
+}

@@ -103,31 +103,66 @@
 //!
 //! # Batches
 //!
-//! `mark_batch` colours a burst of packets of one flow that share one `now`,
-//! writing colour `i` for packet `i` into the caller's slice, with exactly the
-//! colours the same packets would get one after another through `mark` at
-//! that `now` (when nothing else touches the flow meanwhile), and `now` is
-//! multiplied into sub-ticks once. On a [`LocalFlow`] the words are updated
-//! in place; on a shared [`Flow`] with one compare-and-swap per bucket for
-//! trTCM and RFC 4115 (their buckets are decided one after the other, so
-//! each bucket's pass over the burst is one atomic step). A shared srTCM
-//! flow's coupled buckets have no such split: a burst of green-coloured
-//! packets whose total fits is decided as one packet of that total (two
-//! compare-and-swaps), and any other burst packet by packet (still with one
-//! `now · scale`). Under contention the srTCM fast path may keep a
-//! reservation of the whole burst's size in `A` (see above): tokens
-//! withheld, never granted.
+//! `mark_batch*` colour a burst of packets of one flow that share one
+//! `now`, writing colour `i` for packet `i` into the caller's slice: exactly
+//! the colours, and exactly the state, that the same packets get one after
+//! another through `mark*` at that `now` (for a shared flow: when nothing
+//! else touches it meanwhile). `tests/meter.rs` checks this against
+//! per-packet calls and against the reference models, for bursts of up to
+//! 70 packets that cross the buckets' edges, colour-blind and colour-aware.
 //!
-//! Within a batch, a bucket that holds the *sum* of the sizes it is asked
-//! for holds every prefix of them too (all packets share one `now`, so the
-//! prefix sums only grow), so a conforming burst is decided with one
-//! GCRA test of the total — one multiply for the whole burst. A burst that
-//! crosses a bucket's edge pays one division per bucket for the whole bytes
-//! the bucket holds at that `now`, `room = ⌊(S·T − (max(TAT, now) − now)) / T⌋`;
-//! then `take(B)` succeeds iff `B ≤ room` and leaves exactly `room − B`, so
-//! each packet costs a compare and a subtraction, and the new TAT is
-//! `max(TAT, now) + taken·T`, one multiply. Per packet there is still no
-//! division, and no multiply.
+//! At one `now` nothing refills, so once `now` is in sub-ticks (one multiply
+//! per rate) each bucket's state reduces to its slack
+//! `S·T − (max(TAT, now) − now)`, and to its room in whole bytes
+//! `room = ⌊slack / T⌋` (two multiplies by a reciprocal of `T` kept in the
+//! profile, exact for every 64-bit slack; no division). A take of `B` bytes
+//! is then exactly `B ≤ room`, leaving `room − B` (`B·T ≤ slack` iff
+//! `B ≤ ⌊slack / T⌋`, and `⌊(slack − B·T) / T⌋ = ⌊slack / T⌋ − B`), and the
+//! RFC rules at one `now` become, for the two buckets of each profile:
+//!
+//! | profile | first bucket | second bucket |
+//! |---|---|---|
+//! | srTCM | committed: green if it holds a green-coloured packet | excess (slack `EBS·T − (max(A, now) − max(C, now))`): yellow if it holds a packet that is neither green nor red-coloured |
+//! | RFC 4115 | committed: as srTCM | excess: as srTCM |
+//! | trTCM | peak: red unless it holds a packet not red-coloured | committed: green if it holds a green-coloured peak passer, else yellow |
+//!
+//! (srTCM's two slacks add up to A's, so A's own test is implied, and a
+//! green leaves the excess slack as it is.) Within a burst each bucket's
+//! asks form prefix sums that only grow, so a run of packets whose asks a
+//! bucket holds in total all pass: the burst goes in blocks of eight with
+//! one compare per bucket each, the first block that does not fit is
+//! scanned for the run's end, and the packets after it are decided one at
+//! a time with compares and subtractions. The state is written once: each
+//! bucket's TAT becomes `max(TAT, now) + taken·T` (one multiply) if any
+//! packet took from it, and stays as it was if none did. Sizes above
+//! `u32::MAX` (whose sums could wrap), and states a batch cannot reduce to
+//! slacks (a clock that stepped back, the horizon), go packet by packet.
+//!
+//! State updates: a [`LocalFlow`] is read once and written once. A shared
+//! [`Flow`] is read once (two loads), the burst is decided on those values,
+//! and each word that changes is written by one compare-and-swap against the
+//! value read, in the RFC's order; if the first fails, nothing has been
+//! stored and the whole batch is decided again from fresh loads. If the
+//! second fails after the first succeeded:
+//!
+//! * **trTCM**: the peak bucket is taken; green or yellow among the packets
+//!   that passed it is decided again, one take each, on the committed TAT
+//!   there is now (what those packets' own second steps would do);
+//! * **RFC 4115**: the greens are taken; yellow or red among the others is
+//!   decided again on the excess TAT there is now;
+//! * **srTCM**: A (which holds the burst's green and yellow bytes) is taken
+//!   first and C (its green bytes) second. If C moved, the reservation in A
+//!   is undone when A is as the batch left it and the batch starts again;
+//!   otherwise the reservation stays, the batch's greens take from the C
+//!   there is now one by one, and those that no longer fit are yellow if the
+//!   excess bucket (seen through a fresh A and the new C) holds them all,
+//!   and red otherwise: the single packet's rule, tokens withheld, never
+//!   granted.
+//!
+//! Every compare-and-swap re-checks its bucket's inequality on the value it
+//! replaces (the batch was decided on exactly that value), so each bucket
+//! stays a linearizable GCRA and the bounds above hold for batches too; the
+//! loom models run batches against single packets.
 //!
 //! # Invariants the code keeps
 //!
@@ -136,6 +171,10 @@
 //!   does not conform (fail closed).
 //! * Denied takes store nothing; a red packet changes no state (the shared
 //!   srTCM's kept reservation aside, see above).
+//! * In a batch, each bucket's room is `⌊slack / T⌋ ≤ S` and only ever
+//!   decreases by bytes it holds, so `taken ≤ room` and
+//!   `max(TAT, now) + taken·T ≤ now + S·T` fits (the slack is only formed
+//!   when `now + S·T` does).
 //! * srTCM: `A ≥ C` after every step, and `A − now ≤ (CBS + EBS)·T`,
 //!   `C − now ≤ CBS·T` at the `now` of the last take.
 
@@ -143,6 +182,7 @@ use core::fmt;
 
 use crate::quota::{Quota, QuotaError};
 use crate::sync::{loom_const_fn, StateWord};
+use sealed::{Arrivals, Slack};
 
 mod rfc4115;
 mod srtcm;
@@ -264,6 +304,12 @@ pub(crate) struct Bucket {
     size: u64,
     /// `S·T`, sub-ticks.
     span: u64,
+    /// `⌈2¹²⁸ / T⌉` (0 when `T = 1`): `⌊n / T⌋` is the top 64 bits of the
+    /// 192-bit `n · reciprocal` for every 64-bit `n` (Lemire, Kaser and
+    /// Kurz, "Faster remainder by direct computation", 2019, theorem 1:
+    /// 128 fraction bits ≥ 64 + log₂ T), so a batch's rooms cost two
+    /// multiplies instead of a division.
+    reciprocal: u128,
 }
 
 impl Bucket {
@@ -286,7 +332,12 @@ impl Bucket {
     /// A bucket on `quota`'s rate and time base with `size` bytes.
     const fn with_size(quota: Quota, size: u64) -> Result<Bucket, MeterError> {
         match size.checked_mul(quota.emission_interval()) {
-            Some(span) => Ok(Bucket { quota, size, span }),
+            Some(span) => Ok(Bucket {
+                quota,
+                size,
+                span,
+                reciprocal: reciprocal(quota.emission_interval()),
+            }),
             None => Err(MeterError::Overflow),
         }
     }
@@ -312,17 +363,12 @@ impl Bucket {
         }
     }
 
-    /// One bucket's pass over a burst at one `now`, in order: each packet `i`
-    /// with `candidate(i, out[i])` gets `pass` if the bucket (after the
-    /// earlier passing candidates) holds it and `fail` if not; others are
-    /// left alone. Returns the TAT after the pass: exactly what one `take`
-    /// per candidate would leave.
-    ///
-    /// Two stages, each exact: the whole burst in one test (a bucket that
-    /// holds the sum holds every prefix, as the prefix sums only grow); else
-    /// the bucket's [`room`](Self::room) in bytes, one division, and then a
-    /// compare and a subtraction per packet.
-    #[inline(always)]
+    /// One bucket's pass over a burst at sub-tick `now`, one [`take`](Self::take)
+    /// per candidate in order: each packet `i` with `candidate(i, out[i])`
+    /// gets `pass` if the bucket (after the earlier passing candidates)
+    /// holds it and `fail` if not; others are left alone. Returns the TAT
+    /// after the pass. Only the shared flows' contention path uses it (to
+    /// redo one bucket's decisions on a fresh TAT), so it is the plain loop.
     fn pass(
         &self,
         tat: u64,
@@ -332,76 +378,53 @@ impl Bucket {
         candidate: impl Fn(usize, Color) -> bool,
         (pass, fail): (Color, Color),
     ) -> u64 {
-        let n = sizes.len().min(out.len());
-        let asked = batch_total((0..n).filter(|&i| candidate(i, out[i])).map(|i| sizes[i]));
-        if let Some(next) = asked
-            .filter(|&total| total > 0)
-            .and_then(|total| self.take(tat, now, total))
-        {
-            for (i, color) in out.iter_mut().enumerate().take(n) {
-                if candidate(i, *color) {
-                    *color = pass;
-                }
-            }
-            return next;
-        }
-        let Some((base, mut room)) = self.room(tat, now) else {
-            // A state past its span or a TAT near the horizon: one take per
-            // candidate, the plain way.
-            let mut tat = tat;
-            for (i, color) in out.iter_mut().enumerate().take(n) {
-                if candidate(i, *color) {
-                    *color = match self.take(tat, now, sizes[i]) {
-                        Some(next) => {
-                            tat = next;
-                            pass
-                        }
-                        None => fail,
-                    };
-                }
-            }
-            return tat;
-        };
-        // In bytes: `take(B)` succeeds iff `B ≤ room`, and leaves
-        // `room − B` (slack − B·T over T, exactly). So the burst needs only
-        // compares and subtractions, and one multiply at the end.
-        let (mut taken, mut any) = (0u64, false);
-        for (i, color) in out.iter_mut().enumerate().take(n) {
+        let mut tat = tat;
+        for (i, (&bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
             if candidate(i, *color) {
-                let bytes = sizes[i];
-                if bytes <= room {
-                    room -= bytes;
-                    taken += bytes;
-                    any = true;
-                    *color = pass;
-                } else {
-                    *color = fail;
-                }
+                *color = match self.take(tat, now, bytes) {
+                    Some(next) => {
+                        tat = next;
+                        pass
+                    }
+                    None => fail,
+                };
             }
         }
-        if any {
-            // taken ≤ the room at the start ≤ S, so taken·T ≤ S·T, and
-            // base + taken·T ≤ now + S·T fits (checked by `room`).
-            base + taken * self.quota.emission_interval()
-        } else {
-            tat
-        }
+        tat
     }
 
-    /// `max(TAT, now)` and the whole bytes the bucket holds at sub-tick
-    /// `now`, `⌊(S·T − (max(TAT, now) − now)) / T⌋`: `take(B)` succeeds iff
-    /// `B ≤ room`. `None` when the state is past its span (nothing fits, not
-    /// even 0 bytes: a clock that stepped back) or `now + S·T` would
-    /// overflow (the horizon); callers then take packet by packet. The one
-    /// division a batch that crosses the bucket's edge pays.
+    /// `⌊sub_ticks / T⌋`: whole bytes in `sub_ticks`, by the reciprocal.
     #[inline(always)]
-    fn room(&self, tat: u64, now: u64) -> Option<(u64, u64)> {
+    fn whole_bytes(&self, sub_ticks: u64) -> u64 {
+        divide(sub_ticks, self.reciprocal)
+    }
+
+    /// `max(TAT, now)` and the bucket's slack at sub-tick `now`,
+    /// `S·T − (max(TAT, now) − now)`: `take(B)` succeeds iff `B·T ≤ slack`,
+    /// i.e. iff `B ≤ ⌊slack / T⌋`, and then leaves `slack − B·T`. `None` when
+    /// the state is past its span (nothing fits, not even 0 bytes: a clock
+    /// that stepped back) or `now + S·T` would overflow (the horizon);
+    /// batches then go packet by packet.
+    #[inline(always)]
+    fn slack(&self, tat: u64, now: u64) -> Option<(u64, u64)> {
         let base = if tat > now { tat } else { now };
         let deficit = base - now;
         if deficit > self.span || now.checked_add(self.span).is_none() {
             return None;
         }
-        Some((base, (self.span - deficit) / self.quota.emission_interval()))
+        Some((base, self.span - deficit))
+    }
+
+    /// The TAT after a batch spent `spent ≤ slack` sub-ticks from
+    /// `base = max(TAT, now)` (`base + spent ≤ now + S·T` fits), or the TAT
+    /// as it was if no packet passed (not even one of 0 bytes).
+    #[inline(always)]
+    fn after(tat: u64, base: u64, spent: u64, touched: bool) -> u64 {
+        if touched {
+            base + spent
+        } else {
+            tat
+        }
     }
 
     /// Whole bytes in the bucket at sub-tick `now` (rounded down). Divides:
@@ -410,6 +433,159 @@ impl Bucket {
         let deficit = tat.saturating_sub(now);
         self.span.saturating_sub(deficit) / self.quota.emission_interval()
     }
+}
+
+/// Packets per block in [`decide`]'s search for the leading run.
+const BLOCK: usize = 8;
+
+/// What a packet that keeps its arrival colour asks of each bucket, in
+/// bytes, under the rules `both` selects.
+#[inline(always)]
+fn ask(both: bool, bytes: u64, arrived: Color) -> [u64; 2] {
+    let green = bytes & ((arrived == Color::Green) as u64).wrapping_neg();
+    let yellow = bytes & ((arrived == Color::Yellow) as u64).wrapping_neg();
+    if both {
+        // trTCM: green and yellow take from the peak bucket, green also from
+        // the committed one.
+        [green | yellow, green]
+    } else {
+        // srTCM, RFC 4115: green from the first bucket, yellow from the
+        // second.
+        [green, yellow]
+    }
+}
+
+/// The colours of a burst at one `now` (into `out`) given the whole bytes
+/// each bucket holds, `room = ⌊slack / T⌋`, under the rules `both` selects
+/// (see [`Steps::BOTH`](sealed::Steps::BOTH)); returns the bytes taken from
+/// each bucket and whether each was taken from at all (a 0-byte packet
+/// counts: its take moves a TAT in the past up to `now`). At one `now`
+/// nothing refills, so a bucket's take of `B` bytes is exactly the test
+/// `B ≤ room` and the step `room ← room − B` (`B·T ≤ slack` iff
+/// `B ≤ ⌊slack / T⌋`, and `⌊(slack − B·T) / T⌋ = ⌊slack / T⌋ − B`): the
+/// sequential per-packet rules with no clock, TAT or multiply. Two stages:
+///
+/// 1. the leading run of packets that keep their arrival colours. Each
+///    bucket's asks form prefix sums that only grow, so packet `i` is in
+///    the run iff the sums up to `i` fit the rooms: whole blocks of
+///    [`BLOCK`] are tested with one compare per bucket, then the first
+///    block that does not fit packet by packet;
+/// 2. from the first packet that does not keep its colour on, the rules a
+///    packet at a time on what the rooms have left.
+///
+/// Sizes above `u32::MAX` skip stage 1 (its sums could wrap); stage 2
+/// takes any size.
+#[inline(always)]
+fn decide(
+    both: bool,
+    room: [u64; 2],
+    sizes: &[u64],
+    pre: Arrivals,
+    out: &mut [Color],
+) -> ([u64; 2], [bool; 2]) {
+    let n = sizes.len().min(out.len());
+    let (sizes, out) = (&sizes[..n], &mut out[..n]);
+    let fits = |asked: [u64; 2]| (asked[0] <= room[0]) & (asked[1] <= room[1]);
+    let bits = sizes.iter().fold(0, |bits, &bytes| bits | bytes);
+    let (mut start, mut asked) = (0, [0u64; 2]);
+    if bits <= u32::MAX as u64 && n <= u32::MAX as usize {
+        // n · (2³² − 1) < 2⁶⁴: the sums do not wrap.
+        let blocks = sizes.chunks(BLOCK).zip(out.chunks_mut(BLOCK));
+        for (block, colors) in blocks {
+            let mut total = asked;
+            for (k, &bytes) in block.iter().enumerate() {
+                let [ask0, ask1] = ask(both, bytes, pre.at(start + k));
+                total = [total[0] + ask0, total[1] + ask1];
+            }
+            if fits(total) {
+                pre.copy_block(start, colors);
+                asked = total;
+                start += block.len();
+                continue;
+            }
+            for (&bytes, color) in block.iter().zip(colors.iter_mut()) {
+                let arrived = pre.at(start);
+                let [ask0, ask1] = ask(both, bytes, arrived);
+                let total = [asked[0] + ask0, asked[1] + ask1];
+                if !fits(total) {
+                    break;
+                }
+                *color = arrived;
+                asked = total;
+                start += 1;
+            }
+            break;
+        }
+    }
+    let [mut touched0, mut touched1] = pre.any_ask(both, start);
+    let [mut left0, mut left1] = [room[0] - asked[0], room[1] - asked[1]];
+    let rest = sizes[start..].iter().zip(out[start..].iter_mut());
+    for (k, (&bytes, color)) in rest.enumerate() {
+        let arrived = pre.at(start + k);
+        let (green, red) = (arrived == Color::Green, arrived == Color::Red);
+        let (holds0, holds1) = (bytes <= left0, bytes <= left1);
+        let (first, second);
+        if both {
+            // trTCM: the peak bucket, then the committed one for green.
+            first = !red & holds0;
+            second = first & green & holds1;
+        } else {
+            // srTCM, RFC 4115: green from the first bucket, else yellow
+            // from the second.
+            first = green & holds0;
+            second = !first & !red & holds1;
+        }
+        left0 -= bytes & (first as u64).wrapping_neg();
+        left1 -= bytes & (second as u64).wrapping_neg();
+        touched0 |= first;
+        touched1 |= second;
+        *color = COLOR_OF[both as usize][2 * first as usize + second as usize];
+    }
+    ([room[0] - left0, room[1] - left1], [touched0, touched1])
+}
+
+/// A packet's colour from whether it passed its profile's first and second
+/// bucket, indexed by `2·first + second`: srTCM and RFC 4115 (green: the
+/// first; yellow: the second; never both) and trTCM (green: both; yellow:
+/// the first only; never the second only).
+const COLOR_OF: [[Color; 4]; 2] = [
+    [Color::Red, Color::Yellow, Color::Green, Color::Green],
+    [Color::Red, Color::Red, Color::Yellow, Color::Green],
+];
+
+/// Compare-and-swap through [`StateWord::update`]: `word` becomes `new` if
+/// it holds `current`.
+#[inline(always)]
+fn swap(word: &StateWord, current: u64, new: u64) -> bool {
+    word.update(|v| if v == current { Ok((new, ())) } else { Err(()) })
+        .is_ok()
+}
+
+/// `⌈2¹²⁸ / d⌉` for a divisor `d ≥ 2`, and 0 for `d ≤ 1` (see
+/// [`divide`]).
+const fn reciprocal(d: u64) -> u128 {
+    if d <= 1 {
+        0
+    } else {
+        // ⌊(2¹²⁸ − 1) / d⌋ + 1 = ⌈2¹²⁸ / d⌉ for every d ≥ 2.
+        u128::MAX / d as u128 + 1
+    }
+}
+
+/// `⌊n / d⌋` given `reciprocal(d)`: the top 64 bits of the 192-bit
+/// `n · ⌈2¹²⁸ / d⌉`, exact for every 64-bit `n` and `d` (Lemire, Kaser and
+/// Kurz, theorem 1, with 128 ≥ 64 + log₂ d fraction bits); `n` itself when
+/// `d = 1`.
+#[inline(always)]
+fn divide(n: u64, reciprocal: u128) -> u64 {
+    if reciprocal == 0 {
+        return n;
+    }
+    let n = n as u128;
+    let low = (reciprocal as u64) as u128 * n;
+    let high = (reciprocal >> 64) * n;
+    // high ≤ (2⁶⁴ − 1)², so adding the top half of low cannot overflow.
+    ((high + (low >> 64)) >> 64) as u64
 }
 
 loom_const_fn! {
@@ -564,64 +740,199 @@ impl LocalFlow {
 pub(crate) mod sealed {
     use super::{Color, Flow};
 
+    /// A flow's two buckets seen by a batch at one `now`: `max(TAT, now)` and
+    /// the slack in sub-ticks of each, in the order of [`Steps::BOTH`]'s rules
+    /// (srTCM: committed, excess; trTCM: peak, committed; RFC 4115:
+    /// committed, excess).
+    pub struct Slack {
+        pub(crate) base: [u64; 2],
+        pub(crate) slack: [u64; 2],
+    }
+
+    /// The colours a batch's packets arrived with: all green (colour-blind
+    /// marking) or one per packet, at least as many as there are packets.
+    #[derive(Clone, Copy)]
+    pub struct Arrivals<'a>(Option<&'a [Color]>);
+
+    impl<'a> Arrivals<'a> {
+        /// Colour-blind: every packet arrived green.
+        pub(crate) const BLIND: Arrivals<'static> = Arrivals(None);
+
+        /// Colour-aware: packet `i` arrived coloured `colors[i]`.
+        #[inline(always)]
+        pub(crate) fn of(colors: &'a [Color]) -> Self {
+            Arrivals(Some(colors))
+        }
+
+        /// The colour packet `i` arrived with.
+        #[inline(always)]
+        pub(crate) fn at(self, i: usize) -> Color {
+            match self.0 {
+                None => Color::Green,
+                Some(colors) => colors[i],
+            }
+        }
+
+        /// Whether any of the first `n` packets arrived coloured for each
+        /// bucket of `both`'s rules (see [`Steps::BOTH`]).
+        #[inline(always)]
+        pub(crate) fn any_ask(self, both: bool, n: usize) -> [bool; 2] {
+            let Some(colors) = self.0 else {
+                return [n > 0, both & (n > 0)];
+            };
+            let (mut green, mut yellow) = (false, false);
+            for &color in &colors[..n] {
+                green |= color == Color::Green;
+                yellow |= color == Color::Yellow;
+            }
+            if both {
+                [green | yellow, green]
+            } else {
+                [green, yellow]
+            }
+        }
+
+        /// The arrival colours of packets `start..start + out.len()` into
+        /// `out`: one store of a whole block.
+        #[inline(always)]
+        pub(crate) fn copy_block(self, start: usize, out: &mut [Color]) {
+            if let Ok(block) = <&mut [Color; super::BLOCK]>::try_from(&mut *out) {
+                *block = match self.0 {
+                    None => [Color::Green; super::BLOCK],
+                    Some(colors) => match colors[start..].first_chunk() {
+                        Some(&arrived) => arrived,
+                        None => return,
+                    },
+                };
+            } else {
+                for (k, color) in out.iter_mut().enumerate() {
+                    *color = self.at(start + k);
+                }
+            }
+        }
+    }
+
     /// The per-profile steps [`Meter`](super::Meter) is built from. Sealed:
     /// only this crate's profiles implement it.
     pub trait Steps {
+        /// The batch rules of the profile's two buckets at one `now`:
+        /// `false` for srTCM and RFC 4115 (green from the first bucket if
+        /// green-coloured and it holds the packet, else yellow from the
+        /// second if not red-coloured and it holds it, else red); `true`
+        /// for trTCM (red unless not red-coloured and the first, peak,
+        /// bucket holds it; then green if green-coloured and the second,
+        /// committed, bucket holds it too, else yellow).
+        const BOTH: bool;
+
         /// `now` in the sub-ticks of each of the profile's two words.
         fn times(&self, now: u64) -> [u64; 2];
         /// One packet on plain words (the sequential RFC algorithm).
         fn step(&self, words: &mut [u64; 2], t: [u64; 2], bytes: u64, pre: Color) -> Color;
         /// One packet on a shared flow.
         fn step_shared(&self, flow: &Flow, t: [u64; 2], bytes: u64, pre: Color) -> Color;
-        /// The words after `total` bytes of green-coloured packets at one
-        /// `now` if they are all green (then every prefix is too), else
-        /// `None`.
-        fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]>;
+
+        /// The two buckets' emission intervals `T` (sub-ticks per byte),
+        /// in [`BOTH`](Self::BOTH)'s order.
+        fn intervals(&self) -> [u64; 2];
+        /// The whole bytes in each bucket's slack, `⌊slack / T⌋`.
+        fn rooms(&self, slack: [u64; 2]) -> [u64; 2];
+        /// The two buckets' bases and slacks for the state `words` at
+        /// `t`, or `None` for a state that batches step through packet by
+        /// packet (past a span, at the horizon).
+        fn slack(&self, words: [u64; 2], t: [u64; 2]) -> Option<Slack>;
+        /// The state words after a batch spent `spent ≤ slack` sub-ticks
+        /// of each bucket's slack (`touched`: whether each was taken from at all).
+        fn commit(
+            &self,
+            words: [u64; 2],
+            slack: &Slack,
+            spent: [u64; 2],
+            touched: [bool; 2],
+        ) -> [u64; 2];
+
+        /// A burst at one `now` decided on the state `words` (nothing
+        /// stored): its colours into `out` and the state after it, exactly
+        /// what one [`step`](Self::step) per packet gives; `None` (and
+        /// `out` untouched) for a state that needs the packet-by-packet
+        /// path.
+        #[inline(always)]
+        fn decide_batch(
+            &self,
+            words: [u64; 2],
+            t: [u64; 2],
+            sizes: &[u64],
+            pre: Arrivals,
+            out: &mut [Color],
+        ) -> Option<[u64; 2]> {
+            let slack = self.slack(words, t)?;
+            let [t0, t1] = self.intervals();
+            let room = self.rooms(slack.slack);
+            let (taken, touched) = super::decide(Self::BOTH, room, sizes, pre, out);
+            // taken ≤ room, so taken·T ≤ slack fits.
+            let spent = [taken[0] * t0, taken[1] * t1];
+            Some(self.commit(words, &slack, spent, touched))
+        }
 
         /// A burst at one `now` on plain words; slices have equal lengths.
         /// Exactly the colours and state of one [`step`](Self::step) per
-        /// packet.
-        fn batch_local<P: Fn(usize) -> Color>(
-            &self,
-            words: &mut [u64; 2],
-            t: [u64; 2],
-            sizes: &[u64],
-            pre: P,
-            out: &mut [Color],
-        );
-
-        /// The fast path of a local batch: if every packet arrived green and
-        /// the buckets hold the burst's total, all are green; one test.
+        /// packet: one read and one write of the words.
         #[inline(always)]
-        fn batch_all_green<P: Fn(usize) -> Color>(
+        fn batch_local(
             &self,
             words: &mut [u64; 2],
             t: [u64; 2],
             sizes: &[u64],
-            pre: &P,
+            pre: Arrivals,
             out: &mut [Color],
-        ) -> bool {
-            let all_green_coloured = (0..sizes.len()).all(|i| pre(i) == Color::Green);
-            let total = super::batch_total(sizes.iter().copied()).filter(|&total| total > 0);
-            if let (true, Some(total)) = (all_green_coloured, total) {
-                if let Some(next) = self.all_green(*words, t, total) {
-                    out.fill(Color::Green);
-                    *words = next;
-                    return true;
-                }
+        ) {
+            match self.decide_batch(*words, t, sizes, pre, out) {
+                Some(next) => *words = next,
+                None => self.batch_local_slow(words, t, sizes, pre, out),
             }
-            false
+        }
+
+        /// The packet-by-packet path of a local batch.
+        #[inline(never)]
+        #[cold]
+        fn batch_local_slow(
+            &self,
+            words: &mut [u64; 2],
+            t: [u64; 2],
+            sizes: &[u64],
+            pre: Arrivals,
+            out: &mut [Color],
+        ) {
+            for (i, (&bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
+                *color = self.step(words, t, bytes, pre.at(i));
+            }
         }
 
         /// A burst at one `now` on a shared flow; slices have equal lengths.
-        fn batch_shared<P: Fn(usize) -> Color>(
+        fn batch_shared(
             &self,
             flow: &Flow,
             t: [u64; 2],
             sizes: &[u64],
-            pre: P,
+            pre: Arrivals,
             out: &mut [Color],
         );
+
+        /// The packet-by-packet path of a shared batch.
+        #[inline(never)]
+        #[cold]
+        fn batch_shared_slow(
+            &self,
+            flow: &Flow,
+            t: [u64; 2],
+            sizes: &[u64],
+            pre: Arrivals,
+            out: &mut [Color],
+        ) {
+            for (i, (&bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
+                *color = self.step_shared(flow, t, bytes, pre.at(i));
+            }
+        }
+
         /// Whole bytes in each bucket.
         fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2];
     }
@@ -731,7 +1042,7 @@ pub trait Meter: sealed::Steps {
         out: &mut [Color],
     ) -> Result<(), BatchLenMismatch> {
         check_lens(sizes.len(), None, out.len())?;
-        self.batch_shared(flow, self.times(now), sizes, |_| Color::Green, out);
+        self.batch_shared(flow, self.times(now), sizes, Arrivals::BLIND, out);
         Ok(())
     }
 
@@ -757,7 +1068,7 @@ pub trait Meter: sealed::Steps {
         out: &mut [Color],
     ) -> Result<(), BatchLenMismatch> {
         check_lens(sizes.len(), Some(pre.len()), out.len())?;
-        self.batch_shared(flow, self.times(now), sizes, |i| pre[i], out);
+        self.batch_shared(flow, self.times(now), sizes, Arrivals::of(pre), out);
         Ok(())
     }
 
@@ -785,7 +1096,7 @@ pub trait Meter: sealed::Steps {
             &mut flow.words,
             self.times(now),
             sizes,
-            |_| Color::Green,
+            Arrivals::BLIND,
             out,
         );
         Ok(())
@@ -811,7 +1122,13 @@ pub trait Meter: sealed::Steps {
         out: &mut [Color],
     ) -> Result<(), BatchLenMismatch> {
         check_lens(sizes.len(), Some(pre.len()), out.len())?;
-        self.batch_local(&mut flow.words, self.times(now), sizes, |i| pre[i], out);
+        self.batch_local(
+            &mut flow.words,
+            self.times(now),
+            sizes,
+            Arrivals::of(pre),
+            out,
+        );
         Ok(())
     }
 
@@ -832,18 +1149,6 @@ pub trait Meter: sealed::Steps {
     }
 }
 
-/// The sum of a burst's sizes, `None` if it overflows (then no bucket holds
-/// it anyway). Callers take the fast path only for a positive total, so
-/// that a burst with nothing to take stores nothing, like its packets.
-#[inline(always)]
-fn batch_total(sizes: impl Iterator<Item = u64>) -> Option<u64> {
-    let mut total: u64 = 0;
-    for bytes in sizes {
-        total = total.checked_add(bytes)?;
-    }
-    Some(total)
-}
-
 /// Checks that a batch's slices have one length.
 #[inline(always)]
 fn check_lens(sizes: usize, pre: Option<usize>, out: usize) -> Result<(), BatchLenMismatch> {
@@ -856,3 +1161,54 @@ fn check_lens(sizes: usize, pre: Option<usize>, out: usize) -> Result<(), BatchL
 
 #[cfg(all(test, feature = "loom"))]
 mod loom_tests;
+
+#[cfg(all(test, not(feature = "loom")))]
+mod tests {
+    use super::{divide, reciprocal};
+    use proptest::prelude::*;
+
+    #[test]
+    fn divide_at_the_edges() {
+        let ds = [
+            1,
+            2,
+            3,
+            4,
+            5,
+            7,
+            1 << 32,
+            (1 << 32) + 1,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        let ns = [
+            0,
+            1,
+            2,
+            3,
+            4,
+            u32::MAX as u64,
+            1 << 63,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        for d in ds {
+            for n in ns
+                .into_iter()
+                .chain([d - 1, d, d.wrapping_add(1), d.wrapping_mul(3)])
+            {
+                assert_eq!(divide(n, reciprocal(d)), n / d, "{n} / {d}");
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn divide_is_division(n: u64, d in 1u64.., small in 1u64..100_000) {
+            prop_assert_eq!(divide(n, reciprocal(d)), n / d);
+            prop_assert_eq!(divide(n, reciprocal(small)), n / small);
+            let multiple = (n / small).wrapping_mul(small);
+            prop_assert_eq!(divide(multiple, reciprocal(small)), multiple / small);
+        }
+    }
+}

@@ -3,7 +3,8 @@
 //! independent TATs, each on its own rate).
 
 use super::sealed::Steps;
-use super::{Bucket, Color, Flow, MeterError};
+use super::Arrivals;
+use super::{swap, Bucket, Color, Flow, MeterError, Slack};
 use crate::quota::Quota;
 
 /// The marker of RFC 4115: committed rate `CIR` with burst `CBS`, excess
@@ -96,45 +97,27 @@ impl TrTcm4115 {
 }
 
 impl TrTcm4115 {
-    /// Batch pass 1, the committed bucket: green or (for now) red.
-    #[inline(always)]
-    fn committed_pass(
-        &self,
-        c: u64,
-        now: u64,
-        sizes: &[u64],
-        pre: &impl Fn(usize) -> Color,
-        out: &mut [Color],
-    ) -> u64 {
-        out.fill(Color::Red);
-        self.committed.pass(
-            c,
-            now,
-            sizes,
-            out,
-            |i, _| pre(i) == Color::Green,
-            (Color::Green, Color::Red),
-        )
-    }
-
-    /// Batch pass 2, the excess bucket: yellow or red among the packets not
-    /// green and not coloured red on arrival.
-    #[inline(always)]
-    fn excess_pass(
-        &self,
-        e: u64,
-        now: u64,
-        sizes: &[u64],
-        pre: &impl Fn(usize) -> Color,
-        out: &mut [Color],
-    ) -> u64 {
-        let candidate = |i: usize, color: Color| color != Color::Green && pre(i) != Color::Red;
-        self.excess
-            .pass(e, now, sizes, out, candidate, (Color::Yellow, Color::Red))
+    /// A shared batch that took its greens from the committed bucket but
+    /// lost the compare-and-swap on the excess one: yellow or red again
+    /// among the packets not green and not coloured red on arrival, one
+    /// take each from the excess TAT there is now (as packet by packet
+    /// would). The candidates stay the same when the pass reruns.
+    #[cold]
+    #[inline(never)]
+    fn lost_excess(&self, flow: &Flow, now: u64, sizes: &[u64], pre: Arrivals, out: &mut [Color]) {
+        let candidate = |i: usize, color: Color| color != Color::Green && pre.at(i) != Color::Red;
+        let _ = flow.words[1].update(|e| -> Result<(u64, ()), ()> {
+            let next = self
+                .excess
+                .pass(e, now, sizes, out, candidate, (Color::Yellow, Color::Red));
+            Ok((next, ()))
+        });
     }
 }
 
 impl Steps for TrTcm4115 {
+    const BOTH: bool = false;
+
     #[inline(always)]
     fn times(&self, now: u64) -> [u64; 2] {
         [self.committed.now(now), self.excess.now(now)]
@@ -182,46 +165,68 @@ impl Steps for TrTcm4115 {
     }
 
     #[inline(always)]
-    fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]> {
-        let c = self.committed.take(words[0], t[0], total)?;
-        Some([c, words[1]])
+    fn intervals(&self) -> [u64; 2] {
+        [
+            self.committed.quota.emission_interval(),
+            self.excess.quota.emission_interval(),
+        ]
+    }
+    #[inline(always)]
+    fn rooms(&self, slack: [u64; 2]) -> [u64; 2] {
+        [
+            self.committed.whole_bytes(slack[0]),
+            self.excess.whole_bytes(slack[1]),
+        ]
     }
 
-    #[inline]
-    fn batch_local<P: Fn(usize) -> Color>(
+    #[inline(always)]
+    fn slack(&self, [c, e]: [u64; 2], t: [u64; 2]) -> Option<Slack> {
+        let (c_base, c_slack) = self.committed.slack(c, t[0])?;
+        let (e_base, e_slack) = self.excess.slack(e, t[1])?;
+        Some(Slack {
+            base: [c_base, e_base],
+            slack: [c_slack, e_slack],
+        })
+    }
+
+    #[inline(always)]
+    fn commit(
         &self,
-        words: &mut [u64; 2],
-        t: [u64; 2],
-        sizes: &[u64],
-        pre: P,
-        out: &mut [Color],
-    ) {
-        if self.batch_all_green(words, t, sizes, &pre, out) {
-            return;
-        }
-        // The buckets are independent and decided in the RFC's order: one
-        // pass each, exactly one take per packet in order.
-        words[0] = self.committed_pass(words[0], t[0], sizes, &pre, out);
-        words[1] = self.excess_pass(words[1], t[1], sizes, &pre, out);
+        [c, e]: [u64; 2],
+        slack: &Slack,
+        spent: [u64; 2],
+        touched: [bool; 2],
+    ) -> [u64; 2] {
+        [
+            Bucket::after(c, slack.base[0], spent[0], touched[0]),
+            Bucket::after(e, slack.base[1], spent[1], touched[1]),
+        ]
     }
 
     #[inline]
-    fn batch_shared<P: Fn(usize) -> Color>(
+    fn batch_shared(
         &self,
         flow: &Flow,
         t: [u64; 2],
         sizes: &[u64],
-        pre: P,
+        pre: Arrivals,
         out: &mut [Color],
     ) {
         let [committed, excess] = &flow.words;
-        // One atomic step per bucket; each pass is rerunnable (see TrTcm).
-        let _ = committed.update(|c| -> Result<(u64, ()), ()> {
-            Ok((self.committed_pass(c, t[0], sizes, &pre, out), ()))
-        });
-        let _ = excess.update(|e| -> Result<(u64, ()), ()> {
-            Ok((self.excess_pass(e, t[1], sizes, &pre, out), ()))
-        });
+        loop {
+            let [c, e] = [committed.load(), excess.load()];
+            let Some([c_next, e_next]) = self.decide_batch([c, e], t, sizes, pre, out) else {
+                return self.batch_shared_slow(flow, t, sizes, pre, out);
+            };
+            // The RFC's order: the committed bucket, then the excess one.
+            if c_next != c && !swap(committed, c, c_next) {
+                continue; // nothing stored: start again
+            }
+            if e_next != e && !swap(excess, e, e_next) {
+                self.lost_excess(flow, t[1], sizes, pre, out);
+            }
+            return;
+        }
     }
 
     fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {

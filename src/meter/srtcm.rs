@@ -2,7 +2,8 @@
 //! docs](super) for the math (two TATs `C` and `A` on one `T = 1/CIR`).
 
 use super::sealed::Steps;
-use super::{Bucket, Color, Flow, MeterError};
+use super::Arrivals;
+use super::{swap, Bucket, Color, Flow, MeterError, Slack};
 use crate::quota::Quota;
 
 /// The srTCM of RFC 2697: committed information rate `CIR` (bytes per
@@ -118,33 +119,6 @@ impl SrTcm {
         (self.committed.size, self.ebs)
     }
 
-    /// The words after `total` bytes of green packets at sub-tick `now`, if
-    /// both C and A hold them (then every prefix is green too).
-    #[inline(always)]
-    fn all_green_at(&self, words: [u64; 2], now: u64, total: u64) -> Option<[u64; 2]> {
-        let c = self.committed.take(words[0], now, total)?;
-        let a = self.all.take(words[1], now, total)?;
-        Some([c, a])
-    }
-
-    /// The three rooms of a batch in whole bytes at sub-tick `now`, or `None`
-    /// for a state a batch should step through packet by packet (past a
-    /// span, `A` behind `C`, or at the horizon).
-    #[inline(always)]
-    fn rooms(&self, [c, a]: [u64; 2], now: u64) -> Option<Rooms> {
-        let (c_base, room_c) = self.committed.room(c, now)?;
-        let (a_base, room_a) = self.all.room(a, now)?;
-        let excess_deficit = a_base.checked_sub(c_base)?;
-        let excess_slack = self.ebs_span.checked_sub(excess_deficit)?;
-        Some(Rooms {
-            c_base,
-            a_base,
-            room_c,
-            room_a,
-            room_e: excess_slack / self.all.quota.emission_interval(),
-        })
-    }
-
     /// The yellow test: the new `A` if the excess bucket holds `bytes`,
     /// given the committed TAT `c` (a stale, smaller `c` only makes this
     /// stricter). Also keeps `A − now ≤ (CBS + EBS)·T`.
@@ -161,21 +135,76 @@ impl SrTcm {
             None
         }
     }
+
+    /// A shared batch whose reservation in A stands but whose compare-and-
+    /// swap on C lost to a concurrent packet, with A changed since (so the
+    /// reservation cannot be undone exactly). The batch's greens
+    /// (`out[i] == Green`) take, in order, from the C there is now, one
+    /// [`take`](Bucket::take) each. Greens that no longer fit turn yellow if
+    /// the excess bucket, seen through a fresh A (which holds every
+    /// reservation, ours included) and the new C, holds them all, and red
+    /// otherwise, their reservation kept: tokens withheld from later
+    /// packets, never granted (the single packet's rule).
+    #[cold]
+    #[inline(never)]
+    fn lost_committed(&self, flow: &Flow, now: u64, sizes: &[u64], out: &mut [Color]) {
+        let [committed, all] = &flow.words;
+        let (c, c_next, largest_lost) = loop {
+            let c = committed.load();
+            let (c_next, lost) = self.greens_on(c, now, sizes, out, None);
+            if c_next == c || swap(committed, c, c_next) {
+                break (c, c_next, lost);
+            }
+        };
+        let Some(largest) = largest_lost else {
+            return; // every green still fits
+        };
+        let c_base = if c_next > now { c_next } else { now };
+        let excess_deficit = all.load().saturating_sub(c_base);
+        let demoted = if largest <= self.ebs && excess_deficit <= self.ebs_span {
+            Color::Yellow
+        } else {
+            Color::Red
+        };
+        // Replay the winning pass (the same takes from the same C) to mark
+        // the greens that did not fit.
+        self.greens_on(c, now, sizes, out, Some(demoted));
+    }
+
+    /// The batch's greens (`out[i] == Green`) taken in order from the
+    /// committed TAT `c`: C after those that fit, and the largest that
+    /// does not (`None` if all fit). With `Some(color)`, the greens that do
+    /// not fit are marked `color`.
+    fn greens_on(
+        &self,
+        c: u64,
+        now: u64,
+        sizes: &[u64],
+        out: &mut [Color],
+        demoted: Option<Color>,
+    ) -> (u64, Option<u64>) {
+        let (mut c, mut largest_lost) = (c, None::<u64>);
+        for (&bytes, color) in sizes.iter().zip(out.iter_mut()) {
+            if *color != Color::Green {
+                continue;
+            }
+            match self.committed.take(c, now, bytes) {
+                Some(next) => c = next,
+                None => {
+                    largest_lost = Some(largest_lost.map_or(bytes, |l| l.max(bytes)));
+                    if let Some(demoted) = demoted {
+                        *color = demoted;
+                    }
+                }
+            }
+        }
+        (c, largest_lost)
+    }
 }
 
-/// A batch's view of an srTCM flow: `max(C, now)`, `max(A, now)` and the
-/// whole bytes the committed, total and excess buckets hold.
-struct Rooms {
-    c_base: u64,
-    a_base: u64,
-    room_c: u64,
-    room_a: u64,
-    room_e: u64,
-}
-
-// The batch loop indexes two slices and a closure by one index.
-#[allow(clippy::needless_range_loop)]
 impl Steps for SrTcm {
+    const BOTH: bool = false;
+
     #[inline(always)]
     fn times(&self, now: u64) -> [u64; 2] {
         let now = self.all.now(now);
@@ -281,119 +310,84 @@ impl Steps for SrTcm {
     }
 
     #[inline(always)]
-    fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]> {
-        self.all_green_at(words, t[0], total)
-    }
-
-    #[inline]
-    fn batch_local<P: Fn(usize) -> Color>(
-        &self,
-        words: &mut [u64; 2],
-        t: [u64; 2],
-        sizes: &[u64],
-        pre: P,
-        out: &mut [Color],
-    ) {
-        if self.batch_all_green(words, t, sizes, &pre, out) {
-            return;
-        }
-        let n = sizes.len().min(out.len());
-        let Some(rooms) = self.rooms(*words, t[0]) else {
-            for i in 0..n {
-                out[i] = self.step(words, t, sizes[i], pre(i));
-            }
-            return;
-        };
-        // In whole bytes at this `now` (see the module docs): green needs
-        // `B ≤ room_c` and `B ≤ room_a`, yellow `B ≤ room_e` and `B ≤ room_a`;
-        // green leaves `max(A, now) − max(C, now)`, hence `room_e`, as it is.
-        let Rooms {
-            c_base,
-            a_base,
-            mut room_c,
-            mut room_a,
-            mut room_e,
-        } = rooms;
-        let (mut taken_c, mut taken_a) = (0u64, 0u64);
-        let (mut any_c, mut any_a) = (false, false);
-        for i in 0..n {
-            let bytes = sizes[i];
-            let pre = pre(i);
-            out[i] = if pre == Color::Green && bytes <= room_c && bytes <= room_a {
-                room_c -= bytes;
-                room_a -= bytes;
-                taken_c += bytes;
-                taken_a += bytes;
-                any_c = true;
-                any_a = true;
-                Color::Green
-            } else if pre != Color::Red && bytes <= room_e && bytes <= room_a {
-                room_e -= bytes;
-                room_a -= bytes;
-                taken_a += bytes;
-                any_a = true;
-                Color::Yellow
-            } else {
-                Color::Red
-            };
-        }
-        // taken_c ≤ CBS, taken_a ≤ CBS + EBS: the products fit, and the sums
-        // stay within now + span (checked by `rooms`).
+    fn intervals(&self) -> [u64; 2] {
         let interval = self.all.quota.emission_interval();
-        if any_c {
-            words[0] = c_base + taken_c * interval;
-        }
-        if any_a {
-            words[1] = a_base + taken_a * interval;
-        }
+        [interval, interval]
+    }
+    #[inline(always)]
+    fn rooms(&self, slack: [u64; 2]) -> [u64; 2] {
+        [
+            self.all.whole_bytes(slack[0]),
+            self.all.whole_bytes(slack[1]),
+        ]
+    }
+
+    /// The committed and the excess bucket: bases `max(C, now)` and
+    /// `max(A, now)`, slacks `CBS·T − (max(C, now) − now)` and
+    /// `EBS·T − (max(A, now) − max(C, now))`. Their sum is A's slack
+    /// `(CBS + EBS)·T − (max(A, now) − now)`, so whatever fits them fits A:
+    /// A's own test is implied.
+    #[inline(always)]
+    fn slack(&self, [c, a]: [u64; 2], t: [u64; 2]) -> Option<Slack> {
+        let now = t[0];
+        let (c_base, c_slack) = self.committed.slack(c, now)?;
+        let (a_base, _) = self.all.slack(a, now)?;
+        let excess_deficit = a_base.checked_sub(c_base)?;
+        let e_slack = self.ebs_span.checked_sub(excess_deficit)?;
+        Some(Slack {
+            base: [c_base, a_base],
+            slack: [c_slack, e_slack],
+        })
+    }
+
+    /// Green takes from C and A, yellow from A only; a green leaves
+    /// `max(A, now) − max(C, now)` (the excess deficit) as it is.
+    #[inline(always)]
+    fn commit(
+        &self,
+        [c, a]: [u64; 2],
+        slack: &Slack,
+        [green, yellow]: [u64; 2],
+        [any_green, any_yellow]: [bool; 2],
+    ) -> [u64; 2] {
+        let [c_base, a_base] = slack.base;
+        // green + yellow ≤ the two slacks' sum, A's slack: fits.
+        [
+            Bucket::after(c, c_base, green, any_green),
+            Bucket::after(a, a_base, green + yellow, any_green | any_yellow),
+        ]
     }
 
     #[inline]
-    fn batch_shared<P: Fn(usize) -> Color>(
+    fn batch_shared(
         &self,
         flow: &Flow,
         t: [u64; 2],
         sizes: &[u64],
-        pre: P,
+        pre: Arrivals,
         out: &mut [Color],
     ) {
-        let now = t[0];
         let [committed, all] = &flow.words;
-        // A conforming burst of green-coloured packets: the single-packet
-        // green protocol (reserve in A, then take from C) for the total.
-        let all_green_coloured = (0..sizes.len()).all(|i| pre(i) == Color::Green);
-        let total = super::batch_total(sizes.iter().copied()).filter(|&total| total > 0);
-        if let (true, Some(total)) = (all_green_coloured, total) {
-            if self.committed.take(committed.load(), now, total).is_some() {
-                let reserved = all.update(|a| match self.all.take(a, now, total) {
-                    Some(next) => Ok((next, (a, next))),
-                    None => Err(()),
-                });
-                if let Ok((a_before, a_after)) = reserved {
-                    let taken = committed.update(|c| match self.committed.take(c, now, total) {
-                        Some(next) => Ok((next, ())),
-                        None => Err(()),
-                    });
-                    if taken.is_ok() {
-                        out.fill(Color::Green);
-                        return;
-                    }
-                    // Lost a race for C: undo the reservation if A is as we
-                    // left it (otherwise it stays, withholding tokens), and
-                    // mark packet by packet.
-                    let _ = all.update(|a| {
-                        if a == a_after {
-                            Ok((a_before, ()))
-                        } else {
-                            Err(())
-                        }
-                    });
-                }
+        loop {
+            let [c, a] = [committed.load(), all.load()];
+            let Some([c_next, a_next]) = self.decide_batch([c, a], t, sizes, pre, out) else {
+                return self.batch_shared_slow(flow, t, sizes, pre, out);
+            };
+            // The single packet's order: reserve everything in A first, then
+            // take the greens from C.
+            if a_next != a && !swap(all, a, a_next) {
+                continue; // nothing stored: start again
             }
-        }
-        // The buckets are coupled: packet by packet (see the module docs).
-        for (i, (bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
-            *color = self.step_shared(flow, t, *bytes, pre(i));
+            if c_next == c || swap(committed, c, c_next) {
+                return;
+            }
+            // A concurrent green took from C since we read it. Undo the
+            // reservation if A is as we left it, and start again.
+            if a_next == a || swap(all, a_next, a) {
+                continue;
+            }
+            // A moved on: our reservation stays (see the module docs).
+            return self.lost_committed(flow, t[0], sizes, out);
         }
     }
 

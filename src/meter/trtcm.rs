@@ -2,7 +2,8 @@
 //! docs](super) for the math (two independent TATs, each on its own rate).
 
 use super::sealed::Steps;
-use super::{Bucket, Color, Flow, MeterError};
+use super::Arrivals;
+use super::{swap, Bucket, Color, Flow, MeterError, Slack};
 use crate::quota::Quota;
 
 /// The trTCM of RFC 2698: committed rate `CIR` with burst `CBS`, peak rate
@@ -94,51 +95,34 @@ impl TrTcm {
 }
 
 impl TrTcm {
-    /// Batch pass 1, the peak bucket: red or (for now) yellow.
-    #[inline(always)]
-    fn peak_pass(
+    /// A shared batch that took its bytes from the peak bucket but lost
+    /// the compare-and-swap on the committed one: green or yellow again
+    /// among the green-coloured packets that passed the peak bucket, one
+    /// take each from the committed TAT there is now (as packet by packet
+    /// would). The candidates stay the same when the pass reruns.
+    #[cold]
+    #[inline(never)]
+    fn lost_committed(
         &self,
-        p: u64,
+        flow: &Flow,
         now: u64,
         sizes: &[u64],
-        pre: &impl Fn(usize) -> Color,
+        pre: Arrivals,
         out: &mut [Color],
-    ) -> u64 {
-        for (i, color) in out.iter_mut().enumerate() {
-            *color = if pre(i) == Color::Red {
-                Color::Red
-            } else {
-                Color::Yellow
-            };
-        }
-        self.peak.pass(
-            p,
-            now,
-            sizes,
-            out,
-            |i, _| pre(i) != Color::Red,
-            (Color::Yellow, Color::Red),
-        )
-    }
-
-    /// Batch pass 2, the committed bucket: green or yellow among the
-    /// green-coloured packets that passed the peak bucket.
-    #[inline(always)]
-    fn committed_pass(
-        &self,
-        c: u64,
-        now: u64,
-        sizes: &[u64],
-        pre: &impl Fn(usize) -> Color,
-        out: &mut [Color],
-    ) -> u64 {
-        let candidate = |i: usize, color: Color| color != Color::Red && pre(i) == Color::Green;
-        self.committed
-            .pass(c, now, sizes, out, candidate, (Color::Green, Color::Yellow))
+    ) {
+        let candidate = |i: usize, color: Color| color != Color::Red && pre.at(i) == Color::Green;
+        let _ = flow.words[1].update(|c| -> Result<(u64, ()), ()> {
+            let next =
+                self.committed
+                    .pass(c, now, sizes, out, candidate, (Color::Green, Color::Yellow));
+            Ok((next, ()))
+        });
     }
 }
 
 impl Steps for TrTcm {
+    const BOTH: bool = true;
+
     #[inline(always)]
     fn times(&self, now: u64) -> [u64; 2] {
         [self.peak.now(now), self.committed.now(now)]
@@ -188,49 +172,68 @@ impl Steps for TrTcm {
     }
 
     #[inline(always)]
-    fn all_green(&self, words: [u64; 2], t: [u64; 2], total: u64) -> Option<[u64; 2]> {
-        let p = self.peak.take(words[0], t[0], total)?;
-        let c = self.committed.take(words[1], t[1], total)?;
-        Some([p, c])
+    fn intervals(&self) -> [u64; 2] {
+        [
+            self.peak.quota.emission_interval(),
+            self.committed.quota.emission_interval(),
+        ]
+    }
+    #[inline(always)]
+    fn rooms(&self, slack: [u64; 2]) -> [u64; 2] {
+        [
+            self.peak.whole_bytes(slack[0]),
+            self.committed.whole_bytes(slack[1]),
+        ]
     }
 
-    #[inline]
-    fn batch_local<P: Fn(usize) -> Color>(
+    #[inline(always)]
+    fn slack(&self, [p, c]: [u64; 2], t: [u64; 2]) -> Option<Slack> {
+        let (p_base, p_slack) = self.peak.slack(p, t[0])?;
+        let (c_base, c_slack) = self.committed.slack(c, t[1])?;
+        Some(Slack {
+            base: [p_base, c_base],
+            slack: [p_slack, c_slack],
+        })
+    }
+
+    #[inline(always)]
+    fn commit(
         &self,
-        words: &mut [u64; 2],
-        t: [u64; 2],
-        sizes: &[u64],
-        pre: P,
-        out: &mut [Color],
-    ) {
-        if self.batch_all_green(words, t, sizes, &pre, out) {
-            return;
-        }
-        // The buckets are independent and decided in the RFC's order: one
-        // pass each, exactly one take per packet in order.
-        words[0] = self.peak_pass(words[0], t[0], sizes, &pre, out);
-        words[1] = self.committed_pass(words[1], t[1], sizes, &pre, out);
+        [p, c]: [u64; 2],
+        slack: &Slack,
+        spent: [u64; 2],
+        touched: [bool; 2],
+    ) -> [u64; 2] {
+        [
+            Bucket::after(p, slack.base[0], spent[0], touched[0]),
+            Bucket::after(c, slack.base[1], spent[1], touched[1]),
+        ]
     }
 
     #[inline]
-    fn batch_shared<P: Fn(usize) -> Color>(
+    fn batch_shared(
         &self,
         flow: &Flow,
         t: [u64; 2],
         sizes: &[u64],
-        pre: P,
+        pre: Arrivals,
         out: &mut [Color],
     ) {
         let [peak, committed] = &flow.words;
-        // One atomic step per bucket. A closure may rerun on contention:
-        // each pass recomputes everything it writes from `pre` and the
-        // previous pass's colours.
-        let _ = peak.update(|p| -> Result<(u64, ()), ()> {
-            Ok((self.peak_pass(p, t[0], sizes, &pre, out), ()))
-        });
-        let _ = committed.update(|c| -> Result<(u64, ()), ()> {
-            Ok((self.committed_pass(c, t[1], sizes, &pre, out), ()))
-        });
+        loop {
+            let [p, c] = [peak.load(), committed.load()];
+            let Some([p_next, c_next]) = self.decide_batch([p, c], t, sizes, pre, out) else {
+                return self.batch_shared_slow(flow, t, sizes, pre, out);
+            };
+            // The RFC's order: the peak bucket, then the committed one.
+            if p_next != p && !swap(peak, p, p_next) {
+                continue; // nothing stored: start again
+            }
+            if c_next != c && !swap(committed, c, c_next) {
+                self.lost_committed(flow, t[1], sizes, pre, out);
+            }
+            return;
+        }
     }
 
     fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {
