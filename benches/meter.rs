@@ -53,7 +53,11 @@ use std::time::Duration;
 
 use cellrate::meter::{Color, Flow, LocalFlow, Meter, SrTcm, TrTcm, TrTcm4115};
 use criterion::measurement::WallTime;
-use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
+use criterion::{BenchmarkGroup, Criterion, Throughput};
+
+#[path = "common/paired.rs"]
+mod paired;
+use paired::ratio_calls;
 
 const HZ: u64 = 1_000_000_000;
 const CIR: u64 = 1_250_000_000;
@@ -482,11 +486,106 @@ fn flows10k(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(
-    benches,
-    single_flow,
-    batch32_conforming,
-    batch32_over_rate,
-    flows10k
-);
-criterion_main!(benches);
+/// Bursts timed per chunk of the paired ratios.
+const CHUNK_BURSTS: u32 = 64;
+
+/// Paired ratios (see `benches/common/paired.rs`): for each marker, local
+/// and shared, conforming and over-rate, 32 per-packet calls ÷ one batch
+/// call per burst (each side its own flow, the same bursts at the same
+/// times, as in `batch32_*`); and the single-flow marks ÷ the plain meter.
+fn paired_ratios() {
+    fn pair<M: Meter>(name: &str, m: &M, gap: u64, regime: &str, sizes: &[u64; BURST]) {
+        let mut out = [Color::Red; BURST];
+        let mut out2 = [Color::Red; BURST];
+        let (mut flow, mut now) = (LocalFlow::new(), 0u64);
+        let (mut flow2, mut now2) = (LocalFlow::new(), 0u64);
+        ratio_calls(
+            &format!("{name} {regime}, local: 32 calls ÷ one batch"),
+            CHUNK_BURSTS,
+            &mut || {
+                now2 += gap;
+                let sizes: &[u64] = black_box(&sizes[..]);
+                m.mark_batch_local(&mut flow2, black_box(now2), sizes, &mut out2)
+                    .unwrap();
+                black_box(&out2);
+            },
+            &mut || {
+                now += gap;
+                let sizes: &[u64] = black_box(&sizes[..]);
+                for (bytes, o) in sizes.iter().zip(out.iter_mut()) {
+                    *o = m.mark_local(&mut flow, black_box(now), *bytes);
+                }
+                black_box(&out);
+            },
+        );
+        let (flow, mut now) = (Flow::new(), 0u64);
+        let (flow2, mut now2) = (Flow::new(), 0u64);
+        ratio_calls(
+            &format!("{name} {regime}, shared: 32 calls ÷ one batch"),
+            CHUNK_BURSTS,
+            &mut || {
+                now2 += gap;
+                let sizes: &[u64] = black_box(&sizes[..]);
+                m.mark_batch(&flow2, black_box(now2), sizes, &mut out2)
+                    .unwrap();
+                black_box(&out2);
+            },
+            &mut || {
+                now += gap;
+                let sizes: &[u64] = black_box(&sizes[..]);
+                for (bytes, o) in sizes.iter().zip(out.iter_mut()) {
+                    *o = m.mark(&flow, black_box(now), *bytes);
+                }
+                black_box(&out);
+            },
+        );
+    }
+    let sizes: [u64; BURST] = core::array::from_fn(|i| SIZES[i % SIZES.len()]);
+    for (gap, regime) in [(25_000, "conforming"), (16_000, "over-rate")] {
+        pair("srTCM", &srtcm(), gap, regime, &sizes);
+        pair("trTCM", &trtcm(), gap, regime, &sizes);
+        pair("RFC 4115", &rfc4115(), gap, regime, &sizes);
+    }
+
+    let pp = plain_profile();
+    let (mut plain, mut t) = (PlainSrTcm::full(), Traffic::new());
+    let (m, mut flow, mut t2) = (srtcm(), LocalFlow::new(), Traffic::new());
+    ratio_calls(
+        "srTCM mark_local ÷ plain &mut meter, per packet",
+        1_024,
+        &mut || {
+            let (now, bytes) = t.next();
+            black_box(plain.mark(&pp, black_box(now), black_box(bytes)));
+        },
+        &mut || {
+            let (now, bytes) = t2.next();
+            black_box(m.mark_local(&mut flow, black_box(now), black_box(bytes)));
+        },
+    );
+    let (mut plain, mut t) = (PlainTrTcm::full(), Traffic::new());
+    let (m, mut flow, mut t2) = (trtcm(), LocalFlow::new(), Traffic::new());
+    ratio_calls(
+        "trTCM mark_local ÷ plain &mut meter, per packet",
+        1_024,
+        &mut || {
+            let (now, bytes) = t.next();
+            black_box(plain.mark(&pp, black_box(now), black_box(bytes)));
+        },
+        &mut || {
+            let (now, bytes) = t2.next();
+            black_box(m.mark_local(&mut flow, black_box(now), black_box(bytes)));
+        },
+    );
+}
+
+fn main() {
+    if paired::wanted() {
+        paired_ratios();
+    }
+    let mut c = Criterion::default().configure_from_args();
+    single_flow(&mut c);
+    batch32_conforming(&mut c);
+    batch32_over_rate(&mut c);
+    flows10k(&mut c);
+    c.final_summary();
+}

@@ -9,6 +9,9 @@
 //! quartiles: a neighbour that slows the machine for a while slows both
 //! sides of a pair. The benches print these `ratio:` lines first, then run
 //! criterion as usual.
+// Each bench includes this module and uses part of it.
+#![allow(dead_code)]
+
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -50,6 +53,55 @@ pub fn wanted() -> bool {
     !matches!(std::env::var_os("CELLRATE_PAIRED"), Some(v) if v == "0")
 }
 
+/// Prints `ratio: <name>: <median> (quartiles …)` for the time of `reps`
+/// calls of `subject` ÷ the time of `reps` calls of `baseline`, timed in
+/// alternating chunks as [`ratio`] does, and returns the median. For work
+/// that is not one `op(now)` (a burst of packets, say).
+pub fn ratio_calls(
+    name: &str,
+    reps: u32,
+    baseline: &mut impl FnMut(),
+    subject: &mut impl FnMut(),
+) -> f64 {
+    #[inline(never)]
+    fn chunk(reps: u32, f: &mut impl FnMut()) -> Duration {
+        let start = Instant::now();
+        for _ in 0..reps {
+            f();
+        }
+        start.elapsed()
+    }
+    for _ in 0..50 {
+        chunk(reps, baseline);
+        chunk(reps, subject);
+    }
+    let mut ratios: Vec<f64> = (0..PAIRS)
+        .map(|i| {
+            let (b, s) = if i % 2 == 0 {
+                let b = chunk(reps, baseline);
+                (b, chunk(reps, subject))
+            } else {
+                let s = chunk(reps, subject);
+                (chunk(reps, baseline), s)
+            };
+            s.as_secs_f64() / b.as_secs_f64()
+        })
+        .collect();
+    report(name, ratios.as_mut_slice())
+}
+
+fn report(name: &str, ratios: &mut [f64]) -> f64 {
+    ratios.sort_by(f64::total_cmp);
+    let n = ratios.len();
+    let median = ratios[n / 2];
+    println!(
+        "ratio: {name}: {median:.2} (quartiles {:.2}–{:.2})",
+        ratios[n / 4],
+        ratios[3 * n / 4]
+    );
+    median
+}
+
 /// Prints `ratio: <name>: <median> (quartiles <q1>–<q3>)` for the time of
 /// `subject` ÷ the time of `baseline`, and returns the median.
 pub fn ratio<B, S>(name: &str, baseline: &mut Side<B>, subject: &mut Side<S>) -> f64
@@ -73,14 +125,7 @@ where
             s.as_secs_f64() / b.as_secs_f64()
         })
         .collect();
-    ratios.sort_by(f64::total_cmp);
-    let median = ratios[PAIRS / 2];
-    println!(
-        "ratio: {name}: {median:.2} (quartiles {:.2}–{:.2})",
-        ratios[PAIRS / 4],
-        ratios[3 * PAIRS / 4]
-    );
-    median
+    report(name, ratios.as_mut_slice())
 }
 
 /// One load + compare-and-swap increment of `word`: the floor of any shared
