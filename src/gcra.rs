@@ -420,7 +420,10 @@ impl Gcra {
         }
         // The multiplications happen here, outside the critical section or CAS loop.
         let now = quota.sub_ticks(now);
-        let increment = charge(&quota, cost)?;
+        // cost ≥ 1 and T ≥ 1, so the charge is ≥ 1. Saying so lets the
+        // compiler see that an admission always changes the TAT, and drop
+        // the equality test `update` makes before its swap.
+        let increment = charge(&quota, cost)?.max(1);
         // So is the bound `admit_charged` compares with (loop-invariant).
         self.tat
             .update(|tat| admit_charged(&quota, tat, now, increment))
