@@ -226,6 +226,9 @@ fn main() {
     if paired::wanted() {
         paired_ratios();
     }
+    if paired::only() {
+        return;
+    }
     let mut c = Criterion::default().configure_from_args();
     floor(&mut c);
     family(&mut c);

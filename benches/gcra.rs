@@ -170,6 +170,9 @@ fn main() {
     if paired::wanted() {
         paired_ratios();
     }
+    if paired::only() {
+        return;
+    }
     let mut c = Criterion::default().configure_from_args();
     floors(&mut c);
     gcra(&mut c);

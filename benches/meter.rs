@@ -582,6 +582,9 @@ fn main() {
     if paired::wanted() {
         paired_ratios();
     }
+    if paired::only() {
+        return;
+    }
     let mut c = Criterion::default().configure_from_args();
     single_flow(&mut c);
     batch32_conforming(&mut c);

@@ -53,6 +53,12 @@ pub fn wanted() -> bool {
     !matches!(std::env::var_os("CELLRATE_PAIRED"), Some(v) if v == "0")
 }
 
+/// Whether to print only the paired ratios and skip criterion
+/// (`-- --paired-only`, as `scripts/paired_runs.py` runs the benches).
+pub fn only() -> bool {
+    std::env::args().any(|a| a == "--paired-only")
+}
+
 /// Prints `ratio: <name>: <median> (quartiles …)` for the time of `reps`
 /// calls of `subject` ÷ the time of `reps` calls of `baseline`, timed in
 /// alternating chunks as [`ratio`] does, and returns the median. For work
