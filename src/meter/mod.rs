@@ -435,6 +435,90 @@ impl Bucket {
     }
 }
 
+/// The batch steps of a profile made of two independent buckets, in its
+/// rules' order (trTCM: peak, committed; RFC 4115: committed, excess):
+/// each bucket's slack, room and state are its own. srTCM's buckets are not
+/// independent (the excess bucket fills from the committed one's overflow)
+/// and has its own.
+#[derive(Clone, Copy)]
+pub(crate) struct Pair<'a>(pub(crate) [&'a Bucket; 2]);
+
+impl Pair<'_> {
+    #[inline(always)]
+    pub(crate) fn intervals(self) -> [u64; 2] {
+        self.0.map(|b| b.quota.emission_interval())
+    }
+
+    #[inline(always)]
+    pub(crate) fn rooms(self, slack: [u64; 2]) -> [u64; 2] {
+        [
+            self.0[0].whole_bytes(slack[0]),
+            self.0[1].whole_bytes(slack[1]),
+        ]
+    }
+
+    #[inline(always)]
+    pub(crate) fn slack(self, [w0, w1]: [u64; 2], t: [u64; 2]) -> Option<Slack> {
+        let (base0, slack0) = self.0[0].slack(w0, t[0])?;
+        let (base1, slack1) = self.0[1].slack(w1, t[1])?;
+        Some(Slack {
+            base: [base0, base1],
+            slack: [slack0, slack1],
+        })
+    }
+
+    #[inline(always)]
+    pub(crate) fn commit(
+        [w0, w1]: [u64; 2],
+        slack: &Slack,
+        spent: [u64; 2],
+        touched: [bool; 2],
+    ) -> [u64; 2] {
+        [
+            Bucket::after(w0, slack.base[0], spent[0], touched[0]),
+            Bucket::after(w1, slack.base[1], spent[1], touched[1]),
+        ]
+    }
+
+    pub(crate) fn tokens(self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {
+        [
+            self.0[0].tokens(words[0], t[0]),
+            self.0[1].tokens(words[1], t[1]),
+        ]
+    }
+}
+
+/// A shared batch for a profile of two independent buckets: decided on
+/// both words, then one compare-and-swap per changed word in the rules'
+/// order. If the first swap fails nothing was stored and the batch starts
+/// again; if the second fails, `lost_second` redoes the second bucket's
+/// decisions on the value it holds now.
+#[inline(always)]
+pub(crate) fn batch_shared_pair<S: sealed::Steps>(
+    profile: &S,
+    flow: &Flow,
+    t: [u64; 2],
+    sizes: &[u64],
+    pre: Arrivals,
+    out: &mut [Color],
+    lost_second: impl FnOnce(&mut [Color]),
+) {
+    let [first, second] = &flow.words;
+    loop {
+        let [w0, w1] = [first.load(), second.load()];
+        let Some([next0, next1]) = profile.decide_batch([w0, w1], t, sizes, pre, out) else {
+            return profile.batch_shared_slow(flow, t, sizes, pre, out);
+        };
+        if next0 != w0 && !swap(first, w0, next0) {
+            continue; // nothing stored: start again
+        }
+        if next1 != w1 && !swap(second, w1, next1) {
+            lost_second(out);
+        }
+        return;
+    }
+}
+
 /// Packets per block in [`decide`]'s search for the leading run.
 const BLOCK: usize = 8;
 

@@ -4,7 +4,7 @@
 
 use super::sealed::Steps;
 use super::Arrivals;
-use super::{swap, Bucket, Color, Flow, MeterError, Slack};
+use super::{batch_shared_pair, Bucket, Color, Flow, MeterError, Pair, Slack};
 use crate::quota::Quota;
 
 /// The marker of RFC 4115: committed rate `CIR` with burst `CBS`, excess
@@ -97,6 +97,12 @@ impl TrTcm4115 {
 }
 
 impl TrTcm4115 {
+    /// The two buckets in the rules' order (committed, excess).
+    #[inline(always)]
+    fn pair(&self) -> Pair<'_> {
+        Pair([&self.committed, &self.excess])
+    }
+
     /// A shared batch that took its greens from the committed bucket but
     /// lost the compare-and-swap on the excess one: yellow or red again
     /// among the packets not green and not coloured red on arrival, one
@@ -166,41 +172,25 @@ impl Steps for TrTcm4115 {
 
     #[inline(always)]
     fn intervals(&self) -> [u64; 2] {
-        [
-            self.committed.quota.emission_interval(),
-            self.excess.quota.emission_interval(),
-        ]
+        self.pair().intervals()
     }
     #[inline(always)]
     fn rooms(&self, slack: [u64; 2]) -> [u64; 2] {
-        [
-            self.committed.whole_bytes(slack[0]),
-            self.excess.whole_bytes(slack[1]),
-        ]
+        self.pair().rooms(slack)
     }
-
     #[inline(always)]
-    fn slack(&self, [c, e]: [u64; 2], t: [u64; 2]) -> Option<Slack> {
-        let (c_base, c_slack) = self.committed.slack(c, t[0])?;
-        let (e_base, e_slack) = self.excess.slack(e, t[1])?;
-        Some(Slack {
-            base: [c_base, e_base],
-            slack: [c_slack, e_slack],
-        })
+    fn slack(&self, words: [u64; 2], t: [u64; 2]) -> Option<Slack> {
+        self.pair().slack(words, t)
     }
-
     #[inline(always)]
     fn commit(
         &self,
-        [c, e]: [u64; 2],
+        words: [u64; 2],
         slack: &Slack,
         spent: [u64; 2],
         touched: [bool; 2],
     ) -> [u64; 2] {
-        [
-            Bucket::after(c, slack.base[0], spent[0], touched[0]),
-            Bucket::after(e, slack.base[1], spent[1], touched[1]),
-        ]
+        Pair::commit(words, slack, spent, touched)
     }
 
     #[inline]
@@ -212,27 +202,13 @@ impl Steps for TrTcm4115 {
         pre: Arrivals,
         out: &mut [Color],
     ) {
-        let [committed, excess] = &flow.words;
-        loop {
-            let [c, e] = [committed.load(), excess.load()];
-            let Some([c_next, e_next]) = self.decide_batch([c, e], t, sizes, pre, out) else {
-                return self.batch_shared_slow(flow, t, sizes, pre, out);
-            };
-            // The RFC's order: the committed bucket, then the excess one.
-            if c_next != c && !swap(committed, c, c_next) {
-                continue; // nothing stored: start again
-            }
-            if e_next != e && !swap(excess, e, e_next) {
-                self.lost_excess(flow, t[1], sizes, pre, out);
-            }
-            return;
-        }
+        // The RFC's order: the committed bucket, then the excess one.
+        batch_shared_pair(self, flow, t, sizes, pre, out, |out| {
+            self.lost_excess(flow, t[1], sizes, pre, out)
+        });
     }
 
     fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {
-        [
-            self.committed.tokens(words[0], t[0]),
-            self.excess.tokens(words[1], t[1]),
-        ]
+        self.pair().tokens(words, t)
     }
 }

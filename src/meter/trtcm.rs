@@ -3,7 +3,7 @@
 
 use super::sealed::Steps;
 use super::Arrivals;
-use super::{swap, Bucket, Color, Flow, MeterError, Slack};
+use super::{batch_shared_pair, Bucket, Color, Flow, MeterError, Pair, Slack};
 use crate::quota::Quota;
 
 /// The trTCM of RFC 2698: committed rate `CIR` with burst `CBS`, peak rate
@@ -95,6 +95,12 @@ impl TrTcm {
 }
 
 impl TrTcm {
+    /// The two buckets in the rules' order (peak, committed).
+    #[inline(always)]
+    fn pair(&self) -> Pair<'_> {
+        Pair([&self.peak, &self.committed])
+    }
+
     /// A shared batch that took its bytes from the peak bucket but lost
     /// the compare-and-swap on the committed one: green or yellow again
     /// among the green-coloured packets that passed the peak bucket, one
@@ -173,41 +179,25 @@ impl Steps for TrTcm {
 
     #[inline(always)]
     fn intervals(&self) -> [u64; 2] {
-        [
-            self.peak.quota.emission_interval(),
-            self.committed.quota.emission_interval(),
-        ]
+        self.pair().intervals()
     }
     #[inline(always)]
     fn rooms(&self, slack: [u64; 2]) -> [u64; 2] {
-        [
-            self.peak.whole_bytes(slack[0]),
-            self.committed.whole_bytes(slack[1]),
-        ]
+        self.pair().rooms(slack)
     }
-
     #[inline(always)]
-    fn slack(&self, [p, c]: [u64; 2], t: [u64; 2]) -> Option<Slack> {
-        let (p_base, p_slack) = self.peak.slack(p, t[0])?;
-        let (c_base, c_slack) = self.committed.slack(c, t[1])?;
-        Some(Slack {
-            base: [p_base, c_base],
-            slack: [p_slack, c_slack],
-        })
+    fn slack(&self, words: [u64; 2], t: [u64; 2]) -> Option<Slack> {
+        self.pair().slack(words, t)
     }
-
     #[inline(always)]
     fn commit(
         &self,
-        [p, c]: [u64; 2],
+        words: [u64; 2],
         slack: &Slack,
         spent: [u64; 2],
         touched: [bool; 2],
     ) -> [u64; 2] {
-        [
-            Bucket::after(p, slack.base[0], spent[0], touched[0]),
-            Bucket::after(c, slack.base[1], spent[1], touched[1]),
-        ]
+        Pair::commit(words, slack, spent, touched)
     }
 
     #[inline]
@@ -219,27 +209,13 @@ impl Steps for TrTcm {
         pre: Arrivals,
         out: &mut [Color],
     ) {
-        let [peak, committed] = &flow.words;
-        loop {
-            let [p, c] = [peak.load(), committed.load()];
-            let Some([p_next, c_next]) = self.decide_batch([p, c], t, sizes, pre, out) else {
-                return self.batch_shared_slow(flow, t, sizes, pre, out);
-            };
-            // The RFC's order: the peak bucket, then the committed one.
-            if p_next != p && !swap(peak, p, p_next) {
-                continue; // nothing stored: start again
-            }
-            if c_next != c && !swap(committed, c, c_next) {
-                self.lost_committed(flow, t[1], sizes, pre, out);
-            }
-            return;
-        }
+        // The RFC's order: the peak bucket, then the committed one.
+        batch_shared_pair(self, flow, t, sizes, pre, out, |out| {
+            self.lost_committed(flow, t[1], sizes, pre, out)
+        });
     }
 
     fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {
-        [
-            self.peak.tokens(words[0], t[0]),
-            self.committed.tokens(words[1], t[1]),
-        ]
+        self.pair().tokens(words, t)
     }
 }
