@@ -184,6 +184,52 @@ use crate::quota::{Quota, QuotaError};
 use crate::sync::{loom_const_fn, StateWord};
 use sealed::{Arrivals, Slack};
 
+/// The batch steps of [`sealed::Steps`] for a profile of two independent
+/// buckets with a `pair()` method, written once for trTCM and RFC 4115.
+/// `$lost` is the profile's fix-up for a lost swap on its second bucket.
+macro_rules! pair_steps {
+    ($lost:ident) => {
+        #[inline(always)]
+        fn intervals(&self) -> [u64; 2] {
+            self.pair().intervals()
+        }
+        #[inline(always)]
+        fn rooms(&self, slack: [u64; 2]) -> [u64; 2] {
+            self.pair().rooms(slack)
+        }
+        #[inline(always)]
+        fn slack(&self, words: [u64; 2], t: [u64; 2]) -> Option<Slack> {
+            self.pair().slack(words, t)
+        }
+        #[inline(always)]
+        fn commit(
+            &self,
+            words: [u64; 2],
+            slack: &Slack,
+            spent: [u64; 2],
+            touched: [bool; 2],
+        ) -> [u64; 2] {
+            Pair::commit(words, slack, spent, touched)
+        }
+        #[inline]
+        fn batch_shared(
+            &self,
+            flow: &Flow,
+            t: [u64; 2],
+            sizes: &[u64],
+            pre: Arrivals,
+            out: &mut [Color],
+        ) {
+            batch_shared_pair(self, flow, t, sizes, pre, out, |out| {
+                self.$lost(flow, t[1], sizes, pre, out)
+            });
+        }
+        fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {
+            self.pair().tokens(words, t)
+        }
+    };
+}
+
 mod rfc4115;
 mod srtcm;
 mod trtcm;

@@ -177,45 +177,6 @@ impl Steps for TrTcm {
         Color::Yellow
     }
 
-    #[inline(always)]
-    fn intervals(&self) -> [u64; 2] {
-        self.pair().intervals()
-    }
-    #[inline(always)]
-    fn rooms(&self, slack: [u64; 2]) -> [u64; 2] {
-        self.pair().rooms(slack)
-    }
-    #[inline(always)]
-    fn slack(&self, words: [u64; 2], t: [u64; 2]) -> Option<Slack> {
-        self.pair().slack(words, t)
-    }
-    #[inline(always)]
-    fn commit(
-        &self,
-        words: [u64; 2],
-        slack: &Slack,
-        spent: [u64; 2],
-        touched: [bool; 2],
-    ) -> [u64; 2] {
-        Pair::commit(words, slack, spent, touched)
-    }
-
-    #[inline]
-    fn batch_shared(
-        &self,
-        flow: &Flow,
-        t: [u64; 2],
-        sizes: &[u64],
-        pre: Arrivals,
-        out: &mut [Color],
-    ) {
-        // The RFC's order: the peak bucket, then the committed one.
-        batch_shared_pair(self, flow, t, sizes, pre, out, |out| {
-            self.lost_committed(flow, t[1], sizes, pre, out)
-        });
-    }
-
-    fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {
-        self.pair().tokens(words, t)
-    }
+    // The RFC's order: the first bucket, then the second.
+    pair_steps!(lost_committed);
 }
