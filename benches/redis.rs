@@ -12,6 +12,11 @@
 //! * `pipelined_64/incr_expire_prebuilt`: the same pipeline built once
 //!   outside the timed loop: the server and the round trip alone, a
 //!   baseline that pays no client cost at all.
+//! * in the interleaved comparison only, `async_64`: 64 concurrent
+//!   `AsyncRedisGcra::try_check_n` tasks (which coalesce into shared script
+//!   calls) against 64 concurrent `INCR`+`EXPIRE` tasks on one multiplexed
+//!   connection (which the `redis` crate pipelines), on a single-threaded
+//!   tokio runtime.
 //!
 //! Every decision of ours is admitted (a generous quota over 64 clients), so
 //! every one writes its key: the costliest path of the script. All run in
@@ -35,7 +40,9 @@
 
 use std::time::{Duration, Instant};
 
-use cellrate::redis::{FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, Target};
+use std::sync::Arc;
+
+use cellrate::redis::{AsyncRedisGcra, FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, Target};
 use cellrate::Quota;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
@@ -73,13 +80,86 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// 64 concurrent checks of ours and of the baseline, from async code.
+struct Async {
+    rt: tokio::runtime::Runtime,
+    limiter: Arc<AsyncRedisGcra>,
+    conn: redis::aio::MultiplexedConnection,
+}
+
+impl Async {
+    fn new(url: &str, policy: RedisPolicy) -> Self {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let limiter = Arc::new(
+            AsyncRedisGcra::new(
+                Target::standalone(url).unwrap(),
+                policy,
+                RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_secs(2)),
+            )
+            .unwrap(),
+        );
+        let client = redis::Client::open(url).unwrap();
+        let conn = rt
+            .block_on(client.get_multiplexed_async_connection())
+            .unwrap();
+        Async { rt, limiter, conn }
+    }
+
+    fn ours(&self, keys: &Arc<Vec<String>>) {
+        self.rt.block_on(async {
+            let tasks: Vec<_> = (0..keys.len())
+                .map(|i| {
+                    let (limiter, keys) = (Arc::clone(&self.limiter), Arc::clone(keys));
+                    tokio::spawn(async move { limiter.try_check_n(&keys[i], None, 1).await })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap().unwrap();
+            }
+        })
+    }
+
+    fn baseline(&self, keys: &Arc<Vec<String>>) {
+        self.rt.block_on(async {
+            let tasks: Vec<_> = (0..keys.len())
+                .map(|i| {
+                    let (mut conn, keys) = (self.conn.clone(), Arc::clone(keys));
+                    tokio::spawn(async move {
+                        let (count,): (u64,) = redis::pipe()
+                            .cmd("INCR")
+                            .arg(&keys[i])
+                            .cmd("EXPIRE")
+                            .arg(&keys[i])
+                            .arg(1)
+                            .arg("NX")
+                            .ignore()
+                            .query_async(&mut conn)
+                            .await
+                            .unwrap();
+                        count
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+        })
+    }
+}
+
 /// The interleaved comparison (see the module docs).
 fn interleaved(
     limiter: &RedisGcra,
     conn: &mut redis::Connection,
     keys: &[String],
     window_keys: &[String],
+    asynch: &Async,
 ) {
+    let (async_keys, async_window_keys) = (Arc::new(keys.to_vec()), Arc::new(window_keys.to_vec()));
+    let mut concurrent = Vec::new();
     let batch: Vec<(&str, Option<&str>, u64)> =
         keys.iter().map(|k| (k.as_str(), None, 1)).collect();
     let prebuilt = fixed_window(window_keys);
@@ -112,6 +192,9 @@ fn interleaved(
                 .query(conn)
                 .unwrap();
         });
+        let ours_async = rate(150, BATCH, || asynch.ours(&async_keys));
+        let base_async = rate(150, BATCH, || asynch.baseline(&async_window_keys));
+        concurrent.push(ours_async / base_async);
         piped.push(ours / built);
         piped_pre.push(ours / pre);
         single.push(ours_single / base_single);
@@ -119,10 +202,11 @@ fn interleaved(
     println!(
         "redis, gcra_script ÷ incr_expire, interleaved (median of 7 rounds): \
          pipelined_64 {:.2} (baseline built per call) and {:.2} (baseline prebuilt); \
-         single {:.2}",
+         single {:.2}; async_64 {:.2}",
         median(piped),
         median(piped_pre),
         median(single),
+        median(concurrent),
     );
 }
 
@@ -144,7 +228,8 @@ fn bench(c: &mut Criterion) {
     let mut conn = client.get_connection().unwrap();
     let keys: Vec<String> = (0..BATCH).map(|i| format!("client{i}")).collect();
     let window_keys: Vec<String> = keys.iter().map(|k| format!("bench-fw:{k}")).collect();
-    interleaved(&limiter, &mut conn, &keys, &window_keys);
+    let asynch = Async::new(&url, limiter.policy().clone());
+    interleaved(&limiter, &mut conn, &keys, &window_keys, &asynch);
 
     let batch: Vec<(&str, Option<&str>, u64)> =
         keys.iter().map(|k| (k.as_str(), None, 1)).collect();

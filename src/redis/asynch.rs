@@ -1,11 +1,15 @@
 //! The async (tokio) client: a multiplexed connection (or an async Cluster
-//! connection) cloned per call, rebuilt after a failure.
+//! connection) cloned per call, rebuilt after a failure; concurrent checks coalesced into shared script
+//! calls (see [`AsyncRedisGcra`]).
 
-use std::sync::Mutex;
+use std::collections::VecDeque;
+use std::string::{String, ToString};
+use std::sync::{Arc, Mutex};
 use std::vec::Vec;
 
 use super::{
     is_noscript, Backoff, Degrade, Error, Outcome, RedisConfig, RedisPolicy, Source, Target,
+    MAX_KEYS_PER_CALL,
 };
 
 #[derive(Clone)]
@@ -16,8 +20,27 @@ enum Conn {
 
 /// A GCRA policy enforced on Redis, from async (tokio) code.
 ///
-/// Many concurrent checks share one multiplexed connection (requests are
-/// pipelined on it by the `redis` crate). Cheap to share behind an `Arc`.
+/// Many concurrent checks share one multiplexed connection, and on a
+/// standalone server they share script calls too (see *Coalescing* below).
+/// Cheap to share behind an `Arc`; needs a tokio runtime.
+///
+/// # Coalescing
+///
+/// On a standalone server, concurrent checks ride together: a check joins a
+/// queue, and one task at a time (spawned by the check that finds no task
+/// running) takes everything queued, up to [`MAX_KEYS_PER_CALL`] keys, and
+/// decides it in **one** check-script call, in queue order at one server
+/// time, exactly as [`RedisGcra::try_check_batch`](super::RedisGcra::try_check_batch)
+/// would; then it takes what queued meanwhile, until the queue is empty. A
+/// check alone goes alone (one request, the single script), so nothing waits
+/// for company; under load, checks that would have been pipelined one
+/// script call each share calls instead, and the server runs one script per
+/// batch rather than one per check (see the [`redis`](super) module's figures). The task is
+/// spawned on the caller's tokio runtime and answers every request it
+/// takes; a check whose answer is lost (the runtime shutting down) reports
+/// [`Error::Timeout`], which the failure policy then decides. On a Cluster
+/// each check is its own call (different clients' keys live on different
+/// nodes).
 ///
 /// ```no_run
 /// # async fn demo() {
@@ -35,12 +58,33 @@ enum Conn {
 /// # }
 /// ```
 pub struct AsyncRedisGcra {
+    inner: Arc<Inner>,
+}
+
+/// What the checks and the coalescing task share.
+struct Inner {
     target: Target,
     policy: RedisPolicy,
     degrade: Degrade,
     backoff: Backoff,
     conn: Mutex<Option<Conn>>,
     connecting: tokio::sync::Mutex<()>,
+    queue: Mutex<Queue>,
+}
+
+/// Checks waiting for the coalescing task, and whether it runs.
+#[derive(Default)]
+struct Queue {
+    waiting: VecDeque<Waiting>,
+    running: bool,
+}
+
+/// One queued check and where its answer goes.
+struct Waiting {
+    client: String,
+    scope: Option<String>,
+    cost: u64,
+    answer: tokio::sync::oneshot::Sender<Result<Outcome, Error>>,
 }
 
 impl AsyncRedisGcra {
@@ -48,18 +92,21 @@ impl AsyncRedisGcra {
     pub fn new(target: Target, policy: RedisPolicy, config: RedisConfig) -> Result<Self, Error> {
         let degrade = Degrade::new(config, policy.tiers().len())?;
         Ok(AsyncRedisGcra {
-            target,
-            policy,
-            degrade,
-            backoff: Backoff::default(),
-            conn: Mutex::new(None),
-            connecting: tokio::sync::Mutex::new(()),
+            inner: Arc::new(Inner {
+                target,
+                policy,
+                degrade,
+                backoff: Backoff::default(),
+                conn: Mutex::new(None),
+                connecting: tokio::sync::Mutex::new(()),
+                queue: Mutex::new(Queue::default()),
+            }),
         })
     }
 
     /// The policy.
     pub fn policy(&self) -> &RedisPolicy {
-        &self.policy
+        &self.inner.policy
     }
 
     /// `cost` cells for `client` (and `scope`), with the failure policy
@@ -71,8 +118,9 @@ impl AsyncRedisGcra {
         cost: u64,
     ) -> Result<Outcome, Error> {
         let tried = self.try_check_n(client, scope, cost).await;
-        self.degrade
-            .settle(tried, &self.policy, client, scope, cost)
+        self.inner
+            .degrade
+            .settle(tried, &self.inner.policy, client, scope, cost)
     }
 
     /// Like [`check_n`](Self::check_n) but returns Redis' failure instead of
@@ -83,16 +131,101 @@ impl AsyncRedisGcra {
         scope: Option<&str>,
         cost: u64,
     ) -> Result<Outcome, Error> {
-        self.policy.validate(client, scope)?;
-        if let Some(d) = self.policy.too_large(cost) {
+        let inner = &self.inner;
+        inner.policy.validate(client, scope)?;
+        if let Some(d) = inner.policy.too_large(cost) {
             return Ok(Outcome::new(
-                std::vec![Err(d); self.policy.tiers().len()],
+                std::vec![Err(d); inner.policy.tiers().len()],
                 Source::Redis,
             ));
         }
-        let mut out = Vec::with_capacity(1);
-        self.run(client, scope, cost, &mut out).await?;
-        out.pop().ok_or(Error::BadReply)
+        if let Target::Cluster(_) = inner.target {
+            let mut out = Vec::with_capacity(1);
+            inner.run(&[(client, scope, cost)], &mut out).await?;
+            return out.pop().ok_or(Error::BadReply);
+        }
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let start = {
+            let mut queue = inner.queue.lock().unwrap_or_else(|e| e.into_inner());
+            queue.waiting.push_back(Waiting {
+                client: client.to_string(),
+                scope: scope.map(str::to_string),
+                cost,
+                answer,
+            });
+            !core::mem::replace(&mut queue.running, true)
+        };
+        if start {
+            tokio::spawn(Inner::coalesce(Arc::clone(inner)));
+        }
+        answered.await.unwrap_or(Err(Error::Timeout))
+    }
+}
+
+impl Inner {
+    /// The coalescing task: decides what is queued, a script call at a time,
+    /// until the queue is empty.
+    async fn coalesce(self: Arc<Self>) {
+        /// Marks the task stopped if it is dropped mid-call (the runtime
+        /// shutting down): the checks still queued then get no answer (their
+        /// channels close: `Error::Timeout`), so none waits for a task that
+        /// is gone, and a later check starts a new one.
+        struct Stopped<'a> {
+            queue: &'a Mutex<Queue>,
+            /// Set when the task ends normally (it has then stopped itself).
+            done: bool,
+        }
+        impl Drop for Stopped<'_> {
+            fn drop(&mut self) {
+                if !self.done {
+                    let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+                    queue.running = false;
+                    queue.waiting.clear();
+                }
+            }
+        }
+        let mut stopped = Stopped {
+            queue: &self.queue,
+            done: false,
+        };
+        let per_call = (MAX_KEYS_PER_CALL / self.policy.tiers().len()).max(1);
+        loop {
+            let batch: Vec<Waiting> = {
+                let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+                if queue.waiting.is_empty() {
+                    // Checked and stopped under the same lock a check
+                    // queues under: a check either is taken here or starts
+                    // a new task (whose queue the guard must then not touch).
+                    queue.running = false;
+                    stopped.done = true;
+                    return;
+                }
+                let n = queue.waiting.len().min(per_call);
+                queue.waiting.drain(..n).collect()
+            };
+            let requests: Vec<(&str, Option<&str>, u64)> = batch
+                .iter()
+                .map(|w| (w.client.as_str(), w.scope.as_deref(), w.cost))
+                .collect();
+            let mut out = Vec::with_capacity(batch.len());
+            match self.run(&requests, &mut out).await {
+                Ok(()) if out.len() == batch.len() => {
+                    for (w, outcome) in batch.into_iter().zip(out) {
+                        let _ = w.answer.send(Ok(outcome));
+                    }
+                }
+                Ok(()) => {
+                    for w in batch {
+                        let _ = w.answer.send(Err(Error::BadReply));
+                    }
+                }
+                Err(e) => {
+                    for w in batch {
+                        let _ = w.answer.send(Err(e.clone()));
+                    }
+                }
+            }
+        }
     }
 
     fn current(&self) -> Option<Conn> {
@@ -149,17 +282,15 @@ impl AsyncRedisGcra {
         }
     }
 
-    /// One check-script call for one request (reloading the script once
-    /// after `NOSCRIPT`), within the timeout.
+    /// One check-script call for `requests` (reloading the script once
+    /// after `NOSCRIPT`), within the timeout; their outcomes into `out`.
     async fn run(
         &self,
-        client: &str,
-        scope: Option<&str>,
-        cost: u64,
+        requests: &[(&str, Option<&str>, u64)],
         out: &mut Vec<Outcome>,
     ) -> Result<(), Error> {
         let mut conn = self.connection().await?;
-        let (script, cmd) = self.policy.check_cmd(&[(client, scope, cost)]);
+        let (script, cmd) = self.policy.check_cmd(requests);
         let timeout = self.degrade.config().timeout;
         let reply = tokio::time::timeout(timeout, async {
             let first = match &mut conn {
@@ -182,9 +313,10 @@ impl AsyncRedisGcra {
         })
         .await;
         match reply {
-            Ok(Ok(reply)) => self
-                .policy
-                .decode_checks(&reply, core::iter::once(cost), out),
+            Ok(Ok(reply)) => {
+                self.policy
+                    .decode_checks(&reply, requests.iter().map(|&(_, _, cost)| cost), out)
+            }
             Ok(Err(e)) => {
                 self.set(None);
                 Err(Error::Redis(e))
@@ -200,8 +332,8 @@ impl AsyncRedisGcra {
 impl core::fmt::Debug for AsyncRedisGcra {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("AsyncRedisGcra")
-            .field("target", &self.target)
-            .field("policy", &self.policy)
+            .field("target", &self.inner.target)
+            .field("policy", &self.inner.policy)
             .finish()
     }
 }

@@ -79,6 +79,7 @@
 //! | one decision per round trip (single script) | 0.75–0.77 |
 //! | 64 per round trip (one check-script call), baseline built per call | 0.67–0.70 |
 //! | 64 per round trip, baseline pipeline prebuilt (no client work at all) | 0.55–0.65 |
+//! | 64 concurrent async checks, coalesced, against 64 concurrent `INCR`+`EXPIRE` tasks on a multiplexed connection | 0.97 |
 //! | 64 script calls pipelined, one per decision (any script tried) | 0.16–0.25 |
 //!
 //! Where the time goes, in `redis-server` CPU time per decision: `INCR` +
@@ -90,7 +91,10 @@
 //! however it is written (single script about 5.6, the general lease script
 //! about 7, the check script for one request about 8), and such calls
 //! pipelined one per decision stay far below the baseline (last row; this is
-//! also what the async client's concurrent checks and a Cluster batch do). A
+//! what a Cluster batch does, one call per client). The async client
+//! therefore coalesces concurrent checks into shared check-script calls
+//! ([`AsyncRedisGcra`], one call per batch queued while the previous call
+//! was in flight) rather than pipelining one call per check. A
 //! check-script call for 64 requests pays the call, `TIME`, `MGET` and the
 //! reply once: about 2 µs per decision, of which about 1.4 µs is the one
 //! `SET … PX` per changed key that the expiry rule needs.
@@ -423,7 +427,7 @@ return out
 /// assert!(matches!(err, Error::InvalidKey));
 /// assert_eq!(err.to_string(), "prefix, client and scope may not contain '{' or '}'");
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Error {
     /// The server or the connection failed; the message says how.
