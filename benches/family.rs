@@ -223,14 +223,5 @@ fn family(c: &mut Criterion) {
 }
 
 fn main() {
-    if paired::wanted() {
-        paired_ratios();
-    }
-    if paired::only() {
-        return;
-    }
-    let mut c = Criterion::default().configure_from_args();
-    floor(&mut c);
-    family(&mut c);
-    c.final_summary();
+    paired::main(paired_ratios, &[floor, family]);
 }

@@ -167,15 +167,5 @@ fn paired_ratios() {
 }
 
 fn main() {
-    if paired::wanted() {
-        paired_ratios();
-    }
-    if paired::only() {
-        return;
-    }
-    let mut c = Criterion::default().configure_from_args();
-    floors(&mut c);
-    gcra(&mut c);
-    governor(&mut c);
-    c.final_summary();
+    paired::main(paired_ratios, &[floors, gcra, governor]);
 }

@@ -579,16 +579,8 @@ fn paired_ratios() {
 }
 
 fn main() {
-    if paired::wanted() {
-        paired_ratios();
-    }
-    if paired::only() {
-        return;
-    }
-    let mut c = Criterion::default().configure_from_args();
-    single_flow(&mut c);
-    batch32_conforming(&mut c);
-    batch32_over_rate(&mut c);
-    flows10k(&mut c);
-    c.final_summary();
+    paired::main(
+        paired_ratios,
+        &[single_flow, batch32_conforming, batch32_over_rate, flows10k],
+    );
 }

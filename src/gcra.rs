@@ -199,7 +199,10 @@ pub(crate) fn admit(
 }
 
 /// [`admit`] when the state does not owe within the room: full, denied or
-/// past the horizon.
+/// past the horizon. The same body as [`admit_past_horizon`], kept as its
+/// own function on purpose: sharing one made the compiler lay out the
+/// shared check's loop differently, measured 1.13× the CAS floor against
+/// 1.04× (`benches/gcra.rs`, paired ratios).
 #[cold]
 #[inline(always)]
 fn admit_other(

@@ -47,6 +47,22 @@ impl<F: FnMut(u64) -> bool> Side<F> {
     }
 }
 
+/// A bench's `main`: the paired ratios (unless `CELLRATE_PAIRED=0`), then,
+/// unless `-- --paired-only`, the criterion `groups`.
+pub fn main(paired_ratios: impl FnOnce(), groups: &[fn(&mut criterion::Criterion)]) {
+    if wanted() {
+        paired_ratios();
+    }
+    if only() {
+        return;
+    }
+    let mut c = criterion::Criterion::default().configure_from_args();
+    for group in groups {
+        group(&mut c);
+    }
+    c.final_summary();
+}
+
 /// Whether to print the paired ratios: unless `CELLRATE_PAIRED=0` (which
 /// `scripts/bench_rounds.py` sets, as it runs one criterion id at a time).
 pub fn wanted() -> bool {
