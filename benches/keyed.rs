@@ -42,6 +42,11 @@
 //! 1.30–1.41 (dense 1.56–1.72). An earlier version of this harness called
 //! both sides through `&dyn Fn`, which slowed governor more than cellrate
 //! and overstated the ratios by 10–40 %; both sides are now monomorphic.
+//! Re-measured at the current code (three default-build runs): hot
+//! 2.63–2.65; rr_1k 2.22–2.28 (2.79, 3.32); random_1k 1.27–1.29 (1.50,
+//! 2.25); rr_100k 1.04–1.31, dense 1.28–1.43 (1.45, 2.64); random_100k
+//! 1.07–1.35, dense 1.21 (1.15, 2.19); the figures before it are the earlier
+//! build's.
 //!
 //! Fairness: every key is inserted before measuring; neither loop allocates
 //! or hashes anything the library would not. Each cellrate table has its

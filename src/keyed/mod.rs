@@ -201,6 +201,14 @@
 //! | 100 000 keys, random, 262 144 slots | 1.13–1.29 | 1.30–1.41 | 1.20–1.27 | 2.06–2.23 |
 //! | the same in 131 072 slots | 1.37–1.45 | 1.56–1.72 | | |
 //!
+//! Re-measured at the current code after a change to the GCRA step the
+//! table runs (three default-build runs): hot 2.63–2.65, 1 000 keys
+//! round-robin 2.22–2.28 and random 1.27–1.29, 100 000 keys round-robin
+//! 1.04–1.31 (131 072 slots: 1.28–1.43) and random 1.07–1.35 (1.21); the
+//! floors in one of those runs: 16-byte slots 2.79, 1.50, 1.45, 1.15;
+//! 8-byte split 3.32, 2.25, 2.64, 2.19. The native column is the earlier
+//! build's.
+//!
 //! The floors bound what a design can reach here: "16-byte slots" is the
 //! least a keyed check can do with them (mix the key, probe from its home,
 //! one 16-byte load and compare-and-swap; no limiter math), "8-byte split"
