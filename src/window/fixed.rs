@@ -56,7 +56,7 @@
 
 use core::fmt;
 
-use super::{count_bits, low_mask, Divisor, WindowError, MIN_TAG_BITS};
+use super::{check_params, count_bits, low_mask, Divisor, WindowError, MIN_TAG_BITS};
 use crate::sync::{loom_const_fn, StateWord};
 use crate::{Algorithm, Decision, Denied, Limited, Snapshot};
 
@@ -128,16 +128,8 @@ impl FixedWindowQuota {
     /// assert_eq!(FixedWindowQuota::try_new(100, 60_000).unwrap().limit(), 100);
     /// ```
     pub const fn try_new(limit: u64, window: u64) -> Result<Self, WindowError> {
-        if limit == 0 {
-            return Err(WindowError::ZeroLimit);
-        }
-        if window == 0 {
-            return Err(WindowError::ZeroWindow);
-        }
-        if limit > Self::MAX_LIMIT {
-            return Err(WindowError::LimitTooLarge {
-                max: Self::MAX_LIMIT,
-            });
+        if let Err(e) = check_params(limit, window, Self::MAX_LIMIT) {
+            return Err(e);
         }
         Ok(FixedWindowQuota {
             limit,

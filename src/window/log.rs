@@ -121,16 +121,7 @@ impl<const N: usize> SlidingLog<N> {
     }
 
     const fn validate(limit: u64, window: u64) -> Result<(), WindowError> {
-        if limit == 0 {
-            return Err(WindowError::ZeroLimit);
-        }
-        if window == 0 {
-            return Err(WindowError::ZeroWindow);
-        }
-        if limit > N as u64 {
-            return Err(WindowError::LimitTooLarge { max: N as u64 });
-        }
-        Ok(())
+        super::check_params(limit, window, N as u64)
     }
 
     /// Runs `f` on the ring, under the lock.

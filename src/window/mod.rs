@@ -230,6 +230,20 @@ impl Divisor {
     }
 }
 
+/// The checks every window limiter makes of its parameters: a non-zero
+/// limit of at most `max`, and a non-zero window.
+pub(crate) const fn check_params(limit: u64, window: u64, max: u64) -> Result<(), WindowError> {
+    if limit == 0 {
+        Err(WindowError::ZeroLimit)
+    } else if window == 0 {
+        Err(WindowError::ZeroWindow)
+    } else if limit > max {
+        Err(WindowError::LimitTooLarge { max })
+    } else {
+        Ok(())
+    }
+}
+
 /// `ceil(log2(limit + 1))`: the bits that hold every count in `0..=limit`.
 pub(crate) const fn count_bits(limit: u64) -> u32 {
     64 - limit.leading_zeros()

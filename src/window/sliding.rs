@@ -114,7 +114,7 @@
 
 use core::fmt;
 
-use super::{count_bits, low_mask, Divisor, WindowError, MIN_TAG_BITS};
+use super::{check_params, count_bits, low_mask, Divisor, WindowError, MIN_TAG_BITS};
 use crate::decision::Usage;
 use crate::sync::{loom_const_fn, StateWord};
 use crate::{Algorithm, Decision, Denied, Limited, Snapshot};
@@ -191,16 +191,8 @@ impl SlidingWindowQuota {
     /// assert_eq!(SlidingWindowQuota::try_new(1 << 20, 1 << 50), Err(WindowError::Overflow));
     /// ```
     pub const fn try_new(limit: u64, window: u64) -> Result<Self, WindowError> {
-        if limit == 0 {
-            return Err(WindowError::ZeroLimit);
-        }
-        if window == 0 {
-            return Err(WindowError::ZeroWindow);
-        }
-        if limit > Self::MAX_LIMIT {
-            return Err(WindowError::LimitTooLarge {
-                max: Self::MAX_LIMIT,
-            });
+        if let Err(e) = check_params(limit, window, Self::MAX_LIMIT) {
+            return Err(e);
         }
         let Some(capacity) = limit.checked_mul(window) else {
             return Err(WindowError::Overflow);
