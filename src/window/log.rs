@@ -2,70 +2,106 @@
 //!
 //! # The math
 //!
-//! The log keeps the times of the last `limit` admitted cells, oldest first,
-//! in a ring of `N ≥ limit` slots. A cell recorded at `r` counts in every
-//! window `(t − W, t]` with `r` in it, i.e. until `t ≥ r + W`. A request of
-//! `cost` cells at `now` fits iff at least `cost` of the `limit` recorded
-//! cells have expired, and since the ring is sorted that is one comparison:
+//! The log keeps the last `limit` admitted cells, oldest first, in a ring of
+//! `N ≥ limit` slots; each slot holds the tick its cell **expires** at,
+//! `e = r + W` for a cell recorded at `r` (saturating; `0` is an empty
+//! slot). A cell counts in every window `(t − W, t]` with `r` in it, i.e.
+//! until `t ≥ e`. A request of `cost` cells at `now` fits iff at least
+//! `cost` of the `limit` recorded cells have expired, and since the ring is
+//! sorted that is one comparison:
 //!
 //! ```text
-//! admit ⇔ ring[cost − 1] + W ≤ now          (ring[0] the oldest; empty slots are −∞)
+//! admit ⇔ ring[cost − 1] ≤ now          (ring[0] the oldest; empty slots are 0)
 //! ```
 //!
-//! then the `cost` oldest slots are overwritten with `max(now, newest)`
+//! then the `cost` oldest slots are overwritten with `max(now + W, newest)`
 //! (the `max` keeps the ring sorted if a caller's clock steps back; it only
 //! records cells later than they were, which can deny more, never admit
 //! more). Hence at most `limit` cells lie in any `W` consecutive ticks,
 //! exactly, and:
 //!
 //! ```text
-//! remaining   = number of expired slots
-//! retry_after = ring[cost − 1] + W − now      (exact)
-//! reset_after = newest + W − now              (0 if all expired)
+//! remaining   = number of expired slots (a prefix of the sorted ring)
+//! retry_after = ring[cost − 1] − now      (exact)
+//! reset_after = newest − now              (0 if all expired)
 //! ```
 //!
-//! # Concurrency: a critical section, bounded
+//! A slot that saturated at `u64::MAX` (a cell recorded less than `W` ticks
+//! before the end of time) never expires: the log fails closed there.
 //!
-//! The log is not one word, so it is **not lock-free**: every operation runs
-//! inside one [`critical_section::with`] (with the `std` feature: while
-//! holding a `std::sync::Mutex` private to this log). What runs inside is
-//! bounded: a
-//! check reads one slot and writes `cost ≤ limit ≤ N` slots; a peek binary
-//! searches the ring (`⌈log₂ N⌉ + 1` reads); a revocation shifts at most `N`
-//! slots. No allocation, no call into user code, no division (the ring
-//! index wraps by comparison). On bare metal the critical section masks
-//! interrupts for that long. On a host, enable cellrate's `std` feature
-//! (one mutex per log); without it the binary must provide a
-//! `critical-section` implementation (its `std` one is a single lock for
-//! the whole process). Either way, prefer
-//! [`SlidingWindow`](super::SlidingWindow) or [`Gcra`](crate::Gcra) for
-//! heavily shared state on servers.
+//! The number of expired slots is found from a hint, the number left after
+//! the last admission: two reads confirm it while `now` stands still, and
+//! otherwise a galloping search from it takes `O(log d)` reads for an answer
+//! `d` slots away (once per change of `now`, not per check).
+//!
+//! # Concurrency: a sequence lock on hosts, a critical section on bare metal
+//!
+//! The log is not one word, so it is **not lock-free**.
+//!
+//! * With cellrate's `std` feature (hosts with 64-bit atomics) the ring sits
+//!   behind a sequence lock (see `sync::Guarded`): a check reads the ring
+//!   with plain loads and validates them by re-reading a sequence word, so
+//!   a **denial, a peek and a `cost == 0` check write nothing and take no
+//!   lock**; an admission takes the sequence word from the even value it
+//!   read to odd by one compare-and-swap (failing, and retrying, if any
+//!   write came in between), writes `cost` slots and three words, and
+//!   publishes the next even value. A thread that finds a write in progress
+//!   spins briefly, then yields; a writer preempted mid-write delays the
+//!   others until it runs again (what makes this blocking, not lock-free).
+//! * Without `std` (bare metal) every operation runs inside one
+//!   [`critical_section::with`], masking interrupts on single-core targets,
+//!   so thread mode and interrupt handlers can share a log. Without `std` on
+//!   a host the binary provides the `critical-section` implementation
+//!   (its `std` one is one lock for the whole process): enable `std` there.
+//!
+//! Either way what runs under the lock is bounded: a check reads at most
+//! three slots plus the search above (`≤ 2⌈log₂ N⌉ + 2` reads) and writes
+//! `cost ≤ limit ≤ N` slots; a revocation shifts at most `N` slots. No
+//! allocation, no call into user code, no division (the ring index wraps by
+//! comparison). Prefer [`SlidingWindow`](super::SlidingWindow) or
+//! [`Gcra`](crate::Gcra) (one word, lock-free) for heavily shared state.
 //!
 //! # Invariants
 //!
-//! * The first `limit` slots (from `head`, modulo `limit`) hold the last
-//!   `limit` recorded times, sorted, `0` meaning empty; slots beyond `limit`
-//!   are unused.
+//! * The first `limit` slots (from `head`, modulo `limit`) hold the expiry
+//!   ticks of the last `limit` recorded cells, sorted, `0` meaning empty;
+//!   slots beyond `limit` are unused.
+//! * `hint ≤ limit` (it is only a starting point: any value in range gives
+//!   the same answers).
 //! * A denial and a peek write nothing.
 
-use core::cell::Cell;
 use core::fmt;
 
 use super::WindowError;
+use crate::sync::{guarded_zeros, loom_const_fn, Guarded, GuardedU64};
 use crate::{Decision, Denied, Limited, RateLimiter, Snapshot};
 
-/// The lock around the ring: a critical section, or with the `std` feature
-/// a `std` mutex (no `critical-section` implementation needed on hosts).
-#[cfg(not(feature = "std"))]
-type Lock<T> = critical_section::Mutex<T>;
-#[cfg(feature = "std")]
-type Lock<T> = std::sync::Mutex<T>;
-
 struct Ring<const N: usize> {
-    /// Logical slot 0 (the oldest).
-    head: Cell<usize>,
-    /// Recorded times plus one; 0 is an empty slot.
-    slots: [Cell<u64>; N],
+    /// Where the ring starts and what is known expired, one word:
+    /// `head | hint << 32` (both at most the limit, `< 2³²`). `head` is the
+    /// physical index of logical slot 0 (the oldest); `hint` the length of
+    /// a prefix of slots that have expired by `since` (the expired prefix
+    /// left by the last admission; 0 is always true).
+    pos: GuardedU64,
+    /// The tick `hint` holds at (the last admission's `now`).
+    since: GuardedU64,
+    /// Expiry ticks, oldest first from `head`; 0 is an empty slot.
+    slots: [GuardedU64; N],
+}
+
+impl<const N: usize> Ring<N> {
+    /// `(head, hint)`, read together.
+    #[inline(always)]
+    fn pos(&self) -> (usize, usize) {
+        let pos = self.pos.get();
+        // Both below 2³² (the limit is).
+        ((pos & 0xffff_ffff) as usize, (pos >> 32) as usize)
+    }
+
+    #[inline(always)]
+    fn set_pos(&self, head: usize, hint: usize) {
+        self.pos.set(head as u64 | (hint as u64) << 32);
+    }
 }
 
 /// An exact sliding window over the last `limit ≤ N` admission times; see
@@ -83,64 +119,58 @@ struct Ring<const N: usize> {
 pub struct SlidingLog<const N: usize> {
     limit: u64,
     window: u64,
-    ring: Lock<Ring<N>>,
+    ring: Guarded<Ring<N>>,
 }
 
 impl<const N: usize> SlidingLog<N> {
-    /// A log admitting at most `limit` cells in any `window` ticks.
-    ///
-    /// # Panics
-    /// On a zero limit or window or a limit above `N`: a compile error in
-    /// `const` context. See [`try_new`](Self::try_new).
-    pub const fn new(limit: u64, window: u64) -> Self {
-        match Self::try_new(limit, window) {
-            Ok(log) => log,
-            Err(e) => panic!("{}", e.as_str()),
+    loom_const_fn! {
+        /// A log admitting at most `limit` cells in any `window` ticks.
+        ///
+        /// # Panics
+        /// On a zero limit or window or a limit above `N`: a compile error in
+        /// `const` context. See [`try_new`](Self::try_new).
+        pub fn new(limit: u64, window: u64) -> Self {
+            match Self::try_new(limit, window) {
+                Ok(log) => log,
+                Err(e) => panic!("{}", e.as_str()),
+            }
         }
     }
 
-    /// A log admitting at most `limit` cells in any `window` ticks, or what
-    /// is wrong with them.
-    ///
-    /// ```
-    /// use cellrate::window::{SlidingLog, WindowError};
-    /// assert_eq!(SlidingLog::<8>::try_new(9, 10).err(), Some(WindowError::LimitTooLarge { max: 8 }));
-    /// ```
-    pub const fn try_new(limit: u64, window: u64) -> Result<Self, WindowError> {
-        if let Err(e) = Self::validate(limit, window) {
-            return Err(e);
+    loom_const_fn! {
+        /// A log admitting at most `limit` cells in any `window` ticks, or what
+        /// is wrong with them.
+        ///
+        /// ```
+        /// use cellrate::window::{SlidingLog, WindowError};
+        /// assert_eq!(SlidingLog::<8>::try_new(9, 10).err(), Some(WindowError::LimitTooLarge { max: 8 }));
+        /// ```
+        pub fn try_new(limit: u64, window: u64) -> Result<Self, WindowError> {
+            match Self::validate(limit, window) {
+                Ok(()) => Ok(SlidingLog {
+                    limit,
+                    window,
+                    ring: Guarded::new(Ring {
+                        pos: GuardedU64::new(0),
+                        since: GuardedU64::new(0),
+                        slots: guarded_zeros(),
+                    }),
+                }),
+                Err(e) => Err(e),
+            }
         }
-        Ok(SlidingLog {
-            limit,
-            window,
-            ring: Lock::new(Ring {
-                head: Cell::new(0),
-                slots: [const { Cell::new(0) }; N],
-            }),
-        })
     }
+
+    /// The largest limit: the capacity `N`, and below 2³² (the ring's
+    /// start and known-expired count share one word).
+    const MAX_LIMIT: u64 = if N as u64 > u32::MAX as u64 {
+        u32::MAX as u64
+    } else {
+        N as u64
+    };
 
     const fn validate(limit: u64, window: u64) -> Result<(), WindowError> {
-        super::check_params(limit, window, N as u64)
-    }
-
-    /// Runs `f` on the ring, under the lock.
-    #[inline(always)]
-    fn with_ring<R>(&self, f: impl FnOnce(&Ring<N>) -> R) -> R {
-        #[cfg(feature = "std")]
-        {
-            // `f` never panics, so the lock is never poisoned; if it were,
-            // the ring is still consistent (every write keeps it sorted).
-            let guard = self
-                .ring
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            f(&guard)
-        }
-        #[cfg(not(feature = "std"))]
-        {
-            critical_section::with(|cs| f(self.ring.borrow(cs)))
-        }
+        super::check_params(limit, window, Self::MAX_LIMIT)
     }
 
     /// The most cells in any window.
@@ -164,54 +194,94 @@ impl<const N: usize> SlidingLog<N> {
         }
     }
 
-    /// Whether a slot value has expired at `now`.
+    /// Whether a slot (an expiry tick, 0 if empty) has expired at `now`. A
+    /// slot saturated at `u64::MAX` never does (fails closed).
     #[inline(always)]
-    fn expired(&self, slot: u64, now: u64) -> bool {
-        match (slot.wrapping_sub(1)).checked_add(self.window) {
-            _ if slot == 0 => true,
-            Some(expiry) => expiry <= now,
-            // Past the end of time: never expires (fails closed).
-            None => false,
-        }
+    fn expired(slot: u64, now: u64) -> bool {
+        slot <= now.min(u64::MAX - 1)
     }
 
-    /// Ticks from `now` until a slot value expires.
+    /// Ticks from `now` until a slot expires.
     #[inline(always)]
-    fn until_expiry(&self, slot: u64, now: u64) -> u64 {
-        if slot == 0 {
-            0
-        } else {
-            (slot - 1).saturating_add(self.window).saturating_sub(now)
-        }
+    fn until_expiry(slot: u64, now: u64) -> u64 {
+        slot.saturating_sub(now)
     }
 
-    /// (expired slots, ticks until the newest expires) at `now`.
-    fn count(&self, ring: &Ring<N>, now: u64) -> (u64, u64) {
-        self.count_below(ring, now, self.limit as usize)
+    /// The expiry tick at logical slot `i` (0 the oldest).
+    #[inline(always)]
+    fn slot(&self, ring: &Ring<N>, head: usize, i: usize) -> u64 {
+        ring.slots[self.index(head, i)].get()
     }
 
-    /// [`count`](Self::count) when at most `bound` slots can have expired
-    /// (a denial of `cost` knows slot `cost − 1` has not: `bound = cost − 1`,
-    /// so denying one cell searches nothing).
-    fn count_below(&self, ring: &Ring<N>, now: u64, bound: usize) -> (u64, u64) {
-        let head = ring.head.get();
+    /// How many slots have expired at `now`. They are a prefix (the ring is
+    /// sorted). The ring remembers a prefix known to have expired by a tick
+    /// `since` (the length left by the last admission, at its `now`): when
+    /// `now ≥ since` and the slot after that prefix has not expired, that is
+    /// the answer, from one read (always so while `now` stands still).
+    /// Otherwise [`search`](Self::search) from there.
+    #[inline(always)]
+    fn expired_prefix(&self, ring: &Ring<N>, (head, known): (usize, usize), now: u64) -> usize {
         let limit = self.limit as usize;
-        let slot = |i: usize| ring.slots[self.index(head, i)].get();
-        // Expired slots are a prefix: binary search its length.
-        let (mut lo, mut hi) = (0usize, bound);
+        // The slot after the known prefix (at the end, one that wraps,
+        // whose answer is ignored).
+        let next = self.slot(ring, head, if known == limit { 0 } else { known });
+        let exact = (known == limit) | !Self::expired(next, now);
+        if exact & (now >= ring.since.get()) {
+            known
+        } else {
+            self.search(ring, head, now, known, limit)
+        }
+    }
+
+    /// The expired prefix's length below `bound` (at most `bound`),
+    /// searched from `guess ≤ bound`: galloping away from it (steps 1, 2,
+    /// 4, …), then halving, so `O(log d)` reads for an answer `d` slots from
+    /// the guess.
+    #[inline(never)]
+    fn search(&self, ring: &Ring<N>, head: usize, now: u64, guess: usize, bound: usize) -> usize {
+        let expired = |i: usize| Self::expired(self.slot(ring, head, i), now);
+        // Invariant from here: slots before `lo` expired, slot `hi` did not
+        // (or `hi == bound`); the answer is in [lo, hi].
+        let (mut lo, mut hi) = (guess, guess);
+        if guess < bound && expired(guess) {
+            (lo, hi) = (guess + 1, bound);
+            let mut step = 1;
+            while step <= hi - lo {
+                let probe = lo + step - 1;
+                if !expired(probe) {
+                    hi = probe;
+                    break;
+                }
+                lo = probe + 1;
+                step *= 2;
+            }
+        } else if guess > 0 && !expired(guess - 1) {
+            (lo, hi) = (0, guess - 1);
+            let mut step = 1;
+            while step <= hi {
+                let probe = hi - step;
+                if expired(probe) {
+                    lo = probe + 1;
+                    break;
+                }
+                hi = probe;
+                step *= 2;
+            }
+        }
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.expired(slot(mid), now) {
+            if expired(mid) {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
-        (lo as u64, self.until_expiry(slot(limit - 1), now))
+        lo
     }
 
     /// Admits `cost` cells at `now` and returns the time they were recorded
-    /// at, or denies and writes nothing.
+    /// at (their expiry minus `W`), or denies and writes nothing.
+    #[inline]
     pub(crate) fn admit_at(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
         if cost > self.limit {
             return Err(Denied::CostTooLarge {
@@ -219,44 +289,72 @@ impl<const N: usize> SlidingLog<N> {
                 limit: self.limit,
             });
         }
-        self.with_ring(|ring| {
-            let head = ring.head.get();
-            let limit = self.limit as usize;
-            let newest = ring.slots[self.index(head, limit - 1)].get();
-            if cost == 0 {
-                let (free, reset) = self.count(ring, now);
-                let recorded = newest.saturating_sub(1).max(now);
-                return Ok((Decision::new(self.limit, free, reset), recorded));
-            }
-            let cost = cost as usize;
-            let boundary = ring.slots[self.index(head, cost - 1)].get();
-            if !self.expired(boundary, now) {
-                let (free, reset) = self.count_below(ring, now, cost - 1);
-                return Err(Denied::Limited(Limited::with_remaining(
-                    self.limit,
-                    free,
-                    self.until_expiry(boundary, now),
-                    reset,
-                )));
-            }
-            // Record max(now, newest) so the ring stays sorted.
-            let recorded = if newest == 0 {
-                now
-            } else {
-                (newest - 1).max(now)
-            };
-            let value = recorded.saturating_add(1);
-            for i in 0..cost {
-                ring.slots[self.index(head, i)].set(value);
-            }
-            ring.head.set(self.index(head, cost % limit));
-            let (free, _) = self.count(ring, now);
-            let reset = self.until_expiry(value, now);
-            Ok((Decision::new(self.limit, free, reset), recorded))
-        })
+        let limit = self.limit as usize;
+        let cost = cost as usize;
+        self.ring.update(
+            // Reads only (on a host, a view that may be torn and is then
+            // thrown away; every index stays below the limit either way).
+            |ring| {
+                let pos = ring.pos();
+                let head = pos.0;
+                let newest = self.slot(ring, head, limit - 1);
+                let free = self.expired_prefix(ring, pos, now);
+                if free < cost || cost == 0 {
+                    let boundary = self.slot(ring, head, cost.max(1) - 1);
+                    return Err(self.without_admitting(boundary, newest, free, now, cost));
+                }
+                Ok((head, free, newest))
+            },
+            // The single writer, on the state just read.
+            |ring, (head, free, newest)| {
+                // At least `newest`, so the ring stays sorted.
+                let value = newest.max(now.saturating_add(self.window));
+                for i in 0..cost {
+                    ring.slots[self.index(head, i)].set(value);
+                }
+                // cost ≤ limit: the new head is `cost` on, wrapped once (no `%`).
+                let step = if cost == limit { 0 } else { cost };
+                let head = self.index(head, step);
+                // The `cost` oldest expired slots became the newest, which
+                // have not (`value > now`, or saturated): `free − cost` remain.
+                let free = free - cost;
+                ring.set_pos(head, free);
+                ring.since.set(now);
+                let reset = Self::until_expiry(value, now);
+                let recorded = value.saturating_sub(self.window);
+                Ok((Decision::new(self.limit, free as u64, reset), recorded))
+            },
+        )
+    }
+
+    /// The answer to a check that writes nothing: `cost == 0` (admitted,
+    /// recorded at `max(now, newest)`) or slot `cost − 1`, `boundary`, not
+    /// expired (denied until it does).
+    #[inline(always)]
+    fn without_admitting(
+        &self,
+        boundary: u64,
+        newest: u64,
+        free: usize,
+        now: u64,
+        cost: usize,
+    ) -> Result<(Decision, u64), Denied> {
+        let reset = Self::until_expiry(newest, now);
+        if cost == 0 {
+            let value = newest.max(now.saturating_add(self.window));
+            let recorded = value.saturating_sub(self.window);
+            return Ok((Decision::new(self.limit, free as u64, reset), recorded));
+        }
+        Err(Denied::Limited(Limited::with_remaining(
+            self.limit,
+            free as u64,
+            Self::until_expiry(boundary, now),
+            reset,
+        )))
     }
 
     /// Admits `cost` cells at `now`, or denies and writes nothing.
+    #[inline]
     pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
         self.admit_at(now, cost).map(|(d, _)| d)
     }
@@ -265,9 +363,9 @@ impl<const N: usize> SlidingLog<N> {
     /// never admitted; the ring stays sorted (older cells move up, empty
     /// slots enter at the old end).
     pub(crate) fn revoke_at(&self, recorded: u64, cost: u64) {
-        let value = recorded.saturating_add(1);
-        self.with_ring(|ring| {
-            let head = ring.head.get();
+        let value = recorded.saturating_add(self.window);
+        self.ring.write(|ring| {
+            let (head, _) = ring.pos();
             let limit = self.limit as usize;
             let at = |i: usize| &ring.slots[self.index(head, i)];
             // The newest run of `value`: find its last index.
@@ -286,22 +384,33 @@ impl<const N: usize> SlidingLog<N> {
             for i in 0..removed {
                 at(i).set(0);
             }
+            // Cells moved: claim no expired prefix (always true).
+            ring.set_pos(head, 0);
         })
     }
 
     /// The state at `now`, writing nothing.
     pub fn peek(&self, now: u64) -> Snapshot {
-        self.with_ring(|ring| {
-            let (free, reset) = self.count(ring, now);
-            let oldest = ring.slots[ring.head.get()].get();
-            Snapshot::new(self.limit, free, reset, self.until_expiry(oldest, now))
+        self.ring.read(|ring| {
+            let pos = ring.pos();
+            let head = pos.0;
+            let newest = self.slot(ring, head, self.limit as usize - 1);
+            let free = self.expired_prefix(ring, pos, now) as u64;
+            let oldest = self.slot(ring, head, 0);
+            Snapshot::new(
+                self.limit,
+                free,
+                Self::until_expiry(newest, now),
+                Self::until_expiry(oldest, now),
+            )
         })
     }
 
     /// Makes the log empty, as new.
     pub fn reset(&self) {
-        self.with_ring(|ring| {
-            ring.head.set(0);
+        self.ring.write(|ring| {
+            ring.set_pos(0, 0);
+            ring.since.set(0);
             for s in &ring.slots {
                 s.set(0);
             }
@@ -320,38 +429,31 @@ impl<const N: usize> SlidingLog<N> {
     /// ```
     pub fn set_limit(&mut self, limit: u64, window: u64) -> Result<(), WindowError> {
         Self::validate(limit, window)?;
-        #[cfg(feature = "std")]
-        let ring = self
-            .ring
-            .get_mut()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        #[cfg(not(feature = "std"))]
         let ring = self.ring.get_mut();
-        let old = self.limit as usize;
-        let head = ring.head.get();
-        let mut sorted = [0u64; N];
-        for (i, s) in sorted.iter_mut().enumerate().take(old) {
-            let j = if head + i >= old {
-                head + i - old
-            } else {
-                head + i
-            };
-            *s = ring.slots[j].get();
+        let (old, new) = (self.limit as usize, limit as usize);
+        let (head, _) = ring.pos();
+        let slots = &mut ring.slots[..];
+        // Oldest first from slot 0.
+        slots[..old].rotate_left(head);
+        // Expiries under the new window (`e − W + W'`); empty slots stay
+        // empty and saturated ones saturated (never expiring).
+        for slot in &slots[..old] {
+            let e = slot.get();
+            if e != 0 && e != u64::MAX {
+                slot.set(e.saturating_sub(self.window).saturating_add(window));
+            }
         }
-        let new = limit as usize;
-        // Newest `new` entries, right-aligned; empty slots first.
-        for i in 0..new {
-            let v = if new - i <= old {
-                sorted[old - (new - i)]
-            } else {
-                0
-            };
-            ring.slots[i].set(v);
+        // The newest `new` right-aligned in [0, new), empty slots first
+        // (slots from `old` on are empty).
+        if new <= old {
+            slots[..old].rotate_left(old - new);
+        } else {
+            slots[..new].rotate_right(new - old);
         }
-        for s in &ring.slots[new..] {
-            s.set(0);
+        for slot in &slots[new..] {
+            slot.set(0);
         }
-        ring.head.set(0);
+        ring.set_pos(0, 0);
         self.limit = limit;
         self.window = window;
         Ok(())
@@ -359,6 +461,7 @@ impl<const N: usize> SlidingLog<N> {
 }
 
 impl<const N: usize> RateLimiter for SlidingLog<N> {
+    #[inline]
     fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
         SlidingLog::check_n(self, now, cost)
     }
@@ -387,5 +490,100 @@ impl<const N: usize> defmt::Format for SlidingLog<N> {
             self.limit,
             self.window
         )
+    }
+}
+
+#[cfg(all(test, feature = "loom"))]
+mod loom_tests {
+    extern crate std;
+    use super::SlidingLog;
+    use loom::sync::Arc;
+    use loom::thread;
+    use std::{vec, vec::Vec};
+
+    /// Each thread's check (`now`, `cost`), after one cell at 0 (expiring
+    /// at 100) in a log of 2 per 100 ticks: either fits alone, not both
+    /// (whichever runs first leaves the other too little).
+    const CHECKS: [(u64, u64); 2] = [(120, 2), (50, 1)];
+    /// Where the models read the final state.
+    const LATER: u64 = 150;
+
+    fn log() -> SlidingLog<3> {
+        let log = SlidingLog::new(2, 100);
+        log.check_n(0, 1).unwrap();
+        log
+    }
+
+    /// Two threads race on the sequence-locked ring: which check was
+    /// admitted, what each was told remains, and the state left must be
+    /// those of one of the two serial orders (no lost or torn update, no
+    /// over-admission).
+    #[test]
+    fn concurrent_checks_are_some_serial_order() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(|| {
+            let shared = Arc::new(log());
+            let handles: Vec<_> = CHECKS
+                .iter()
+                .map(|&(now, cost)| {
+                    let l = Arc::clone(&shared);
+                    thread::spawn(move || l.check_n(now, cost).map(|d| d.remaining()).ok())
+                })
+                .collect();
+            let outcome: Vec<Option<u64>> =
+                handles.into_iter().map(|h| h.join().unwrap()).collect();
+            let end = shared.peek(LATER);
+            let end = (end.remaining(), end.reset_after(), end.retry_after());
+            assert!(
+                serial().contains(&(outcome.clone(), end)),
+                "{outcome:?} {end:?}"
+            );
+        });
+    }
+
+    /// A peek racing a writer sees a state some serial order passes
+    /// through: before or after the admission, never a mix.
+    #[test]
+    fn peek_is_never_torn() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(|| {
+            let shared = Arc::new(log());
+            let writer = {
+                let l = Arc::clone(&shared);
+                thread::spawn(move || l.check_n(120, 2).is_ok())
+            };
+            let seen = shared.peek(130);
+            assert!(writer.join().unwrap());
+            let seen = (seen.remaining(), seen.reset_after());
+            // Before: the cell at 0 expired at 100, two free; after: two
+            // cells expiring at 220.
+            assert!(seen == (2, 0) || seen == (0, 90), "{seen:?}");
+        });
+    }
+
+    /// What each check was told remains (`None`: denied), and the final
+    /// (remaining, reset_after, retry_after).
+    type Outcome = (Vec<Option<u64>>, (u64, u64, u64));
+
+    /// Both orders of the two checks, run on one thread.
+    fn serial() -> Vec<Outcome> {
+        [[0, 1], [1, 0]]
+            .iter()
+            .map(|order| {
+                let log = log();
+                let mut outcome = vec![None; 2];
+                for &i in order {
+                    let (now, cost) = CHECKS[i];
+                    outcome[i] = log.check_n(now, cost).map(|d| d.remaining()).ok();
+                }
+                let end = log.peek(LATER);
+                (
+                    outcome,
+                    (end.remaining(), end.reset_after(), end.retry_after()),
+                )
+            })
+            .collect()
     }
 }
