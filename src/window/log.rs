@@ -547,14 +547,18 @@ mod loom_tests {
     #[test]
     fn peek_is_never_torn() {
         let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(3);
+        builder.preemption_bound = Some(2);
         builder.check(|| {
             let shared = Arc::new(log());
             let writer = {
                 let l = Arc::clone(&shared);
                 thread::spawn(move || l.check_n(120, 2).is_ok())
             };
-            let seen = shared.peek(130);
+            let reader = {
+                let l = Arc::clone(&shared);
+                thread::spawn(move || l.peek(130))
+            };
+            let seen = reader.join().unwrap();
             assert!(writer.join().unwrap());
             let seen = (seen.remaining(), seen.reset_after());
             // Before: the cell at 0 expired at 100, two free; after: two
