@@ -237,6 +237,7 @@ impl<const N: usize> SlidingLog<N> {
     /// searched from `guess ≤ bound`: galloping away from it (steps 1, 2,
     /// 4, …), then halving, so `O(log d)` reads for an answer `d` slots from
     /// the guess.
+    #[cold]
     #[inline(never)]
     fn search(&self, ring: &Ring<N>, head: usize, now: u64, guess: usize, bound: usize) -> usize {
         let expired = |i: usize| Self::expired(self.slot(ring, head, i), now);
