@@ -14,7 +14,10 @@
 //! limit, 2²⁰ per window, holds a batch); denying benches exhaust a frozen
 //! limiter first.
 //!
-//! Run: `cargo bench --bench family -- --warm-up-time 1 --measurement-time 3`.
+//! Run: `cargo bench --bench family --features std -- --warm-up-time 1
+//! --measurement-time 3`. `std` is how a host runs `SlidingLog` (a sequence
+//! lock); without it the log holds a critical section, here the
+//! `critical-section` crate's `std` implementation (one process-wide lock).
 //! The README's figures are the **paired ratios** printed first (`ratio:`
 //! lines, see `benches/common/paired.rs`: the subject and its baseline timed
 //! in alternating chunks, robust on a shared machine); the criterion results

@@ -32,7 +32,7 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `std` | [`StdClock`](time::StdClock), a monotonic nanosecond clock; [`SlidingLog`] locks a `std` mutex instead of a critical section; `keyed::Seed::random`; implies `alloc` |
+//! | `std` | [`StdClock`](time::StdClock), a monotonic nanosecond clock; [`SlidingLog`] uses a sequence lock (denials only read) instead of a critical section; `keyed::Seed::random`; implies `alloc` |
 //! | `alloc` | `keyed::KeyedBox`, a keyed table whose capacity is chosen at run time |
 //! | `embedded-hal` | `hal`: rate-limited SPI/I2C devices and a blocking wait with a `DelayNs` |
 //! | `embassy-time` | `embassy`: a clock over embassy's ticks and an async wait |

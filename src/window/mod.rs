@@ -4,7 +4,7 @@
 //! |---|---|---|---|
 //! | [`FixedWindow`] | one `u64`: (window index, count) | exact for aligned windows `[k·W, (k+1)·W)`; up to `2·limit` across an edge | 8 bytes |
 //! | [`SlidingWindow`] | one `u64`: (window index, previous count, current count) | approximation of a sliding window (see [`sliding`]) | 8 bytes |
-//! | [`SlidingLog`] | the last `limit` admission times | exact: at most `limit` cells in any `W` consecutive ticks | `8·N` bytes |
+//! | [`SlidingLog`] | the expiry ticks of the last `limit` admitted cells, a ring position and a tick | exact: at most `limit` cells in any `W` consecutive ticks | `8·N + 40` bytes |
 //!
 //! The parameters of the two counters ([`FixedWindowQuota`],
 //! [`SlidingWindowQuota`]) are small `Copy` values that implement
