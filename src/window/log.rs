@@ -592,3 +592,55 @@ mod loom_tests {
             .collect()
     }
 }
+
+#[cfg(all(test, not(feature = "loom")))]
+mod tests {
+    extern crate std;
+    use super::SlidingLog;
+    use proptest::prelude::*;
+    use std::vec::Vec;
+
+    /// The expired slots counted one by one over the whole ring (no hint,
+    /// no search).
+    fn count_expired(log: &SlidingLog<16>, now: u64) -> usize {
+        log.ring.read(|ring| {
+            let (head, _) = ring.pos();
+            (0..log.limit as usize)
+                .filter(|&i| SlidingLog::<16>::expired(log.slot(ring, head, i), now))
+                .count()
+        })
+    }
+
+    proptest! {
+        /// Checks at times that jump forward and back: every `remaining`
+        /// (after a check, and from a peek at another time) is the expired
+        /// count of the ring itself, and the search finds it from every
+        /// starting guess.
+        #[test]
+        fn remaining_is_the_expired_count(
+            limit in 1u64..=16,
+            window in 1u64..50,
+            ops in prop::collection::vec((0u64..200, 0u64..4, 0u64..200), 1..80),
+        ) {
+            let log = SlidingLog::<16>::new(limit, window);
+            for (now, cost, probe) in ops {
+                let told = match log.check_n(now, cost) {
+                    Ok(d) => Some(d.remaining()),
+                    Err(denied) => denied.limited().map(|l| l.remaining()),
+                };
+                if let Some(told) = told {
+                    prop_assert_eq!(told as usize, count_expired(&log, now));
+                }
+                let expect = count_expired(&log, probe);
+                prop_assert_eq!(log.peek(probe).remaining() as usize, expect);
+                let found: Vec<usize> = log.ring.read(|ring| {
+                    let (head, _) = ring.pos();
+                    (0..=limit as usize)
+                        .map(|guess| log.search(ring, head, probe, guess, limit as usize))
+                        .collect()
+                });
+                prop_assert!(found.iter().all(|&f| f == expect), "{:?} vs {}", found, expect);
+            }
+        }
+    }
+}
