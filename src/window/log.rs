@@ -29,10 +29,16 @@
 //! A slot that saturated at `u64::MAX` (a cell recorded less than `W` ticks
 //! before the end of time) never expires: the log fails closed there.
 //!
-//! The number of expired slots is found from a hint, the number left after
-//! the last admission: two reads confirm it while `now` stands still, and
-//! otherwise a galloping search from it takes `O(log d)` reads for an answer
-//! `d` slots away (once per change of `now`, not per check).
+//! A small header keeps what a check needs in words at fixed places (no
+//! read whose address depends on another read): the ring's start `head`, a
+//! prefix of `known` slots that have expired by the tick `since` (what the
+//! last admission left, at its `now`), a copy `next` of the slot after that
+//! prefix and a copy of the newest slot. When `now ≥ since` and `next` has
+//! not expired, exactly `known` slots have expired (always so while `now`
+//! stands still); otherwise a galloping search from `known` finds the count
+//! in `O(log d)` reads for an answer `d` slots away, once per change of
+//! `now`, not per check. An admission of `cost ≤ known` cells leaves `next`
+//! where it was (`known − cost` slots on) and its own cells the newest.
 //!
 //! # Concurrency: a sequence lock on hosts, a critical section on bare metal
 //!
@@ -44,8 +50,8 @@
 //!   a **denial, a peek and a `cost == 0` check write nothing and take no
 //!   lock**; an admission takes the sequence word from the even value it
 //!   read to odd by one compare-and-swap (failing, and retrying, if any
-//!   write came in between), writes `cost` slots and three words, and
-//!   publishes the next even value. A thread that finds a write in progress
+//!   write came in between), writes `cost` slots and the four header
+//!   words, and publishes the next even value. A thread that finds a write in progress
 //!   spins briefly, then yields; a writer preempted mid-write delays the
 //!   others until it runs again (what makes this blocking, not lock-free).
 //! * Without `std` (bare metal) every operation runs inside one
@@ -54,8 +60,8 @@
 //!   a host the binary provides the `critical-section` implementation
 //!   (its `std` one is one lock for the whole process): enable `std` there.
 //!
-//! Either way what runs under the lock is bounded: a check reads at most
-//! three slots plus the search above (`≤ 2⌈log₂ N⌉ + 2` reads) and writes
+//! Either way what runs under the lock is bounded: a check reads the header,
+//! at most two slots and the search above (`≤ 2⌈log₂ N⌉ + 2` reads) and writes
 //! `cost ≤ limit ≤ N` slots; a revocation shifts at most `N` slots. No
 //! allocation, no call into user code, no division (the ring index wraps by
 //! comparison). Prefer [`SlidingWindow`](super::SlidingWindow) or
@@ -66,8 +72,11 @@
 //! * The first `limit` slots (from `head`, modulo `limit`) hold the expiry
 //!   ticks of the last `limit` recorded cells, sorted, `0` meaning empty;
 //!   slots beyond `limit` are unused.
-//! * `hint ≤ limit` (it is only a starting point: any value in range gives
-//!   the same answers).
+//! * `known ≤ limit`, and the first `known` slots have expired by `since`
+//!   (`known = 0` always holds, and is what `reset`, `set_limit` and a
+//!   revocation leave).
+//! * `next` equals logical slot `known` when `known < limit`, and `newest`
+//!   equals logical slot `limit − 1`.
 //! * A denial and a peek write nothing.
 
 use core::fmt;
@@ -76,15 +85,22 @@ use super::WindowError;
 use crate::sync::{guarded_zeros, loom_const_fn, Guarded, GuardedU64};
 use crate::{Decision, Denied, Limited, RateLimiter, Snapshot};
 
+/// The ring, and a header that lets a check decide without reading a slot
+/// whose place depends on another read.
 struct Ring<const N: usize> {
     /// Where the ring starts and what is known expired, one word:
-    /// `head | hint << 32` (both at most the limit, `< 2³²`). `head` is the
-    /// physical index of logical slot 0 (the oldest); `hint` the length of
-    /// a prefix of slots that have expired by `since` (the expired prefix
+    /// `head | known << 32` (both at most the limit, `< 2³²`). `head` is
+    /// the physical index of logical slot 0 (the oldest); `known` the length
+    /// of a prefix of slots that have expired by `since` (the expired prefix
     /// left by the last admission; 0 is always true).
     pos: GuardedU64,
-    /// The tick `hint` holds at (the last admission's `now`).
+    /// The tick `known` holds at (the last admission's `now`).
     since: GuardedU64,
+    /// A copy of logical slot `known` (when `known < limit`): the first slot
+    /// not known to have expired.
+    next: GuardedU64,
+    /// A copy of logical slot `limit − 1`, the newest.
+    newest: GuardedU64,
     /// Expiry ticks, oldest first from `head`; 0 is an empty slot.
     slots: [GuardedU64; N],
 }
@@ -153,6 +169,8 @@ impl<const N: usize> SlidingLog<N> {
                     ring: Guarded::new(Ring {
                         pos: GuardedU64::new(0),
                         since: GuardedU64::new(0),
+                        next: GuardedU64::new(0),
+                        newest: GuardedU64::new(0),
                         slots: guarded_zeros(),
                     }),
                 }),
@@ -213,24 +231,51 @@ impl<const N: usize> SlidingLog<N> {
         ring.slots[self.index(head, i)].get()
     }
 
-    /// How many slots have expired at `now`. They are a prefix (the ring is
-    /// sorted). The ring remembers a prefix known to have expired by a tick
-    /// `since` (the length left by the last admission, at its `now`): when
-    /// `now ≥ since` and the slot after that prefix has not expired, that is
-    /// the answer, from one read (always so while `now` stands still).
-    /// Otherwise [`search`](Self::search) from there.
+    /// How many slots have expired at `now` (they are a prefix: the ring is
+    /// sorted), and a copy of the first that has not (0 if all have). The
+    /// header knows a prefix that has expired by `since`, and the slot after
+    /// it: when `now ≥ since` and that slot has not expired, the prefix is
+    /// the answer, from the header alone (always so while `now` stands
+    /// still). Otherwise [`search`](Self::search) from there.
     #[inline(always)]
-    fn expired_prefix(&self, ring: &Ring<N>, (head, known): (usize, usize), now: u64) -> usize {
+    fn expired_prefix(
+        &self,
+        ring: &Ring<N>,
+        (head, known): (usize, usize),
+        now: u64,
+    ) -> (usize, u64) {
         let limit = self.limit as usize;
-        // The slot after the known prefix (at the end, one that wraps,
-        // whose answer is ignored).
-        let next = self.slot(ring, head, if known == limit { 0 } else { known });
+        let next = ring.next.get();
         let exact = (known == limit) | !Self::expired(next, now);
         if exact & (now >= ring.since.get()) {
-            known
+            (known, next)
         } else {
-            self.search(ring, head, now, known, limit)
+            self.search_next(ring, head, now, known)
         }
+    }
+
+    /// [`search`](Self::search) over the whole ring, and a copy of the first
+    /// slot that has not expired (0 if all have).
+    #[cold]
+    #[inline(never)]
+    fn search_next(&self, ring: &Ring<N>, head: usize, now: u64, guess: usize) -> (usize, u64) {
+        let limit = self.limit as usize;
+        let free = self.search(ring, head, now, guess, limit);
+        let next = if free < limit {
+            self.slot(ring, head, free)
+        } else {
+            0
+        };
+        (free, next)
+    }
+
+    /// Rewrites the header for the ring as it is, claiming no expired
+    /// prefix (after a change that moves slots).
+    fn rehead(&self, ring: &Ring<N>, head: usize) {
+        ring.set_pos(head, 0);
+        ring.next.set(self.slot(ring, head, 0));
+        ring.newest
+            .set(self.slot(ring, head, self.limit as usize - 1));
     }
 
     /// The expired prefix's length below `bound` (at most `bound`),
@@ -298,16 +343,22 @@ impl<const N: usize> SlidingLog<N> {
             |ring| {
                 let pos = ring.pos();
                 let head = pos.0;
-                let newest = self.slot(ring, head, limit - 1);
-                let free = self.expired_prefix(ring, pos, now);
+                let newest = ring.newest.get();
+                let (free, next) = self.expired_prefix(ring, pos, now);
                 if free < cost || cost == 0 {
-                    let boundary = self.slot(ring, head, cost.max(1) - 1);
+                    // Slot `cost − 1` has not expired; for one cell, it is
+                    // `next`.
+                    let boundary = match cost {
+                        0 => 0,
+                        _ if cost - 1 == free => next,
+                        _ => self.slot(ring, head, cost - 1),
+                    };
                     return Err(self.without_admitting(boundary, newest, free, now, cost));
                 }
-                Ok((head, free, newest))
+                Ok((head, free, next, newest))
             },
             // The single writer, on the state just read.
-            |ring, (head, free, newest)| {
+            |ring, (head, free, next, newest)| {
                 // At least `newest`, so the ring stays sorted.
                 let value = newest.max(now.saturating_add(self.window));
                 for i in 0..cost {
@@ -318,9 +369,14 @@ impl<const N: usize> SlidingLog<N> {
                 let head = self.index(head, step);
                 // The `cost` oldest expired slots became the newest, which
                 // have not (`value > now`, or saturated): `free − cost` remain.
+                // The first slot not expired stays where it was (cost ≤
+                // free), or is the first written if all had expired.
+                let next = if free == limit { value } else { next };
                 let free = free - cost;
                 ring.set_pos(head, free);
                 ring.since.set(now);
+                ring.next.set(next);
+                ring.newest.set(value);
                 let reset = Self::until_expiry(value, now);
                 let recorded = value.saturating_sub(self.window);
                 Ok((Decision::new(self.limit, free as u64, reset), recorded))
@@ -386,7 +442,7 @@ impl<const N: usize> SlidingLog<N> {
                 at(i).set(0);
             }
             // Cells moved: claim no expired prefix (always true).
-            ring.set_pos(head, 0);
+            self.rehead(ring, head);
         })
     }
 
@@ -395,8 +451,9 @@ impl<const N: usize> SlidingLog<N> {
         self.ring.read(|ring| {
             let pos = ring.pos();
             let head = pos.0;
-            let newest = self.slot(ring, head, self.limit as usize - 1);
-            let free = self.expired_prefix(ring, pos, now) as u64;
+            let newest = ring.newest.get();
+            let (free, _) = self.expired_prefix(ring, pos, now);
+            let free = free as u64;
             let oldest = self.slot(ring, head, 0);
             Snapshot::new(
                 self.limit,
@@ -410,11 +467,11 @@ impl<const N: usize> SlidingLog<N> {
     /// Makes the log empty, as new.
     pub fn reset(&self) {
         self.ring.write(|ring| {
-            ring.set_pos(0, 0);
-            ring.since.set(0);
             for s in &ring.slots {
                 s.set(0);
             }
+            ring.since.set(0);
+            self.rehead(ring, 0);
         })
     }
 
@@ -454,7 +511,10 @@ impl<const N: usize> SlidingLog<N> {
         for slot in &slots[new..] {
             slot.set(0);
         }
+        // The header, as `rehead` writes it (head 0).
         ring.set_pos(0, 0);
+        ring.next.set(ring.slots[0].get());
+        ring.newest.set(ring.slots[new - 1].get());
         self.limit = limit;
         self.window = window;
         Ok(())
@@ -611,6 +671,25 @@ mod tests {
         })
     }
 
+    /// The header is rewritten by `reset`, `set_limit` and revocations.
+    #[test]
+    fn header_follows_reset_set_limit_and_revoke() {
+        let mut log = SlidingLog::<16>::new(4, 100);
+        log.check_n(0, 3).unwrap();
+        let (_, at) = log.admit_at(10, 1).unwrap();
+        log.revoke_at(at, 1);
+        assert_eq!(log.peek(10).remaining(), 1);
+        assert_eq!(count_expired(&log, 10), 1);
+        log.set_limit(8, 50).unwrap();
+        assert_eq!(log.peek(10).remaining(), 5);
+        assert_eq!(log.peek(49).retry_after(), 0);
+        assert!(log.check_n(49, 5).is_ok());
+        assert_eq!(log.check_n(49, 1).unwrap_err().retry_after(), Some(1));
+        log.reset();
+        assert_eq!(log.peek(0).remaining(), 8);
+        assert!(log.check_n(0, 8).is_ok());
+    }
+
     proptest! {
         /// Checks at times that jump forward and back: every `remaining`
         /// (after a check, and from a peek at another time) is the expired
@@ -631,6 +710,15 @@ mod tests {
                 if let Some(told) = told {
                     prop_assert_eq!(told as usize, count_expired(&log, now));
                 }
+                // The header's copies match the slots they copy.
+                log.ring.read(|ring| {
+                    let (head, known) = ring.pos();
+                    let limit = log.limit as usize;
+                    assert_eq!(ring.newest.get(), log.slot(ring, head, limit - 1));
+                    if known < limit {
+                        assert_eq!(ring.next.get(), log.slot(ring, head, known));
+                    }
+                });
                 let expect = count_expired(&log, probe);
                 prop_assert_eq!(log.peek(probe).remaining() as usize, expect);
                 let found: Vec<usize> = log.ring.read(|ring| {
