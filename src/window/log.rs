@@ -75,8 +75,9 @@
 //! * `known ≤ limit`, and the first `known` slots have expired by `since`
 //!   (`known = 0` always holds, and is what `reset`, `set_limit` and a
 //!   revocation leave).
-//! * `next` equals logical slot `known` when `known < limit`, and `newest`
-//!   equals logical slot `limit − 1`.
+//! * `next` equals logical slot `known` when `known < limit` and is
+//!   `u64::MAX` when `known == limit`; `newest` equals logical slot
+//!   `limit − 1`.
 //! * A denial and a peek write nothing.
 
 use core::fmt;
@@ -96,8 +97,8 @@ struct Ring<const N: usize> {
     pos: GuardedU64,
     /// The tick `known` holds at (the last admission's `now`).
     since: GuardedU64,
-    /// A copy of logical slot `known` (when `known < limit`): the first slot
-    /// not known to have expired.
+    /// A copy of logical slot `known`, the first slot not known to have
+    /// expired; `u64::MAX` (which never expires) when `known == limit`.
     next: GuardedU64,
     /// A copy of logical slot `limit − 1`, the newest.
     newest: GuardedU64,
@@ -232,7 +233,8 @@ impl<const N: usize> SlidingLog<N> {
     }
 
     /// How many slots have expired at `now` (they are a prefix: the ring is
-    /// sorted), and a copy of the first that has not (0 if all have). The
+    /// sorted), and a copy of the first that has not (`u64::MAX` if all
+    /// have). The
     /// header knows a prefix that has expired by `since`, and the slot after
     /// it: when `now ≥ since` and that slot has not expired, the prefix is
     /// the answer, from the header alone (always so while `now` stands
@@ -244,10 +246,9 @@ impl<const N: usize> SlidingLog<N> {
         (head, known): (usize, usize),
         now: u64,
     ) -> (usize, u64) {
-        let limit = self.limit as usize;
         let next = ring.next.get();
-        let exact = (known == limit) | !Self::expired(next, now);
-        if exact & (now >= ring.since.get()) {
+        // (`next` is `u64::MAX`, never expiring, when `known` is all.)
+        if !Self::expired(next, now) & (now >= ring.since.get()) {
             (known, next)
         } else {
             self.search_next(ring, head, now, known)
@@ -255,7 +256,7 @@ impl<const N: usize> SlidingLog<N> {
     }
 
     /// [`search`](Self::search) over the whole ring, and a copy of the first
-    /// slot that has not expired (0 if all have).
+    /// slot that has not expired (`u64::MAX` if all have).
     #[cold]
     #[inline(never)]
     fn search_next(&self, ring: &Ring<N>, head: usize, now: u64, guess: usize) -> (usize, u64) {
@@ -264,7 +265,7 @@ impl<const N: usize> SlidingLog<N> {
         let next = if free < limit {
             self.slot(ring, head, free)
         } else {
-            0
+            u64::MAX
         };
         (free, next)
     }
@@ -370,8 +371,9 @@ impl<const N: usize> SlidingLog<N> {
                 // The `cost` oldest expired slots became the newest, which
                 // have not (`value > now`, or saturated): `free − cost` remain.
                 // The first slot not expired stays where it was (cost ≤
-                // free), or is the first written if all had expired.
-                let next = if free == limit { value } else { next };
+                // free; it is at most the newest, so at most `value`), or is
+                // the first written if all had expired (`next` = u64::MAX).
+                let next = next.min(value);
                 let free = free - cost;
                 ring.set_pos(head, free);
                 ring.since.set(now);
@@ -717,6 +719,8 @@ mod tests {
                     assert_eq!(ring.newest.get(), log.slot(ring, head, limit - 1));
                     if known < limit {
                         assert_eq!(ring.next.get(), log.slot(ring, head, known));
+                    } else {
+                        assert_eq!(ring.next.get(), u64::MAX);
                     }
                 });
                 let expect = count_expired(&log, probe);
