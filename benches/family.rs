@@ -90,6 +90,13 @@ fn denying<L: RateLimiter>(limiter: &L) -> Side<impl FnMut(u64) -> bool + '_> {
     Side::new(WINDOW, 0, move |now| limiter.check(now).is_ok())
 }
 
+/// How this build shares the sliding log's ring (see `window::log`).
+const LOG_LOCK: &str = if cfg!(feature = "std") {
+    " (std: sequence lock)"
+} else {
+    " (no std: critical section)"
+};
+
 /// The paired ratios (subject time ÷ baseline time) the README reports.
 fn paired_ratios() {
     let word = AtomicU64::new(0);
@@ -117,7 +124,7 @@ fn paired_ratios() {
     );
     let log = SlidingLog::<1_024>::new(1_024, WINDOW);
     ratio(
-        "SlidingLog<1024> admitting ÷ CAS floor",
+        &format!("SlidingLog<1024> admitting ÷ CAS floor{LOG_LOCK}"),
         &mut floor(),
         &mut admitting(&log),
     );
@@ -132,7 +139,7 @@ fn paired_ratios() {
         &mut denying(&SlidingWindow::new(100, WINDOW)),
     );
     ratio(
-        "SlidingLog<64> denying ÷ CAS floor",
+        &format!("SlidingLog<64> denying ÷ CAS floor{LOG_LOCK}"),
         &mut floor(),
         &mut denying(&SlidingLog::<64>::new(64, WINDOW)),
     );
