@@ -107,7 +107,7 @@ struct Ring<const N: usize> {
 }
 
 impl<const N: usize> Ring<N> {
-    /// `(head, hint)`, read together.
+    /// `(head, known)`, read together.
     #[inline(always)]
     fn pos(&self) -> (usize, usize) {
         let pos = self.pos.get();
@@ -116,8 +116,8 @@ impl<const N: usize> Ring<N> {
     }
 
     #[inline(always)]
-    fn set_pos(&self, head: usize, hint: usize) {
-        self.pos.set(head as u64 | (hint as u64) << 32);
+    fn set_pos(&self, head: usize, known: usize) {
+        self.pos.set(head as u64 | (known as u64) << 32);
     }
 }
 
@@ -234,11 +234,10 @@ impl<const N: usize> SlidingLog<N> {
 
     /// How many slots have expired at `now` (they are a prefix: the ring is
     /// sorted), and a copy of the first that has not (`u64::MAX` if all
-    /// have). The
-    /// header knows a prefix that has expired by `since`, and the slot after
-    /// it: when `now ≥ since` and that slot has not expired, the prefix is
-    /// the answer, from the header alone (always so while `now` stands
-    /// still). Otherwise [`search`](Self::search) from there.
+    /// have). The header knows a prefix that has expired by `since`, and the
+    /// slot after it: when `now ≥ since` and that slot has not expired, the
+    /// prefix is the answer, from the header alone (always so while `now`
+    /// stands still). Otherwise [`search`](Self::search) from there.
     #[inline(always)]
     fn expired_prefix(
         &self,
@@ -662,7 +661,7 @@ mod tests {
     use proptest::prelude::*;
     use std::vec::Vec;
 
-    /// The expired slots counted one by one over the whole ring (no hint,
+    /// The expired slots counted one by one over the whole ring (no header,
     /// no search).
     fn count_expired(log: &SlidingLog<16>, now: u64) -> usize {
         log.ring.read(|ring| {
