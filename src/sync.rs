@@ -362,7 +362,10 @@ seqlocked! {
     /// that sees any of them sees the odd `seq`), and a `Release` store of
     /// the next even value publishes them. So a decision that writes nothing
     /// (a denial) is loads only, and one that writes costs one
-    /// compare-and-swap, as on a single atomic word.
+    /// compare-and-swap, as on a single atomic word. (The fences and the
+    /// relaxed data accesses are the form H.-J. Boehm shows correct in "Can
+    /// seqlocks get along with programming language memory models?", MSPC
+    /// 2012.)
     ///
     /// A waiting thread (a writer came between its reads, or holds `seq`
     /// odd) spins a little, then yields. Without `std` (bare metal, where an
