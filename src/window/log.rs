@@ -51,8 +51,8 @@
 //!   lock**; an admission takes the sequence word from the even value it
 //!   read to odd by one compare-and-swap (failing, and retrying, if any
 //!   write came in between), writes `cost` slots and the four header
-//!   words, and publishes the next even value. A thread that finds a write in progress
-//!   spins briefly, then yields; a writer preempted mid-write delays the
+//!   words, and publishes the next even value. A thread that finds a write
+//!   in progress spins briefly, then yields; a writer preempted mid-write delays the
 //!   others until it runs again (what makes this blocking, not lock-free).
 //! * Without `std` (bare metal) every operation runs inside one
 //!   [`critical_section::with`], masking interrupts on single-core targets,
@@ -260,7 +260,7 @@ impl<const N: usize> SlidingLog<N> {
     #[inline(never)]
     fn search_next(&self, ring: &Ring<N>, head: usize, now: u64, guess: usize) -> (usize, u64) {
         let limit = self.limit as usize;
-        let free = self.search(ring, head, now, guess, limit);
+        let free = self.search(ring, head, now, guess);
         let next = if free < limit {
             self.slot(ring, head, free)
         } else {
@@ -269,22 +269,21 @@ impl<const N: usize> SlidingLog<N> {
         (free, next)
     }
 
-    /// Rewrites the header for the ring as it is, claiming no expired
-    /// prefix (after a change that moves slots).
-    fn rehead(&self, ring: &Ring<N>, head: usize) {
+    /// Rewrites the header for the ring as it is under `limit`, claiming no
+    /// expired prefix (after a change that moves slots).
+    fn rehead(ring: &Ring<N>, head: usize, limit: usize) {
         ring.set_pos(head, 0);
-        ring.next.set(self.slot(ring, head, 0));
-        ring.newest
-            .set(self.slot(ring, head, self.limit as usize - 1));
+        ring.next.set(ring.slots[head].get());
+        // Logical slot `limit − 1`, wrapped once.
+        let last = if head == 0 { limit - 1 } else { head - 1 };
+        ring.newest.set(ring.slots[last].get());
     }
 
-    /// The expired prefix's length below `bound` (at most `bound`),
-    /// searched from `guess ≤ bound`: galloping away from it (steps 1, 2,
-    /// 4, …), then halving, so `O(log d)` reads for an answer `d` slots from
-    /// the guess.
-    #[cold]
-    #[inline(never)]
-    fn search(&self, ring: &Ring<N>, head: usize, now: u64, guess: usize, bound: usize) -> usize {
+    /// The expired prefix's length, searched from `guess ≤ limit`:
+    /// galloping away from it (steps 1, 2, 4, …), then halving, so
+    /// `O(log d)` reads for an answer `d` slots from the guess.
+    fn search(&self, ring: &Ring<N>, head: usize, now: u64, guess: usize) -> usize {
+        let bound = self.limit as usize;
         let expired = |i: usize| Self::expired(self.slot(ring, head, i), now);
         // Invariant from here: slots before `lo` expired, slot `hi` did not
         // (or `hi == bound`); the answer is in [lo, hi].
@@ -359,8 +358,7 @@ impl<const N: usize> SlidingLog<N> {
             },
             // The single writer, on the state just read.
             |ring, (head, free, next, newest)| {
-                // At least `newest`, so the ring stays sorted.
-                let value = newest.max(now.saturating_add(self.window));
+                let value = self.new_expiry(newest, now);
                 for i in 0..cost {
                     ring.slots[self.index(head, i)].set(value);
                 }
@@ -385,6 +383,13 @@ impl<const N: usize> SlidingLog<N> {
         )
     }
 
+    /// The expiry of cells admitted at `now`: `now + W`, or the newest if
+    /// later (a clock that stepped back), so the ring stays sorted.
+    #[inline(always)]
+    fn new_expiry(&self, newest: u64, now: u64) -> u64 {
+        newest.max(now.saturating_add(self.window))
+    }
+
     /// The answer to a check that writes nothing: `cost == 0` (admitted,
     /// recorded at `max(now, newest)`) or slot `cost − 1`, `boundary`, not
     /// expired (denied until it does).
@@ -399,8 +404,7 @@ impl<const N: usize> SlidingLog<N> {
     ) -> Result<(Decision, u64), Denied> {
         let reset = Self::until_expiry(newest, now);
         if cost == 0 {
-            let value = newest.max(now.saturating_add(self.window));
-            let recorded = value.saturating_sub(self.window);
+            let recorded = self.new_expiry(newest, now).saturating_sub(self.window);
             return Ok((Decision::new(self.limit, free as u64, reset), recorded));
         }
         Err(Denied::Limited(Limited::with_remaining(
@@ -443,7 +447,7 @@ impl<const N: usize> SlidingLog<N> {
                 at(i).set(0);
             }
             // Cells moved: claim no expired prefix (always true).
-            self.rehead(ring, head);
+            Self::rehead(ring, head, limit);
         })
     }
 
@@ -472,7 +476,7 @@ impl<const N: usize> SlidingLog<N> {
                 s.set(0);
             }
             ring.since.set(0);
-            self.rehead(ring, 0);
+            Self::rehead(ring, 0, self.limit as usize);
         })
     }
 
@@ -512,10 +516,7 @@ impl<const N: usize> SlidingLog<N> {
         for slot in &slots[new..] {
             slot.set(0);
         }
-        // The header, as `rehead` writes it (head 0).
-        ring.set_pos(0, 0);
-        ring.next.set(ring.slots[0].get());
-        ring.newest.set(ring.slots[new - 1].get());
+        Self::rehead(ring, 0, new);
         self.limit = limit;
         self.window = window;
         Ok(())
@@ -727,7 +728,7 @@ mod tests {
                 let found: Vec<usize> = log.ring.read(|ring| {
                     let (head, _) = ring.pos();
                     (0..=limit as usize)
-                        .map(|guess| log.search(ring, head, probe, guess, limit as usize))
+                        .map(|guess| log.search(ring, head, probe, guess))
                         .collect()
                 });
                 prop_assert!(found.iter().all(|&f| f == expect), "{:?} vs {}", found, expect);
