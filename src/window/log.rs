@@ -61,7 +61,7 @@
 //!   (its `std` one is one lock for the whole process): enable `std` there.
 //!
 //! Either way what runs under the lock is bounded: a check reads the header,
-//! at most two slots and the search above (`≤ 2⌈log₂ N⌉ + 2` reads) and writes
+//! at most one slot and the search above (`≤ 2⌈log₂ N⌉ + 2` reads) and writes
 //! `cost ≤ limit ≤ N` slots; a revocation shifts at most `N` slots. No
 //! allocation, no call into user code, no division (the ring index wraps by
 //! comparison). Prefer [`SlidingWindow`](super::SlidingWindow) or
