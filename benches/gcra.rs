@@ -4,6 +4,13 @@
 //!   any shared lock-free update can cost).
 //! * `floor/load_compare`: one atomic load and a compare (the least a denial
 //!   can cost).
+//! * The paired pass also times a *quota-aware denial floor* (`DenyFloor`):
+//!   the least a denial can do when the quota may change at run time
+//!   through `&self` without blocking, as `Gcra::set_quota` allows: read
+//!   one quota word between two loads of a sequence word, read the state
+//!   word, bring `now` to sub-ticks, compare. It builds no result and reads
+//!   one quota word where a real denial needs three (for `retry_after`,
+//!   `reset_after` and the limit).
 //! * `gcra/*`: `Gcra::check` admitting and denying, `check_n`, `LocalGcra`.
 //! * `governor/*`: the `governor` crate's direct limiter on its fake clock,
 //!   frozen, as the outside baseline.
@@ -18,7 +25,7 @@
 //! `benches/common/paired.rs`), which hold up on a shared machine.
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::time::Duration;
 
 use cellrate::{Gcra, LocalGcra, Quota};
@@ -103,6 +110,42 @@ fn governor(c: &mut Criterion) {
     g.finish();
 }
 
+/// The quota-aware denial floor (see the module docs): a bound that may
+/// change at run time, read under a sequence word, and a state word.
+struct DenyFloor {
+    seq: AtomicU64,
+    bound: AtomicU64,
+    scale: u64,
+    state: AtomicU64,
+}
+
+impl DenyFloor {
+    /// A state `ahead` sub-ticks past `now` against a bound of `bound`.
+    fn new(now: u64, scale: u64, ahead: u64, bound: u64) -> Self {
+        DenyFloor {
+            seq: AtomicU64::new(0),
+            bound: AtomicU64::new(bound),
+            scale,
+            state: AtomicU64::new(now * scale + ahead),
+        }
+    }
+
+    /// Whether a check at `now` would be admitted: the state's lead over
+    /// `now` within the bound, read as a sequence-lock reader does.
+    #[inline(always)]
+    fn admits(&self, now: u64) -> bool {
+        loop {
+            let seq = self.seq.load(Ordering::Acquire);
+            let bound = self.bound.load(Ordering::Relaxed);
+            fence(Ordering::Acquire);
+            if seq & 1 == 0 && self.seq.load(Ordering::Relaxed) == seq {
+                let now = now.saturating_mul(self.scale);
+                return self.state.load(Ordering::Acquire).saturating_sub(now) <= bound;
+            }
+        }
+    }
+}
+
 /// The paired ratios (subject time ÷ baseline time) the README reports.
 fn paired_ratios() {
     use governor::clock::FakeRelativeClock;
@@ -136,6 +179,18 @@ fn paired_ratios() {
     ratio(
         "Gcra::check denying ÷ one load + compare",
         &mut load_compare(),
+        &mut check_deny(),
+    );
+    let floor_deny = DenyFloor::new(NOW, black_box(1), 1_000, black_box(10));
+    assert!(!floor_deny.admits(NOW));
+    ratio(
+        "quota-aware denial floor ÷ one load + compare",
+        &mut load_compare(),
+        &mut Side::new(NOW, 0, |now| floor_deny.admits(now)),
+    );
+    ratio(
+        "Gcra::check denying ÷ quota-aware denial floor",
+        &mut Side::new(NOW, 0, |now| floor_deny.admits(now)),
         &mut check_deny(),
     );
     let mut local = LocalGcra::new(admitting_quota());
