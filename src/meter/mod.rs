@@ -612,7 +612,7 @@ fn decide(
     sizes: &[u64],
     pre: Arrivals,
     out: &mut [Color],
-) -> ([u64; 2], [bool; 2]) {
+) -> ([u64; 2], [bool; 2], usize) {
     let n = sizes.len().min(out.len());
     let (sizes, out) = (&sizes[..n], &mut out[..n]);
     let fits = |asked: [u64; 2]| (asked[0] <= room[0]) & (asked[1] <= room[1]);
@@ -647,31 +647,7 @@ fn decide(
             break;
         }
     }
-    let [mut touched0, mut touched1] = pre.any_ask(both, start);
-    let [mut left0, mut left1] = [room[0] - asked[0], room[1] - asked[1]];
-    let rest = sizes[start..].iter().zip(out[start..].iter_mut());
-    for (k, (&bytes, color)) in rest.enumerate() {
-        let arrived = pre.at(start + k);
-        let (green, red) = (arrived == Color::Green, arrived == Color::Red);
-        let (holds0, holds1) = (bytes <= left0, bytes <= left1);
-        let (first, second);
-        if both {
-            // trTCM: the peak bucket, then the committed one for green.
-            first = !red & holds0;
-            second = first & green & holds1;
-        } else {
-            // srTCM, RFC 4115: green from the first bucket, else yellow
-            // from the second.
-            first = green & holds0;
-            second = !first & !red & holds1;
-        }
-        left0 -= bytes & (first as u64).wrapping_neg();
-        left1 -= bytes & (second as u64).wrapping_neg();
-        touched0 |= first;
-        touched1 |= second;
-        *color = COLOR_OF[both as usize][2 * first as usize + second as usize];
-    }
-    ([room[0] - left0, room[1] - left1], [touched0, touched1])
+    (asked, pre.any_ask(both, start), start)
 }
 
 /// A packet's colour from whether it passed its profile's first and second
@@ -997,10 +973,15 @@ pub(crate) mod sealed {
             let slack = self.slack(words, t)?;
             let [t0, t1] = self.intervals();
             let room = self.rooms(slack.slack);
-            let (taken, touched) = super::decide(Self::BOTH, room, sizes, pre, out);
+            let (taken, touched, start) = super::decide(Self::BOTH, room, sizes, pre, out);
             // taken ≤ room, so taken·T ≤ slack fits.
             let spent = [taken[0] * t0, taken[1] * t1];
-            Some(self.commit(words, &slack, spent, touched))
+            let mut words = self.commit(words, &slack, spent, touched);
+            let n = sizes.len().min(out.len());
+            for i in start..n {
+                out[i] = self.step(&mut words, t, sizes[i], pre.at(i));
+            }
+            Some(words)
         }
 
         /// A burst at one `now` on plain words; slices have equal lengths.
