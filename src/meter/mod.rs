@@ -650,15 +650,6 @@ fn decide(
     (asked, pre.any_ask(both, start), start)
 }
 
-/// A packet's colour from whether it passed its profile's first and second
-/// bucket, indexed by `2·first + second`: srTCM and RFC 4115 (green: the
-/// first; yellow: the second; never both) and trTCM (green: both; yellow:
-/// the first only; never the second only).
-const COLOR_OF: [[Color; 4]; 2] = [
-    [Color::Red, Color::Yellow, Color::Green, Color::Green],
-    [Color::Red, Color::Red, Color::Yellow, Color::Green],
-];
-
 /// Compare-and-swap through [`StateWord::update`]: `word` becomes `new` if
 /// it holds `current`.
 #[inline(always)]
