@@ -650,6 +650,42 @@ fn decide(
     (asked, pre.any_ask(both, start), start)
 }
 
+/// One packet at the batch's `now` on the bytes `left` in each bucket.
+#[inline(always)]
+fn step_room(
+    both: bool,
+    left: &mut [u64; 2],
+    touched: &mut [bool; 2],
+    bytes: u64,
+    arrived: Color,
+) -> Color {
+    if both {
+        if arrived == Color::Red || bytes > left[0] {
+            return Color::Red;
+        }
+        left[0] -= bytes;
+        touched[0] = true;
+        if arrived == Color::Green && bytes <= left[1] {
+            left[1] -= bytes;
+            touched[1] = true;
+            return Color::Green;
+        }
+        Color::Yellow
+    } else {
+        if arrived == Color::Green && bytes <= left[0] {
+            left[0] -= bytes;
+            touched[0] = true;
+            return Color::Green;
+        }
+        if arrived != Color::Red && bytes <= left[1] {
+            left[1] -= bytes;
+            touched[1] = true;
+            return Color::Yellow;
+        }
+        Color::Red
+    }
+}
+
 /// Compare-and-swap through [`StateWord::update`]: `word` becomes `new` if
 /// it holds `current`.
 #[inline(always)]
@@ -964,15 +1000,15 @@ pub(crate) mod sealed {
             let slack = self.slack(words, t)?;
             let [t0, t1] = self.intervals();
             let room = self.rooms(slack.slack);
-            let (taken, touched, start) = super::decide(Self::BOTH, room, sizes, pre, out);
-            // taken ≤ room, so taken·T ≤ slack fits.
-            let spent = [taken[0] * t0, taken[1] * t1];
-            let mut words = self.commit(words, &slack, spent, touched);
+            let (taken, mut touched, start) = super::decide(Self::BOTH, room, sizes, pre, out);
+            let mut left = [room[0] - taken[0], room[1] - taken[1]];
             let n = sizes.len().min(out.len());
             for i in start..n {
-                out[i] = self.step(&mut words, t, sizes[i], pre.at(i));
+                out[i] = super::step_room(Self::BOTH, &mut left, &mut touched, sizes[i], pre.at(i));
             }
-            Some(words)
+            // taken ≤ room, so taken·T ≤ slack fits.
+            let spent = [(room[0] - left[0]) * t0, (room[1] - left[1]) * t1];
+            Some(self.commit(words, &slack, spent, touched))
         }
 
         /// A burst at one `now` on plain words; slices have equal lengths.
