@@ -724,6 +724,11 @@ fn paired() {
 fn main() {
     memory();
     paired();
+    // `-- --paired-only` (as `scripts/paired_runs.py` runs the benches):
+    // the memory and paired lines only, criterion skipped.
+    if std::env::args().any(|a| a == "--paired-only") {
+        return;
+    }
     let mut c = Criterion::default().configure_from_args();
     speed(&mut c);
     floors(&mut c);

@@ -18,7 +18,9 @@ import statistics
 import subprocess
 import sys
 
-LINE = re.compile(r"^ratio: (.+): ([0-9.]+) \(quartiles")
+# `ratio: <name>: <median> (quartiles …)`, or (benches/keyed.rs)
+# `ratio: <case>: governor ÷ contender <median> (quartiles …)`.
+LINE = re.compile(r"^ratio: (.+?):? ([0-9.]+) \(quartiles")
 
 
 def main() -> None:
