@@ -4,7 +4,8 @@
 usage: scripts/paired_runs.py [--runs N] BENCH [CARGO_ARGS ...]
 
 Each bench under benches/ that includes benches/common/paired.rs prints
-`ratio: <name>: <median> (quartiles …)` lines before its criterion groups.
+`ratio: <name>: <median> (quartiles …)` lines before its criterion groups;
+benches/keyed.rs prints its own `ratio:` lines, which this reads too.
 On a shared machine a whole run can land in a slow phase (a neighbour on the
 same physical core moves every ratio of that run), so this runs only the
 paired pass (`--paired-only`, criterion skipped) N times and prints, per
@@ -12,6 +13,7 @@ ratio, the median over the runs and the lowest and highest run.
 
 Example: scripts/paired_runs.py --runs 5 gcra
          scripts/paired_runs.py --runs 3 redis --features redis
+         scripts/paired_runs.py --runs 5 keyed
 """
 import re
 import statistics
