@@ -66,7 +66,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use cellrate::keyed::{Hashed, Keyed, Seed, WhenFull};
@@ -257,24 +257,49 @@ fn mix(x: u64) -> u64 {
     )
 }
 
-/// The floor of *any* table of 16-byte slots, and of the rejected 8-byte
-/// design, over `slots` slots holding keys `0..n` (each at the first free
-/// slot from its home, as the real table places them).
+/// Floors: what a keyed check could reach with a given layout, over `slots`
+/// slots holding keys `0..n`. None of them is a limiter; they bound what a
+/// design could do (see "Sizing, memory and speed" in the keyed module docs).
 ///
 /// * `slot16(key)`: the least a keyed check can do with 16-byte slots: mix
-///   the key, find its slot by linear probing from its home, one 16-byte
-///   load and compare-and-swap. No limiter math, no policies, no claims.
-/// * `split8(key)`: the same with a `u32` key array beside a `u64` state
-///   array and an 8-byte compare-and-swap on the state alone: what the
-///   speed targets would need, and the protocol the crate rejects because a
-///   stale check can write a reused slot's new state (see the keyed module
-///   docs and the loom model
-///   `rejected_split_words_protocol_lets_a_stale_check_write_another_keys_state`).
+///   the key, find its slot by linear probing from its home (each key at the
+///   first free slot from its home, as the real table places them), one
+///   16-byte load and compare-and-swap. No limiter math, no policies.
+/// * `direct16(key)`: one 16-byte load and compare-and-swap at the key's
+///   home, with no key compare and no probing: more than any table of
+///   16-byte slots can do (a lookup must compare keys).
+/// * `split8(key)`: `slot16` with a `u32` key array beside a `u64` state
+///   array and an 8-byte compare-and-swap on the state alone, the layout the
+///   keyed module rejects (a stale check can write a reused slot's new
+///   state; see its docs and loom models).
+/// * `bucket5(key)`: the most compact split layout found: 64-byte buckets of
+///   five `u32` keys and five `u64` states (12.8 bytes a slot, 16 bytes a key
+///   at the 80 % load used here), the key found by a branch-free compare of
+///   the bucket's five keys, then an 8-byte compare-and-swap in the same
+///   cache line.
+/// * `compact(key)`: `bucket5` plus what a limiter on that layout adds: the
+///   GCRA step, a tag test on the state, and the key read again after the
+///   state (the validation of the refund-free protocol in the loom model
+///   `monotone_split_protocol_without_refunds_keeps_keys_apart`).
+/// * `touch12(key)`: one 8-byte compare-and-swap at a word chosen by the
+///   key's mix, in an array of 12 bytes per key, with no key at all: the cost
+///   of the memory traffic alone.
 struct Floor {
     slots: usize,
     wide: Vec<portable_atomic::AtomicU128>,
-    key_words: Vec<std::sync::atomic::AtomicU32>,
-    states: Vec<std::sync::atomic::AtomicU64>,
+    key_words: Vec<AtomicU32>,
+    states: Vec<AtomicU64>,
+    buckets: Vec<Bucket>,
+    touch: Vec<AtomicU64>,
+}
+
+/// One cache line of the compact floor: five `u32` keys, five `u64` states.
+#[repr(C, align(64))]
+#[derive(Default)]
+struct Bucket {
+    keys: [AtomicU32; 5],
+    _pad: u32,
+    states: [AtomicU64; 5],
 }
 
 impl Floor {
@@ -284,12 +309,13 @@ impl Floor {
             wide: (0..slots)
                 .map(|_| portable_atomic::AtomicU128::new(0))
                 .collect(),
-            key_words: (0..slots)
-                .map(|_| std::sync::atomic::AtomicU32::new(0))
+            key_words: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+            states: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            // 1.25 slots per key: 80 % load.
+            buckets: (0..(n as usize * 5 / 4).div_ceil(5))
+                .map(|_| Bucket::default())
                 .collect(),
-            states: (0..slots)
-                .map(|_| std::sync::atomic::AtomicU64::new(0))
-                .collect(),
+            touch: (0..n as usize * 3 / 2).map(|_| AtomicU64::new(0)).collect(),
         };
         for key in 0..n {
             let mut at = f.home(key);
@@ -298,6 +324,17 @@ impl Floor {
             }
             f.wide[at].store(((key as u128 + 1) << 64) | 1, Ordering::Relaxed);
             f.key_words[at].store(key + 1, Ordering::Relaxed);
+            // The first free lane from the key's bucket on.
+            let mut b = f.bucket(key);
+            'placed: loop {
+                for lane in &f.buckets[b].keys {
+                    if lane.load(Ordering::Relaxed) == 0 {
+                        lane.store(key + 1, Ordering::Relaxed);
+                        break 'placed;
+                    }
+                }
+                b = if b + 1 == f.buckets.len() { 0 } else { b + 1 };
+            }
         }
         f
     }
@@ -305,6 +342,11 @@ impl Floor {
     #[inline(always)]
     fn home(&self, key: u32) -> usize {
         ((mix(key as u64) as u128 * (self.slots - 15) as u128) >> 64) as usize
+    }
+
+    #[inline(always)]
+    fn bucket(&self, key: u32) -> usize {
+        ((mix(key as u64) as u128 * self.buckets.len() as u128) >> 64) as usize
     }
 
     #[inline(always)]
@@ -324,24 +366,101 @@ impl Floor {
     }
 
     #[inline(always)]
+    fn direct16(&self, key: u32) -> bool {
+        let slot = &self.wide[self.home(key)];
+        let value = slot.load(Ordering::Acquire);
+        let new = (value & !(u64::MAX as u128)) | ((value as u64).max(NOW) + 1) as u128;
+        slot.compare_exchange(value, new, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    #[inline(always)]
     fn split8(&self, key: u32) -> bool {
         let mut at = self.home(key);
         loop {
             if self.key_words[at].load(Ordering::Acquire) == key + 1 {
-                let state = &self.states[at];
-                let value = state.load(Ordering::Acquire);
-                return state
-                    .compare_exchange(
-                        value,
-                        value.max(NOW) + 1,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    )
-                    .is_ok();
+                return bump(&self.states[at]);
             }
             at += 1;
         }
     }
+
+    /// The lane of `key + 1` in `bucket` as a bit mask (branch-free).
+    #[inline(always)]
+    fn lanes(bucket: &Bucket, key: u32) -> u32 {
+        let mut mask = 0;
+        for (i, k) in bucket.keys.iter().enumerate() {
+            mask |= ((k.load(Ordering::Relaxed) == key + 1) as u32) << i;
+        }
+        mask
+    }
+
+    #[inline(always)]
+    fn bucket5(&self, key: u32) -> bool {
+        let mut b = self.bucket(key);
+        loop {
+            let bucket = &self.buckets[b];
+            let mask = Self::lanes(bucket, key);
+            if mask != 0 {
+                return bump(&bucket.states[mask.trailing_zeros() as usize]);
+            }
+            b = if b + 1 == self.buckets.len() {
+                0
+            } else {
+                b + 1
+            };
+        }
+    }
+
+    #[inline(always)]
+    fn compact(&self, key: u32) -> bool {
+        use cellrate::Algorithm;
+        const QUOTA: Quota = admitting();
+        let mut b = self.bucket(key);
+        loop {
+            let bucket = &self.buckets[b];
+            let mask = Self::lanes(bucket, key);
+            if mask != 0 {
+                let lane = mask.trailing_zeros() as usize;
+                let state = &bucket.states[lane];
+                let value = state.load(Ordering::Acquire);
+                if value >> 63 != 0 || bucket.keys[lane].load(Ordering::Acquire) != key + 1 {
+                    return false;
+                }
+                return match QUOTA.check(value, NOW, 1) {
+                    Ok((new, _)) => state
+                        .compare_exchange(value, new, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok(),
+                    Err(_) => false,
+                };
+            }
+            b = if b + 1 == self.buckets.len() {
+                0
+            } else {
+                b + 1
+            };
+        }
+    }
+
+    #[inline(always)]
+    fn touch12(&self, key: u32) -> bool {
+        let n = self.touch.len();
+        bump(&self.touch[((mix(key as u64) as u128 * n as u128) >> 64) as usize])
+    }
+}
+
+/// One 8-byte load and compare-and-swap, as a frozen-clock check would do.
+#[inline(always)]
+fn bump(state: &AtomicU64) -> bool {
+    let value = state.load(Ordering::Acquire);
+    state
+        .compare_exchange(
+            value,
+            value.max(NOW) + 1,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_ok()
 }
 
 /// How a case walks its keys: in turn, or along the fixed random sequence.
@@ -510,7 +629,6 @@ fn speed(c: &mut Criterion) {
 /// 8-byte pair every shared GCRA pays, each over 1 024 words in turn (one
 /// word over and over measures the same-line round trip instead).
 fn floors(c: &mut Criterion) {
-    use std::sync::atomic::AtomicU64;
     let mut g = c.benchmark_group("keyed_floor");
     let wide: Vec<portable_atomic::AtomicU128> = (0..1024)
         .map(|_| portable_atomic::AtomicU128::new(0))
@@ -682,6 +800,38 @@ fn paired() {
             gov,
             |k| small_floor.split8(k),
         );
+        ratio(
+            &format!("floor_direct16 {label}_1k"),
+            order,
+            SMALL,
+            keys,
+            gov,
+            |k| small_floor.direct16(k),
+        );
+        ratio(
+            &format!("floor_bucket5 {label}_1k"),
+            order,
+            SMALL,
+            keys,
+            gov,
+            |k| small_floor.bucket5(k),
+        );
+        ratio(
+            &format!("floor_compact {label}_1k"),
+            order,
+            SMALL,
+            keys,
+            gov,
+            |k| small_floor.compact(k),
+        );
+        ratio(
+            &format!("floor_touch12 {label}_1k"),
+            order,
+            SMALL,
+            keys,
+            gov,
+            |k| small_floor.touch12(k),
+        );
     }
     for (order, label) in [(Order::RoundRobin, "rr"), (Order::Random, "random")] {
         let gov = |k: u32| large_gov.check_key(&k).is_ok();
@@ -717,6 +867,38 @@ fn paired() {
             keys,
             gov,
             |k| large_floor.split8(k),
+        );
+        ratio(
+            &format!("floor_direct16 {label}_100k"),
+            order,
+            LARGE,
+            keys,
+            gov,
+            |k| large_floor.direct16(k),
+        );
+        ratio(
+            &format!("floor_bucket5 {label}_100k"),
+            order,
+            LARGE,
+            keys,
+            gov,
+            |k| large_floor.bucket5(k),
+        );
+        ratio(
+            &format!("floor_compact {label}_100k"),
+            order,
+            LARGE,
+            keys,
+            gov,
+            |k| large_floor.compact(k),
+        );
+        ratio(
+            &format!("floor_touch12 {label}_100k"),
+            order,
+            LARGE,
+            keys,
+            gov,
+            |k| large_floor.touch12(k),
         );
     }
 }

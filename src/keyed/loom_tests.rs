@@ -14,10 +14,14 @@ use std::vec::Vec;
 const HZ: u64 = 1_000;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_with(2, f)
+}
+
+/// [`model`] with at least `bound` preemptions (`LOOM_MAX_PREEMPTIONS` may
+/// raise it).
+fn model_with(bound: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(2);
-    }
+    builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(0).max(bound));
     builder.check(f);
 }
 
@@ -319,5 +323,170 @@ fn rejected_split_words_protocol_lets_a_stale_check_write_another_keys_state() {
                 "stale check wrote another key's state"
             );
         }
+    });
+}
+
+/// The best 8-byte protocol found for a key word beside a state word (see
+/// "Why one 128-bit compare-and-swap" in the module docs): state values only
+/// ever grow in a slot, across owners too. An eviction takes an idle state
+/// `s` (strictly below `now`) through a BUSY value, writes the new key, and
+/// starts the new owner at `s + 1`, which is still idle, so the new owner is
+/// a fresh client. A check reads the key, the state, the key again, and
+/// compare-and-swaps the state alone. A stale check of the old owner holds a
+/// value at most `s`, which the slot never holds again, so its
+/// compare-and-swap fails; unless something *lowers* a state.
+mod monotone_split {
+    use super::*;
+    use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+
+    pub(super) const A: u64 = 1;
+    pub(super) const B: u64 = 2;
+    const BUSY: u64 = 1 << 63;
+
+    pub(super) struct Split {
+        pub(super) key: AtomicU64,
+        pub(super) state: AtomicU64,
+        /// Ghost: set by the evictor right after it took the state word.
+        pub(super) evicted: AtomicBool,
+    }
+
+    impl Split {
+        pub(super) fn new(key: u64, state: u64) -> Self {
+            Split {
+                key: AtomicU64::new(key),
+                state: AtomicU64::new(state),
+                evicted: AtomicBool::new(false),
+            }
+        }
+
+        /// Applies `step` to `key`'s state: `None` when the slot is not
+        /// `key`'s (or `step` declines), else whether the compare-and-swap
+        /// landed.
+        pub(super) fn update(&self, key: u64, step: impl Fn(u64) -> Option<u64>) -> bool {
+            loop {
+                if self.key.load(SeqCst) != key {
+                    return false;
+                }
+                let state = self.state.load(SeqCst);
+                // BUSY: the slot is changing owner; the key was idle, so a
+                // real table would look for it elsewhere.
+                if state & BUSY != 0 || self.key.load(SeqCst) != key {
+                    return false;
+                }
+                let Some(new) = step(state) else {
+                    return false;
+                };
+                if self
+                    .state
+                    .compare_exchange(state, new, SeqCst, SeqCst)
+                    .is_ok()
+                {
+                    return true;
+                }
+            }
+        }
+
+        /// Evicts the owner if its state is idle at `now` with room for a
+        /// strictly larger idle start, and installs `key` there.
+        pub(super) fn evict(&self, q: &Quota, now: u64, key: u64) -> bool {
+            let state = self.state.load(SeqCst);
+            if state & BUSY != 0 || !q.is_idle(state + 1, now) {
+                return false;
+            }
+            if self
+                .state
+                .compare_exchange(state, BUSY, SeqCst, SeqCst)
+                .is_err()
+            {
+                return false;
+            }
+            self.evicted.store(true, SeqCst);
+            self.key.store(key, SeqCst);
+            self.state.store(state + 1, SeqCst);
+            true
+        }
+    }
+
+    pub(super) fn charge(q: Quota, now: u64) -> impl Fn(u64) -> Option<u64> {
+        move |state| q.check(state, now, 1).ok().map(|(s, _)| s)
+    }
+
+    pub(super) fn refund(q: Quota, now: u64) -> impl Fn(u64) -> Option<u64> {
+        move |state| Some(crate::gcra::refund(&q, state, q.sub_ticks(now), 1))
+    }
+}
+
+/// The monotone 8-byte protocol without refunds keeps keys apart: key A owes
+/// one cell (state 1 000, burst 2) and is checked at 0 while an evictor, at
+/// 1 001, takes A's slot for B and checks B at 0 and at 1 000. In every
+/// interleaving A's check either lands before the eviction (and then A owes,
+/// so the eviction fails) or finds the slot gone; it never lands in B's
+/// state.
+#[test]
+fn monotone_split_protocol_without_refunds_keeps_keys_apart() {
+    use monotone_split::*;
+    model_with(3, || {
+        let q = quota(2);
+        let slot = Arc::new(Split::new(A, 1_000));
+        let s2 = slot.clone();
+        let evictor = thread::spawn(move || {
+            if s2.evict(&q, 1_001, B) {
+                s2.update(B, charge(q, 0));
+                s2.update(B, charge(q, 1_000));
+            }
+        });
+        let charged_a = slot.update(A, charge(q, 0));
+        let landed_after_eviction =
+            charged_a && slot.evicted.load(loom::sync::atomic::Ordering::SeqCst);
+        evictor.join().unwrap();
+        assert!(
+            !landed_after_eviction,
+            "stale check wrote another key's state"
+        );
+    });
+}
+
+/// The same protocol once a state can be *lowered*: A is charged and then
+/// refunded at 0 (as `check_both` does when the other tier denies), while a
+/// check of A at 0 may read the charged value 1 000. A is idle again, an
+/// evictor takes the slot for B at tick 1, and B is charged and refunded at
+/// 1 000, which leaves B at exactly 1 000. Loom finds the interleaving in
+/// which A's stale compare-and-swap, expecting 1 000, lands in B's state.
+/// This is why the keyed table keeps one 16-byte unit per slot: its states
+/// are lowered by refunds (`refund_n`, `check_both`), and the window
+/// limiters' packed states wrap, so no state sequence is monotone.
+#[test]
+#[should_panic(expected = "stale check wrote another key's state")]
+fn monotone_split_protocol_with_a_refund_lets_a_stale_check_write_another_keys_state() {
+    use monotone_split::*;
+    // The interleaving needs three preemptions: the refunder after its
+    // charge, the checker after its reads, and back.
+    model_with(3, || {
+        let q = quota(2);
+        let slot = Arc::new(Split::new(A, Quota::NEW));
+        let s1 = slot.clone();
+        let refunder = thread::spawn(move || {
+            s1.update(A, charge(q, 0));
+            s1.update(A, refund(q, 0));
+        });
+        let s2 = slot.clone();
+        let checker = thread::spawn(move || {
+            let charged_a = s2.update(A, charge(q, 0));
+            charged_a && s2.evicted.load(loom::sync::atomic::Ordering::SeqCst)
+        });
+        let s3 = slot.clone();
+        let evictor = thread::spawn(move || {
+            if s3.evict(&q, 1, B) {
+                s3.update(B, charge(q, 1_000));
+                s3.update(B, refund(q, 1_000));
+            }
+        });
+        refunder.join().unwrap();
+        let landed_after_eviction = checker.join().unwrap();
+        evictor.join().unwrap();
+        assert!(
+            !landed_after_eviction,
+            "stale check wrote another key's state"
+        );
     });
 }
