@@ -17,8 +17,13 @@
 //!   compare-and-swap); `floor_split8/*`: the same with a `u32` key array,
 //!   a `u64` state array and an 8-byte compare-and-swap on the state alone,
 //!   the design the keyed module rejects (a stale check can write a reused
-//!   slot's new state; see its docs and loom model). Both bound what a
+//!   slot's new state; see its docs and loom models). Both bound what a
 //!   design could reach, neither is a limiter.
+//! * Paired pass only, more floors (see [`Floor`]): `direct16` (a 16-byte
+//!   slot at the home, no probe, no key compare), `bucket5` (five keys and
+//!   five states per cache line, 16 bytes a key), `compact` (`bucket5` with
+//!   the GCRA step and the key re-read), `touch12` (one 8-byte
+//!   compare-and-swap, no key).
 //! * `keyed_floor/*`: a 16-byte and an 8-byte atomic load +
 //!   compare-and-swap over 1 024 words in turn, and `KeyId` of a `u32`.
 //!
@@ -29,24 +34,16 @@
 //! the figure is the median over 600 pairs of governor's time ÷ the
 //! contender's (above 1: faster than governor), with quartiles. Each side's
 //! check is inlined into its own loop (`ratio` is generic), as in a
-//! criterion loop. These are the figures the docs report. The criterion
+//! criterion loop. These are the figures the docs report: five runs of
+//! `python3 scripts/paired_runs.py --runs 5 keyed` are tabled in the keyed
+//! module docs ("Sizing, memory and speed") and the README. The criterion
 //! timings that follow measure each case's contenders back to back.
 //!
-//! Runs on a shared 2-core AMD EPYC (Zen 4) machine, median ratios (floors
-//! in brackets: slot16, split8), default build: hot 2.71–2.85; rr_1k 2.26–2.31
-//! (2.81–2.85, 5.7–5.8); random_1k 1.29–1.30 (1.48–1.50, 2.27–2.30);
-//! rr_100k 1.15–1.22, dense 1.43–1.53 (1.21–1.24, 2.20–2.32); random_100k
-//! 1.13–1.29, dense 1.37–1.45 (1.20–1.27, 2.06–2.23). Built with
-//! `RUSTFLAGS="-C target-cpu=native"` (both libraries): hot 2.83, rr_1k
-//! 2.94, random_1k 1.48, rr_100k 1.31–1.39 (dense 1.53–1.65), random_100k
-//! 1.30–1.41 (dense 1.56–1.72). An earlier version of this harness called
-//! both sides through `&dyn Fn`, which slowed governor more than cellrate
-//! and overstated the ratios by 10–40 %; both sides are now monomorphic.
-//! Re-measured at the current code (three default-build runs): hot
-//! 2.63–2.65; rr_1k 2.22–2.28 (2.79, 3.32); random_1k 1.27–1.29 (1.50,
-//! 2.25); rr_100k 1.04–1.31, dense 1.28–1.43 (1.45, 2.64); random_100k
-//! 1.07–1.35, dense 1.21 (1.15, 2.19); the figures before it are the earlier
-//! build's.
+//! A single run can land far from the median: one run gave `hot` 3.8 and
+//! `rr_1k` 2.8 where five runs of the same code gave medians of 2.6 and
+//! 2.2. Report medians over several runs, from one build. An earlier version of this harness called both sides through
+//! `&dyn Fn`. That slowed governor more than cellrate and overstated the
+//! ratios by 10–40 %; both sides are now monomorphic.
 //!
 //! Fairness: every key is inserted before measuring; neither loop allocates
 //! or hashes anything the library would not. Each cellrate table has its
