@@ -176,7 +176,7 @@
 //!
 //! So the protocol would only fit a separate, GCRA-only table whose keys
 //! are never refunded, composed only as the last tier. Even then, the
-//! speed floors below stay under 2.5× on random keys.
+//! speed floors below have medians under 2.5× on random keys.
 //!
 //! # Sizing, memory and speed
 //!
@@ -249,16 +249,18 @@
 //! What they show:
 //!
 //! * **The key lookup is the limit, not the atomics.** Layouts that skip
-//!   the key compare (`direct16`, `touch12`) exceed 2.5×. Every layout
-//!   that compares keys stays under 2.5× on random keys. That includes the
-//!   unsound `split8` and the compact `bucket5`, whose key match is
-//!   branch-free within one cache line.
+//!   the key compare (`direct16`, `touch12`) exceed 2.5× on 1 000 keys.
+//!   Every layout that compares keys has its median under 2.5× on random
+//!   keys; the highest single run was 2.53 (`split8`, 1 000 keys). That
+//!   includes the unsound `split8` and the compact `bucket5`, whose key
+//!   match is branch-free within one cache line.
 //! * Round-robin order is faster than random for every table with a probe.
 //!   The keys repeat every 1 000 or 100 000 checks, and the branch
 //!   predictor learns part of where each key lies.
 //! * **With 16-byte slots the target is out of reach on 100 000 keys**,
-//!   even with no probe (`direct16`: 1.4–1.5). It is also out of reach on
-//!   random keys with the probe any table needs (`slot16`: 1.1–1.5). This
+//!   even with no probe: `direct16`'s medians are 1.38 and 1.53, though one
+//!   run of five reached 2.77 and 2.11. It is also out of reach on random
+//!   keys with the probe any table needs (`slot16`: 1.1–1.5). This
 //!   table is within 20 % of `slot16` on 1 000 keys: the difference is the
 //!   limiter math, the decision and the protocol's checks. On 100 000 keys
 //!   the denser table (131 072 slots) is faster than `slot16`'s 262 144:
