@@ -39,9 +39,9 @@
 //! module docs ("Sizing, memory and speed") and the README. The criterion
 //! timings that follow measure each case's contenders back to back.
 //!
-//! A single run can land far from the median: one run gave `hot` 3.8 and
-//! `rr_1k` 2.8 where five runs of the same code gave medians of 2.6 and
-//! 2.2. Report medians over several runs, from one build. An earlier version of this harness called both sides through
+//! A single run can land far from the median: in five runs of the current
+//! code, `hot` ranged 2.61–6.00 and `rr_1k` 2.18–2.81 around medians of
+//! 2.62 and 2.27. Report medians over several runs, from one build. An earlier version of this harness called both sides through
 //! `&dyn Fn`. That slowed governor more than cellrate and overstated the
 //! ratios by 10–40 %; both sides are now monomorphic.
 //!
@@ -353,10 +353,7 @@ impl Floor {
             let slot = &self.wide[at];
             let value = slot.load(Ordering::Acquire);
             if (value >> 64) as u64 == key as u64 + 1 {
-                let new = (value & !(u64::MAX as u128)) | ((value as u64).max(NOW) + 1) as u128;
-                return slot
-                    .compare_exchange(value, new, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok();
+                return bump16(slot, value);
             }
             at += 1;
         }
@@ -365,10 +362,7 @@ impl Floor {
     #[inline(always)]
     fn direct16(&self, key: u32) -> bool {
         let slot = &self.wide[self.home(key)];
-        let value = slot.load(Ordering::Acquire);
-        let new = (value & !(u64::MAX as u128)) | ((value as u64).max(NOW) + 1) as u128;
-        slot.compare_exchange(value, new, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+        bump16(slot, slot.load(Ordering::Acquire))
     }
 
     #[inline(always)]
@@ -392,14 +386,16 @@ impl Floor {
         mask
     }
 
+    /// The bucket holding `key` and its lane there, walking on from the
+    /// key's bucket (every key of the floor is placed, so this ends).
     #[inline(always)]
-    fn bucket5(&self, key: u32) -> bool {
+    fn find(&self, key: u32) -> (&Bucket, usize) {
         let mut b = self.bucket(key);
         loop {
             let bucket = &self.buckets[b];
             let mask = Self::lanes(bucket, key);
             if mask != 0 {
-                return bump(&bucket.states[mask.trailing_zeros() as usize]);
+                return (bucket, mask.trailing_zeros() as usize);
             }
             b = if b + 1 == self.buckets.len() {
                 0
@@ -410,32 +406,26 @@ impl Floor {
     }
 
     #[inline(always)]
+    fn bucket5(&self, key: u32) -> bool {
+        let (bucket, lane) = self.find(key);
+        bump(&bucket.states[lane])
+    }
+
+    #[inline(always)]
     fn compact(&self, key: u32) -> bool {
         use cellrate::Algorithm;
         const QUOTA: Quota = admitting();
-        let mut b = self.bucket(key);
-        loop {
-            let bucket = &self.buckets[b];
-            let mask = Self::lanes(bucket, key);
-            if mask != 0 {
-                let lane = mask.trailing_zeros() as usize;
-                let state = &bucket.states[lane];
-                let value = state.load(Ordering::Acquire);
-                if value >> 63 != 0 || bucket.keys[lane].load(Ordering::Acquire) != key + 1 {
-                    return false;
-                }
-                return match QUOTA.check(value, NOW, 1) {
-                    Ok((new, _)) => state
-                        .compare_exchange(value, new, Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok(),
-                    Err(_) => false,
-                };
-            }
-            b = if b + 1 == self.buckets.len() {
-                0
-            } else {
-                b + 1
-            };
+        let (bucket, lane) = self.find(key);
+        let state = &bucket.states[lane];
+        let value = state.load(Ordering::Acquire);
+        if value >> 63 != 0 || bucket.keys[lane].load(Ordering::Acquire) != key + 1 {
+            return false;
+        }
+        match QUOTA.check(value, NOW, 1) {
+            Ok((new, _)) => state
+                .compare_exchange(value, new, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok(),
+            Err(_) => false,
         }
     }
 
@@ -444,6 +434,15 @@ impl Floor {
         let n = self.touch.len();
         bump(&self.touch[((mix(key as u64) as u128 * n as u128) >> 64) as usize])
     }
+}
+
+/// The 16-byte compare-and-swap of a frozen-clock check on a slot read as
+/// `value` (the key half kept, the state half bumped).
+#[inline(always)]
+fn bump16(slot: &portable_atomic::AtomicU128, value: u128) -> bool {
+    let new = (value & !(u64::MAX as u128)) | ((value as u64).max(NOW) + 1) as u128;
+    slot.compare_exchange(value, new, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
 }
 
 /// One 8-byte load and compare-and-swap, as a frozen-clock check would do.

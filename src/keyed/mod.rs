@@ -215,17 +215,17 @@
 //! 600 pairs of governor's time ÷ cellrate's (above 1: cellrate faster), so
 //! that the other jobs of a shared machine slow both sides alike; each
 //! side's check is inlined into its own loop, as in a criterion loop. Five
-//! runs (`python3 scripts/paired_runs.py --runs 5 keyed`) on a shared 2-core
-//! x86_64 (AMD EPYC, Zen 4) machine, default build, median (lowest–highest
-//! run):
+//! runs at the current code (`python3 scripts/paired_runs.py --runs 5
+//! keyed`) on a shared 2-core x86_64 (AMD EPYC, Zen 4) machine, default
+//! build, median (lowest–highest run):
 //!
 //! | case | cellrate | 131 072 slots |
 //! |---|---|---|
-//! | one hot key | 2.61 (2.60–2.67) | |
-//! | 1 000 keys, round-robin | 2.22 (2.20–2.25) | |
-//! | 1 000 keys, random | 1.30 (1.28–1.80) | |
-//! | 100 000 keys, round-robin | 1.17 (1.05–1.42) | 1.31 (1.27–1.50) |
-//! | 100 000 keys, random | 1.08 (1.04–1.12) | 1.29 (1.24–1.36) |
+//! | one hot key | 2.62 (2.61–6.00) | |
+//! | 1 000 keys, round-robin | 2.27 (2.18–2.81) | |
+//! | 1 000 keys, random | 1.31 (1.27–1.63) | |
+//! | 100 000 keys, round-robin | 1.11 (1.06–1.27) | 1.53 (1.44–1.65) |
+//! | 100 000 keys, random | 1.12 (1.03–1.26) | 1.45 (1.40–1.65) |
 //!
 //! (1 000 keys in 2 048 slots, 100 000 in 262 144, or in 131 072 with
 //! 98.5 % tracked.) Criterion's own timings of the same cases (two runs,
@@ -243,28 +243,30 @@
 //!
 //! | floor | bytes a key | 1 000 rr | 1 000 random | 100 000 rr | 100 000 random |
 //! |---|---|---|---|---|---|
-//! | 16-byte slot, probe, key compare (`slot16`) | 32 | 2.78 | 1.53 (1.51–1.96) | 1.11 | 1.12 (1.11–1.23) |
-//! | 16-byte slot at its home, no probe, no key compare (`direct16`) | 32 | 3.30 | 3.29 (3.26–3.48) | 1.38 | 1.53 (1.38–2.11) |
-//! | `u32` keys beside `u64` states, probe (`split8`, unsound) | 24 | 6.14 | 2.37 (2.28–2.53) | 2.24 | 2.24 (2.14–2.45) |
-//! | five keys and five states per cache line (`bucket5`) | 16 | 3.09 | 2.06 (2.05–2.19) | 2.72 | 2.16 (2.10–2.25) |
-//! | `bucket5` with the GCRA step and the key re-read (`compact`) | 16 | 3.04 | 2.06 (2.05–2.18) | 2.68 | 2.13 (2.02–2.21) |
-//! | one 8-byte compare-and-swap, no key at all (`touch12`) | 12 | 7.62 | 5.89 (2.24–6.77) | 5.56 | 5.05 (4.98–5.16) |
+//! | 16-byte slot, probe, key compare (`slot16`) | 32 | 2.84 | 1.54 (1.51–1.90) | 1.18 | 1.19 (1.05–1.22) |
+//! | 16-byte slot at its home, no probe, no key compare (`direct16`) | 32 | 3.38 | 3.34 (3.27–4.07) | 1.53 | 1.48 (1.32–1.63) |
+//! | `u32` keys beside `u64` states, probe (`split8`, unsound) | 24 | 6.54 | 2.40 (2.35–2.98) | 2.25 | 2.10 (1.95–2.19) |
+//! | five keys and five states per cache line (`bucket5`) | 16 | 3.15 | 2.09 (2.04–2.43) | 2.77 | 2.37 (2.24–2.55) |
+//! | `bucket5` with the GCRA step and the key re-read (`compact`) | 16 | 3.13 | 2.09 (2.03–2.43) | 2.65 | 2.34 (2.29–2.43) |
+//! | one 8-byte compare-and-swap, no key at all (`touch12`) | 12 | 8.07 | 6.78 (2.18–8.43) | 5.56 | 4.74 (4.25–5.01) |
 //!
 //! What they show:
 //!
 //! * **The key lookup is the limit, not the atomics.** Layouts that skip
 //!   the key compare (`direct16`, `touch12`) exceed 2.5× on 1 000 keys.
 //!   Every layout that compares keys has its median under 2.5× on random
-//!   keys; the highest single run was 2.53 (`split8`, 1 000 keys). That
+//!   keys; single runs went past it twice, 2.98 (`split8`, 1 000 keys) and
+//!   2.55 (`bucket5`, 100 000 keys). That
 //!   includes the unsound `split8` and the compact `bucket5`, whose key
 //!   match is branch-free within one cache line.
-//! * Round-robin order is faster than random for every table with a probe.
+//! * On 1 000 keys, round-robin order is faster than random for every
+//!   table with a probe.
 //!   The keys repeat every 1 000 or 100 000 checks, and the branch
 //!   predictor learns part of where each key lies.
 //! * **With 16-byte slots the target is out of reach on 100 000 keys**,
-//!   even with no probe: `direct16`'s medians are 1.38 and 1.53, though one
-//!   run of five reached 2.77 and 2.11. It is also out of reach on random
-//!   keys with the probe any table needs (`slot16`: 1.1–1.5). This
+//!   even with no probe: `direct16`'s medians are 1.53 and 1.48 (no run
+//!   above 1.63). It is also out of reach on random keys with the probe
+//!   any table needs (`slot16`: 1.2–1.5). This
 //!   table is within 20 % of `slot16` on 1 000 keys: the difference is the
 //!   limiter math, the decision and the protocol's checks. On 100 000 keys
 //!   the denser table (131 072 slots) is faster than `slot16`'s 262 144:
@@ -272,7 +274,7 @@
 //! * The compact layout would meet the 16-byte memory target, but only
 //!   near 85 % load. There, windows of three or four buckets leave 3–4 % of
 //!   keys untracked (simulated by `scripts/keyed_placement.py`). It needs
-//!   the refund-free protocol above, and its floor is 2.1–2.2× on random
+//!   the refund-free protocol above, and its floor is 2.1–2.3× on random
 //!   keys.
 //! * 100 000 keys spread over L2 and the L3 that the machine's other jobs
 //!   share, so those figures move between runs. The 1 000-key figures do
