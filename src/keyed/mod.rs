@@ -228,12 +228,14 @@
 //! | 100 000 keys, random | 1.12 (1.03–1.26) | 1.45 (1.40–1.65) |
 //!
 //! (1 000 keys in 2 048 slots, 100 000 in 262 144, or in 131 072 with
-//! 98.5 % tracked.) Criterion's own timings of the same cases (two runs,
-//! governor's time ÷ cellrate's) agree within their noise except on the hot
-//! key: hot 1.6–2.0, 1 000 keys 2.1–2.2 round-robin and 1.2–1.8 random,
-//! 100 000 keys 1.2–1.4 and 1.1–1.2. The paired pass times governor's
-//! hot-key loop at about 24 ns against criterion's 18–19 ns. An earlier build with `-C target-cpu=native` for both
-//! libraries, which lets portable-atomic inline the 16-byte
+//! 98.5 % tracked.) Criterion's own timings of the same cases (two runs at
+//! the current code, governor's time ÷ cellrate's) are lower on 1 000 keys
+//! and higher on 100 000: hot 1.8, 1 000 keys 2.0 round-robin and 1.2
+//! random, 100 000 keys 1.1–1.5 and 1.3. The two loops time the same
+//! check differently: cellrate's hot key takes 7.2 ns in the paired pass
+//! and 9.9–10.2 ns under criterion, governor's 19 ns and 18 ns.
+//!
+//! An earlier build with `-C target-cpu=native` for both libraries, which lets portable-atomic inline the 16-byte
 //! compare-and-swap instead of dispatching to it at run time, measured
 //! 2.94 on 1 000 keys round-robin and 1.48 random.
 //!
