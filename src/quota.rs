@@ -43,19 +43,64 @@
 //! A quota is represented exactly when its `scale` keeps at least
 //! [`HORIZON_SECS`] (2²⁹ s, about 17 years) of ticks in that half, i.e.
 //! `scale ≤ 2⁶³ / (2²⁹ · hz)`: 17 179 869 at 1 kHz, 17 179 at 1 MHz, 17 at
-//! 1 GHz, 5 at 3 GHz. A rate whose scale would be larger is rounded: `scale`
+//! 1 GHz, 5 at 3 GHz. The guarantee holds for clocks below `2³⁴` Hz (about
+//! 17.2 GHz); a faster clock leaves room for scale 1 only, and its horizon
+//! is `(2⁶³ − 1)` ticks, i.e. `2⁶³ / hz` seconds (107 days at 1 THz), which
+//! [`Quota::horizon_ticks`] reports. A rate whose scale would be larger is rounded: `scale`
 //! is set to that bound and `T` rounded **up**, so the limiter admits less
 //! than asked, never more. [`Quota::is_exact`] and [`Quota::effective_rate`]
 //! report it, and a rounding that would lose more than 1 % of the rate is
 //! refused with [`QuotaError::Unrepresentable`].
 //!
-//! A rounded quota also rounds the tolerance `τ = (burst − 1)·T` **down**
-//! (from the exact `T`), so its GCRA is contained in the ideal one for every
-//! arrival order, a clock stepping back included: with `T′ ≥ T` and `τ′ ≤ τ`,
-//! `max(TAT′, now) + c·T′ − now ≤ T′ + τ′` implies the same for the ideal
-//! `TAT ≤ TAT′`. The price is that the burst of a rounded quota is the number
-//! of cells that span still holds, `⌊(T′ + τ′)/T′⌋`, which can be one less
-//! than asked; [`Quota::burst`] reports it.
+//! # Rounding keeps the burst
+//!
+//! A rounded quota keeps the burst that was asked for: only `T` is rounded
+//! (up, to `T′ ≥ T`), and the span is `b·T′`, so `b` cells are admitted at
+//! once from full and every cost `≤ b` can fit. [`Quota::burst`] is the
+//! requested burst.
+//!
+//! **Non-decreasing time: no excess at all.** Seen as a token bucket, the
+//! rounded quota has the same capacity `b` and refills more slowly
+//! (`1/T′ ≤ 1/T`). Run both on the same arrivals from full: if the rounded
+//! bucket holds `x` tokens and the exact one `y ≥ x`, an arrival the rounded
+//! bucket admits (`x ≥ c`) is admitted by the exact one (`y ≥ c`), both
+//! subtract `c`, and after `Δ ≥ 0` ticks `min(b, x + Δ/T′) ≤ min(b, y + Δ/T)`.
+//! By induction every stream a rounded quota admits conforms to the exact
+//! quota.
+//!
+//! **A clock that steps back: a bounded excess, below one cell.** Concurrent
+//! callers pass `now` values a few ticks out of order. Let `r = T/T′ ≤ 1`
+//! and let `δ` be how far an arrival's `now` lies behind the largest `now`
+//! admitted before it. Then every stream the rounded quota admits conforms
+//! to the exact GCRA with its tolerance enlarged by
+//!
+//! ```text
+//! E = (1 − T/T′) · δ_max          (zero for exact quotas, T′ = T)
+//! ```
+//!
+//! *Proof.* Multiply the rounded test `max(TAT′, now) + c·T′ − now ≤ b·T′`
+//! by `r`: with `U = r·TAT′` and `u = r·now` it reads
+//! `max(U, u) + c·T − u ≤ b·T`, the exact GCRA run at the earlier times
+//! `u`. Let `X` be the exact GCRA with tolerance `τ + E` fed only the
+//! admitted arrivals, and `A = (1 − r)·M`, where `M` is the largest `now`
+//! admitted so far. Invariant: `TAT_X − U ≤ A` (true at the start, both 0).
+//! At an admitted arrival, `TAT_X − now ≤ (U − u) + (A − (1 − r)·now)
+//! ≤ (b − c)·T + (1 − r)·(M − now) ≤ (b − c)·T + E`, so `X` admits it; then
+//! `max(TAT_X, now) − max(U, u) ≤ max(A, (1 − r)·now) ≤ A` keeps the
+//! invariant (both add `c·T`). Denied arrivals change neither. ∎
+//!
+//! Since the refusal threshold keeps `1 − T/T′ ≤ 1/100`, `E < T` (less than
+//! one cell of extra tolerance) whenever the clock steps back by less than
+//! `T·T′/(T′ − T) ≥ 100·T`; over any interval that is at most one cell more
+//! than the exact quota allows, and only for arrivals whose `now` is behind
+//! the largest `now` already admitted: once the clock has caught up, the
+//! excess is gone. Exact quotas have `E = 0` for every arrival order.
+//!
+//! The same rule applies wherever a rounded GCRA is built: [`Quota`]
+//! construction, `set_quota` (which re-expresses a quota at the limiter's
+//! scale and refuses, with [`QuotaError::Unrepresentable`], a re-expression
+//! that would lose more than 1 % of the given quota's rate), keyed
+//! overrides, meters and every limiter built from a [`Quota`].
 //!
 //! [`Quota::horizon_ticks`] gives a quota's horizon:
 //!
@@ -64,6 +109,7 @@
 //! | 1 kHz | 2.9·10⁸ years | ≥ 17 years |
 //! | 1 MHz | 292 471 years | ≥ 17 years |
 //! | 1 GHz | 292 years | ≥ 17 years |
+//! | 1 THz | 107 days | 107 days (scale 1 only) |
 //!
 //! Past the horizon `now` saturates: time stops advancing for the limiter,
 //! which then admits nothing more (it fails closed, it never wraps). The same
@@ -72,8 +118,8 @@
 //! # Invariants
 //!
 //! For every `Quota` value: `scale ≥ 1`, `emission_interval ≥ 1`,
-//! `burst = ⌊span / emission_interval⌋ ≥ 1` (exactly `span / T` for exact
-//! quotas), `span ≤ 2⁶³`, and
+//! `burst ≥ 1` is the burst asked for, `span = burst · emission_interval
+//! ≤ 2⁶³`, and
 //! `max_now · scale + span ≤ u64::MAX`. Hence `cost · emission_interval ≤ span` never
 //! overflows for `cost ≤ burst`, which is what lets the hot path skip overflow
 //! checks on that product.
@@ -337,11 +383,29 @@ const fn gcd(mut a: u128, mut b: u128) -> u128 {
     a
 }
 
+/// `⌈scaled / den⌉`, refused when the rounding would lose more than 1 % of
+/// the rate: effective/asked = `scaled / (interval · den)`, refused when
+/// `(interval·den − scaled) / (interval·den) > 1/100`.
+const fn round_up_within_bound(scaled: u128, den: u128) -> Result<u128, QuotaError> {
+    let interval = scaled.div_ceil(den);
+    let Some(full) = interval.checked_mul(den) else {
+        return Err(QuotaError::Overflow);
+    };
+    let Some(lost) = (full - scaled).checked_mul(100) else {
+        return Err(QuotaError::Overflow);
+    };
+    if lost > full {
+        return Err(QuotaError::Unrepresentable);
+    }
+    Ok(interval)
+}
+
 /// The largest scale that keeps [`HORIZON_SECS`] of ticks at `hz` in the
 /// lower half of the sub-tick range.
 const fn max_scale(hz: u64) -> u64 {
     let horizon_ticks = HORIZON_SECS as u128 * hz as u128;
-    let bound = (1u128 << 63) / horizon_ticks;
+    // horizon_ticks · scale ≤ 2⁶³ − 1, so (2⁶³ − 1) / scale ≥ horizon_ticks.
+    let bound = ((1u128 << 63) - 1) / horizon_ticks;
     if bound == 0 {
         1
     } else if bound > u64::MAX as u128 {
@@ -406,59 +470,47 @@ impl Quota {
         Self::from_fraction(num / g, den / g, burst, hz)
     }
 
-    /// Builds from `T = num/den` ticks (lowest terms), rounding when `den`
-    /// exceeds the horizon's bound: `T` up, `τ` down.
+    /// Builds from `T = num/den` ticks (lowest terms), rounding `T` up when
+    /// `den` exceeds the horizon's bound; the burst is kept as asked.
     const fn from_fraction(num: u128, den: u128, burst: u64, hz: u64) -> Result<Quota, QuotaError> {
         let bound = max_scale(hz);
         if den <= bound as u128 {
-            // Exact: T = num sub-ticks at scale den, τ = (burst − 1)·T.
-            let Some(tolerance) = num.checked_mul(burst as u128 - 1) else {
-                return Err(QuotaError::Overflow);
-            };
-            return Self::assemble(num, tolerance, den as u64, hz, true);
+            // Exact: T = num sub-ticks at scale den, span = burst·T.
+            return Self::assemble(num, burst, den as u64, hz, true);
         }
-        // Rounded at the coarsest scale the horizon allows.
+        // Rounded at the coarsest scale the horizon allows: T·bound sub-ticks,
+        // rounded up.
         let Some(scaled) = num.checked_mul(bound as u128) else {
             return Err(QuotaError::Overflow);
         };
-        let interval = scaled.div_ceil(den);
-        // effective/asked = scaled / (interval · den); refuse below 99 %:
-        // (full − scaled)/full > 1/100 ⇔ 100·(full − scaled) > full.
-        let Some(full) = interval.checked_mul(den) else {
-            return Err(QuotaError::Overflow);
-        };
-        let Some(lost) = (full - scaled).checked_mul(100) else {
-            return Err(QuotaError::Overflow);
-        };
-        if lost > full {
-            return Err(QuotaError::Unrepresentable);
+        match round_up_within_bound(scaled, den) {
+            Ok(interval) => Self::assemble(interval, burst, bound, hz, false),
+            Err(e) => Err(e),
         }
-        let Some(tolerance) = scaled.checked_mul(burst as u128 - 1) else {
-            return Err(QuotaError::Overflow);
-        };
-        Self::assemble(interval, tolerance / den, bound, hz, false)
     }
 
-    /// Checks the bounds, derives the burst the span really holds, and fills
-    /// in the horizon. `interval` and `tolerance` are in sub-ticks.
+    /// Checks the bounds and fills in the span `burst · interval` and the
+    /// horizon. `interval` is in sub-ticks.
     const fn assemble(
         interval: u128,
-        tolerance: u128,
+        burst: u64,
         scale: u64,
         hz: u64,
         exact: bool,
     ) -> Result<Quota, QuotaError> {
-        let span = interval + tolerance;
-        if interval == 0 || span > MAX_SPAN as u128 {
+        if interval == 0 {
             return Err(QuotaError::Overflow);
         }
-        let (interval, span) = (interval as u64, span as u64);
+        let Some(span) = interval.checked_mul(burst as u128) else {
+            return Err(QuotaError::Overflow);
+        };
+        if span > MAX_SPAN as u128 {
+            return Err(QuotaError::Overflow);
+        }
         Ok(Quota {
-            emission_interval: interval,
-            span,
-            // Exact quotas: span = burst·T. Rounded ones: the cells the
-            // (shorter-than-asked) tolerance still holds at once.
-            burst: span / interval,
+            emission_interval: interval as u64,
+            span: span as u64,
+            burst,
             scale,
             max_now: (MAX_SPAN - 1) / scale,
             hz,
@@ -467,8 +519,10 @@ impl Quota {
     }
 
     /// This quota, re-expressed for a limiter whose clock runs at `hz` with
-    /// `scale` sub-ticks per tick: `T` rounded up and `τ` rounded down when
-    /// that is not exact, so it never admits more than before.
+    /// `scale` sub-ticks per tick: the burst kept, `T` rounded up when that
+    /// is not exact (so it never admits more than before), and refused with
+    /// [`QuotaError::Unrepresentable`] when rounding would lose more than 1 %
+    /// of this quota's rate.
     pub(crate) const fn rescaled(&self, scale: u64, hz: u64) -> Result<Quota, QuotaError> {
         if scale == self.scale && hz == self.hz {
             return Ok(*self);
@@ -479,17 +533,18 @@ impl Quota {
             return Err(QuotaError::Overflow);
         };
         let den = self.scale as u128 * self.hz as u128;
-        let Some(interval) = (self.emission_interval as u128).checked_mul(factor) else {
+        let Some(scaled) = (self.emission_interval as u128).checked_mul(factor) else {
             return Err(QuotaError::Overflow);
         };
-        let Some(tolerance) = (self.tolerance() as u128).checked_mul(factor) else {
-            return Err(QuotaError::Overflow);
-        };
-        let exact = self.exact && interval % den == 0 && tolerance % den == 0;
-        Self::assemble(interval.div_ceil(den), tolerance / den, scale, hz, exact)
+        let exact = self.exact && scaled % den == 0;
+        match round_up_within_bound(scaled, den) {
+            Ok(interval) => Self::assemble(interval, self.burst, scale, hz, exact),
+            Err(e) => Err(e),
+        }
     }
 
-    /// The burst: the most cells admitted at once from a full bucket.
+    /// The burst: the most cells admitted at once from a full bucket, as asked
+    /// (rounding changes only the emission interval).
     pub const fn burst(&self) -> u64 {
         self.burst
     }
@@ -564,7 +619,8 @@ impl Quota {
         [
             self.emission_interval,
             self.span,
-            self.burst | ((self.exact as u64) << 63),
+            // burst − 1 < 2⁶³ always fits under the flag bit (burst ≥ 1).
+            (self.burst - 1) | ((self.exact as u64) << 63),
         ]
     }
     /// Rebuilds a quota from [`variable_words`](Self::variable_words) and the
@@ -574,7 +630,7 @@ impl Quota {
         Quota {
             emission_interval: words[0],
             span: words[1],
-            burst: words[2] & !(1 << 63),
+            burst: (words[2] & !(1 << 63)) + 1,
             exact: words[2] >> 63 == 1,
             scale: fixed.scale,
             max_now: fixed.max_now,

@@ -211,7 +211,7 @@ fn set_quota_rounds_toward_admitting_less_at_a_coarser_scale() {
     let q = g.set_quota(Quota::per_second(3).at_hz(KHZ)).unwrap();
     assert!(!q.is_exact());
     assert_eq!(q.emission_interval(), 334);
-    assert!(q.burst() <= 3);
+    assert_eq!(q.burst(), 3); // the burst is kept; only T is rounded
     let admitted = (0..=10_000u64)
         .step_by(1)
         .filter(|&t| g.check(t).is_ok())
@@ -439,4 +439,126 @@ fn concurrent_checks_never_over_admit() {
         .collect();
     let admitted: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
     assert_eq!(admitted, 10_000);
+}
+
+#[test]
+fn rounded_quotas_keep_the_burst_asked_for() {
+    const GHZ: u64 = 1_000_000_000;
+    // 19 per second is not exact on a nanosecond clock within the horizon.
+    let q = Quota::per_second(19).with_burst(2).at_hz(GHZ);
+    assert!(!q.is_exact());
+    assert_eq!(q.burst(), 2);
+    let g = Gcra::new(q);
+    assert_eq!(g.check_n(5, 2).map(|d| d.remaining()), Ok(0));
+    assert!(matches!(g.check_n(5, 2), Err(Denied::Limited(_))));
+    assert_eq!(Quota::per_second(19).at_hz(GHZ).burst(), 19);
+    let q = Quota::per_second(505_025_997).with_burst(111).at_hz(GHZ);
+    assert_eq!(q.burst(), 111);
+    assert!(Gcra::new(q).check_n(0, 111).is_ok());
+    // Only T is rounded, up: the span is the burst times the rounded T.
+    assert_eq!(q.span(), 111 * q.emission_interval());
+}
+
+#[test]
+fn set_quota_keeps_the_burst_or_refuses_a_lossy_rounding() {
+    // 2 per 511 ticks at 61.76 MHz is 8.27 µs a cell: on a 10 Hz limiter
+    // (scale 1) it cannot be expressed within 1 %; it used to be accepted
+    // 121× slower with a burst of 1.
+    let g = Gcra::new(Quota::per_second(1).at_hz(10));
+    let q = Quota::per_ticks(2, 511).with_burst(28).at_hz(61_760_000);
+    assert_eq!(
+        g.set_quota(q),
+        Err(SetQuotaError::Quota(QuotaError::Unrepresentable))
+    );
+    // A rounding within 1 % keeps the burst.
+    let g = Gcra::new(Quota::per_second(1).at_hz(1_000));
+    let q = g
+        .set_quota(Quota::per_second(7).with_burst(9).at_hz(1_000_000))
+        .unwrap();
+    assert!(!q.is_exact());
+    assert_eq!((q.burst(), q.emission_interval()), (9, 143));
+    assert!(g.check_n(0, 9).is_ok());
+    let mut local = LocalGcra::new(Quota::per_second(1).at_hz(10));
+    assert_eq!(
+        local.set_quota(Quota::per_ticks(2, 511).with_burst(28).at_hz(61_760_000)),
+        Err(QuotaError::Unrepresentable)
+    );
+}
+
+#[test]
+fn a_burst_of_two_to_the_63_is_kept_whole() {
+    let q = Quota::per_ticks(1 << 63, 1 << 63).at_hz(1_000);
+    assert_eq!(q.burst(), 1 << 63);
+    let g = Gcra::new(q);
+    assert_eq!(g.check(0).map(|d| d.limit()), Ok(1 << 63));
+    let mut local = LocalGcra::new(q);
+    assert_eq!(local.check(0).map(|d| d.limit()), Ok(1 << 63));
+    // Through runtime reconfiguration too (the stored word keeps the flag apart).
+    let g = Gcra::new(Quota::per_second(1).at_hz(1_000));
+    g.set_quota(q).unwrap();
+    assert_eq!(g.check(0).map(|d| d.limit()), Ok(1 << 63));
+}
+
+#[test]
+fn quota_construction_never_overflows() {
+    // interval + tolerance used to overflow 128 bits: a wrong "exact" quota in
+    // release builds, a panic in debug builds.
+    let q = Quota::per_duration(1, Duration::from_secs((1 << 63) + (1 << 31)))
+        .with_burst(u64::MAX - (1 << 32) + 2)
+        .try_at_hz(2);
+    assert_eq!(q, Err(QuotaError::Overflow));
+    let q = Quota::per_hour(2)
+        .with_burst(10_248_191_152_060_863)
+        .try_at_hz(u64::MAX);
+    assert!(matches!(
+        q,
+        Err(QuotaError::Overflow | QuotaError::Unrepresentable)
+    ));
+    for burst in [1, 2, 1 << 32, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+        for hz in [1, 1_000, 1 << 34, (1 << 34) + 1, u64::MAX] {
+            for rate in [
+                Quota::per_second(1),
+                Quota::per_day(u64::MAX),
+                Quota::per_ticks(u64::MAX, 1),
+                Quota::per_ticks(1, u64::MAX),
+                Quota::per_duration(3, Duration::MAX),
+            ] {
+                if let Ok(q) = rate.with_burst(burst).try_at_hz(hz) {
+                    assert_eq!(q.burst(), burst);
+                    assert_eq!(q.span() / q.emission_interval(), burst);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_horizon_is_guaranteed_below_two_to_the_34_hz() {
+    // Below 2³⁴ Hz every quota keeps at least 2²⁹ s of ticks.
+    for hz in [
+        1_000,
+        32_768,
+        1_000_000,
+        1_000_000_000,
+        3_000_000_000,
+        (1 << 34) - 1,
+    ] {
+        for q in [
+            Quota::per_second(1).try_at_hz(hz),
+            Quota::per_second(999_983).try_at_hz(hz),
+            Quota::per_minute(7).try_at_hz(hz),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            assert!(
+                q.horizon_ticks() as u128 >= (cellrate::quota::HORIZON_SECS as u128) * hz as u128,
+                "{hz} Hz"
+            );
+        }
+    }
+    // Beyond it only scale 1 fits, and the documented horizon is 2⁶³ ticks.
+    let q = Quota::per_second(7).at_hz(1_000_000_000_000);
+    assert_eq!(q.horizon_ticks(), (1 << 63) - 1);
+    assert_eq!(q.horizon_ticks() / 1_000_000_000_000 / 86_400, 106); // 106.75 days
 }

@@ -18,6 +18,9 @@ struct Ideal {
     /// T in units.
     interval: u128,
     burst: u128,
+    /// Extra tolerance in units, beyond `(burst − 1)·T` (0 for the ideal
+    /// quota as asked; see `never_admits_more_than_the_ideal`).
+    extra: u128,
     /// Theoretical arrival time in units.
     tat: u128,
 }
@@ -43,6 +46,19 @@ impl Ideal {
             den: 1_000_000_000 * cells as u128,
             interval: period_ns as u128 * hz as u128,
             burst: burst as u128,
+            extra: 0,
+            tat: 0,
+        }
+    }
+
+    /// The GCRA a quota really enforces: `T = emission_interval / scale`
+    /// ticks, with the quota's burst.
+    fn effective(quota: &Quota) -> Self {
+        Ideal {
+            den: quota.scale() as u128,
+            interval: quota.emission_interval() as u128,
+            burst: quota.burst() as u128,
+            extra: 0,
             tat: 0,
         }
     }
@@ -55,7 +71,7 @@ impl Ideal {
     fn conforms(&self, now: u64, cost: u64) -> bool {
         let now = self.units(now);
         let start = self.tat.max(now);
-        start + cost as u128 * self.interval - now <= self.burst * self.interval
+        start + cost as u128 * self.interval - now <= self.burst * self.interval + self.extra
     }
 
     /// Units of debt: how far the TAT is ahead of now.
@@ -254,19 +270,109 @@ proptest! {
         }
     }
 
-    /// Every quota, exact or rounded: what the limiter admits is a stream the
-    /// ideal GCRA of the quota *as asked* also admits, request by request.
+    /// Every quota, exact or rounded, on a clock that never steps back: what
+    /// the limiter admits is a stream the ideal GCRA of the quota *as asked*
+    /// also admits, request by request.
     #[test]
-    fn never_admits_more_than_the_ideal((spec, start, steps) in case()) {
+    fn never_admits_more_than_the_ideal_on_a_forward_clock((spec, start, steps) in case()) {
         let Ok(quota) = spec.quota() else { return Ok(()) };
         let shared = Gcra::new(quota);
         let mut ideal = Ideal::new(spec.cells, spec.period_ns, spec.hz, spec.burst);
         let mut now = start.min(quota.horizon_ticks());
         for step in &steps {
-            now = advance(&spec, &quota, now, step);
+            now = advance(&spec, &quota, now, step).max(now);
             if step.cost > 0 && shared.check_n(now, step.cost).is_ok() {
                 prop_assert!(ideal.conforms(now, step.cost), "over-admission at now={} cost={}", now, step.cost);
                 ideal.check(now, step.cost);
+            }
+        }
+    }
+
+    /// Every quota, with a clock that steps back: the admitted stream conforms
+    /// to the ideal GCRA as asked with its tolerance enlarged by the stated
+    /// bound `E = (1 − T/T′)·δ`, `δ` the largest step behind the latest
+    /// admitted `now` (zero for exact quotas, so they never over-admit).
+    #[test]
+    fn never_admits_more_than_the_ideal((spec, start, steps) in case()) {
+        let Ok(quota) = spec.quota() else { return Ok(()) };
+        let shared = Gcra::new(quota);
+        let mut ideal = Ideal::new(spec.cells, spec.period_ns, spec.hz, spec.burst);
+        // 1 − T/T′ in the ideal's units: E = δ·(den·T′ − T·scale)/T′ units,
+        // with T = interval/den ticks and T′ = emission_interval/scale ticks.
+        let rounded = quota.emission_interval() as u128;
+        let gap = ideal.den * rounded - ideal.interval * quota.scale() as u128;
+        prop_assert_eq!(gap == 0, quota.is_exact());
+        let mut now = start.min(quota.horizon_ticks());
+        let mut latest: Option<u64> = None;
+        let mut largest_step_back = 0u64;
+        for step in &steps {
+            now = advance(&spec, &quota, now, step);
+            if step.cost > 0 && shared.check_n(now, step.cost).is_ok() {
+                let behind = latest.map_or(0, |l| l.saturating_sub(now));
+                largest_step_back = largest_step_back.max(behind);
+                ideal.extra = (largest_step_back as u128 * gap).div_ceil(rounded);
+                prop_assert!(ideal.conforms(now, step.cost), "over-admission beyond the bound at now={} cost={} E={}", now, step.cost, ideal.extra);
+                ideal.check(now, step.cost);
+                latest = Some(latest.map_or(now, |l| l.max(now)));
+            }
+        }
+        // Under one cell of extra tolerance while the steps back stay under 100·T.
+        if (largest_step_back as u128) * ideal.den < 100 * ideal.interval {
+            prop_assert!(ideal.extra < ideal.interval || ideal.extra == 0);
+        }
+    }
+
+    /// Every quota: the requested burst is the quota's burst, `b` cells at
+    /// once from full are admitted (one call or `b` calls at one `now`), and
+    /// no cost up to the burst is ever "too large".
+    #[test]
+    fn the_burst_is_what_was_asked((spec, start, steps) in case()) {
+        let Ok(quota) = spec.quota() else { return Ok(()) };
+        prop_assert_eq!(quota.burst(), spec.burst);
+        let now = start.min(quota.horizon_ticks());
+        prop_assert!(Gcra::new(quota).check_n(now, spec.burst).is_ok());
+        prop_assert!(LocalGcra::new(quota).check_n(now, spec.burst).is_ok());
+        if spec.burst <= 1_000 {
+            let one_by_one = Gcra::new(quota);
+            for i in 0..spec.burst {
+                prop_assert!(one_by_one.check(now).is_ok(), "cell {} of {}", i + 1, spec.burst);
+            }
+            prop_assert!(one_by_one.check(now).is_err());
+        }
+        let g = Gcra::new(quota);
+        let mut t = now;
+        for step in &steps {
+            t = advance(&spec, &quota, t, step);
+            if step.cost <= spec.burst {
+                let too_large = matches!(g.check_n(t, step.cost), Err(Denied::CostTooLarge { .. }));
+                prop_assert!(!too_large, "cost {} of burst {} called too large", step.cost, spec.burst);
+            }
+        }
+    }
+
+    /// Rounded quotas are an exact GCRA at their effective rate: every
+    /// decision and number matches the rational model of `T′`, and
+    /// `retry_after` is exact (admits at `now + retry_after`, denies a tick
+    /// earlier).
+    #[test]
+    fn rounded_quotas_match_their_effective_gcra((spec, start, steps) in case()) {
+        let quota = spec.quota();
+        prop_assume!(matches!(quota, Ok(q) if !q.is_exact()));
+        let quota = quota.unwrap();
+        let shared = Gcra::new(quota);
+        let mut local = LocalGcra::new(quota);
+        let mut model = Ideal::effective(&quota);
+        let mut now = start.min(quota.horizon_ticks());
+        for step in &steps {
+            now = advance(&spec, &quota, now, step);
+            let before = model.clone();
+            let want = model.check(now, step.cost);
+            prop_assert_eq!(&observed(shared.check_n(now, step.cost)), &want, "shared at now={} cost={}", now, step.cost);
+            prop_assert_eq!(&observed(LocalGcra::check_n(&mut local, now, step.cost)), &want, "local");
+            if let Outcome::Denied { retry_after, .. } = want {
+                let at = now + retry_after as u64;
+                prop_assert!(before.conforms(at, step.cost));
+                prop_assert!(retry_after == 0 || !before.conforms(at - 1, step.cost));
             }
         }
     }
