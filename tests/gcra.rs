@@ -491,7 +491,7 @@ fn a_burst_of_two_to_the_63_is_kept_whole() {
     assert_eq!(q.burst(), 1 << 63);
     let g = Gcra::new(q);
     assert_eq!(g.check(0).map(|d| d.limit()), Ok(1 << 63));
-    let mut local = LocalGcra::new(q);
+    let local = LocalGcra::new(q);
     assert_eq!(local.check(0).map(|d| d.limit()), Ok(1 << 63));
     // Through runtime reconfiguration too (the stored word keeps the flag apart).
     let g = Gcra::new(Quota::per_second(1).at_hz(1_000));
