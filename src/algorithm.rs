@@ -16,6 +16,11 @@
 //!   indistinguishable from `NEW` at `now` and at every later time: a table may
 //!   then reuse the slot without giving the client anything back.
 //! * None of these panic, allocate or divide on the admit/deny path.
+//! * Every method is total over any `u64` state, including a word the
+//!   parameters did not write (say, saved under another limit without
+//!   `translate`): it never panics and never admits more than the quota
+//!   from it. GCRA reads any word as a TAT; the window quotas judge a count
+//!   above their limit as a full window, which the next window clears.
 
 use crate::gcra;
 use crate::{Decision, Denied, Quota, Snapshot};

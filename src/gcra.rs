@@ -165,12 +165,19 @@ fn admit_past_horizon(
 #[inline(always)]
 fn admit_max(quota: &Quota, tat: u64, now: u64, increment: u64) -> Result<(u64, Decision), Denied> {
     let base = if tat > now { tat } else { now };
+    // `base − now + increment ≤ span` ⇔ `base − now ≤ room`, with no sum
+    // that could overflow: the wait of a denial is exact for any TAT.
+    let room = quota.span() - increment;
+    let ahead = base - now;
+    if ahead > room {
+        return Err(limited(quota, base, now, ahead - room));
+    }
     match base.checked_add(increment) {
-        Some(new_tat) if new_tat - now <= quota.span() => Ok((
+        Some(new_tat) => Ok((
             new_tat,
             Decision::from_usage(Usage::gcra(quota, new_tat - now)),
         )),
-        Some(new_tat) => Err(limited(quota, base, now, new_tat - now - quota.span())),
+        // Only past the horizon (`now` saturated): time has stopped, never.
         None => Err(limited(quota, base, now, u64::MAX)),
     }
 }
@@ -218,10 +225,8 @@ fn admit_other(
 #[inline]
 pub(crate) fn snapshot(quota: &Quota, tat: u64, now: u64) -> Snapshot {
     let until_full = tat.saturating_sub(now);
-    let wait = match until_full.checked_add(quota.emission_interval()) {
-        Some(ahead) => ahead.saturating_sub(quota.span()),
-        None => u64::MAX,
-    };
+    // until_full + T − span, without a sum that could overflow (span ≥ T).
+    let wait = until_full.saturating_sub(quota.span() - quota.emission_interval());
     Snapshot::from_usage(Usage::gcra(quota, until_full), wait)
 }
 
@@ -246,11 +251,9 @@ pub(crate) fn reserve(
 ) -> Result<(u64, Reservation), Denied> {
     let increment = charge(quota, cost)?;
     let base = tat.max(now);
-    let Some(earliest) = base.checked_add(increment) else {
-        return Err(limited(quota, base, now, u64::MAX));
-    };
-    // Sub-ticks after `now` before the cost conforms.
-    let wait = (earliest - now).saturating_sub(quota.span());
+    // Sub-ticks after `now` before the cost conforms: base − now + cost·T −
+    // span, computed without a sum that could overflow (cost·T ≤ span).
+    let wait = (base - now).saturating_sub(quota.span() - increment);
     if wait > max_wait {
         // `max_wait` is whole ticks, so ⌈wait/scale⌉ ≤ max_wait/scale ⇔ wait ≤ max_wait.
         return Err(limited(quota, base, now, wait - max_wait));

@@ -181,9 +181,9 @@ impl FixedWindowQuota {
     #[inline(always)]
     fn view(&self, state: u64, at: &At) -> View {
         // The common case first: the state is for `now`'s own window, i.e.
-        // `state − base` is the count (at most `limit`, below 2^count_bits).
+        // `state − base` is the count (at most `limit`).
         let count = state.wrapping_sub(at.base);
-        if count <= self.count_mask {
+        if count <= self.limit {
             return View {
                 tag: at.tag,
                 count,
@@ -200,8 +200,17 @@ impl FixedWindowQuota {
     #[inline(never)]
     fn view_other(&self, state: u64, at: &At) -> View {
         let stored_tag = state >> self.count_bits;
-        let count = state & self.count_mask;
+        // A word this quota did not write (saved under another limit without
+        // `translate`) may count more than the limit: it is judged full.
+        let count = (state & self.count_mask).min(self.limit);
         let behind = at.tag.wrapping_sub(stored_tag) & self.tag_mask;
+        if behind == 0 {
+            return View {
+                tag: at.tag,
+                count,
+                until_end: at.until_end,
+            };
+        }
         if behind == self.tag_mask && count > 0 {
             // The state is one window ahead of this `now`: judge against it.
             View {

@@ -250,10 +250,12 @@ impl SlidingWindowQuota {
         // `state − base` is just the two counts.
         let counts = state.wrapping_sub(at.base);
         if counts >> (2 * self.count_bits) == 0 {
+            // Counts above the limit come only from a word this quota did
+            // not write (see `view_other`): judged full.
             return View {
                 tag: at.tag,
-                prev: counts >> self.count_bits,
-                cur: counts & self.count_mask,
+                prev: (counts >> self.count_bits).min(self.limit),
+                cur: (counts & self.count_mask).min(self.limit),
                 elapsed: at.elapsed,
                 lead: 0,
             };
@@ -269,8 +271,10 @@ impl SlidingWindowQuota {
     fn view_other(&self, state: u64, at: &At) -> View {
         let (tag_now, elapsed) = (at.tag, at.elapsed);
         let tag = state >> (2 * self.count_bits);
-        let prev = (state >> self.count_bits) & self.count_mask;
-        let cur = state & self.count_mask;
+        // A word this quota did not write (saved under another limit without
+        // `translate`) may count more than the limit: it is judged full.
+        let prev = ((state >> self.count_bits) & self.count_mask).min(self.limit);
+        let cur = (state & self.count_mask).min(self.limit);
         let behind = tag_now.wrapping_sub(tag) & self.tag_mask;
         let current = |prev, cur| View {
             tag: tag_now,
