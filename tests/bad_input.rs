@@ -140,7 +140,7 @@ fn every_type_reports_the_same_wait_far_ahead() {
     let now = 1_750_000_000_000_000_000u64;
     let span_ticks = q.span() / q.scale(); // 8.64·10¹⁸ ns
     let shared = Gcra::new(q);
-    let mut local = LocalGcra::new(q);
+    let local = LocalGcra::new(q);
     let keyed: Keyed<Quota, 4> = Keyed::new(q, WhenFull::Deny, Seed::new(1, 2));
     let mut word = Quota::NEW;
     assert!(shared.check_n(now, 100_000).is_ok());
