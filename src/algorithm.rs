@@ -3,8 +3,11 @@
 //! Every algorithm in the crate keeps one client's state in one `u64` and
 //! shares its parameters (a [`Quota`], a window length…) between many such
 //! words. [`Algorithm`] is that split: the parameters implement it, and the
-//! containers ([`Gcra`](crate::Gcra), keyed tables, …) own the words and
-//! apply the steps with a compare-and-swap or inside a critical section.
+//! containers (keyed tables, [`LocalGcra`](crate::LocalGcra), the Redis
+//! fallback, …) own the words and apply the steps with a compare-and-swap or
+//! inside a critical section. [`Gcra`](crate::Gcra) runs the same GCRA step
+//! through its own inlined path (see [`gcra`](crate::gcra)); the tests check
+//! that both decide alike, number for number.
 //!
 //! # Contract
 //!

@@ -245,8 +245,8 @@ usage_accessors!(Limited, retry_after: "Ticks after which the same cost, checked
 
 /// Why a check did not admit.
 ///
-/// The design notes sketch `Denied` as one struct (limit, retry after, reset
-/// after). It is an enum instead so that a cost that can never fit carries no
+/// A denial could be one struct (limit, retry after, reset after). It is an
+/// enum instead so that a cost that can never fit carries no
 /// retry time at all: the type makes a caller handle "never" apart from
 /// "later" (say, HTTP 413 rather than 429). [`Limited`] carries the struct's
 /// fields, and [`Denied::retry_after`] returns `None` only for

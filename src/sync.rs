@@ -1,5 +1,7 @@
-//! How a limiter's state is shared: the one place that chooses native atomics,
-//! critical sections or loom.
+//! How a limiter's state is shared: the place that chooses native atomics,
+//! critical sections or loom for one 64-bit word and for a quota under
+//! `set_quota`. (The keyed tables' 16-byte slots make the same choice for
+//! their 128-bit word in `keyed/slot.rs`.)
 //!
 //! | target | state word | quota under `set_quota` |
 //! |---|---|---|

@@ -1,4 +1,4 @@
-//! The scenarios from the requirements, on a manual clock (1 tick = 1 ms).
+//! User scenarios for every limiter, on a manual clock (1 tick = 1 ms).
 use cellrate::compose::{AlgorithmKind, AnyLimiter, LimiterConfig};
 use cellrate::window::{FixedWindow, SlidingLog, SlidingWindow};
 use cellrate::{Clock, Gcra, LeakyBucket, ManualClock, Quota, Rate, RateLimiter, TokenBucket};

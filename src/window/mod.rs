@@ -31,8 +31,8 @@
 //!
 //! A counter stores the low bits of its window index (its *tag*) beside the
 //! counts. The counts get just the bits `limit` needs and the tag all the
-//! rest, at least 16 bits: a limit of 100 leaves a 50-bit tag (fixed window)
-//! or 50-bit tag (sliding: 2 × 7 count bits), a limit of 10⁶ a 44-bit or
+//! rest, at least 16 bits: a limit of 100 leaves a 57-bit tag (fixed window,
+//! 7 count bits) or a 50-bit tag (sliding: 2 × 7 count bits), a limit of 10⁶ a 44-bit or
 //! 24-bit tag. Tags compare modulo `2^bits`:
 //!
 //! * equal tag: the stored window is the current one;
