@@ -6,7 +6,7 @@
 //! containers (keyed tables, [`LocalGcra`](crate::LocalGcra), the Redis
 //! fallback, …) own the words and apply the steps with a compare-and-swap or
 //! inside a critical section. [`Gcra`](crate::Gcra) runs the same GCRA step
-//! through its own inlined path (see [`gcra`](crate::gcra)); the tests check
+//! through its own inlined path (see the [`gcra`](crate::gcra#the-math) module); the tests check
 //! that both decide alike, number for number.
 //!
 //! # Contract
