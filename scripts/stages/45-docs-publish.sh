@@ -32,9 +32,8 @@ grep -q 'Available on crate feature <code>redis</code> only\|Available on crate 
 echo "--- package: what would be uploaded builds on its own"
 cargo package --locked
 cargo package --list --locked >target/package-list.txt
-for needed in README.md LICENSE src/lib.rs examples/firmware/BOUNDS.md \
-    examples/firmware/quickstart/cortex-m/src/main.rs \
-    examples/firmware/quickstart/riscv/src/main.rs; do
+for needed in README.md LICENSE src/lib.rs src/firmware/BOUNDS.md \
+    src/firmware/cortex-m.main.rs src/firmware/riscv.main.rs; do
     grep -qx "$needed" target/package-list.txt || { echo "FAIL: $needed is not in the package"; exit 1; }
 done
 echo "$(wc -l <target/package-list.txt) files in the package"
