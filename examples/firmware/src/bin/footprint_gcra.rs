@@ -12,7 +12,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use cellrate::{Gcra, Quota};
 // The line that links the critical-section implementation: nothing else in
 // this program names the runtime's crate. Feature `unlinked-control` drops
-// it, and the link must then fail.
+// it, and on Cortex-M the link must then fail (riscv-rt links `riscv` itself).
 #[cfg(all(target_arch = "arm", not(feature = "unlinked-control")))]
 use cortex_m as _;
 #[cfg(all(target_arch = "riscv32", not(feature = "unlinked-control")))]

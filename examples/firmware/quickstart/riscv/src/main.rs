@@ -7,9 +7,10 @@ use cellrate::{Clock, Gcra, ManualClock, Quota};
 use panic_halt as _;
 use riscv::interrupt::Interrupt;
 // Links the critical-section implementation (`critical-section-single-hart`)
-// that cellrate's limiters use on targets without 64-bit atomics. A binary
-// that names nothing else from `riscv` needs this line, or the link fails
-// with `undefined symbol: _critical_section_1_0_acquire`.
+// that cellrate's limiters use on targets without 64-bit atomics. riscv-rt
+// links `riscv` too; this line keeps it linked under any runtime, where a
+// missing implementation fails the link with `undefined symbol:
+// _critical_section_1_0_acquire`.
 use riscv as _;
 use riscv_rt::{core_interrupt, entry};
 
