@@ -14,7 +14,7 @@ rustup run nightly rustc --version
 # The features docs.rs enables, read from Cargo.toml so the two cannot differ.
 features=$(python3 - <<'PY'
 import tomllib
-meta = tomllib.load(open("Cargo.toml", "rb"))["package"]["metadata"]["docs.rs"]
+meta = tomllib.load(open("Cargo.toml", "rb"))["package"]["metadata"]["docs"]["rs"]
 assert "loom" not in meta["features"], "docs.rs must never enable loom"
 assert not meta.get("all-features"), "docs.rs must not use all-features (loom)"
 print(",".join(meta["features"]))
