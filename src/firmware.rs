@@ -3,8 +3,11 @@
 //!
 //! This module holds no code; it is the documentation a firmware author
 //! reads first. Everything stated here is checked by
-//! `scripts/stages/60-firmware.sh`, which builds the firmware crate in
-//! `examples/firmware` and runs it under `qemu-system-arm`.
+//! `scripts/stages/60-firmware.sh`: it builds the complete programs shown
+//! below (included from `examples/firmware/quickstart`), runs the firmware
+//! crate in `examples/firmware` under `qemu-system-arm` and
+//! `qemu-system-riscv32`, and holds the footprint to the bounds stated at
+//! the end.
 //!
 //! # What to enable, per target family
 //!
@@ -16,7 +19,7 @@
 //! | Cortex-M0 / M0+ | `thumbv6m-none-eabi` | critical section | `cortex-m = { version = "0.7", features = ["critical-section-single-core"] }` |
 //! | Cortex-M3 / M4 / M7 | `thumbv7m-none-eabi`, `thumbv7em-none-eabi(hf)` | critical section (32-bit CAS only; the state is 64-bit) | the same |
 //! | Cortex-M23 / M33 | `thumbv8m.base/main-none-eabi(hf)` | critical section | the same |
-//! | RISC-V without atomics | `riscv32imc-unknown-none-elf` | critical section | `riscv = { version = "0.12", features = ["critical-section-single-hart"] }` |
+//! | RISC-V without atomics | `riscv32imc-unknown-none-elf` | critical section | `riscv = { version = "0.16", features = ["critical-section-single-hart"] }` |
 //! | RISC-V 32-bit with atomics | `riscv32imac-unknown-none-elf` | critical section (no 64-bit CAS) | the same |
 //! | multi-core, e.g. RP2040 (2 × M0+) | `thumbv6m-none-eabi` | critical section across both cores | the HAL's multi-core implementation, e.g. `rp2040-hal = { version = "0.10", features = ["critical-section-impl"] }` (a hardware spinlock plus interrupts off); **never** `cortex-m`'s single-core one, which does not stop the other core |
 //! | 64-bit (x86_64, aarch64, riscv64) | any | `AtomicU64` compare-and-swap: lock-free | nothing |
@@ -90,108 +93,157 @@
 //! # assert!(try_send(3_277, b"e"));
 //! ```
 //!
-//! In a Cortex-M binary (this is what `examples/firmware` does; it needs
-//! `cortex-m`, `cortex-m-rt` and a board, so it is not compiled here):
+//! # A whole program: Cortex-M
 //!
-//! ```ignore
-//! #![no_std]
-//! #![no_main]
-//! use cellrate::{Gcra, Quota};
-//! use core::sync::atomic::{AtomicU32, Ordering};
-//! use cortex_m_rt::{entry, exception};
-//! use panic_halt as _;
+//! `examples/firmware/quickstart/cortex-m` is a complete firmware crate, and
+//! what follows is its files, included here from the repository: CI builds
+//! and links exactly these for `thumbv6m-none-eabi` and
+//! `thumbv7em-none-eabihf`. Copy the directory, put your part's flash and
+//! RAM into `memory.x`, and `cargo build --release`.
 //!
-//! static TX_BUDGET: Gcra = Gcra::new(Quota::per_second(10).with_burst(3).at_hz(1_000));
-//! static MILLIS: AtomicU32 = AtomicU32::new(0); // advanced by a timer interrupt
+//! Two lines matter beyond the limiter itself. The dependency on `cortex-m`
+//! with `critical-section-single-core` provides the critical section, and
+//! `use cortex_m as _;` makes sure it is linked: a binary that names
+//! nothing from `cortex_m` would otherwise fail with `rust-lld: error:
+//! undefined symbol: _critical_section_1_0_acquire` (the stage script
+//! checks that such a binary indeed fails). On a multi-core part use the
+//! HAL's implementation instead (see the table above).
 //!
-//! #[exception]
-//! fn SysTick() {
-//!     let now = u64::from(MILLIS.load(Ordering::Relaxed));
-//!     if TX_BUDGET.check(now).is_ok() {
-//!         // send the urgent frame
-//!     }
-//! }
-//!
-//! #[entry]
-//! fn main() -> ! {
-//!     loop {
-//!         let now = u64::from(MILLIS.load(Ordering::Relaxed));
-//!         match TX_BUDGET.check(now) {
-//!             Ok(_) => { /* send */ }
-//!             Err(denied) => { /* sleep denied.retry_after() ms */ let _ = denied; }
-//!         }
-//!     }
-//! }
-//! ```
-//!
-//! The `Cargo.toml` of that binary:
+//! `Cargo.toml`:
 //!
 //! ```toml
-//! [dependencies]
-//! cellrate = { version = "0.1", features = ["embedded-hal"] }
-//! cortex-m = { version = "0.7", features = ["critical-section-single-core"] }
-//! cortex-m-rt = "0.7"
+#![doc = include_str!("firmware/cortex-m.Cargo.toml")]
 //! ```
 //!
-//! # Proven on an emulated MCU
+//! `.cargo/config.toml`:
+//!
+//! ```toml
+#![doc = include_str!("firmware/cortex-m.config.toml")]
+//! ```
+//!
+//! `memory.x`:
+//!
+//! ```text
+#![doc = include_str!("firmware/cortex-m.memory.x")]
+//! ```
+//!
+//! `src/main.rs`:
+//!
+//! ```rust,ignore
+#![doc = include_str!("firmware/cortex-m.main.rs")]
+//! ```
+//!
+//! # A whole program: RISC-V
+//!
+//! `examples/firmware/quickstart/riscv` is the same program for a
+//! single-hart `riscv32imc` (ESP32-C3 class), built and linked by CI for
+//! `riscv32imc-unknown-none-elf`. The timer is a SiFive-style CLINT, as on
+//! QEMU's `virt` board; on another chip, its HAL's timer interrupt takes
+//! that place. `riscv` with `critical-section-single-hart` provides the
+//! critical section.
+//!
+//! `Cargo.toml`:
+//!
+//! ```toml
+#![doc = include_str!("firmware/riscv.Cargo.toml")]
+//! ```
+//!
+//! `.cargo/config.toml`:
+//!
+//! ```toml
+#![doc = include_str!("firmware/riscv.config.toml")]
+//! ```
+//!
+//! `memory.x`:
+//!
+//! ```text
+#![doc = include_str!("firmware/riscv.memory.x")]
+//! ```
+//!
+//! `src/main.rs`:
+//!
+//! ```rust,ignore
+#![doc = include_str!("firmware/riscv.main.rs")]
+//! ```
+//!
+//! Until cellrate's first release, point the `cellrate = "0.1"` line at the
+//! repository from the firmware crate's `Cargo.toml` (the line itself stays
+//! as it will be):
+//!
+//! ```toml
+//! [patch.crates-io]
+//! cellrate = { path = "../cellrate" } # a clone; or { git = "<repository URL>" }
+//! ```
+//!
+//! # Proven on emulated MCUs
 //!
 //! `examples/firmware` runs under `qemu-system-arm` on a Cortex-M3
 //! (`thumbv7m`, `lm3s6965evb`), a Cortex-M0 (`thumbv6m`, the same board with
 //! `-cpu cortex-m0`) and a Cortex-M4F (`thumbv7em-none-eabihf`,
-//! `mps2-an386`):
+//! `mps2-an386`), and under `qemu-system-riscv32` on a single-hart rv32imc
+//! (`riscv32imc-unknown-none-elf`, the `virt` board, with `riscv`'s
+//! `critical-section-single-hart`):
 //!
-//! * `hammer`: thread mode and a SysTick handler (reload 600 cycles, at
-//!   least 10 000 runs of 3 checks per limiter) check the same `static`
-//!   limiters (two GCRAs, with an integer and a fractional emission
+//! * `hammer` (every core): thread mode and a timer interrupt (SysTick
+//!   every 600 cycles on Cortex-M, the CLINT machine timer every 10 µs on
+//!   RISC-V; at least 10 000 runs of 3 checks per limiter) check the same
+//!   `static` limiters (two GCRAs, with an integer and a fractional emission
 //!   interval, and a fixed window counter where the crate has one) over far
 //!   more than 200 000 checks, with thousands of thread-mode checks
-//!   preempted mid-call. Time is a counter the firmware drives in
-//!   phases; at each phase boundary the admitted count must equal what a
-//!   token bucket written independently admits for that many checks, or the
-//!   run exits non-zero. A limiter with a deliberate lost-update race
-//!   (feature `racy-control`) is caught within a few thousand phases; the
-//!   test script requires that failure.
-//! * `radio`: a LoRa-like transmitter on a 1 % duty cycle (cost = airtime in
-//!   ms), telemetry from the main loop and alarms queued by an interrupt,
-//!   with a log of sends, denials and waits. At the end it checks
+//!   preempted mid-call. Time is a counter the firmware drives in phases; at
+//!   each phase boundary the admitted count must equal what a token bucket
+//!   written independently admits for that many checks, or the run exits
+//!   non-zero. A limiter with a deliberate lost-update race (feature
+//!   `racy-control`) is caught on both architectures; the test script
+//!   requires that failure.
+//! * `radio` (Cortex-M): a LoRa-like transmitter on a 1 % duty cycle (cost =
+//!   airtime in ms). Telemetry goes from the main loop with `check_n`; alarm
+//!   frames are queued by an interrupt handler in a `heapless::spsc` queue
+//!   (lock-free: the handler is its only producer, the main loop its only
+//!   consumer) and shaped with `reserve_n`, each sent at the earliest slot
+//!   the duty cycle allows. At the end it checks
 //!   `Σ airtime(i..=j) ≤ burst + (t_j − t_i)/100` for every pair of sends.
 //!
-//! # Footprint and timing
+//! # Footprint and timing: the bounds CI enforces
 //!
-//! Measured by `scripts/stages/60-firmware.sh` with the toolchain's
-//! `llvm-size` and `llvm-objdump` (release, `opt-level = "s"`, LTO), on a
-//! minimal firmware (`footprint_base`: a loop storing a constant) and the
-//! same loop calling `Gcra::check_n` on a quota the compiler cannot
-//! constant-fold (`footprint_gcra`):
+//! These are upper bounds, not typical values: `scripts/stages/60-firmware.sh`
+//! measures each figure at four build settings, `opt-level = "s"` and
+//! `opt-level = "z"`, each with `lto = true` and with `lto = "off"` (all with
+//! `codegen-units = 1`, `panic = "abort"`), and fails if any measurement
+//! exceeds the bound below. The table is `examples/firmware/BOUNDS.md`, which
+//! the stage script reads, so the two cannot differ:
 //!
-//! | target | minimal firmware | with a `Gcra` check | the check costs |
-//! |---|---|---|---|
-//! | `thumbv6m-none-eabi` (M0) | 340 B | 1 768 B | 1 428 B |
-//! | `thumbv7em-none-eabihf` (M4F) | 1 196 B | 2 728 B | 1 532 B |
+#![doc = include_str!("firmware/BOUNDS.md")]
 //!
-//! (flash: vector table, text, read-only data and initialised data; the
-//! limiter itself is 120 B of RAM on these targets.)
+//! * **Critical section**: the most instructions executed with interrupts
+//!   masked by one critical section on the admit/deny path (`check_n`, up
+//!   to the whole `Result<Decision, Denied>`), from the instruction that
+//!   masks interrupts (`cpsid i`; `csrrci …, mstatus, 8`) to the one that
+//!   restores them, along the longest path of the control-flow graph and
+//!   counting the instructions of called routines (without LTO, the calls
+//!   to the `critical-section` implementation's acquire and release). There
+//!   are no loops inside. At one to three cycles per instruction, 90
+//!   instructions add at most 270 cycles of interrupt latency (under 6 µs at
+//!   48 MHz).
+//! * **Flash**: the firmware's vector table, code, read-only data and data
+//!   initialisers, minus those of the same loop without a limiter
+//!   (`footprint_base`). "Constant quota": a `static Gcra` whose quota is a
+//!   constant, checked from a loop (`footprint_static`); the compiler folds
+//!   the quota's constants into the code. "Run-time quota": a `Gcra` built
+//!   from a quota the compiler cannot see through, as if read from
+//!   configuration (`footprint_gcra`). Both keep the full `Decision` or
+//!   `Denied` result; a caller that only asks `is_ok()` gets less code.
+//! * **RAM**: the size of the `static Gcra`. On these targets that is the
+//!   state word (8 bytes), the quota fixed at construction (56) and the three
+//!   quota words `set_quota` may replace (24).
 //!
-//! The admit/deny path (`check_n`, up to the full `Result<Decision,
-//! Denied>`) calls no division and no floating-point routine, and has no
-//! panic branch, on thumbv6m, thumbv7m and thumbv7em; the stage script fails
-//! if one appears, and proves it would notice by finding the division in
-//! [`Decision::remaining`](crate::Decision::remaining), which converts
-//! lazily. On thumbv6m the only call is `__aeabi_lmul` (the M0 has no
-//! 64-bit multiply).
-//!
-//! Worst-case instructions inside one critical section (`cpsid i` to the
-//! `msr primask` that ends it, along the longest path of the control-flow
-//! graph, counting the instructions of called routines; no loops):
-//!
-//! | target | quota read | state update (`check_n`) | state read (cost 0) |
-//! |---|---|---|---|
-//! | `thumbv6m-none-eabi` (M0) | 20 | 69 | 5 |
-//! | `thumbv7m-none-eabi` (M3) | 10 | 43 | 6 |
-//! | `thumbv7em-none-eabihf` (M4F) | 10 | 41 | 4 |
-//!
-//! The multiplications (`now · scale`, `cost · T`, which on the M0 are
-//! `__aeabi_lmul` calls) run before the state update's critical section, which
-//! only compares, adds and subtracts. At one to three cycles per instruction
-//! that is under 210 cycles of added interrupt latency on an M0 (4.4 µs at
-//! 48 MHz) and under 130 on an M3/M4.
+//! Only the update runs with interrupts masked, at every one of those build
+//! settings: the admit/deny path calls no division, no floating-point
+//! routine and no panic anywhere, and no memory-copy routine (`memcpy`,
+//! `__aeabi_memcpy`, …) inside a critical section; the multiplications
+//! (`now · scale`, `cost · T`, which on the M0 are `__aeabi_lmul` calls) run
+//! before the state update's critical section, which only compares, adds and
+//! subtracts. The stage script proves that each check would notice: it must
+//! flag the division in [`Decision::remaining`](crate::Decision::remaining)
+//! (which converts lazily), and a control that copies a table inside a
+//! critical section.

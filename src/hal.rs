@@ -20,7 +20,7 @@
 //!
 //! [`wait_n`] sleeps `retry_after` ticks, converted to nanoseconds at the
 //! declared frequency and rounded **up** (`⌈ticks · 10⁹ / hz⌉`, see
-//! [`ticks_to_duration`](crate::time::ticks_to_duration)), so that when it
+//! [`ticks_to_duration`]), so that when it
 //! wakes the same cost fits, unless another user of the limiter took the
 //! room meanwhile, in which case it sleeps again. A wait longer than one
 //! `delay_ns` call can express (`u32::MAX` ns ≈ 4.29 s) is split into calls

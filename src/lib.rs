@@ -58,7 +58,7 @@
 //! # Single-core Cortex-M (M0/M0+/M3/M4/M7/M33):
 //! cortex-m = { version = "0.7", features = ["critical-section-single-core"] }
 //! # Single-hart RISC-V without atomics (riscv32imc):
-//! riscv = { version = "0.12", features = ["critical-section-single-hart"] }
+//! riscv = { version = "0.16", features = ["critical-section-single-hart"] }
 //! # Multi-core parts (RP2040): the HAL's multi-core implementation, e.g.
 //! rp2040-hal = { version = "0.10", features = ["critical-section-impl"] }
 //! ```
@@ -68,7 +68,7 @@
 //! with an interrupt handler, and the measured flash footprint and
 //! critical-section lengths.
 #![no_std]
-#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs, unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 

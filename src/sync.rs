@@ -297,18 +297,29 @@ impl QuotaCell {
 
 /// A [`Quota`] that can be replaced while checks read it, behind a critical
 /// section.
+///
+/// Only the three words `set_quota` may change are kept here, each in its
+/// own `Cell`: the critical section reads or writes them as three 64-bit
+/// loads or stores, never as a block copy (a whole `Quota` copied inside
+/// the section became a `memcpy` call at `opt-level = "z"`), and the
+/// quota is rebuilt from them after interrupts are unmasked.
 #[cfg(not(any(target_has_atomic = "64", all(feature = "loom", test))))]
 pub(crate) struct QuotaCell {
     fixed: Quota,
-    current: critical_section::Mutex<core::cell::Cell<Quota>>,
+    current: critical_section::Mutex<[core::cell::Cell<u64>; 3]>,
 }
 
 #[cfg(not(any(target_has_atomic = "64", all(feature = "loom", test))))]
 impl QuotaCell {
     pub(crate) const fn new(quota: Quota) -> Self {
+        let words = quota.variable_words();
         QuotaCell {
             fixed: quota,
-            current: critical_section::Mutex::new(core::cell::Cell::new(quota)),
+            current: critical_section::Mutex::new([
+                core::cell::Cell::new(words[0]),
+                core::cell::Cell::new(words[1]),
+                core::cell::Cell::new(words[2]),
+            ]),
         }
     }
 
@@ -319,11 +330,21 @@ impl QuotaCell {
 
     #[inline]
     pub(crate) fn load(&self) -> Quota {
-        critical_section::with(|cs| self.current.borrow(cs).get())
+        let words = critical_section::with(|cs| {
+            let words = self.current.borrow(cs);
+            [words[0].get(), words[1].get(), words[2].get()]
+        });
+        Quota::from_words(words, &self.fixed)
     }
 
     pub(crate) fn try_store(&self, quota: &Quota) -> bool {
-        critical_section::with(|cs| self.current.borrow(cs).set(*quota));
+        let new = quota.variable_words();
+        critical_section::with(|cs| {
+            let words = self.current.borrow(cs);
+            words[0].set(new[0]);
+            words[1].set(new[1]);
+            words[2].set(new[2]);
+        });
         true
     }
 }

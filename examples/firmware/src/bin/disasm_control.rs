@@ -7,7 +7,10 @@
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use cellrate::{Gcra, Quota};
-use cortex_m_rt::entry;
+#[cfg(target_arch = "arm")]
+use cortex_m as _;
+#[cfg(target_arch = "riscv32")]
+use riscv as _;
 
 const QUOTA: Quota = Quota::per_second(100).with_burst(20).at_hz(32_768);
 static TICKS: AtomicU32 = AtomicU32::new(0);
@@ -23,7 +26,8 @@ pub fn cellrate_check_remaining(limiter: &Gcra, now: u64) -> u64 {
     }
 }
 
-#[entry]
+#[cfg_attr(target_arch = "arm", cortex_m_rt::entry)]
+#[cfg_attr(target_arch = "riscv32", riscv_rt::entry)]
 fn main() -> ! {
     // A quota the compiler cannot see through (as if read from
     // configuration), so that nothing of the path is constant-folded away.
@@ -37,6 +41,6 @@ fn main() -> ! {
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
     loop {
-        cortex_m::asm::bkpt();
+        core::hint::spin_loop();
     }
 }

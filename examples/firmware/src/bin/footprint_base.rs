@@ -5,8 +5,6 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 
-use cortex_m_rt::entry;
-
 static TICKS: AtomicU32 = AtomicU32::new(0);
 static ADMITTED: AtomicBool = AtomicBool::new(false);
 
@@ -16,7 +14,8 @@ pub fn cellrate_check_n(now: u64, cost: u64) -> bool {
     core::hint::black_box(now) >= core::hint::black_box(cost)
 }
 
-#[entry]
+#[cfg_attr(target_arch = "arm", cortex_m_rt::entry)]
+#[cfg_attr(target_arch = "riscv32", riscv_rt::entry)]
 fn main() -> ! {
     loop {
         let now = u64::from(TICKS.load(Relaxed));
@@ -27,6 +26,6 @@ fn main() -> ! {
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
     loop {
-        cortex_m::asm::bkpt();
+        core::hint::spin_loop();
     }
 }

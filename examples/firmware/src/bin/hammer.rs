@@ -1,6 +1,7 @@
 //! Interrupt safety on a real (emulated) MCU.
 //!
-//! Thread mode and a frequent SysTick handler hammer the same `static`
+//! Thread mode and a frequent timer interrupt (SysTick on Cortex-M, the
+//! CLINT machine timer on RISC-V) hammer the same `static`
 //! limiters. The firmware drives time itself: `NOW` is a tick counter that
 //! only thread mode advances, in *phases*. Within a phase every check, from
 //! either context, sees the same `now` and costs one cell, so the number a
@@ -24,15 +25,17 @@
 #![no_std]
 #![no_main]
 
+#[macro_use]
 #[path = "../common.rs"]
 mod common;
 
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 
 use cellrate::{Gcra, Quota, RateLimiter};
-use cortex_m::peripheral::syst::SystClkSource;
+#[cfg(target_arch = "arm")]
 use cortex_m_rt::{entry, exception};
-use cortex_m_semihosting::hprintln;
+#[cfg(target_arch = "riscv32")]
+use riscv_rt::{core_interrupt, entry};
 
 /// Clock frequency the quotas declare (it only bounds their horizon here).
 const HZ: u64 = 1_000;
@@ -159,7 +162,7 @@ impl RateLimiter for Racy {
         let new_tat = start + cost;
         if new_tat - now <= 4 {
             // The window a correct limiter closes: an interrupt here is lost.
-            cortex_m::asm::nop();
+            common::nop();
             self.tat.store(new_tat as u32, Relaxed);
             Ok(cellrate::Decision::new(
                 4,
@@ -247,10 +250,20 @@ static PREEMPTED: AtomicU32 = AtomicU32::new(0);
 
 /// Checks per limiter in each run of the handler.
 const ISR_CHECKS: u32 = 3;
-/// SysTick reload (core clock cycles between interrupts).
-const RELOAD: u32 = 600;
-/// Operations (both contexts, all limiters) before the run may end.
-const MIN_OPERATIONS: u64 = 200_000;
+/// Timer period: SysTick reload (core clock cycles) on Cortex-M, machine
+/// timer ticks (10 MHz) on RISC-V.
+#[cfg(target_arch = "arm")]
+const PERIOD: u32 = 600;
+#[cfg(target_arch = "riscv32")]
+const PERIOD: u32 = 100;
+/// Operations (both contexts, all limiters) before the run may end; the
+/// racy control runs ten times longer, so that it is caught in one or two
+/// runs.
+const MIN_OPERATIONS: u64 = if cfg!(feature = "racy-control") {
+    2_000_000
+} else {
+    200_000
+};
 /// Handler runs before the run may end, and preempted limiter calls.
 const MIN_ISR_RUNS: u32 = 10_000;
 const MIN_PREEMPTED: u32 = 1_000;
@@ -261,8 +274,21 @@ fn bump(counter: &AtomicU32) {
     counter.store(counter.load(Relaxed).wrapping_add(1), Relaxed);
 }
 
+#[cfg(target_arch = "arm")]
 #[exception]
 fn SysTick() {
+    on_timer();
+}
+
+#[cfg(target_arch = "riscv32")]
+#[core_interrupt(riscv::interrupt::Interrupt::MachineTimer)]
+fn machine_timer() {
+    common::rearm_timer();
+    on_timer();
+}
+
+/// The interrupt handler's share: a few checks on every limiter at `NOW`.
+fn on_timer() {
     bump(&ISR_RUNS);
     if IN_CHECK.load(Relaxed) {
         bump(&PREEMPTED);
@@ -280,9 +306,6 @@ fn SysTick() {
 
 #[entry]
 fn main() -> ! {
-    let Some(mut core) = cortex_m::Peripherals::take() else {
-        common::fail()
-    };
     let mut models: [Model; N] = core::array::from_fn(|i| CASES[i].reference.model());
     let mut attempts = [0u32; N];
     let mut admits = [0u32; N];
@@ -291,13 +314,9 @@ fn main() -> ! {
     let mut operations = 0u64;
     let mut rng = common::XorShift32::new(0x00C0_FFEE);
 
-    core.SYST.set_clock_source(SystClkSource::Core);
-    core.SYST.set_reload(RELOAD);
-    core.SYST.clear_current();
-    core.SYST.enable_counter();
-    core.SYST.enable_interrupt();
+    common::start_timer(PERIOD);
 
-    hprintln!("hammer on {}", common::cpu_name());
+    say!("hammer on {}", common::cpu_name());
     let mut now = 0u32;
     let mut phase = 0u32;
     loop {
@@ -315,7 +334,7 @@ fn main() -> ! {
         // The boundary: take the handler's counts and move time, with the
         // handler held off so that no check falls between the two.
         let step = rng.below(4);
-        let isr = cortex_m::interrupt::free(|_| {
+        let isr = critical_section::with(|_| {
             let counts: [(u32, u32); N] = core::array::from_fn(|i| {
                 (ISR_ATTEMPTS[i].load(Relaxed), ISR_ADMITS[i].load(Relaxed))
             });
@@ -332,7 +351,7 @@ fn main() -> ! {
                 .count() as u32;
             let got = admits[i] + isr_admits;
             if got != expected {
-                hprintln!(
+                say!(
                     "FAIL {}: phase {} at tick {}: {} checks ({} in the handler) admitted {}, a sequential limiter admits {}",
                     CASES[i].name, phase, now, total, isr_attempts, got, expected
                 );
@@ -348,13 +367,13 @@ fn main() -> ! {
         let runs = ISR_RUNS.load(Relaxed);
         let preempted = PREEMPTED.load(Relaxed);
         if operations >= MIN_OPERATIONS && runs >= MIN_ISR_RUNS && preempted >= MIN_PREEMPTED {
-            core.SYST.disable_interrupt();
-            hprintln!(
+            common::stop_timer();
+            say!(
                 "hammer ok: {} phases, {} ticks, {} operations, {} handler runs, {} limiter calls preempted",
                 phase, now, operations, runs, preempted
             );
             for i in 0..N {
-                hprintln!(
+                say!(
                     "  {}: {} admitted, as a sequential limiter would",
                     CASES[i].name,
                     total_admitted[i]
@@ -363,7 +382,7 @@ fn main() -> ! {
             common::pass();
         }
         if phase >= MAX_PHASES {
-            hprintln!(
+            say!(
                 "FAIL: too few handler runs ({}) or preemptions ({}) after {} phases",
                 runs,
                 preempted,

@@ -1,0 +1,1 @@
+../../examples/firmware/quickstart/cortex-m/src/main.rs

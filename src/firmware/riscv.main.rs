@@ -1,0 +1,1 @@
+../../examples/firmware/quickstart/riscv/src/main.rs
