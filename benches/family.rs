@@ -18,10 +18,11 @@
 //! --measurement-time 3`. `std` is how a host runs `SlidingLog` (a sequence
 //! lock); without it the log holds a critical section, here the
 //! `critical-section` crate's `std` implementation (one process-wide lock).
-//! The README's figures are the **paired ratios** printed first (`ratio:`
+//! The figures to quote are the **paired ratios** printed first (`ratio:`
 //! lines, see `benches/common/paired.rs`: the subject and its baseline timed
 //! in alternating chunks, robust on a shared machine); the criterion results
-//! follow (`python3 scripts/bench_table.py floor/cas family/… ` for ratios).
+//! follow, times per batch for profiling. `tools/bench-runner` repeats the
+//! paired pass and writes docs/benchmarks.md's table.
 use std::hint::black_box;
 use std::sync::atomic::AtomicU64;
 

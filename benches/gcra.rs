@@ -20,9 +20,10 @@
 //! keep its state in a register as it would in a real loop. Every admitting
 //! bench uses a frozen `now` and a burst large enough to admit throughout the
 //! run; every denying bench first exhausts its limiter.
-//! `scripts/bench_table.py` turns the results into ratios; the README's
-//! figures are the **paired ratios** printed first (`ratio:` lines, see
-//! `benches/common/paired.rs`), which hold up on a shared machine.
+//! Criterion's results are times per batch, for profiling; the figures to
+//! quote are the **paired ratios** printed first (`ratio:` lines, see
+//! `benches/common/paired.rs`), which hold up on a shared machine:
+//! `tools/bench-runner` repeats them and writes docs/benchmarks.md's table.
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{fence, AtomicU64, Ordering};

@@ -35,7 +35,7 @@
 //! contender's (above 1: faster than governor), with quartiles. Each side's
 //! check is inlined into its own loop (`ratio` is generic), as in a
 //! criterion loop. These are the figures the docs report: five runs of
-//! `python3 scripts/paired_runs.py --runs 5 keyed` are tabled in the keyed
+//! `bench-runner --runs 5 keyed` (docs/benchmarks.md) are tabled in the keyed
 //! module docs ("Sizing, memory and speed") and the README. The criterion
 //! timings that follow measure each case's contenders back to back.
 //!
@@ -902,7 +902,7 @@ fn paired() {
 fn main() {
     memory();
     paired();
-    // `-- --paired-only` (as `scripts/paired_runs.py` runs the benches):
+    // `-- --paired-only` (as `tools/bench-runner` runs the benches):
     // the memory and paired lines only, criterion skipped.
     if std::env::args().any(|a| a == "--paired-only") {
         return;

@@ -28,7 +28,7 @@
 //! occur.
 //!
 //! Figures (2026-11-30, 2-core AMD EPYC VM shared with other jobs; the
-//! paired ratios, `python3 scripts/paired_runs.py --runs 5 meter`, median
+//! paired ratios, `bench-runner --runs 5 meter` (docs/benchmarks.md), median
 //! of five runs, lowest and highest in brackets; 32 per-packet calls ÷ one
 //! batch call):
 //!

@@ -31,9 +31,12 @@
 //!
 //! Before the criterion groups it prints the same comparisons measured
 //! **interleaved**: 7 rounds, each timing every variant for a short burst in
-//! turn, then the median of the per-round ratios. On a machine shared with
-//! other work (the load moves between criterion's groups, which run one
-//! after the other) those ratios are the ones to quote.
+//! turn, then per comparison a `ratio:` line (decisions per second of ours
+//! ÷ the baseline's: above 1, ours is faster) with the median and quartiles
+//! of the per-round ratios. On a machine shared with other work (the load
+//! moves between criterion's groups, which run one after the other) those
+//! ratios are the ones to quote; `-- --paired-only` prints them alone, as
+//! `tools/bench-runner` runs the benches (docs/benchmarks.md).
 //!
 //! Without `CELLRATE_REDIS_URL` it prints a notice and measures nothing.
 //! `scripts/stages/70-redis.sh` only builds it (`cargo bench --no-run --features redis`).
@@ -44,7 +47,10 @@ use std::sync::Arc;
 
 use cellrate::redis::{AsyncRedisGcra, FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, Target};
 use cellrate::Quota;
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{BatchSize, Criterion, Throughput};
+
+#[path = "common/paired.rs"]
+mod paired;
 
 const BATCH: usize = 64;
 
@@ -73,11 +79,6 @@ fn rate(calls: usize, per_call: usize, mut f: impl FnMut()) -> f64 {
         f();
     }
     (calls * per_call) as f64 / start.elapsed().as_secs_f64()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// 64 concurrent checks of ours and of the baseline, from async code.
@@ -199,37 +200,78 @@ fn interleaved(
         piped_pre.push(ours / pre);
         single.push(ours_single / base_single);
     }
-    println!(
-        "redis, gcra_script ÷ incr_expire, interleaved (median of 7 rounds): \
-         pipelined_64 {:.2} (baseline built per call) and {:.2} (baseline prebuilt); \
-         single {:.2}; async_64 {:.2}",
-        median(piped),
-        median(piped_pre),
-        median(single),
-        median(concurrent),
-    );
+    for (name, mut ratios) in [
+        (
+            "pipelined_64, gcra_script ÷ incr_expire built per call",
+            piped,
+        ),
+        (
+            "pipelined_64, gcra_script ÷ incr_expire prebuilt",
+            piped_pre,
+        ),
+        ("single, gcra_script ÷ incr_expire", single),
+        ("async_64, gcra_script ÷ incr_expire", concurrent),
+    ] {
+        paired::report(&format!("{name}, decisions/s"), &mut ratios);
+    }
 }
 
-fn bench(c: &mut Criterion) {
-    let Ok(url) = std::env::var("CELLRATE_REDIS_URL") else {
+/// The server's URL, or `None` (and a notice) without `CELLRATE_REDIS_URL`.
+fn server_url() -> Option<String> {
+    let url = std::env::var("CELLRATE_REDIS_URL").ok();
+    if url.is_none() {
         eprintln!("NOTICE: CELLRATE_REDIS_URL is not set; the redis bench measures nothing");
-        return;
-    };
+    }
+    url
+}
+
+/// Our limiter, the baseline's connection, and each one's 64 keys.
+struct Setup {
+    limiter: RedisGcra,
+    conn: redis::Connection,
+    keys: Vec<String>,
+    window_keys: Vec<String>,
+}
+
+fn setup(url: &str) -> Setup {
     // A generous quota: the bench measures the decision, admitted or not.
     let policy =
         RedisPolicy::single("bench", "api", Quota::per_second(1_000_000).at_hz(1_000)).unwrap();
     let limiter = RedisGcra::new(
-        Target::standalone(&url).unwrap(),
+        Target::standalone(url).unwrap(),
         policy,
         RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_secs(2)),
     )
     .unwrap();
-    let client = redis::Client::open(url.as_str()).unwrap();
-    let mut conn = client.get_connection().unwrap();
+    let conn = redis::Client::open(url).unwrap().get_connection().unwrap();
     let keys: Vec<String> = (0..BATCH).map(|i| format!("client{i}")).collect();
-    let window_keys: Vec<String> = keys.iter().map(|k| format!("bench-fw:{k}")).collect();
-    let asynch = Async::new(&url, limiter.policy().clone());
-    interleaved(&limiter, &mut conn, &keys, &window_keys, &asynch);
+    let window_keys = keys.iter().map(|k| format!("bench-fw:{k}")).collect();
+    Setup {
+        limiter,
+        conn,
+        keys,
+        window_keys,
+    }
+}
+
+/// The interleaved comparison's `ratio:` lines.
+fn paired_ratios() {
+    let Some(url) = server_url() else { return };
+    let mut s = setup(&url);
+    let asynch = Async::new(&url, s.limiter.policy().clone());
+    interleaved(&s.limiter, &mut s.conn, &s.keys, &s.window_keys, &asynch);
+}
+
+fn bench(c: &mut Criterion) {
+    let Ok(url) = std::env::var("CELLRATE_REDIS_URL") else {
+        return;
+    };
+    let Setup {
+        limiter,
+        mut conn,
+        keys,
+        window_keys,
+    } = setup(&url);
 
     let batch: Vec<(&str, Option<&str>, u64)> =
         keys.iter().map(|k| (k.as_str(), None, 1)).collect();
@@ -284,5 +326,6 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
-criterion_main!(benches);
+fn main() {
+    paired::main(paired_ratios, &[bench]);
+}

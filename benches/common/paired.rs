@@ -8,7 +8,9 @@
 //! is the median over [`PAIRS`] pairs of subject time ÷ baseline time, with
 //! quartiles: a neighbour that slows the machine for a while slows both
 //! sides of a pair. The benches print these `ratio:` lines first, then run
-//! criterion as usual.
+//! criterion as usual; with `-- --paired-only` they print the `ratio:`
+//! lines alone. `tools/bench-runner` runs a bench that way several times,
+//! takes the median over runs and writes docs/benchmarks.md's tables.
 // Each bench includes this module and uses part of it.
 #![allow(dead_code)]
 
@@ -47,12 +49,10 @@ impl<F: FnMut(u64) -> bool> Side<F> {
     }
 }
 
-/// A bench's `main`: the paired ratios (unless `CELLRATE_PAIRED=0`), then,
-/// unless `-- --paired-only`, the criterion `groups`.
+/// A bench's `main`: the paired ratios, then, unless `-- --paired-only`,
+/// the criterion `groups`.
 pub fn main(paired_ratios: impl FnOnce(), groups: &[fn(&mut criterion::Criterion)]) {
-    if wanted() {
-        paired_ratios();
-    }
+    paired_ratios();
     if only() {
         return;
     }
@@ -63,14 +63,8 @@ pub fn main(paired_ratios: impl FnOnce(), groups: &[fn(&mut criterion::Criterion
     c.final_summary();
 }
 
-/// Whether to print the paired ratios: unless `CELLRATE_PAIRED=0` (which
-/// `scripts/bench_rounds.py` sets, as it runs one criterion id at a time).
-pub fn wanted() -> bool {
-    !matches!(std::env::var_os("CELLRATE_PAIRED"), Some(v) if v == "0")
-}
-
 /// Whether to print only the paired ratios and skip criterion
-/// (`-- --paired-only`, as `scripts/paired_runs.py` runs the benches).
+/// (`-- --paired-only`, as `tools/bench-runner` runs the benches).
 pub fn only() -> bool {
     std::env::args().any(|a| a == "--paired-only")
 }
@@ -112,7 +106,10 @@ pub fn ratio_calls(
     report(name, ratios.as_mut_slice())
 }
 
-fn report(name: &str, ratios: &mut [f64]) -> f64 {
+/// Prints `ratio: <name>: <median> (quartiles <q1>–<q3>)` for `ratios`
+/// (each subject ÷ baseline, one per pair or round; sorted in place), the
+/// line `tools/bench-runner` reads, and returns the median.
+pub fn report(name: &str, ratios: &mut [f64]) -> f64 {
     ratios.sort_by(f64::total_cmp);
     let n = ratios.len();
     let median = ratios[n / 2];

@@ -1,4 +1,9 @@
 #!/usr/bin/env bash
-# Benchmarks must build; running them is `cargo bench` (see README).
+# Benchmarks must build; running them is `cargo bench` (see README), and
+# their tables come from tools/bench-runner (docs/benchmarks.md), whose unit
+# tests run here (its own workspace, no dependencies: a few seconds).
 set -euo pipefail
 cargo bench --no-run
+cargo fmt --manifest-path tools/bench-runner/Cargo.toml --check
+cargo clippy --manifest-path tools/bench-runner/Cargo.toml --all-targets -- -D warnings
+cargo test --manifest-path tools/bench-runner/Cargo.toml

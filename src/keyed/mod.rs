@@ -215,7 +215,7 @@
 //! 600 pairs of governor's time ÷ cellrate's (above 1: cellrate faster), so
 //! that the other jobs of a shared machine slow both sides alike; each
 //! side's check is inlined into its own loop, as in a criterion loop. Five
-//! runs at the current code (`python3 scripts/paired_runs.py --runs 5
+//! runs at the current code (`bench-runner --runs 5
 //! keyed`) on a shared 2-core x86_64 (AMD EPYC, Zen 4) machine, default
 //! build, median (lowest–highest run):
 //!
