@@ -303,7 +303,9 @@ struct Lot {
     deadline: u64,
     /// The take's `now` plus `lifetime`.
     expires: u64,
-    /// The last `now` seen (give-backs on drop use it).
+    /// The `now` of the last take or denial (a drop gives back at it: a
+    /// give-back at an earlier `now` leaves the same state as at a later
+    /// one, or one that is full either way).
     last: u64,
     /// What the lease held right after its last take (for adaptation).
     granted: u64,
@@ -338,16 +340,19 @@ impl Lot {
     /// The fast path: spends `cost` from the cells in hand if the lease is
     /// live at `now`.
     #[inline(always)]
-    fn spend(&mut self, now: u64, cost: u64, idle: u64) -> bool {
+    fn spend(&mut self, now: u64, cost: u64, policy: &LeasePolicy) -> bool {
         if cost <= self.held && now <= self.deadline {
             self.held -= cost;
-            let until = now.saturating_add(idle);
-            self.deadline = if until < self.expires {
-                until
-            } else {
-                self.expires
-            };
-            self.last = now;
+            // The idle bound moves the deadline only when it is shorter than
+            // the lifetime (a branch on the policy, the same every call).
+            if policy.idle < policy.lifetime {
+                let until = now.saturating_add(policy.idle);
+                self.deadline = if until < self.expires {
+                    until
+                } else {
+                    self.expires
+                };
+            }
             true
         } else {
             false
@@ -366,7 +371,7 @@ impl Lot {
         cost: u64,
         take: impl FnOnce(u64, u64, u64) -> Result<u64, (E, Option<u64>)>,
         mut give_back: impl FnMut(u64),
-        blocked: impl FnOnce(u64) -> E,
+        blocked: Option<impl FnOnce(u64) -> E>,
     ) -> Result<(), E> {
         let used = self.granted - self.held.min(self.granted);
         let live = self.granted > 0 && now <= self.deadline;
@@ -384,11 +389,13 @@ impl Lot {
             }
         }
         let least = cost - self.held; // held < cost here
-        if least >= self.blocked_need && now < self.blocked_until {
-            // The shared limiter was short of this much at the last denial
-            // and has not refilled since: deny without touching it.
-            self.give_back_all(&mut give_back);
-            return Err(blocked(self.blocked_until - now));
+        if let Some(blocked) = blocked.filter(|_| least >= self.blocked_need) {
+            if now < self.blocked_until {
+                // The shared limiter was short of this much at the last
+                // denial and has not refilled since: deny without asking.
+                self.give_back_all(&mut give_back);
+                return Err(blocked(self.blocked_until - now));
+            }
         }
         let most = self.size.saturating_sub(self.held).max(least);
         let got = match take(least, most, policy.share) {
@@ -507,7 +514,7 @@ impl<S: CellSource> Leased<S> {
     /// ```
     #[inline(always)]
     pub fn check_n(&mut self, now: u64, cost: u64) -> Result<(), Denied> {
-        if self.lot.spend(now, cost, self.policy.idle) {
+        if self.lot.spend(now, cost, &self.policy) {
             return Ok(());
         }
         self.refill(now, cost)
@@ -532,7 +539,10 @@ impl<S: CellSource> Leased<S> {
                 })
             },
             |cells| source.give_back(now, cells),
-            |wait| Denied::Limited(Limited::new(limit.get(), wait, wait)),
+            // A cost above the limit last seen asks the shared limiter, which
+            // answers `CostTooLarge` (or admits, if the limit has grown).
+            (cost <= limit.get())
+                .then_some(|wait| Denied::Limited(Limited::new(limit.get(), wait, wait))),
         );
         self.limit = limit.get();
         result
@@ -743,7 +753,7 @@ impl<'a, M: LeasableMeter> LeasedMeter<'a, M> {
     /// bucket if need be.
     #[inline(always)]
     fn spend(&mut self, which: usize, now: u64, bytes: u64) -> bool {
-        if self.lots[which].spend(now, bytes, self.policy.idle) {
+        if self.lots[which].spend(now, bytes, &self.policy) {
             return true;
         }
         self.refill(which, now, bytes)
@@ -767,7 +777,7 @@ impl<'a, M: LeasableMeter> LeasedMeter<'a, M> {
                         .map_err(|wait| ((), Some(wait)))
                 },
                 |back| profile.give_back_bytes(flow, which, now, back),
-                |_| (),
+                Some(|_| ()),
             )
             .is_ok()
     }

@@ -116,7 +116,7 @@ fn steps(workers: usize) -> impl Strategy<Value = Vec<Step>> {
     let step = (
         0..workers,
         prop_oneof![6 => 0u64..3, 2 => 0u64..20, 1 => 20u64..200],
-        prop_oneof![10 => (1u64..4).prop_map(Act::Check), 1 => Just(Act::Release)],
+        prop_oneof![10 => (1u64..5).prop_map(Act::Check), 1 => Just(Act::Release)],
     )
         .prop_map(|(worker, advance, act)| Step {
             worker,
