@@ -35,6 +35,19 @@
 //! holds and takes the rest), so after every call it holds at most
 //! `max_cells`.
 //!
+//! # Denials
+//!
+//! A handle is denied when the cells in hand and what the shared limiter
+//! holds together fall short of the cost. It keeps the cells in hand (fewer
+//! than the cost; a smaller request may use them, and they go back when the
+//! lease lapses) and remembers the shared limiter's `retry_after` for the
+//! shortfall. Until then, requests that need at least as much from the
+//! shared limiter are denied locally, without touching the shared word: under overload a
+//! policer drops most packets, and each drop costs no more than a hit. This
+//! never admits more; it may deny a little longer than needed when another
+//! worker gives cells back meanwhile. A cost above the limit last seen
+//! always asks (it is [`Denied::CostTooLarge`], unless the limit grew).
+//!
 //! # The bound
 //!
 //! Notation: `T` the shared quota's emission interval and `b` its burst
@@ -393,7 +406,6 @@ impl Lot {
             if now < self.blocked_until {
                 // The shared limiter was short of this much at the last
                 // denial and has not refilled since: deny without asking.
-                self.give_back_all(&mut give_back);
                 return Err(blocked(self.blocked_until - now));
             }
         }
@@ -402,13 +414,12 @@ impl Lot {
             Ok(got) => got,
             Err((e, wait)) => {
                 // What is in hand is less than the cost and the shared
-                // limiter has less than the rest; others may use it. Once
-                // given back, the shared limiter is short of `cost` by what
-                // it was short of `least`: the same wait.
-                self.give_back_all(&mut give_back);
+                // limiter has less than the rest. The cells in hand stay
+                // (a smaller request may use them; giving them back and
+                // taking them again would cost two swaps per denial).
                 if let Some(wait) = wait {
                     self.blocked_until = now.saturating_add(wait);
-                    self.blocked_need = cost;
+                    self.blocked_need = least;
                 }
                 self.last = self.last.max(now);
                 return Err(e);
@@ -424,6 +435,16 @@ impl Lot {
         let until = now.saturating_add(policy.idle);
         self.deadline = until.min(self.expires);
         Ok(())
+    }
+
+    /// The ticks left of the last denial if it covers `cost` at `now`.
+    #[inline(always)]
+    fn blocked(&self, now: u64, cost: u64) -> Option<u64> {
+        if cost.saturating_sub(self.held) >= self.blocked_need && now < self.blocked_until {
+            Some(self.blocked_until - now)
+        } else {
+            None
+        }
     }
 
     fn give_back_all(&mut self, give_back: &mut impl FnMut(u64)) {
@@ -516,6 +537,13 @@ impl<S: CellSource> Leased<S> {
     pub fn check_n(&mut self, now: u64, cost: u64) -> Result<(), Denied> {
         if self.lot.spend(now, cost, &self.policy) {
             return Ok(());
+        }
+        // Under overload most requests end here: denied as the last time
+        // the shared limiter was asked, without asking it again.
+        if cost <= self.limit {
+            if let Some(wait) = self.lot.blocked(now, cost) {
+                return Err(Denied::Limited(Limited::new(self.limit, wait, wait)));
+            }
         }
         self.refill(now, cost)
     }
