@@ -6,7 +6,9 @@
 //! instead **takes `g` cells from the shared limiter in one
 //! compare-and-swap and spends them locally**, with no atomic operation on
 //! its fast path: a compare of the cost with the cells in hand, a compare of
-//! `now` with the lease's deadline, a subtraction and two stores. What it
+//! `now` with the lease's deadline, a subtraction and a store (and a move
+//! of the deadline when the policy's `idle` is shorter than its
+//! `lifetime`). What it
 //! has not spent goes back ([`Gcra::refund_n`]) when the lease lapses (it
 //! is older than the policy's `lifetime`, or the worker was idle longer
 //! than `idle`), when the worker calls [`release`](Leased::release), and
@@ -17,7 +19,8 @@
 //!
 //! Handles are plain values (no allocation, no thread-local, no clock):
 //! a `Leased<&'static Gcra>` per core on a two-core microcontroller works
-//! as a `Leased<Arc<Gcra>>` per thread on a server.
+//! as a `Leased<&Gcra>` per scoped thread or (feature `alloc`) a
+//! `Leased<Arc<Gcra>>` per thread on a server.
 //!
 //! # Lease size
 //!
@@ -42,8 +45,9 @@
 //! than the cost; a smaller request may use them, and they go back when the
 //! lease lapses) and remembers the shared limiter's `retry_after` for the
 //! shortfall. Until then, requests that need at least as much from the
-//! shared limiter are denied locally, without touching the shared word: under overload a
-//! policer drops most packets, and each drop costs no more than a hit. This
+//! shared limiter are denied locally, without touching the shared word:
+//! under overload a policer drops most packets, and each drop then costs
+//! two compares. This
 //! never admits more; it may deny a little longer than needed when another
 //! worker gives cells back meanwhile. A cost above the limit last seen
 //! always asks (it is [`Denied::CostTooLarge`], unless the limit grew).
@@ -51,7 +55,7 @@
 //! # The bound
 //!
 //! Notation: `T` the shared quota's emission interval and `b` its burst
-//! (the effective ones, [`Quota`]); `n` handles on one shared limiter; `k`
+//! (the effective ones, [`Quota`](crate::Quota)); `n` handles on one shared limiter; `k`
 //! the policy's `max_cells`; `H(t)` the cells the handles hold at `t`
 //! ([`held`](Leased::held)). The shared limiter's operations (takes,
 //! give-backs, plain checks) happen one at a time, in the order of their
@@ -130,10 +134,10 @@
 //! ticks later than it would have; when it is not, nothing at all once the
 //! shared limiter has drained (within `b·T` ticks of the take). Their
 //! sustained rate is never lower. The cells stay out of reach until the
-//! worker calls again (its lease has lapsed by then, so it gives them back
-//! before doing anything else) or its handle is dropped (they go back at
-//! the last `now` it saw); a stalled worker never spends them after its
-//! deadline. Keep `idle` short to bound how long a live lease sits unused
+//! worker calls again (its lease has lapsed by then: it gives them back at
+//! its first call that is not a repeated denial, see "Denials") or its
+//! handle is dropped (they go back at the `now` of its last take or
+//! denial); a stalled worker never spends them after its deadline. Keep `idle` short to bound how long a live lease sits unused
 //! by a worker that is merely slow.
 //!
 //! # Example
