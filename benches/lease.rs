@@ -5,19 +5,18 @@
 //! * **Paired ratios** (printed first, `ratio:` lines): subject time ÷
 //!   baseline time for the same number of operations, timed in alternating
 //!   chunks (see `benches/common/paired.rs`). With 2 threads each chunk is
-//!   run by both threads at once, started together at a barrier; the chunk
-//!   time is until both are done. Every thread checks the **same** shared
+//!   run by both threads at once (65 536 operations each), started by one
+//!   spinning signal; the chunk time is until both are done. Every thread checks the **same** shared
 //!   limiter (or CAS word, or governor limiter), except for `LocalGcra`,
 //!   which each thread owns (the per-operation floor a lease aims at). The
 //!   limit is not the bottleneck: a frozen `now` and a burst of 2⁴⁰ cells.
 //! * **Excess** (`excess:` lines): 2 threads hammer a binding limit (2 M
-//!   cells/s, burst 20 000) with a real clock for 200 ms; the admitted total minus the exact limit
+//!   cells/s, burst 200 000) with a real clock for 300 ms; the admitted total minus the exact limit
 //!   `b + ⌊Δ/T⌋`, in cells, next to the bound `n·k` of `cellrate::lease`.
 //! * **Criterion** (`lease/*`): one thread, 1 024 operations per sample.
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use cellrate::lease::{LeasePolicy, Leased};
@@ -31,9 +30,9 @@ use paired::{cas, ratio, Side};
 const HZ: u64 = 1_000_000_000;
 const NOW: u64 = 1_000_000;
 /// Operations per thread per chunk in the threaded pairs.
-const THREAD_BATCH: u64 = 16_384;
+const THREAD_BATCH: u64 = 65_536;
 /// Pairs of chunks in the threaded pairs.
-const THREAD_PAIRS: usize = 1_500;
+const THREAD_PAIRS: usize = 600;
 
 fn admitting_quota() -> Quota {
     Quota::per_ticks(1, 1).with_burst(1 << 40).at_hz(HZ)
@@ -48,48 +47,72 @@ fn policy() -> LeasePolicy {
 
 /// Prints the paired ratio of `subject` over `baseline` with `threads`
 /// threads. `make(i)` builds thread `i`'s pair of operations in that thread.
+/// The calling thread is thread 0 and times each chunk from its start
+/// signal until every thread has finished; the others wait for the signal
+/// spinning (yielding after a while), so that no wake-up latency of a
+/// sleeping thread is timed.
 fn ratio_threads<B, S>(name: &str, threads: usize, make: impl Fn(usize) -> (B, S) + Sync)
 where
     B: FnMut(u64) -> bool,
     S: FnMut(u64) -> bool,
 {
+    const STOP: usize = usize::MAX;
     let side = AtomicUsize::new(0);
-    let start = Barrier::new(threads + 1);
-    let done = Barrier::new(threads + 1);
-    let stop = usize::MAX;
+    let round = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    fn wait_until(mut ready: impl FnMut() -> bool) {
+        let mut spins = 0u32;
+        while !ready() {
+            spins += 1;
+            if spins < 10_000 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+    #[inline(always)]
+    fn run<B: FnMut(u64) -> bool, S: FnMut(u64) -> bool>(which: usize, b: &mut B, s: &mut S) {
+        let now = black_box(NOW);
+        let mut admitted = 0u64;
+        if which == 0 {
+            for _ in 0..THREAD_BATCH {
+                admitted += b(now) as u64;
+            }
+        } else {
+            for _ in 0..THREAD_BATCH {
+                admitted += s(now) as u64;
+            }
+        }
+        black_box(admitted);
+    }
     let mut ratios = Vec::with_capacity(THREAD_PAIRS);
-    std::thread::scope(|s| {
-        for i in 0..threads {
-            let (side, start, done, make) = (&side, &start, &done, &make);
-            s.spawn(move || {
+    std::thread::scope(|scope| {
+        for i in 1..threads {
+            let (side, round, done, make) = (&side, &round, &done, &make);
+            scope.spawn(move || {
                 let (mut baseline, mut subject) = make(i);
+                let mut seen = 0;
                 loop {
-                    start.wait();
+                    wait_until(|| round.load(Ordering::Acquire) != seen);
+                    seen = round.load(Ordering::Acquire);
                     let which = side.load(Ordering::Acquire);
-                    if which == stop {
+                    if which == STOP {
                         return;
                     }
-                    let now = black_box(NOW);
-                    let mut admitted = 0u64;
-                    if which == 0 {
-                        for _ in 0..THREAD_BATCH {
-                            admitted += baseline(now) as u64;
-                        }
-                    } else {
-                        for _ in 0..THREAD_BATCH {
-                            admitted += subject(now) as u64;
-                        }
-                    }
-                    black_box(admitted);
-                    done.wait();
+                    run(which, &mut baseline, &mut subject);
+                    done.fetch_add(1, Ordering::AcqRel);
                 }
             });
         }
-        let chunk = |which: usize| {
+        let (mut baseline, mut subject) = make(0);
+        let mut chunk = |which: usize| {
             side.store(which, Ordering::Release);
+            done.store(0, Ordering::Release);
             let t = Instant::now();
-            start.wait();
-            done.wait();
+            round.fetch_add(1, Ordering::AcqRel);
+            run(which, &mut baseline, &mut subject);
+            wait_until(|| done.load(Ordering::Acquire) == threads - 1);
             t.elapsed()
         };
         for _ in 0..20 {
@@ -106,8 +129,8 @@ where
             };
             ratios.push(s.as_secs_f64() / b.as_secs_f64());
         }
-        side.store(stop, Ordering::Release);
-        start.wait();
+        side.store(STOP, Ordering::Release);
+        round.fetch_add(1, Ordering::AcqRel);
     });
     ratios.sort_by(f64::total_cmp);
     let n = ratios.len();
@@ -140,11 +163,11 @@ fn governor_limiter() -> Governor {
 /// `threads` threads hammer one binding limit for `run` with a real clock;
 /// prints what was admitted against `b + ⌊Δ/T⌋` and `n·k`.
 fn excess(name: &str, threads: usize, leased: bool) {
-    // Binding (the threads check far faster), with a burst of 10 ms so that
-    // a thread descheduled on a busy machine for less than that loses nothing.
+    // Binding (the threads check far faster), with a burst of 100 ms so that
+    // threads descheduled on a busy machine for less than that lose nothing.
     const RATE: u64 = 2_000_000; // cells per second
-    const BURST: u64 = 20_000;
-    let run = Duration::from_millis(200);
+    const BURST: u64 = 200_000;
+    let run = Duration::from_millis(300);
     let shared = Gcra::new(Quota::per_second(RATE).with_burst(BURST).at_hz(HZ));
     let policy = LeasePolicy::new(256, 100_000)
         .with_min(16)
