@@ -11,8 +11,9 @@
 //!   which each thread owns (the per-operation floor a lease aims at). The
 //!   limit is not the bottleneck: a frozen `now` and a burst of 2⁴⁰ cells.
 //! * **Excess** (`excess:` lines): 2 threads hammer a binding limit (2 M
-//!   cells/s, burst 200 000) with a real clock for 300 ms; the admitted total minus the exact limit
-//!   `b + ⌊Δ/T⌋`, in cells, next to the bound `n·k` of `cellrate::lease`.
+//!   cells/s, burst 200 000) with a real clock for 300 ms; the admitted
+//!   total minus the exact limit `b + ⌊Δ/T⌋`, in cells, next to the bound
+//!   `n·k` of `cellrate::lease`.
 //! * **Criterion** (`lease/*`): one thread, 1 024 operations per sample.
 use std::hint::black_box;
 use std::num::NonZeroU32;
