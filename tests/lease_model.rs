@@ -275,3 +275,31 @@ fn leases_shrink_near_the_limit() {
     assert_eq!(grants[..2], [4, 3]); // 16 / 4, then 12 / 4
     assert!(grants.iter().rev().take(3).all(|&g| g == 1), "{grants:?}");
 }
+
+/// Two handles that keep a limit saturated admit exactly what the shared
+/// limiter allows, `b + ⌊Δ/T⌋`: leases lose nothing (whatever the lifetime
+/// and idle bounds).
+#[test]
+fn saturating_workers_admit_exactly_the_limit() {
+    for (lifetime, idle) in [(100, 100), (100, 10), (5, 5), (0, 0)] {
+        let gcra = Gcra::new(Quota::per_ticks(1, 10).with_burst(50).at_hz(1_000));
+        let policy = LeasePolicy::new(16, lifetime)
+            .with_min(2)
+            .with_idle(idle)
+            .with_share(2);
+        let mut a = Leased::new(&gcra, policy);
+        let mut b = Leased::new(&gcra, policy);
+        let mut admitted = 0;
+        for now in 0..20_000u64 {
+            for _ in 0..3 {
+                admitted += a.check(now).is_ok() as u64;
+                admitted += b.check(now).is_ok() as u64;
+            }
+        }
+        assert_eq!(
+            admitted,
+            50 + 19_999 / 10,
+            "lifetime {lifetime}, idle {idle}"
+        );
+    }
+}
