@@ -221,6 +221,38 @@ fn admit_other(
     admit_max(quota, tat, now, increment)
 }
 
+/// A lease's step ([`lease`](crate::lease)): take `g` cells at sub-tick time
+/// `now`, the largest `g ≤ most` with `g ≤ max(least, ⌊room / share⌋)`,
+/// where `room = ⌊(span − (max(TAT, now) − now)) / T⌋` is what the limiter
+/// holds. Denied (nothing taken) when `room < least`. Returns the new TAT,
+/// the cells taken and the room left. `least ≥ 1`, `share ≥ 1`.
+///
+/// One division by `T` (and one by `share`): this runs once per lease, not
+/// once per cell.
+#[inline]
+pub(crate) fn take_up_to(
+    quota: &Quota,
+    tat: u64,
+    now: u64,
+    (least, most, share): (u64, u64, u64),
+) -> Result<(u64, (u64, u64)), Denied> {
+    let increment = charge(quota, least)?;
+    let base = tat.max(now);
+    let debt = base - now;
+    let room_for_least = quota.span() - increment;
+    if debt > room_for_least {
+        return Err(limited(quota, base, now, debt - room_for_least));
+    }
+    let room = (quota.span() - debt) / quota.emission_interval();
+    let taken = (room / share.max(1)).max(least).min(most.max(least));
+    // taken ≤ room, so taken·T ≤ span − debt and the new TAT is at most
+    // now + span; past the horizon that sum may not fit: deny (fail closed).
+    match base.checked_add(taken * quota.emission_interval()) {
+        Some(new_tat) => Ok((new_tat, (taken, room - taken))),
+        None => Err(limited(quota, base, now, u64::MAX)),
+    }
+}
+
 /// The state seen at sub-tick time `now`, with the wait for one cell.
 #[inline]
 pub(crate) fn snapshot(quota: &Quota, tat: u64, now: u64) -> Snapshot {
@@ -521,6 +553,23 @@ impl Gcra {
             Ok(snapshot) => snapshot,
             Err(never) => match never {},
         }
+    }
+
+    /// Takes between `least` and `most` cells at `now` in one atomic step
+    /// (for [`lease`](crate::lease)): see [`take_up_to`]. Returns the cells
+    /// taken and the room left, or the denial of `least` cells.
+    pub(crate) fn take_up_to(
+        &self,
+        now: u64,
+        least: u64,
+        most: u64,
+        share: u64,
+    ) -> Result<(u64, u64), Denied> {
+        let quota = self.quota.load();
+        let now = quota.sub_ticks(now);
+        let least = least.max(1);
+        self.tat
+            .update(|tat| take_up_to(&quota, tat, now, (least, most, share)))
     }
 
     /// Makes the limiter full, as new.

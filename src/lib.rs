@@ -89,6 +89,7 @@ pub mod gcra;
 pub mod hal;
 pub mod headers;
 pub mod keyed;
+pub mod lease;
 pub mod meter;
 pub mod quota;
 #[cfg(feature = "redis")]

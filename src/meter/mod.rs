@@ -805,6 +805,54 @@ impl Flow {
     }
 }
 
+/// Leases of bytes ([`lease::LeasedMeter`](crate::lease::LeasedMeter)):
+/// one bucket of a flow as a source of bytes, taken and given back in one
+/// compare-and-swap each.
+impl Flow {
+    /// Takes `g` bytes from the bucket `bucket` (word `which`) at `now`
+    /// (ticks): the largest `g ≤ most` with `g ≤ max(least, ⌊room / share⌋)`,
+    /// `room` being the whole bytes the bucket holds. When `room < least`
+    /// nothing is taken and the answer is the ticks until it holds `least`
+    /// (`u64::MAX`: never). One division, once per lease.
+    pub(crate) fn take_bytes(
+        &self,
+        bucket: &Bucket,
+        which: usize,
+        now: u64,
+        (least, most, share): (u64, u64, u64),
+    ) -> Result<u64, u64> {
+        let now = bucket.now(now);
+        let t = bucket.quota.emission_interval();
+        let scale = bucket.quota.scale();
+        self.words[which & 1].update(|tat| {
+            let base = if tat > now { tat } else { now };
+            let debt = base - now;
+            let Some(want) = least.checked_mul(t).filter(|&w| w <= bucket.span) else {
+                return Err(u64::MAX);
+            };
+            if debt > bucket.span - want {
+                let short = debt - (bucket.span - want);
+                return Err(Quota::ticks_ceil(short, scale));
+            }
+            let room = (bucket.span - debt) / t;
+            let taken = (room / share.max(1)).max(least).min(most.max(least));
+            // taken ≤ room: the new TAT is at most now + S·T.
+            let next = base.checked_add(taken * t).ok_or(u64::MAX)?;
+            Ok((next, taken))
+        })
+    }
+
+    /// Gives `bytes` back to the bucket `bucket` (word `which`) at `now`
+    /// (ticks), as [`Gcra::refund_n`](crate::Gcra::refund_n) does: the TAT
+    /// moves back by `bytes·T`, never before `now`.
+    pub(crate) fn give_back_bytes(&self, bucket: &Bucket, which: usize, now: u64, bytes: u64) {
+        let now = bucket.now(now);
+        let _ = self.words[which & 1].update(|tat| -> Result<(u64, ()), ()> {
+            Ok((crate::gcra::refund(&bucket.quota, tat, now, bytes), ()))
+        });
+    }
+}
+
 impl Default for Flow {
     fn default() -> Self {
         Self::new()

@@ -85,6 +85,11 @@ impl TrTcm4115 {
         self.excess.quota
     }
 
+    /// The two buckets in word order (committed, excess), for leases of bytes.
+    pub(crate) const fn lease_buckets(&self) -> [&Bucket; 2] {
+        [&self.committed, &self.excess]
+    }
+
     /// Whether both rates are represented exactly at the profile's clock.
     ///
     /// ```

@@ -83,6 +83,11 @@ impl TrTcm {
         self.peak.quota
     }
 
+    /// The two buckets in word order (peak, committed), for leases of bytes.
+    pub(crate) const fn lease_buckets(&self) -> [&Bucket; 2] {
+        [&self.peak, &self.committed]
+    }
+
     /// Whether both rates are represented exactly at the profile's clock.
     ///
     /// ```
