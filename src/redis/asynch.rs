@@ -142,7 +142,7 @@ impl AsyncRedisGcra {
         if let Target::Cluster(_) = inner.target {
             let mut out = Vec::with_capacity(1);
             inner.run(&[(client, scope, cost)], &mut out).await?;
-            return out.pop().ok_or(Error::BadReply);
+            return out.pop().unwrap_or(Err(Error::BadReply));
         }
         let (answer, answered) = tokio::sync::oneshot::channel();
         let start = {
@@ -211,7 +211,7 @@ impl Inner {
             match self.run(&requests, &mut out).await {
                 Ok(()) if out.len() == batch.len() => {
                     for (w, outcome) in batch.into_iter().zip(out) {
-                        let _ = w.answer.send(Ok(outcome));
+                        let _ = w.answer.send(outcome);
                     }
                 }
                 Ok(()) => {
@@ -287,7 +287,7 @@ impl Inner {
     async fn run(
         &self,
         requests: &[(&str, Option<&str>, u64)],
-        out: &mut Vec<Outcome>,
+        out: &mut Vec<Result<Outcome, Error>>,
     ) -> Result<(), Error> {
         let mut conn = self.connection().await?;
         let (script, cmd) = self.policy.check_cmd(requests);
@@ -313,10 +313,7 @@ impl Inner {
         })
         .await;
         match reply {
-            Ok(Ok(reply)) => {
-                self.policy
-                    .decode_checks(&reply, requests.iter().map(|&(_, _, cost)| cost), out)
-            }
+            Ok(Ok(reply)) => self.policy.decode_checks(&reply, requests, out),
             Ok(Err(e)) => {
                 self.set(None);
                 Err(Error::Redis(e))

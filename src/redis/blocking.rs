@@ -114,7 +114,7 @@ impl RedisGcra {
         }
         let mut out = Vec::with_capacity(1);
         self.decide(&[(client, scope, cost)], &mut out)?;
-        out.pop().ok_or(Error::BadReply)
+        out.pop().unwrap_or(Err(Error::BadReply))
     }
 
     /// Many checks in one round trip. Each request is `(client, scope,
@@ -126,8 +126,11 @@ impl RedisGcra {
     /// LOAD` (the calls that did run are not repeated). On a Cluster each
     /// request is its own call and its own round trip (a client's keys
     /// share a slot, different clients' need not; the blocking Cluster
-    /// connection does not pipeline). An error fails the whole batch (no
-    /// failure policy here: the caller decides).
+    /// connection does not pipeline). A failure of Redis or of the
+    /// connection fails the whole batch (the outer error; no failure policy
+    /// here: the caller decides); a key that holds no TAT fails only the
+    /// requests that use it ([`Error::CorruptKey`] in their place), and
+    /// every other request is decided as if they were absent.
     ///
     /// ```no_run
     /// use cellrate::redis::{FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, Target};
@@ -139,20 +142,21 @@ impl RedisGcra {
     /// ).unwrap();
     /// let outcomes = rl.try_check_batch(&[("a", None, 1), ("b", None, 1)]).unwrap();
     /// assert_eq!(outcomes.len(), 2);
+    /// assert!(outcomes.iter().all(|o| o.is_ok()));
     /// ```
     pub fn try_check_batch(
         &self,
         requests: &[(&str, Option<&str>, u64)],
-    ) -> Result<Vec<Outcome>, Error> {
+    ) -> Result<Vec<Result<Outcome, Error>>, Error> {
         let mut remote = Vec::with_capacity(requests.len());
-        let mut local: Vec<Option<Outcome>> = Vec::with_capacity(requests.len());
+        let mut local: Vec<Option<Result<Outcome, Error>>> = Vec::with_capacity(requests.len());
         for &(client, scope, cost) in requests {
             self.policy.validate(client, scope)?;
             match self.policy.too_large(cost) {
-                Some(d) => local.push(Some(Outcome::new(
+                Some(d) => local.push(Some(Ok(Outcome::new(
                     std::vec![Err(d); self.policy.tiers().len()],
                     Source::Redis,
-                ))),
+                )))),
                 None => {
                     remote.push((client, scope, cost));
                     local.push(None);
@@ -167,7 +171,7 @@ impl RedisGcra {
         local
             .into_iter()
             .map(|slot| slot.or_else(|| decided.next()).ok_or(Error::BadReply))
-            .collect()
+            .collect::<Result<Vec<_>, Error>>()
     }
 
     /// Decides `requests` (valid, each cost within every burst) on Redis,
@@ -175,7 +179,7 @@ impl RedisGcra {
     fn decide(
         &self,
         requests: &[(&str, Option<&str>, u64)],
-        out: &mut Vec<Outcome>,
+        out: &mut Vec<Result<Outcome, Error>>,
     ) -> Result<(), Error> {
         let per_call = match self.target {
             Target::Cluster(_) => 1,
@@ -213,8 +217,7 @@ impl RedisGcra {
             Err(e) => return Err(self.failed(conn, e)),
         };
         for (reply, chunk) in replies.iter().zip(requests.chunks(per_call)) {
-            self.policy
-                .decode_checks(reply, chunk.iter().map(|r| r.2), out)?;
+            self.policy.decode_checks(reply, chunk, out)?;
         }
         Ok(())
     }
@@ -288,7 +291,7 @@ impl RedisGcra {
         match inv.invoke::<Vec<i64>>(conn.as_dyn()) {
             Ok(reply) => {
                 self.put(conn);
-                self.policy.decode(&reply, request.cost)
+                self.policy.decode(&reply, keys, request.cost)
             }
             Err(e) => Err(self.failed(conn, e)),
         }

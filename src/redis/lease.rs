@@ -184,6 +184,7 @@ impl LeasedRedisGcra {
                 }
                 Ok(outcome)
             }
+            Err(Error::CorruptKey(key)) => Err(Error::CorruptKey(key)),
             Err(_) => {
                 drop(leases);
                 self.inner.check_n(client, None, 1)
