@@ -1008,6 +1008,75 @@ fn cluster_spreads_clients_and_keeps_a_clients_tiers_together() {
     });
 }
 
+/// On a Cluster each request is its own call: a poisoned key fails its own
+/// requests (`CorruptKey`), the other clients of the same batch, on every
+/// node, are decided normally, by the blocking and the async client.
+#[test]
+fn a_poisoned_key_on_a_cluster_fails_its_checks_alone() {
+    let Some(nodes) = cluster_nodes() else { return };
+    let policy =
+        RedisPolicy::single(unique("clpoison"), "t", Quota::per_minute(2).at_hz(1_000)).unwrap();
+    let bad = policy.keys("bad", None).unwrap()[0].clone();
+    let writer = redis::cluster::ClusterClient::new(nodes.clone()).unwrap();
+    let mut conn = writer.get_connection().unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(&bad)
+        .arg("f")
+        .arg("v")
+        .query(&mut conn)
+        .unwrap();
+    let rl = RedisGcra::new(
+        Target::cluster(&nodes).unwrap(),
+        policy.clone(),
+        RedisConfig::new(FailurePolicy::Open).with_timeout(Duration::from_secs(1)),
+    )
+    .unwrap();
+    let clients: Vec<String> = (0..9).map(|c| format!("ok{c}")).collect();
+    let mut batch: Vec<(&str, Option<&str>, u64)> =
+        clients.iter().map(|c| (c.as_str(), None, 1)).collect();
+    batch.insert(4, ("bad", None, 1));
+    let spread: HashSet<String> = clients
+        .iter()
+        .map(|c| node_of(&nodes, &policy.keys(c, None).unwrap()[0]))
+        .collect();
+    assert!(spread.len() >= 2, "clients on several nodes: {spread:?}");
+    for round in 0..3 {
+        let outcomes = rl.try_check_batch(&batch).expect("the cluster answers");
+        for (&(client, _, _), o) in batch.iter().zip(outcomes) {
+            if client == "bad" {
+                assert!(
+                    matches!(&o, Err(cellrate::redis::Error::CorruptKey(k)) if *k == bad),
+                    "{o:?}"
+                );
+            } else {
+                let o = o.unwrap();
+                assert_eq!(o.source(), Source::Redis);
+                assert_eq!(o.is_admitted(), round < 2, "{client} round {round}: {o:?}");
+            }
+        }
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let arl = AsyncRedisGcra::new(
+            Target::cluster(&nodes).unwrap(),
+            policy,
+            RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_secs(1)),
+        )
+        .unwrap();
+        assert!(matches!(
+            arl.check_n("bad", None, 1).await,
+            Err(cellrate::redis::Error::CorruptKey(_))
+        ));
+        let o = arl.check_n("ok0", None, 1).await.unwrap();
+        assert_eq!((o.source(), o.is_admitted()), (Source::Redis, false));
+        let o = arl.check_n("fresh", None, 1).await.unwrap();
+        assert_eq!((o.source(), o.is_admitted()), (Source::Redis, true));
+    });
+}
+
 // ---------------------------------------------------------------- faults
 
 /// A redis-server this test owns, on a fixed port so it can be restarted.
