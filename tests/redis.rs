@@ -1278,6 +1278,66 @@ fn a_server_stopped_mid_run_under_load() {
     assert_eq!(rl.check("hot").unwrap().source(), Source::Redis, "resumed");
 }
 
+/// Issue #15: while Redis is down, a flood of new clients must not make the
+/// fallback forget an abusive client. Redis here is a loopback port nobody
+/// listens on, so every check is decided by the fallback, whose table holds
+/// 256 clients; 20 000 new clients pass through it, and the abuser, who
+/// owes a day of debt, is still denied at the end, with its retry_after.
+#[test]
+fn a_flood_of_new_clients_during_an_outage_never_frees_an_abuser() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port(); // bound, then closed: nothing listens there.
+    let policy =
+        RedisPolicy::single(unique("flood"), "t", Quota::per_day(10).at_hz(1_000)).unwrap();
+    for when_full in [
+        cellrate::keyed::WhenFull::Admit,
+        cellrate::keyed::WhenFull::Deny,
+        cellrate::keyed::WhenFull::Shared,
+    ] {
+        let rl = RedisGcra::new(
+            Target::standalone(&format!("redis://127.0.0.1:{port}/")).unwrap(),
+            policy.clone(),
+            RedisConfig::new(FailurePolicy::Fallback(
+                vec![Quota::per_day(3).at_hz(1_000)],
+            ))
+            .with_timeout(Duration::from_millis(50))
+            .with_reconnect_interval(Duration::from_secs(60))
+            .with_fallback_capacity(256)
+            .with_fallback_when_full(when_full),
+        )
+        .unwrap();
+        for _ in 0..3 {
+            let o = rl.check("abuser").unwrap();
+            assert_eq!((o.source(), o.is_admitted()), (Source::Fallback, true));
+        }
+        let o = rl.check("abuser").unwrap();
+        assert!(!o.is_admitted(), "{when_full:?}: {o:?}");
+        let mut newcomers = 0;
+        for i in 0..20_000 {
+            let o = rl.check(&format!("new{i}")).unwrap();
+            assert_eq!(o.source(), Source::Fallback);
+            newcomers += usize::from(o.is_admitted());
+        }
+        let o = rl.check("abuser").unwrap();
+        assert_eq!(o.source(), Source::Fallback);
+        assert!(
+            !o.is_admitted(),
+            "{when_full:?}: the abuser was forgotten: {o:?}"
+        );
+        let wait = o.denied().unwrap().retry_after().unwrap();
+        assert!(
+            wait > 7 * 3_600 * 1_000_000,
+            "{when_full:?}: still owes ~8 h: {wait} µs"
+        );
+        eprintln!(
+            "fallback under a flood, {when_full:?}: {newcomers} of 20 000 new clients admitted"
+        );
+    }
+}
+
 // ---------------------------------------------------------------- leasing
 
 struct LeaseRun {

@@ -161,7 +161,12 @@
 //! slower than the timeout: admit ([`FailurePolicy::Open`]), deny
 //! ([`FailurePolicy::Closed`]), or decide with a local in-process GCRA per
 //! client with its own (usually looser, since every server applies it
-//! separately) quotas ([`FailurePolicy::Fallback`]). The [`Outcome`] says which
+//! separately) quotas ([`FailurePolicy::Fallback`]). The fallback keeps its
+//! clients in one [`KeyedBox`] per tier: bounded memory
+//! ([`RedisConfig::with_fallback_capacity`]) with the keyed tables'
+//! lossless eviction — a client that still owes is never forgotten, however
+//! many new clients arrive during the outage — and their full-table
+//! policies ([`RedisConfig::with_fallback_when_full`]). The [`Outcome`] says which
 //! ([`Source`]). A lost connection is dropped and rebuilt by a later call, at
 //! most once per [`RedisConfig::with_reconnect_interval`], so a dead server costs
 //! one connect timeout per interval, not one per request. No path panics.
@@ -173,15 +178,14 @@
 
 use core::fmt;
 use std::boxed::Box;
-use std::collections::HashMap;
 use std::string::{String, ToString};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use std::vec::Vec;
 
 use crate::decision::{Decision, Denied, Limited, Usage};
+use crate::keyed::{KeyedBox, Seed, WhenFull};
 use crate::quota::Quota;
-use crate::Algorithm;
 
 mod asynch;
 mod blocking;
@@ -942,17 +946,20 @@ pub struct RedisConfig {
     timeout: Duration,
     reconnect_interval: Duration,
     fallback_capacity: usize,
+    fallback_when_full: WhenFull,
 }
 
 impl RedisConfig {
     /// Timeout 100 ms, reconnect at most every 250 ms, up to 65 536 clients
-    /// in the fallback table.
+    /// in the fallback table, new clients admitted untracked when their
+    /// window of it is full ([`WhenFull::Admit`]).
     pub fn new(failure: FailurePolicy) -> Self {
         RedisConfig {
             failure,
             timeout: Duration::from_millis(100),
             reconnect_interval: Duration::from_millis(250),
             fallback_capacity: 1 << 16,
+            fallback_when_full: WhenFull::Admit,
         }
     }
     /// Connect, read and write timeout.
@@ -965,10 +972,38 @@ impl RedisConfig {
         self.reconnect_interval = interval;
         self
     }
-    /// Most clients the fallback keeps; when full the table is cleared
-    /// (every client starts full again), which bounds memory.
+    /// Most clients (per tier) the fallback keeps. It keeps them in a
+    /// [`KeyedBox`] per tier, so memory is bounded and eviction is
+    /// lossless: a client that still owes is never forgotten, whatever the
+    /// flood of new keys; only clients back to full make room (see
+    /// [`keyed`](crate::keyed)).
+    ///
+    /// ```
+    /// use cellrate::redis::{FailurePolicy, RedisConfig};
+    /// use cellrate::Quota;
+    /// let cfg = RedisConfig::new(FailurePolicy::Fallback(vec![Quota::per_minute(20).at_hz(1_000)]))
+    ///     .with_fallback_capacity(100_000);
+    /// # let _ = cfg;
+    /// ```
     pub fn with_fallback_capacity(mut self, clients: usize) -> Self {
         self.fallback_capacity = clients.max(1);
+        self
+    }
+    /// What the fallback does with a new client when its window of the
+    /// table holds only clients that still owe: the keyed tables'
+    /// [`WhenFull`] policies (deny it, admit it untracked, or charge every
+    /// such client to one shared limiter).
+    ///
+    /// ```
+    /// use cellrate::keyed::WhenFull;
+    /// use cellrate::redis::{FailurePolicy, RedisConfig};
+    /// use cellrate::Quota;
+    /// let cfg = RedisConfig::new(FailurePolicy::Fallback(vec![Quota::per_minute(20).at_hz(1_000)]))
+    ///     .with_fallback_when_full(WhenFull::Shared);
+    /// # let _ = cfg;
+    /// ```
+    pub fn with_fallback_when_full(mut self, when_full: WhenFull) -> Self {
+        self.fallback_when_full = when_full;
         self
     }
     /// The timeout.
@@ -982,12 +1017,19 @@ impl RedisConfig {
 }
 
 /// The failure policy in force, with the fallback's state.
-#[derive(Debug)]
 pub(crate) struct Degrade {
     config: RedisConfig,
-    fallback: Option<Vec<Quota>>,
-    table: Mutex<HashMap<String, Vec<u64>>>,
+    /// One keyed table per tier, keyed by the tier's Redis key.
+    fallback: Option<Vec<KeyedBox<Quota>>>,
     epoch: Instant,
+}
+
+impl fmt::Debug for Degrade {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Degrade")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Degrade {
@@ -997,18 +1039,34 @@ impl Degrade {
                 if quotas.len() != tiers {
                     return Err(Error::TierCount);
                 }
-                let q: Result<Vec<Quota>, Error> = quotas
+                // A seed per process, so keys cannot be chosen to collide.
+                let seed = {
+                    use std::hash::{BuildHasher, Hasher};
+                    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                    h.write_u64(0x6365_6c6c_7261_7465);
+                    let k0 = h.finish();
+                    h.write_u64(k0);
+                    Seed::new(k0, h.finish())
+                };
+                let tables: Result<Vec<KeyedBox<Quota>>, Error> = quotas
                     .iter()
-                    .map(|q| on_server_clock(*q).map(|(q, _)| q))
+                    .map(|q| {
+                        let (q, _) = on_server_clock(*q)?;
+                        Ok(KeyedBox::with_capacity(
+                            config.fallback_capacity,
+                            q,
+                            config.fallback_when_full,
+                            seed,
+                        ))
+                    })
                     .collect();
-                Some(q?)
+                Some(tables?)
             }
             _ => None,
         };
         Ok(Degrade {
             config,
             fallback,
-            table: Mutex::new(HashMap::new()),
             epoch: Instant::now(),
         })
     }
@@ -1018,8 +1076,9 @@ impl Degrade {
     }
 
     /// What a check of `cost` for (`client`, `scope`) answers after trying
-    /// Redis: its outcome; a key-layout error as it is; for a failure of
-    /// Redis, the failure policy's [`decide`](Self::decide).
+    /// Redis: its outcome; a key-layout error or a key that holds no TAT as
+    /// it is; for a failure of Redis, the failure policy's
+    /// [`decide`](Self::decide).
     pub(crate) fn settle(
         &self,
         tried: Result<Outcome, Error>,
@@ -1061,40 +1120,48 @@ impl Degrade {
                     Source::FailClosed,
                 )
             }
-            Some(quotas) => self.local(quotas, keys, cost),
+            Some(tables) => self.local(tables, keys, cost),
         }
     }
 
-    fn local(&self, quotas: &[Quota], keys: &[String], cost: u64) -> Outcome {
-        let now = self.epoch.elapsed().as_micros() as u64;
-        let key = keys.join("\u{0}");
-        // A poisoned lock only means another thread panicked mid-update of
-        // plain integers; the table is still usable.
-        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        if !table.contains_key(&key) && table.len() >= self.config.fallback_capacity {
-            table.clear();
+    /// All or nothing over the tiers' tables: each tier is charged in turn;
+    /// a tier that denies gives the earlier ones their cells back (so a
+    /// denied request consumes from none), and the tiers not yet tried
+    /// report their state (their own denial, if they would deny too).
+    fn local(&self, tables: &[KeyedBox<Quota>], keys: &[String], cost: u64) -> Outcome {
+        let now = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let mut results: Vec<Result<Decision, Denied>> = Vec::with_capacity(tables.len());
+        let mut denied_at = None;
+        for (i, (table, key)) in tables.iter().zip(keys).enumerate() {
+            let r = table.check_n(key.as_str(), now, cost);
+            if r.is_err() {
+                denied_at = Some(i);
+                results.push(r);
+                break;
+            }
+            results.push(r);
         }
-        let tats = table
-            .entry(key)
-            .or_insert_with(|| std::vec![Quota::NEW; quotas.len()]);
-        let results: Vec<Result<(u64, Decision), Denied>> = quotas
-            .iter()
-            .zip(tats.iter())
-            .map(|(q, &tat)| q.check(tat, now, cost))
-            .collect();
-        let admitted = results.iter().all(Result::is_ok);
-        let results = results
-            .into_iter()
-            .zip(quotas.iter().zip(tats.iter_mut()))
-            .map(|(r, (q, tat))| match r {
-                Ok((new_tat, d)) if admitted => {
-                    *tat = new_tat;
-                    Ok(d)
+        if let Some(j) = denied_at {
+            for (i, (table, key)) in tables.iter().zip(keys).enumerate() {
+                if i < j {
+                    results[i] = Ok(table.refund_n(key.as_str(), now, cost).to_decision());
+                } else if i > j {
+                    // Would this tier admit? Its state, or its own denial.
+                    let s = table.peek(key.as_str(), now);
+                    if s.remaining() >= cost {
+                        results.push(Ok(s.to_decision()));
+                    } else {
+                        let r = table.check_n(key.as_str(), now, cost);
+                        if r.is_ok() {
+                            // Freed meanwhile by another thread: undo.
+                            results.push(Ok(table.refund_n(key.as_str(), now, cost).to_decision()));
+                        } else {
+                            results.push(r);
+                        }
+                    }
                 }
-                Ok(_) => Ok(q.peek(*tat, now).to_decision()),
-                Err(d) => Err(d),
-            })
-            .collect();
+            }
+        }
         Outcome::new(results, Source::Fallback)
     }
 }
