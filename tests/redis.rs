@@ -1125,8 +1125,27 @@ impl Server {
         }
         panic!("redis-server on port {} did not start", self.port);
     }
+    /// Freezes the server (SIGSTOP): connections stay open, nothing answers.
+    fn pause(&self) {
+        self.signal("-STOP");
+    }
+    /// Thaws it (SIGCONT).
+    fn resume(&self) {
+        self.signal("-CONT");
+    }
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        let ok = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(ok.success(), "kill {sig} {pid}");
+    }
     fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-CONT", &c.id().to_string()])
+                .status();
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -1441,6 +1460,69 @@ fn lease_bound_and_round_trips_saved() {
             );
         }
     }
+}
+
+/// Issue #15: leasing holds no lock shared by all clients across a round
+/// trip. With the server frozen (SIGSTOP) while client "b" renews its lease,
+/// client "a", which holds a live lease, is answered from it, every time,
+/// before b's round trip gives up.
+#[test]
+fn a_stalled_renewal_never_blocks_a_client_with_a_live_lease() {
+    let Some(bin) = env("CELLRATE_REDIS_SERVER") else {
+        return;
+    };
+    let server = Server::start(&bin);
+    let policy = RedisPolicy::single(
+        unique("lstall"),
+        "t",
+        Quota::per_second(1_000).with_burst(100).at_hz(1_000),
+    )
+    .unwrap();
+    let inner = RedisGcra::new(
+        Target::standalone(&server.url()).unwrap(),
+        policy,
+        RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_secs(2)),
+    )
+    .unwrap();
+    let leased = Arc::new(LeasedRedisGcra::new(inner, 50, Duration::from_secs(60)));
+    assert_eq!(leased.check("a").unwrap().source(), Source::Redis);
+    // b takes a lease of 50 cells and spends them, so its next check must
+    // renew on the server.
+    let b_leased = leased.check("b").unwrap();
+    assert_eq!(b_leased.source(), Source::Redis);
+    for _ in 0..49 {
+        assert_eq!(leased.check("b").unwrap().source(), Source::Lease);
+    }
+    server.pause();
+    let b_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let b_started = Arc::new(std::sync::Barrier::new(2));
+    let renewal = {
+        let (leased, b_done, b_started) = (leased.clone(), b_done.clone(), b_started.clone());
+        thread::spawn(move || {
+            b_started.wait();
+            let o = leased.check("b");
+            b_done.store(true, std::sync::atomic::Ordering::SeqCst);
+            o
+        })
+    };
+    b_started.wait();
+    // Let b's renewal reach the frozen server (it waits there up to 2 s).
+    thread::sleep(Duration::from_millis(100));
+    for i in 0..40 {
+        let o = leased.check("a").unwrap();
+        assert_eq!(o.source(), Source::Lease, "check {i} of a: {o:?}");
+        assert!(
+            !b_done.load(std::sync::atomic::Ordering::SeqCst),
+            "check {i} of a waited for b's round trip"
+        );
+    }
+    server.resume();
+    let b = renewal.join().unwrap().unwrap();
+    assert_ne!(
+        b.source(),
+        Source::Lease,
+        "b's check needed the server: {b:?}"
+    );
 }
 
 #[test]
