@@ -1357,6 +1357,157 @@ fn a_flood_of_new_clients_during_an_outage_never_frees_an_abuser() {
     }
 }
 
+/// Issue #15: timeouts are deadlines. The server is frozen (SIGSTOP): every
+/// call, blocking or async, connect and reconnect included, returns within
+/// its timeout plus a small slack, with `Error::Timeout` (or, while reconnects
+/// are held back, `Error::Backoff` at once). Only the calls already in
+/// flight when the server froze and one caller per reconnect interval pay
+/// the timeout. Async checks queued behind a stuck batch keep their own
+/// deadline. After SIGCONT decisions resume.
+#[test]
+fn a_stalled_server_costs_each_call_at_most_its_timeout() {
+    let Some(bin) = env("CELLRATE_REDIS_SERVER") else {
+        return;
+    };
+    use cellrate::redis::Error;
+    let timeout = Duration::from_millis(200);
+    // What a call may take beyond its timeout: waking up, setting socket
+    // timeouts, scheduling on a loaded machine.
+    let slack = Duration::from_millis(60);
+    let interval = Duration::from_millis(300);
+    let server = Server::start(&bin);
+    let policy =
+        RedisPolicy::single(unique("stall"), "t", Quota::per_second(1_000).at_hz(1_000)).unwrap();
+    let config = RedisConfig::new(FailurePolicy::Closed)
+        .with_timeout(timeout)
+        .with_reconnect_interval(interval);
+    let rl = Arc::new(
+        RedisGcra::new(
+            Target::standalone(&server.url()).unwrap(),
+            policy.clone(),
+            config.clone(),
+        )
+        .unwrap(),
+    );
+    let arl = Arc::new(
+        AsyncRedisGcra::new(Target::standalone(&server.url()).unwrap(), policy, config).unwrap(),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    assert!(rl.try_check_n("c", None, 1).unwrap().is_admitted());
+    assert!(rt
+        .block_on(arl.try_check_n("c", None, 1))
+        .unwrap()
+        .is_admitted());
+
+    server.pause();
+    let frozen = Instant::now();
+    let run_for = Duration::from_millis(1_200);
+    // Blocking: four threads calling back to back.
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let rl = rl.clone();
+            thread::spawn(move || {
+                let mut calls = Vec::new();
+                while frozen.elapsed() < run_for {
+                    let start = Instant::now();
+                    let r = rl.try_check_n(&format!("b{i}"), None, 1);
+                    calls.push((start.elapsed(), r.map(|o| o.source())));
+                    thread::sleep(Duration::from_millis(1));
+                }
+                calls
+            })
+        })
+        .collect();
+    // Async: one check stuck in a batch, then waves of checks queued behind
+    // it, each with its own deadline.
+    let async_calls = rt.block_on(async {
+        let mut tasks = Vec::new();
+        while frozen.elapsed() < run_for {
+            for c in 0..8 {
+                let arl = arl.clone();
+                tasks.push(tokio::spawn(async move {
+                    let start = Instant::now();
+                    let r = arl.try_check_n(&format!("a{c}"), None, 1).await;
+                    (start.elapsed(), r.map(|o| o.source()))
+                }));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut calls = Vec::new();
+        for t in tasks {
+            calls.push(t.await.unwrap());
+        }
+        calls
+    });
+    let blocking_calls: Vec<_> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let elapsed = frozen.elapsed();
+    for (label, calls) in [("blocking", &blocking_calls), ("async", &async_calls)] {
+        let mut paid = 0;
+        for (took, r) in calls.iter() {
+            assert!(
+                *took <= timeout + slack,
+                "{label}: a call took {took:?} (timeout {timeout:?}): {r:?}"
+            );
+            match r {
+                Err(Error::Timeout) => paid += 1,
+                // Held back at once; an async check may first have waited
+                // behind a batch stuck on the frozen server.
+                Err(Error::Backoff) => {
+                    assert!(label == "async" || *took < timeout / 2, "{label}: {took:?}")
+                }
+                other => panic!("{label}: the frozen server answered? {other:?}"),
+            }
+        }
+        // Calls in flight when it froze (one per thread, or the first async
+        // batch and the checks queued behind it), then one per interval.
+        let probes = (elapsed.as_millis() / interval.as_millis()) as usize + 1;
+        let in_flight = if label == "blocking" { 4 } else { 16 };
+        eprintln!(
+            "{label}: {} calls while frozen, {paid} paid the timeout (bound {}), worst {:?}",
+            calls.len(),
+            in_flight + probes,
+            calls.iter().map(|c| c.0).max().unwrap()
+        );
+        assert!(
+            paid <= in_flight + probes,
+            "{label}: {paid} calls paid the timeout"
+        );
+    }
+    let (blocking_paid, async_paid) = (
+        blocking_calls
+            .iter()
+            .filter(|c| matches!(c.1, Err(Error::Timeout)))
+            .count(),
+        async_calls
+            .iter()
+            .filter(|c| matches!(c.1, Err(Error::Timeout)))
+            .count(),
+    );
+    assert!(
+        blocking_paid >= 1 && async_paid >= 1,
+        "the freeze was noticed"
+    );
+
+    server.resume();
+    let start = Instant::now();
+    loop {
+        let b = rl.try_check_n("c", None, 1);
+        let a = rt.block_on(arl.try_check_n("c", None, 1));
+        if b.is_ok() && a.is_ok() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "decisions resume");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
 // ---------------------------------------------------------------- leasing
 
 struct LeaseRun {

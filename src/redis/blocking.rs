@@ -7,6 +7,7 @@
 use std::boxed::Box;
 use std::string::String;
 use std::sync::Mutex;
+use std::time::Instant;
 use std::vec::Vec;
 
 use super::{
@@ -26,6 +27,41 @@ impl Conn {
             Conn::Cluster(c) => &mut **c,
         }
     }
+
+    /// Bounds the next reads and writes by what is left until `deadline`;
+    /// a timeout error if nothing is.
+    fn arm(&mut self, deadline: Instant) -> ::redis::RedisResult<()> {
+        self.arm_split(deadline, 1)
+    }
+
+    /// Like [`arm`](Self::arm) for an exchange of `replies` replies: the
+    /// client crate waits up to the socket timeout for each reply (even
+    /// after one has failed), so each gets `1/replies` of what is left.
+    fn arm_split(&mut self, deadline: Instant, replies: usize) -> ::redis::RedisResult<()> {
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .map(|d| d / replies.max(1) as u32)
+            .filter(|d| !d.is_zero())
+            .ok_or_else(deadline_passed)?;
+        match self {
+            Conn::Single(c) => {
+                c.set_read_timeout(Some(left))?;
+                c.set_write_timeout(Some(left))
+            }
+            Conn::Cluster(c) => {
+                c.set_read_timeout(Some(left))?;
+                c.set_write_timeout(Some(left))
+            }
+        }
+    }
+}
+
+/// The error of a call whose deadline passed before its next step.
+fn deadline_passed() -> ::redis::RedisError {
+    ::redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "deadline passed",
+    ))
 }
 
 /// Most idle connections a [`RedisGcra`] keeps for reuse.
@@ -62,6 +98,44 @@ pub struct RedisGcra {
     degrade: Degrade,
     backoff: Backoff,
     idle: Mutex<Vec<Conn>>,
+    /// For a standalone RESP2 server: how to connect with no handshake
+    /// inside the client crate (whose pipelined handshake may wait its
+    /// timeout once per command), then the handshake one command at a time.
+    bare: Option<Bare>,
+}
+
+/// A client for the same server with no handshake of its own, and the
+/// handshake (`AUTH`, `SELECT`) to send on each new connection.
+struct Bare {
+    client: ::redis::Client,
+    handshake: Vec<::redis::Cmd>,
+}
+
+impl Bare {
+    fn new(client: &::redis::Client) -> Option<Bare> {
+        let info = client.get_connection_info().clone();
+        let asked = info.redis_settings().clone();
+        if asked.protocol() != ::redis::ProtocolVersion::RESP2 {
+            return None;
+        }
+        let mut handshake = Vec::new();
+        if let Some(password) = asked.password() {
+            let mut auth = ::redis::cmd("AUTH");
+            if let Some(user) = asked.username() {
+                auth.arg(user);
+            }
+            auth.arg(password);
+            handshake.push(auth);
+        }
+        if asked.db() != 0 {
+            let mut select = ::redis::cmd("SELECT");
+            select.arg(asked.db());
+            handshake.push(select);
+        }
+        let plain = ::redis::RedisConnectionInfo::default().set_skip_set_lib_name();
+        let client = ::redis::Client::open(info.set_redis_settings(plain)).ok()?;
+        Some(Bare { client, handshake })
+    }
 }
 
 impl RedisGcra {
@@ -69,9 +143,13 @@ impl RedisGcra {
     pub fn new(target: Target, policy: RedisPolicy, config: RedisConfig) -> Result<Self, Error> {
         let degrade = Degrade::new(config, policy.tiers().len())?;
         Ok(RedisGcra {
-            target,
             policy,
             degrade,
+            bare: match &target {
+                Target::Standalone(client) => Bare::new(client),
+                Target::Cluster(_) => None,
+            },
+            target,
             backoff: Backoff::default(),
             idle: Mutex::new(Vec::new()),
         })
@@ -185,7 +263,8 @@ impl RedisGcra {
             Target::Cluster(_) => 1,
             Target::Standalone(_) => (MAX_KEYS_PER_CALL / self.policy.tiers().len()).max(1),
         };
-        let mut conn = self.take()?;
+        let deadline = self.deadline();
+        let mut conn = self.take(deadline)?;
         let replies = if requests.len() <= per_call || matches!(self.target, Target::Cluster(_)) {
             // One call, or a Cluster (whose blocking connection does not
             // pipeline): one round trip per call.
@@ -193,11 +272,15 @@ impl RedisGcra {
                 .chunks(per_call)
                 .map(|chunk| {
                     let (script, cmd) = self.policy.check_cmd(chunk);
+                    conn.arm(deadline)?;
                     let reply = cmd.query::<Vec<i64>>(conn.as_dyn());
                     match reply {
-                        Err(e) if is_noscript(&e) => script
-                            .load(conn.as_dyn())
-                            .and_then(|_| cmd.query(conn.as_dyn())),
+                        Err(e) if is_noscript(&e) => {
+                            conn.arm(deadline)?;
+                            script.load(conn.as_dyn())?;
+                            conn.arm(deadline)?;
+                            cmd.query(conn.as_dyn())
+                        }
                         other => other,
                     }
                 })
@@ -207,10 +290,11 @@ impl RedisGcra {
                 .chunks(per_call)
                 .map(|chunk| self.policy.check_cmd(chunk))
                 .collect();
-            self.pipelined(&mut conn, &cmds)
+            self.pipelined(&mut conn, &cmds, deadline)
         };
         let replies = match replies {
             Ok(r) => {
+                self.backoff.succeeded();
                 self.put(conn);
                 r
             }
@@ -228,6 +312,7 @@ impl RedisGcra {
         &self,
         conn: &mut Conn,
         cmds: &[(&::redis::Script, ::redis::Cmd)],
+        deadline: Instant,
     ) -> ::redis::RedisResult<Vec<Vec<i64>>> {
         let mut replies: Vec<Option<Vec<i64>>> = std::vec![None; cmds.len()];
         let mut pending: Vec<usize> = (0..cmds.len()).collect();
@@ -237,6 +322,7 @@ impl RedisGcra {
             for &i in &pending {
                 pipe.add_command(cmds[i].1.clone());
             }
+            conn.arm_split(deadline, pending.len())?;
             let values: Vec<::redis::Value> = pipe.query(conn.as_dyn())?;
             if values.len() != pending.len() {
                 return Err(bad_reply());
@@ -272,6 +358,7 @@ impl RedisGcra {
             for &i in &again {
                 let script = cmds[i].0;
                 if !loaded.contains(&script.get_hash()) {
+                    conn.arm(deadline)?;
                     script.load(conn.as_dyn())?;
                     loaded.push(script.get_hash());
                 }
@@ -286,10 +373,15 @@ impl RedisGcra {
 
     /// Runs the lease script once: `(cells granted, outcome)`.
     pub(crate) fn run(&self, keys: &[String], request: Request) -> Result<(u64, Outcome), Error> {
-        let mut conn = self.take()?;
+        let deadline = self.deadline();
+        let mut conn = self.take(deadline)?;
         let inv = self.policy.invocation(lease_script(), keys, request);
-        match inv.invoke::<Vec<i64>>(conn.as_dyn()) {
+        let reply = conn
+            .arm(deadline)
+            .and_then(|()| inv.invoke::<Vec<i64>>(conn.as_dyn()));
+        match reply {
             Ok(reply) => {
+                self.backoff.succeeded();
                 self.put(conn);
                 self.policy.decode(&reply, keys, request.cost)
             }
@@ -297,12 +389,20 @@ impl RedisGcra {
         }
     }
 
-    /// An idle connection, or a new one.
-    fn take(&self) -> Result<Conn, Error> {
+    /// When a call starting now must be answered: now + the timeout.
+    fn deadline(&self) -> Instant {
+        let timeout = self.degrade.config().timeout;
+        Instant::now()
+            .checked_add(timeout)
+            .unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(86_400 * 365))
+    }
+
+    /// An idle connection, or a new one made before `deadline`.
+    fn take(&self, deadline: Instant) -> Result<Conn, Error> {
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         match idle {
             Some(c) => Ok(c),
-            None => self.connect(),
+            None => self.connect(deadline),
         }
     }
 
@@ -335,34 +435,44 @@ impl RedisGcra {
         }
     }
 
-    fn connect(&self) -> Result<Conn, Error> {
+    /// A new connection, made (handshake included) before `deadline`; at
+    /// most one attempt per reconnect interval after a failure.
+    fn connect(&self, deadline: Instant) -> Result<Conn, Error> {
         let config = self.degrade.config();
         if !self.backoff.may_try(config.reconnect_interval) {
             return Err(Error::Backoff);
         }
-        let timeout = config.timeout;
-        let made = match &self.target {
-            Target::Standalone(client) => {
-                client.get_connection_with_timeout(timeout).and_then(|c| {
-                    c.set_read_timeout(Some(timeout))?;
-                    c.set_write_timeout(Some(timeout))?;
-                    Ok(Conn::Single(c))
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero());
+        let made = match (left, &self.target, &self.bare) {
+            (None, _, _) => Err(deadline_passed()),
+            (Some(left), _, Some(bare)) => {
+                bare.client.get_connection_with_timeout(left).and_then(|c| {
+                    let mut conn = Conn::Single(c);
+                    for cmd in &bare.handshake {
+                        conn.arm(deadline)?;
+                        cmd.query::<::redis::Value>(conn.as_dyn())?;
+                    }
+                    Ok(conn)
                 })
             }
-            Target::Cluster(client) => client.get_connection().and_then(|c| {
-                c.set_read_timeout(Some(timeout))?;
-                c.set_write_timeout(Some(timeout))?;
-                Ok(Conn::Cluster(Box::new(c)))
-            }),
+            (Some(left), Target::Standalone(client), None) => {
+                client.get_connection_with_timeout(left).map(Conn::Single)
+            }
+            (Some(_), Target::Cluster(client), _) => {
+                client.get_connection().map(|c| Conn::Cluster(Box::new(c)))
+            }
         };
         match made {
-            Ok(c) => {
-                self.backoff.succeeded();
-                Ok(c)
-            }
+            Ok(c) => Ok(c),
             Err(e) => {
                 self.backoff.failed();
-                Err(Error::Redis(e))
+                Err(if e.is_timeout() {
+                    Error::Timeout
+                } else {
+                    Error::Redis(e)
+                })
             }
         }
     }

@@ -167,9 +167,14 @@
 //! lossless eviction — a client that still owes is never forgotten, however
 //! many new clients arrive during the outage — and their full-table
 //! policies ([`RedisConfig::with_fallback_when_full`]). The [`Outcome`] says which
-//! ([`Source`]). A lost connection is dropped and rebuilt by a later call, at
-//! most once per [`RedisConfig::with_reconnect_interval`], so a dead server costs
-//! one connect timeout per interval, not one per request. No path panics.
+//! ([`Source`]). The timeout is a deadline for each call, connect included
+//! ([`RedisConfig::with_timeout`]). A lost or stuck connection is dropped
+//! and rebuilt by a later call; after a failure, one caller per
+//! [`RedisConfig::with_reconnect_interval`] tries again (the others get
+//! [`Error::Backoff`] at once, and the failure policy), until a call is
+//! answered: a dead or stalled server costs the calls in flight when it
+//! failed and then one timeout per interval, not one per request. No path
+//! panics.
 //!
 //! # Leasing
 //!
@@ -962,7 +967,16 @@ impl RedisConfig {
             fallback_when_full: WhenFull::Admit,
         }
     }
-    /// Connect, read and write timeout.
+    /// Each call's deadline: a check (or batch, or lease call) returns
+    /// within `timeout` of its start, connecting, the handshake, the script
+    /// and a `NOSCRIPT` reload included, plus a small slack for waking up
+    /// and scheduling (a few ms; the stall test allows 60 ms on a loaded
+    /// machine), with [`Error::Timeout`] (which the failure policy then
+    /// decides). An async check waiting behind a batch keeps its own
+    /// deadline. Exceptions: a blocking Cluster connection's first connect to
+    /// each node is bounded by the cluster client's own 1 s
+    /// ([`Target::cluster`]); a standalone server asked for RESP3 in its URL
+    /// may take one timeout per handshake command.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -1166,26 +1180,44 @@ impl Degrade {
     }
 }
 
-/// Reconnection bookkeeping: when the last attempt failed.
+/// Reconnection bookkeeping: when the last attempt failed. A failure is
+/// cleared by a call Redis answered, not by a connect (a stalled server
+/// still accepts connections).
 #[derive(Debug, Default)]
 pub(crate) struct Backoff {
     failed_at: Mutex<Option<Instant>>,
+    /// Whether `failed_at` is set (read without the lock on every answer).
+    failing: std::sync::atomic::AtomicBool,
 }
 
 impl Backoff {
-    /// Whether a reconnect may be tried now.
+    /// Whether a reconnect may be tried now. After a failure, the first
+    /// caller once the interval has passed claims the attempt (the next one
+    /// is then due an interval later, unless a call succeeds): a dead or
+    /// stalled server costs one caller per interval, not every caller.
     pub(crate) fn may_try(&self, interval: Duration) -> bool {
-        let guard = self.failed_at.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.failed_at.lock().unwrap_or_else(|e| e.into_inner());
         match *guard {
             None => true,
-            Some(t) => t.elapsed() >= interval,
+            Some(t) if t.elapsed() >= interval => {
+                *guard = Some(Instant::now());
+                true
+            }
+            Some(_) => false,
         }
     }
     pub(crate) fn failed(&self) {
         *self.failed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        self.failing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
+    /// Redis answered a call.
     pub(crate) fn succeeded(&self) {
-        *self.failed_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if self.failing.load(std::sync::atomic::Ordering::Relaxed) {
+            *self.failed_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            self.failing
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 
