@@ -1448,6 +1448,31 @@ fn a_stalled_server_costs_each_call_at_most_its_timeout() {
         .flat_map(|t| t.join().unwrap())
         .collect();
     let elapsed = frozen.elapsed();
+    // Leasing: a renewal on the frozen server answers by the failure
+    // policy within the same deadline.
+    let leased = LeasedRedisGcra::new(
+        RedisGcra::new(
+            Target::standalone(&server.url()).unwrap(),
+            RedisPolicy::single(
+                unique("stall-lease"),
+                "t",
+                Quota::per_second(10).at_hz(1_000),
+            )
+            .unwrap(),
+            RedisConfig::new(FailurePolicy::Closed).with_timeout(timeout),
+        )
+        .unwrap(),
+        5,
+        Duration::from_secs(10),
+    );
+    let start = Instant::now();
+    let o = leased.check("l").unwrap();
+    assert!(
+        start.elapsed() <= timeout + slack,
+        "lease: {:?}",
+        start.elapsed()
+    );
+    assert_eq!(o.source(), Source::FailClosed);
     for (label, calls) in [("blocking", &blocking_calls), ("async", &async_calls)] {
         let mut paid = 0;
         for (took, r) in calls.iter() {

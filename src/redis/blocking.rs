@@ -371,6 +371,18 @@ impl RedisGcra {
             .collect()
     }
 
+    /// The failure policy's answer to `tried` (see [`check_n`](Self::check_n)).
+    pub(crate) fn settle(
+        &self,
+        tried: Result<Outcome, Error>,
+        client: &str,
+        scope: Option<&str>,
+        cost: u64,
+    ) -> Result<Outcome, Error> {
+        self.degrade
+            .settle(tried, &self.policy, client, scope, cost)
+    }
+
     /// Runs the lease script once: `(cells granted, outcome)`.
     pub(crate) fn run(&self, keys: &[String], request: Request) -> Result<(u64, Outcome), Error> {
         let deadline = self.deadline();

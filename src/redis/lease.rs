@@ -196,10 +196,12 @@ impl LeasedRedisGcra {
                 }
                 Ok(outcome)
             }
-            Err(Error::CorruptKey(key)) => Err(Error::CorruptKey(key)),
-            Err(_) => {
+            // Redis failed within this call's deadline: the failure policy
+            // answers at once (no second round trip); a key that holds no
+            // TAT is reported as it is.
+            Err(e) => {
                 drop(lease);
-                self.inner.check_n(client, None, 1)
+                self.inner.settle(Err(e), client, None, 1)
             }
         }
     }
