@@ -1135,16 +1135,17 @@ impl Server {
     }
     fn signal(&self, sig: &str) {
         let pid = self.child.as_ref().expect("running").id();
-        let ok = Command::new("kill")
-            .args([sig, &pid.to_string()])
+        // The shell's own `kill`: no other binary needed.
+        let ok = Command::new("sh")
+            .args(["-c", &format!("kill {sig} {pid}")])
             .status()
-            .expect("kill");
+            .expect("sh");
         assert!(ok.success(), "kill {sig} {pid}");
     }
     fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-CONT", &c.id().to_string()])
+            let _ = Command::new("sh")
+                .args(["-c", &format!("kill -CONT {}", c.id())])
                 .status();
             let _ = c.kill();
             let _ = c.wait();
