@@ -335,6 +335,9 @@ pub enum Error {
     TierCount,
     /// Scopes given do not match the tiers made `per_scope`.
     ScopeMismatch,
+    /// Two tiers of a policy could share a key (the same name, or a
+    /// per-scope tier `n` and a tier named `n:…`).
+    DuplicateTier,
     /// This key holds something that is not a TAT cellrate wrote: a value
     /// of another type, or a string that is not a TAT. Only the checks that
     /// use this key fail (every other check, in the same batch included, is
@@ -360,6 +363,7 @@ impl fmt::Display for Error {
             Error::TierCount => f.write_str("a policy needs 1 to 8 tiers"),
             Error::ScopeMismatch => f.write_str("a per-scope tier was checked without a scope"),
             Error::CorruptKey(key) => write!(f, "key holds no TAT (left untouched): {key}"),
+            Error::DuplicateTier => f.write_str("two tiers of a policy would share a key"),
         }
     }
 }
@@ -552,6 +556,23 @@ impl RedisPolicy {
         }
         if tiers.is_empty() || tiers.len() > MAX_TIERS {
             return Err(Error::TierCount);
+        }
+        // Two tiers must never share a key: each key holds one tier's TAT,
+        // in that tier's sub-ticks. A per-scope tier `n` with scope `s:t`
+        // and a tier named `n:s` (with scope `t` if per scope) would.
+        for (i, a) in tiers.iter().enumerate() {
+            for b in &tiers[i + 1..] {
+                let shared = |x: &RedisTier, y: &RedisTier| {
+                    x.per_scope
+                        && y.name.len() > x.name.len()
+                        && y.name.starts_with(&x.name)
+                        && y.name[x.name.len()..].starts_with(':')
+                };
+                if (a.name == b.name && a.per_scope == b.per_scope) || shared(a, b) || shared(b, a)
+                {
+                    return Err(Error::DuplicateTier);
+                }
+            }
         }
         Ok(RedisPolicy { prefix, tiers })
     }
@@ -1309,6 +1330,23 @@ mod tests {
             ],
         )
         .unwrap()
+    }
+
+    #[test]
+    fn tiers_never_share_a_key() {
+        let q = Quota::per_second(1).at_hz(1);
+        let t = |name: &str| RedisTier::new(name, q).unwrap();
+        let dup = RedisPolicy::new("p", std::vec![t("a"), t("a")]);
+        assert!(matches!(dup, Err(Error::DuplicateTier)));
+        let dup = RedisPolicy::new("p", std::vec![t("a").per_scope(), t("a:/x")]);
+        assert!(matches!(dup, Err(Error::DuplicateTier)));
+        let dup = RedisPolicy::new("p", std::vec![t("a:/x"), t("a").per_scope()]);
+        assert!(matches!(dup, Err(Error::DuplicateTier)));
+        // The same name once per client and once per scope: distinct keys.
+        assert!(RedisPolicy::new("p", std::vec![t("a"), t("a").per_scope()]).is_ok());
+        let dup = RedisPolicy::new("p", std::vec![t("a").per_scope(), t("a:x").per_scope()]);
+        assert!(matches!(dup, Err(Error::DuplicateTier)));
+        assert!(RedisPolicy::new("p", std::vec![t("a"), t("ab").per_scope(), t("a:x")]).is_ok());
     }
 
     #[test]
