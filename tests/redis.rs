@@ -1084,6 +1084,10 @@ struct Server {
     bin: String,
     port: u16,
     child: Option<Child>,
+    /// More arguments (a one-node Cluster's).
+    extra: Vec<String>,
+    /// Its working directory, removed on drop (a one-node Cluster's).
+    dir: Option<std::path::PathBuf>,
 }
 
 impl Server {
@@ -1097,9 +1101,59 @@ impl Server {
             bin: bin.into(),
             port,
             child: None,
+            extra: Vec::new(),
+            dir: None,
         };
         s.restart();
         s
+    }
+    /// A one-node Redis Cluster serving every slot, of its own.
+    fn start_cluster(bin: &str) -> Server {
+        // A port whose cluster bus port (port + 10 000) is free too.
+        let port = loop {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let p = l.local_addr().unwrap().port();
+            if p < 55_000 && TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
+                break p;
+            }
+        };
+        let dir = std::env::temp_dir().join(unique("cellrate-node"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("nodes.conf");
+        let mut s = Server {
+            bin: bin.into(),
+            port,
+            child: None,
+            extra: vec![
+                "--cluster-enabled".into(),
+                "yes".into(),
+                "--cluster-config-file".into(),
+                conf.to_string_lossy().into_owned(),
+                "--dir".into(),
+                dir.to_string_lossy().into_owned(),
+            ],
+            dir: Some(dir),
+        };
+        s.restart();
+        let mut c = redis::Client::open(s.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let mut add = redis::cmd("CLUSTER");
+        add.arg("ADDSLOTS");
+        for slot in 0..16_384 {
+            add.arg(slot);
+        }
+        let _: () = add.query(&mut c).unwrap();
+        let start = Instant::now();
+        loop {
+            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c).unwrap();
+            if info.contains("cluster_state:ok") {
+                return s;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "{info}");
+            thread::sleep(Duration::from_millis(20));
+        }
     }
     fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
@@ -1108,6 +1162,7 @@ impl Server {
         let child = Command::new(&self.bin)
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -1156,6 +1211,9 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
+        if let Some(dir) = self.dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -1530,6 +1588,77 @@ fn a_stalled_server_costs_each_call_at_most_its_timeout() {
             break;
         }
         assert!(start.elapsed() < Duration::from_secs(5), "decisions resume");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The same deadlines on a Cluster (a one-node Cluster of the test's own,
+/// frozen with SIGSTOP): every blocking and async call returns within its
+/// timeout plus the slack, with `Timeout` or `Backoff`; after SIGCONT
+/// decisions resume.
+#[test]
+fn a_stalled_cluster_costs_each_call_at_most_its_timeout() {
+    let Some(bin) = env("CELLRATE_REDIS_SERVER") else {
+        return;
+    };
+    use cellrate::redis::Error;
+    let (timeout, slack) = (Duration::from_millis(200), Duration::from_millis(60));
+    let node = Server::start_cluster(&bin);
+    let policy =
+        RedisPolicy::single(unique("cstall"), "t", Quota::per_second(1_000).at_hz(1_000)).unwrap();
+    let config = RedisConfig::new(FailurePolicy::Closed)
+        .with_timeout(timeout)
+        .with_reconnect_interval(Duration::from_millis(300));
+    let rl = RedisGcra::new(
+        Target::cluster([node.url()]).unwrap(),
+        policy.clone(),
+        config.clone(),
+    )
+    .unwrap();
+    let arl = AsyncRedisGcra::new(Target::cluster([node.url()]).unwrap(), policy, config).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    assert!(rl.try_check_n("c", None, 1).unwrap().is_admitted());
+    assert!(rt
+        .block_on(arl.try_check_n("c", None, 1))
+        .unwrap()
+        .is_admitted());
+    node.pause();
+    let frozen = Instant::now();
+    let mut calls = Vec::new();
+    while frozen.elapsed() < Duration::from_millis(1_000) {
+        let start = Instant::now();
+        let b = rl.try_check_n("c", None, 1);
+        calls.push(("blocking", start.elapsed(), b.map(|o| o.source())));
+        let start = Instant::now();
+        let a = rt.block_on(arl.try_check_n("c", None, 1));
+        calls.push(("async", start.elapsed(), a.map(|o| o.source())));
+        thread::sleep(Duration::from_millis(10));
+    }
+    let worst = calls.iter().map(|c| c.1).max().unwrap();
+    eprintln!("cluster frozen: {} calls, worst {worst:?}", calls.len());
+    for (label, took, r) in &calls {
+        assert!(*took <= timeout + slack, "{label}: {took:?}: {r:?}");
+        assert!(
+            matches!(r, Err(Error::Timeout | Error::Backoff)),
+            "{label}: {r:?}"
+        );
+    }
+    assert!(calls.iter().any(|c| matches!(c.2, Err(Error::Timeout))));
+    node.resume();
+    let start = Instant::now();
+    loop {
+        let b = rl.try_check_n("c", None, 1);
+        let a = rt.block_on(arl.try_check_n("c", None, 1));
+        if b.is_ok() && a.is_ok() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "decisions resume: {b:?} {a:?}"
+        );
         thread::sleep(Duration::from_millis(20));
     }
 }

@@ -293,7 +293,14 @@ impl Inner {
                         .await
                         .map(Conn::Single)
                 }
-                Target::Cluster(client) => client.get_async_connection().await.map(Conn::Cluster),
+                Target::Cluster(client) => client
+                    .get_async_connection_with_config(
+                        ::redis::cluster::ClusterConfig::new()
+                            .set_connection_timeout(timeout)
+                            .set_response_timeout(timeout),
+                    )
+                    .await
+                    .map(Conn::Cluster),
             }
         })
         .await;

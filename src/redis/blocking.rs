@@ -31,7 +31,14 @@ impl Conn {
     /// Bounds the next reads and writes by what is left until `deadline`;
     /// a timeout error if nothing is.
     fn arm(&mut self, deadline: Instant) -> ::redis::RedisResult<()> {
-        self.arm_split(deadline, 1)
+        // The Cluster connection retries a failed command once (e.g. after
+        // a `MOVED`), waiting up to the socket timeout again: each attempt
+        // gets half.
+        let attempts = match self {
+            Conn::Single(_) => 1,
+            Conn::Cluster(_) => 2,
+        };
+        self.arm_split(deadline, attempts)
     }
 
     /// Like [`arm`](Self::arm) for an exchange of `replies` replies: the
@@ -472,15 +479,23 @@ impl RedisGcra {
             (Some(left), Target::Standalone(client), None) => {
                 client.get_connection_with_timeout(left).map(Conn::Single)
             }
-            (Some(_), Target::Cluster(client), _) => {
-                client.get_connection().map(|c| Conn::Cluster(Box::new(c)))
-            }
+            // A node's connect (handshake included) and its answer to
+            // `CLUSTER SLOTS` get half of what is left each (the cluster
+            // client tries the nodes one after the other until one answers).
+            (Some(left), Target::Cluster(client), _) => client
+                .get_connection_with_config(
+                    ::redis::cluster::ClusterConfig::new()
+                        .set_connection_timeout(left / 2)
+                        .set_response_timeout(left / 2),
+                )
+                .map(|c| Conn::Cluster(Box::new(c))),
         };
         match made {
             Ok(c) => Ok(c),
             Err(e) => {
                 self.backoff.failed();
-                Err(if e.is_timeout() {
+                // The cluster client wraps a node's timeout in its own error.
+                Err(if e.is_timeout() || Instant::now() >= deadline {
                     Error::Timeout
                 } else {
                     Error::Redis(e)

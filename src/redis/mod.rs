@@ -994,10 +994,10 @@ impl RedisConfig {
     /// and scheduling (a few ms; the stall test allows 60 ms on a loaded
     /// machine), with [`Error::Timeout`] (which the failure policy then
     /// decides). An async check waiting behind a batch keeps its own
-    /// deadline. Exceptions: a blocking Cluster connection's first connect to
-    /// each node is bounded by the cluster client's own 1 s
-    /// ([`Target::cluster`]); a standalone server asked for RESP3 in its URL
-    /// may take one timeout per handshake command.
+    /// deadline. Exceptions: a new blocking Cluster connection bounds each
+    /// node's connect by what is left of the deadline, one node after the
+    /// other; a standalone server asked for RESP3 in its URL may take one
+    /// timeout per handshake command.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -1263,10 +1263,9 @@ impl Target {
     pub fn standalone(url: &str) -> Result<Self, Error> {
         Ok(Target::Standalone(::redis::Client::open(url)?))
     }
-    /// A Cluster from the URLs of some of its nodes. Connecting to a node
-    /// and each answer are bounded by 1 s inside the cluster client (on top
-    /// of the [`RedisConfig`] timeout, which bounds each decision), and a
-    /// failed command is retried once (e.g. after a `MOVED`).
+    /// A Cluster from the URLs of some of its nodes. The limiters connect
+    /// with the [`RedisConfig`] timeout (see [`RedisConfig::with_timeout`]);
+    /// a failed command is retried once (e.g. after a `MOVED`).
     pub fn cluster<I, S>(nodes: I) -> Result<Self, Error>
     where
         I: IntoIterator<Item = S>,
