@@ -82,6 +82,17 @@ fn limiter(url: &str, policy: RedisPolicy, failure: FailurePolicy) -> RedisGcra 
     .unwrap()
 }
 
+/// The outcomes of a batch in which no key is corrupt.
+fn all_ok(
+    batch: Result<Vec<Result<Outcome, cellrate::redis::Error>>, cellrate::redis::Error>,
+) -> Vec<Outcome> {
+    batch
+        .expect("redis up")
+        .into_iter()
+        .map(|o| o.expect("no corrupt key"))
+        .collect()
+}
+
 /// Replays `(server time, cost, outcome)` on a local GCRA with the same
 /// quota, in server-time order, and checks every answer is the same.
 fn assert_same_as_local(quota: Quota, mut log: Vec<(u64, u64, Outcome)>) -> usize {
@@ -117,13 +128,17 @@ fn in_decision_order(mut log: Vec<(u64, u64, Outcome)>) -> Vec<(u64, u64, Outcom
 #[test]
 fn script_decides_exactly_like_the_local_gcra() {
     let Some(url) = standalone() else { return };
-    // 3 per 10 ms with bursts of 4: T = 3 333.34 µs rounded up to 3 334.
+    // 3 per 10 ms with bursts of 4: T = 3 333⅓ µs, kept exactly at 3
+    // sub-ticks per µs (whole microseconds would round it to 3 334).
     let quota = Quota::per_duration(3, Duration::from_millis(10))
         .with_burst(4)
         .at_hz(1_000);
     let policy = RedisPolicy::single(unique("exact"), "t", quota).unwrap();
     let q = policy.tiers()[0].quota();
-    assert_eq!(q.emission_interval(), 3_334);
+    assert_eq!(
+        (q.scale(), q.emission_interval(), q.burst()),
+        (3, 10_000, 4)
+    );
     let rl = limiter(&url, policy, FailurePolicy::Closed);
     let mut log = Vec::new();
     for i in 0..400u64 {
@@ -144,6 +159,99 @@ fn script_decides_exactly_like_the_local_gcra() {
     }
     let admitted = assert_same_as_local(q, log);
     assert!(admitted > 10, "some admitted: {admitted}");
+}
+
+/// Issue #14 on a real server: a tier keeps the burst that was asked. For
+/// quotas kept exactly and quotas whose `T` is rounded up: `b` cells at once
+/// from full are admitted; every cost up to `b` is then either admitted or
+/// limited (never "too large") with the exact `retry_after` of the GCRA
+/// with the rounded `T′` (reference: rational arithmetic below); and every
+/// admitted request conforms to the exact quota asked (time only goes
+/// forward here: one client, sequential calls).
+#[test]
+fn tiers_keep_the_burst_and_never_exceed_the_exact_quota() {
+    let Some(url) = standalone() else { return };
+    // (cells, period µs, burst).
+    let cases: [(u64, u64, u64); 8] = [
+        (3, 1_000_000, 3),
+        (7, 60_000_000, 7),
+        (9_999, 1_000_000, 1_000),
+        (3, 10_000, 4),
+        (10_007, 1_000_000, 13),
+        (99_991, 1_000_000, 20),
+        (50_021, 1_000_000, 7),
+        (999_983, 100_000_000, 9),
+    ];
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for (cells, period_us, burst) in cases {
+        let asked = Quota::per_duration(cells, Duration::from_micros(period_us))
+            .with_burst(burst)
+            .at_hz(1);
+        let policy = RedisPolicy::single(unique("burst"), "t", asked).unwrap();
+        let tier = policy.tiers()[0].clone();
+        let (scale, interval) = (
+            tier.quota().scale() as u128,
+            tier.quota().emission_interval() as u128,
+        );
+        // T′ = interval/scale µs ≥ T = period/cells µs, within 1 %.
+        assert!(interval * cells as u128 >= period_us as u128 * scale);
+        assert!(
+            100 * (interval * cells as u128 - period_us as u128 * scale)
+                <= interval * cells as u128
+        );
+        assert_eq!(tier.quota().burst(), burst);
+        let rl = limiter(&url, policy, FailurePolicy::Closed);
+        let first = rl.try_check_n("c", None, burst).unwrap();
+        assert!(
+            first.is_admitted(),
+            "{cells}/{period_us}µs b={burst}: {first:?}"
+        );
+        assert_eq!(first.results()[0].unwrap().remaining(), 0);
+        let mut log = vec![(first.server_time().unwrap(), burst, first)];
+        for i in 0..250 {
+            let cost = 1 + next() % burst;
+            let o = rl.try_check_n("c", None, cost).unwrap();
+            log.push((o.server_time().unwrap(), cost, o));
+            if i % 10 == 0 {
+                thread::sleep(Duration::from_micros(next() % 2_000));
+            }
+        }
+        // Reference 1, the rounded GCRA, in 1/scale µs: TAT′ and the span b·T′.
+        // Reference 2, the exact GCRA asked, in 1/cells µs: T = period.
+        let (mut tat_rounded, mut tat_exact) = (0u128, 0u128);
+        let mut admitted = 0;
+        for (now, cost, o) in &log {
+            let (now, cost) = (*now as u128, *cost as u128);
+            let base = tat_rounded.max(now * scale);
+            let over = (base + cost * interval).checked_sub(now * scale + burst as u128 * interval);
+            match (over, &o.results()[0]) {
+                (None | Some(0), Ok(_)) => {
+                    tat_rounded = base + cost * interval;
+                    admitted += 1;
+                    let base = tat_exact.max(now * cells as u128);
+                    let need = base + cost * period_us as u128 - now * cells as u128;
+                    assert!(
+                        need <= burst as u128 * period_us as u128,
+                        "{cells}/{period_us}µs: admitted beyond the exact quota at {now}"
+                    );
+                    tat_exact = base + cost * period_us as u128;
+                }
+                (Some(over), Err(cellrate::Denied::Limited(l))) if over > 0 => {
+                    assert_eq!(l.retry_after() as u128, over.div_ceil(scale), "{cells}/{period_us}µs at {now}");
+                }
+                (over, r) => panic!("{cells}/{period_us}µs b={burst} cost {cost} at {now}: expected over {over:?}, got {r:?}"),
+            }
+        }
+        if period_us / cells < 500 {
+            assert!(admitted > 1, "{cells}/{period_us}µs refills: {admitted}");
+        }
+    }
 }
 
 #[test]
@@ -240,7 +348,7 @@ fn a_pipelined_batch_decides_like_single_calls() {
     // The first batch also reloads the flushed script.
     let mut per_client: BTreeMap<&str, Vec<(u64, u64, Outcome)>> = BTreeMap::new();
     for _ in 0..3 {
-        let outcomes = rl.try_check_batch(&requests).unwrap();
+        let outcomes = all_ok(rl.try_check_batch(&requests));
         assert_eq!(outcomes.len(), requests.len());
         for (&(client, _, cost), o) in requests.iter().zip(outcomes) {
             if cost > 6 {
@@ -300,7 +408,7 @@ fn a_multi_tier_batch_decides_like_local_limiters() {
     let mut admitted = 0;
     let mut denied = 0;
     for round in 0..4 {
-        let outcomes = rl.try_check_batch(&requests).unwrap();
+        let outcomes = all_ok(rl.try_check_batch(&requests));
         let now = outcomes[0].server_time().unwrap();
         for (&(client, scope, cost), o) in requests.iter().zip(&outcomes) {
             assert_eq!(o.server_time(), Some(now), "one call, one server time");
@@ -369,7 +477,7 @@ fn a_batch_split_over_several_calls_reloads_and_keeps_order() {
     let requests: Vec<(&str, Option<&str>, u64)> = (0..n)
         .map(|i| (["x", "y", "z", "w"][i % 4], None, 1))
         .collect();
-    let outcomes = rl.try_check_batch(&requests).unwrap();
+    let outcomes = all_ok(rl.try_check_batch(&requests));
     assert_eq!(outcomes.len(), n);
     let times: HashSet<u64> = outcomes.iter().map(|o| o.server_time().unwrap()).collect();
     assert!(times.len() >= 4, "4 calls: {times:?}");
@@ -386,11 +494,14 @@ fn a_batch_split_over_several_calls_reloads_and_keeps_order() {
     }
 }
 
-/// A key under the prefix that holds something else fails the call, and the
-/// call writes nothing: neither the other requests' new keys nor the
-/// foreign key change.
+/// A key under the prefix that holds something that is not a TAT (another
+/// type, or a string that is not one) fails the requests that use it, and
+/// those alone, with `Error::CorruptKey` naming it; they write nothing, the
+/// key is left as it was, and the other requests of the same call are
+/// decided and charged normally. The same in the single-request script,
+/// through the failure policy (which does not apply) and when leasing.
 #[test]
-fn a_foreign_key_fails_the_call_and_writes_nothing() {
+fn a_foreign_key_fails_its_requests_alone_and_is_left_untouched() {
     let Some(url) = standalone() else { return };
     let prefix = unique("foreign");
     let policy = RedisPolicy::new(
@@ -408,41 +519,189 @@ fn a_foreign_key_fails_the_call_and_writes_nothing() {
         .unwrap();
     let fresh = policy.keys("fresh", None).unwrap();
     let hash = policy.keys("hash", None).unwrap();
-    let text = policy.keys("text", None).unwrap();
     let _: () = redis::cmd("HSET")
         .arg(&hash[1])
         .arg("f")
         .arg("v")
         .query(&mut conn)
         .unwrap();
-    let _: () = redis::cmd("SET")
-        .arg(&text[0])
-        .arg("hello")
-        .query(&mut conn)
-        .unwrap();
-    for bad in ["hash", "text"] {
-        let err = rl
-            .try_check_batch(&[("fresh", None, 1), (bad, None, 1)])
-            .unwrap_err();
-        assert!(err.to_string().contains("key holds no TAT"), "{err}");
-        let exists: u64 = redis::cmd("EXISTS")
-            .arg(&fresh)
-            .arg(&hash[0])
-            .arg(&text[1])
-            .query(&mut conn)
-            .unwrap();
-        assert_eq!(exists, 0, "{bad}: nothing created");
+    // Strings that are no TAT: text, negative, fractional, not finite, a
+    // fraction not below its scale, an empty string.
+    let texts = ["hello", "-5", "1.5", "nan", "inf", "12+3/3", ""];
+    let mut clients = vec!["fresh", "hash"];
+    let text_clients: Vec<String> = (0..texts.len()).map(|i| format!("text{i}")).collect();
+    for (c, v) in text_clients.iter().zip(texts) {
+        let key = &policy.keys(c, None).unwrap()[0];
+        let _: () = redis::cmd("SET").arg(key).arg(v).query(&mut conn).unwrap();
+        clients.push(c);
     }
+    clients.push("fresh");
+    let requests: Vec<(&str, Option<&str>, u64)> = clients.iter().map(|c| (*c, None, 1)).collect();
+    let outcomes = rl
+        .try_check_batch(&requests)
+        .expect("the call itself succeeds");
+    assert_eq!(outcomes.len(), requests.len());
+    for ((client, _, _), o) in requests.iter().zip(&outcomes) {
+        match *client {
+            "fresh" => assert!(o.as_ref().unwrap().is_admitted(), "{o:?}"),
+            "hash" => assert!(
+                matches!(o, Err(cellrate::redis::Error::CorruptKey(k)) if *k == hash[1]),
+                "{o:?}"
+            ),
+            c => {
+                let key = policy.keys(c, None).unwrap()[0].clone();
+                assert!(
+                    matches!(o, Err(cellrate::redis::Error::CorruptKey(k)) if *k == key),
+                    "{c}: {o:?}"
+                );
+            }
+        }
+    }
+    // Both "fresh" requests were charged (8 of 10 left), on both tiers.
+    let peek = rl.try_check_n("fresh", None, 0).unwrap();
+    assert_eq!(peek.results()[0].unwrap().remaining(), 8);
+    assert_eq!(peek.results()[1].unwrap().remaining(), 8);
+    let exists: u64 = redis::cmd("EXISTS").arg(&fresh).query(&mut conn).unwrap();
+    assert_eq!(exists, 2);
+    // Nothing written for the bad requests, and the bad keys untouched.
+    let exists: u64 = redis::cmd("EXISTS").arg(&hash[0]).query(&mut conn).unwrap();
+    assert_eq!(exists, 0, "the bad request's other tier is not charged");
     let kind: String = redis::cmd("TYPE").arg(&hash[1]).query(&mut conn).unwrap();
     assert_eq!(kind, "hash");
-    let value: String = redis::cmd("GET").arg(&text[0]).query(&mut conn).unwrap();
-    assert_eq!(value, "hello");
-    // The same client alone is fine, and the failure policy covers the bad one.
-    assert!(rl.try_check_n("fresh", None, 1).unwrap().is_admitted());
-    assert_eq!(
-        rl.check_n("hash", None, 1).unwrap().source(),
-        Source::FailClosed
+    for (c, v) in text_clients.iter().zip(texts) {
+        let keys = policy.keys(c, None).unwrap();
+        let value: String = redis::cmd("GET").arg(&keys[0]).query(&mut conn).unwrap();
+        assert_eq!(value, v);
+        let exists: u64 = redis::cmd("EXISTS").arg(&keys[1]).query(&mut conn).unwrap();
+        assert_eq!(exists, 0);
+    }
+    // One request alone, with the failure policy: the same distinct error.
+    for client in ["hash", "text0"] {
+        let e = rl.check_n(client, None, 1).unwrap_err();
+        assert!(matches!(e, cellrate::redis::Error::CorruptKey(_)), "{e}");
+        assert!(e.to_string().contains("key holds no TAT"), "{e}");
+    }
+    // The single-request script (a one-tier policy) and the lease script.
+    let single = RedisPolicy::single(&*prefix, "a", Quota::per_second(10).at_hz(1_000)).unwrap();
+    let one = limiter(&url, single.clone(), FailurePolicy::Open);
+    let e = one.check_n("text0", None, 1).unwrap_err();
+    assert!(
+        matches!(e, cellrate::redis::Error::CorruptKey(k) if k == single.keys("text0", None).unwrap()[0])
     );
+    let _: () = redis::cmd("HSET")
+        .arg(&single.keys("hash", None).unwrap()[0])
+        .arg("f")
+        .arg("v")
+        .query(&mut conn)
+        .unwrap();
+    assert!(matches!(
+        one.check_n("hash", None, 1),
+        Err(cellrate::redis::Error::CorruptKey(_))
+    ));
+    assert!(one.check_n("fresh", None, 1).unwrap().is_admitted());
+    let leased = LeasedRedisGcra::new(
+        limiter(&url, single, FailurePolicy::Open),
+        5,
+        Duration::from_secs(10),
+    );
+    for client in ["hash", "text1"] {
+        assert!(matches!(
+            leased.check(client),
+            Err(cellrate::redis::Error::CorruptKey(_))
+        ));
+    }
+    assert_eq!(leased.check("other").unwrap().source(), Source::Redis);
+    assert_eq!(leased.check("other").unwrap().source(), Source::Lease);
+}
+
+/// Issue #15: one client's key poisoned (a hash where a TAT belongs) among
+/// twenty clients checking concurrently through the coalescing async
+/// client, under each failure policy. The poisoned client gets
+/// `CorruptKey` on every check; every other client's decisions are exactly
+/// those of a healthy run: all decided by Redis, and identical, answer by
+/// answer, to one in-process GCRA per client replaying them in the order
+/// the script decided them.
+#[test]
+fn a_poisoned_key_among_coalesced_clients_harms_no_other_client() {
+    let Some(url) = standalone() else { return };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let policies = [
+        FailurePolicy::Open,
+        FailurePolicy::Closed,
+        FailurePolicy::Fallback(vec![Quota::per_hour(1_000).at_hz(1_000)]),
+    ];
+    for failure in policies {
+        let quota = Quota::per_hour(5).at_hz(1_000);
+        let policy = RedisPolicy::single(unique("poison"), "t", quota).unwrap();
+        let q = policy.tiers()[0].quota();
+        let mut conn = redis::Client::open(url.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let _: () = redis::cmd("HSET")
+            .arg(&policy.keys("c0", None).unwrap()[0])
+            .arg("f")
+            .arg("v")
+            .query(&mut conn)
+            .unwrap();
+        let rl = Arc::new(
+            AsyncRedisGcra::new(
+                Target::standalone(&url).unwrap(),
+                policy,
+                RedisConfig::new(failure.clone()).with_timeout(Duration::from_secs(2)),
+            )
+            .unwrap(),
+        );
+        let logs = rt.block_on(async {
+            let tasks: Vec<_> = (0..20)
+                .flat_map(|c| (0..4).map(move |t| (c, t)))
+                .map(|(c, _)| {
+                    let rl = rl.clone();
+                    tokio::spawn(async move {
+                        let client = format!("c{c}");
+                        let mut log = Vec::new();
+                        for _ in 0..8 {
+                            log.push((c, rl.check_n(&client, None, 1).await));
+                            tokio::task::yield_now().await;
+                        }
+                        log
+                    })
+                })
+                .collect();
+            let mut all = Vec::new();
+            for t in tasks {
+                all.extend(t.await.unwrap());
+            }
+            all
+        });
+        let mut per_client: BTreeMap<usize, Vec<(u64, u64, Outcome)>> = BTreeMap::new();
+        let mut coalesced = 0;
+        for (c, answer) in logs {
+            if c == 0 {
+                assert!(
+                    matches!(&answer, Err(cellrate::redis::Error::CorruptKey(_))),
+                    "{failure:?}: the poisoned client: {answer:?}"
+                );
+                continue;
+            }
+            let o = answer.unwrap_or_else(|e| panic!("{failure:?}: client c{c}: {e}"));
+            assert_eq!(o.source(), Source::Redis, "{failure:?}: client c{c}: {o:?}");
+            per_client
+                .entry(c)
+                .or_default()
+                .push((o.server_time().unwrap(), 1, o));
+        }
+        for (c, log) in per_client {
+            coalesced += log.len();
+            let admitted = assert_same_as_local(q, in_decision_order(log));
+            assert_eq!(admitted, 5, "{failure:?}: c{c} admitted its burst, no more");
+        }
+        assert_eq!(coalesced, 19 * 32);
+    }
 }
 
 /// Two "API servers" (two limiters, two connections), four threads each,
@@ -699,7 +958,7 @@ fn cluster_spreads_clients_and_keeps_a_clients_tiers_together() {
         .map(|c| (c.as_str(), Some("/x"), 1))
         .collect();
     for round in 0..3 {
-        for o in rl.try_check_batch(&batch).unwrap() {
+        for o in all_ok(rl.try_check_batch(&batch)) {
             // Two per minute on /x: the third round is denied by that tier.
             assert_eq!(o.is_admitted(), round < 2, "round {round}: {o:?}");
             assert!(o.results()[0].is_ok(), "the burst tier admits: {o:?}");
@@ -749,6 +1008,75 @@ fn cluster_spreads_clients_and_keeps_a_clients_tiers_together() {
     });
 }
 
+/// On a Cluster each request is its own call: a poisoned key fails its own
+/// requests (`CorruptKey`), the other clients of the same batch, on every
+/// node, are decided normally, by the blocking and the async client.
+#[test]
+fn a_poisoned_key_on_a_cluster_fails_its_checks_alone() {
+    let Some(nodes) = cluster_nodes() else { return };
+    let policy =
+        RedisPolicy::single(unique("clpoison"), "t", Quota::per_minute(2).at_hz(1_000)).unwrap();
+    let bad = policy.keys("bad", None).unwrap()[0].clone();
+    let writer = redis::cluster::ClusterClient::new(nodes.clone()).unwrap();
+    let mut conn = writer.get_connection().unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(&bad)
+        .arg("f")
+        .arg("v")
+        .query(&mut conn)
+        .unwrap();
+    let rl = RedisGcra::new(
+        Target::cluster(&nodes).unwrap(),
+        policy.clone(),
+        RedisConfig::new(FailurePolicy::Open).with_timeout(Duration::from_secs(1)),
+    )
+    .unwrap();
+    let clients: Vec<String> = (0..9).map(|c| format!("ok{c}")).collect();
+    let mut batch: Vec<(&str, Option<&str>, u64)> =
+        clients.iter().map(|c| (c.as_str(), None, 1)).collect();
+    batch.insert(4, ("bad", None, 1));
+    let spread: HashSet<String> = clients
+        .iter()
+        .map(|c| node_of(&nodes, &policy.keys(c, None).unwrap()[0]))
+        .collect();
+    assert!(spread.len() >= 2, "clients on several nodes: {spread:?}");
+    for round in 0..3 {
+        let outcomes = rl.try_check_batch(&batch).expect("the cluster answers");
+        for (&(client, _, _), o) in batch.iter().zip(outcomes) {
+            if client == "bad" {
+                assert!(
+                    matches!(&o, Err(cellrate::redis::Error::CorruptKey(k)) if *k == bad),
+                    "{o:?}"
+                );
+            } else {
+                let o = o.unwrap();
+                assert_eq!(o.source(), Source::Redis);
+                assert_eq!(o.is_admitted(), round < 2, "{client} round {round}: {o:?}");
+            }
+        }
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let arl = AsyncRedisGcra::new(
+            Target::cluster(&nodes).unwrap(),
+            policy,
+            RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_secs(1)),
+        )
+        .unwrap();
+        assert!(matches!(
+            arl.check_n("bad", None, 1).await,
+            Err(cellrate::redis::Error::CorruptKey(_))
+        ));
+        let o = arl.check_n("ok0", None, 1).await.unwrap();
+        assert_eq!((o.source(), o.is_admitted()), (Source::Redis, false));
+        let o = arl.check_n("fresh", None, 1).await.unwrap();
+        assert_eq!((o.source(), o.is_admitted()), (Source::Redis, true));
+    });
+}
+
 // ---------------------------------------------------------------- faults
 
 /// A redis-server this test owns, on a fixed port so it can be restarted.
@@ -756,6 +1084,10 @@ struct Server {
     bin: String,
     port: u16,
     child: Option<Child>,
+    /// More arguments (a one-node Cluster's).
+    extra: Vec<String>,
+    /// Its working directory, removed on drop (a one-node Cluster's).
+    dir: Option<std::path::PathBuf>,
 }
 
 impl Server {
@@ -769,9 +1101,59 @@ impl Server {
             bin: bin.into(),
             port,
             child: None,
+            extra: Vec::new(),
+            dir: None,
         };
         s.restart();
         s
+    }
+    /// A one-node Redis Cluster serving every slot, of its own.
+    fn start_cluster(bin: &str) -> Server {
+        // A port whose cluster bus port (port + 10 000) is free too.
+        let port = loop {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let p = l.local_addr().unwrap().port();
+            if p < 55_000 && TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
+                break p;
+            }
+        };
+        let dir = std::env::temp_dir().join(unique("cellrate-node"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("nodes.conf");
+        let mut s = Server {
+            bin: bin.into(),
+            port,
+            child: None,
+            extra: vec![
+                "--cluster-enabled".into(),
+                "yes".into(),
+                "--cluster-config-file".into(),
+                conf.to_string_lossy().into_owned(),
+                "--dir".into(),
+                dir.to_string_lossy().into_owned(),
+            ],
+            dir: Some(dir),
+        };
+        s.restart();
+        let mut c = redis::Client::open(s.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let mut add = redis::cmd("CLUSTER");
+        add.arg("ADDSLOTS");
+        for slot in 0..16_384 {
+            add.arg(slot);
+        }
+        let _: () = add.query(&mut c).unwrap();
+        let start = Instant::now();
+        loop {
+            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c).unwrap();
+            if info.contains("cluster_state:ok") {
+                return s;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "{info}");
+            thread::sleep(Duration::from_millis(20));
+        }
     }
     fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
@@ -780,6 +1162,7 @@ impl Server {
         let child = Command::new(&self.bin)
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -797,8 +1180,28 @@ impl Server {
         }
         panic!("redis-server on port {} did not start", self.port);
     }
+    /// Freezes the server (SIGSTOP): connections stay open, nothing answers.
+    fn pause(&self) {
+        self.signal("-STOP");
+    }
+    /// Thaws it (SIGCONT).
+    fn resume(&self) {
+        self.signal("-CONT");
+    }
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        // The shell's own `kill`: no other binary needed.
+        let ok = Command::new("sh")
+            .args(["-c", &format!("kill {sig} {pid}")])
+            .status()
+            .expect("sh");
+        assert!(ok.success(), "kill {sig} {pid}");
+    }
     fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
+            let _ = Command::new("sh")
+                .args(["-c", &format!("kill -CONT {}", c.id())])
+                .status();
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -808,6 +1211,9 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
+        if let Some(dir) = self.dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -950,6 +1356,313 @@ fn a_server_stopped_mid_run_under_load() {
     assert_eq!(rl.check("hot").unwrap().source(), Source::Redis, "resumed");
 }
 
+/// Issue #15: while Redis is down, a flood of new clients must not make the
+/// fallback forget an abusive client. Redis here is a loopback port nobody
+/// listens on, so every check is decided by the fallback, whose table holds
+/// 256 clients; 20 000 new clients pass through it, and the abuser, who
+/// owes a day of debt, is still denied at the end, with its retry_after.
+#[test]
+fn a_flood_of_new_clients_during_an_outage_never_frees_an_abuser() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port(); // bound, then closed: nothing listens there.
+    let policy =
+        RedisPolicy::single(unique("flood"), "t", Quota::per_day(10).at_hz(1_000)).unwrap();
+    for when_full in [
+        cellrate::keyed::WhenFull::Admit,
+        cellrate::keyed::WhenFull::Deny,
+        cellrate::keyed::WhenFull::Shared,
+    ] {
+        let rl = RedisGcra::new(
+            Target::standalone(&format!("redis://127.0.0.1:{port}/")).unwrap(),
+            policy.clone(),
+            RedisConfig::new(FailurePolicy::Fallback(
+                vec![Quota::per_day(3).at_hz(1_000)],
+            ))
+            .with_timeout(Duration::from_millis(50))
+            .with_reconnect_interval(Duration::from_secs(60))
+            .with_fallback_capacity(256)
+            .with_fallback_when_full(when_full),
+        )
+        .unwrap();
+        for _ in 0..3 {
+            let o = rl.check("abuser").unwrap();
+            assert_eq!((o.source(), o.is_admitted()), (Source::Fallback, true));
+        }
+        let o = rl.check("abuser").unwrap();
+        assert!(!o.is_admitted(), "{when_full:?}: {o:?}");
+        let mut newcomers = 0;
+        for i in 0..20_000 {
+            let o = rl.check(&format!("new{i}")).unwrap();
+            assert_eq!(o.source(), Source::Fallback);
+            newcomers += usize::from(o.is_admitted());
+        }
+        let o = rl.check("abuser").unwrap();
+        assert_eq!(o.source(), Source::Fallback);
+        assert!(
+            !o.is_admitted(),
+            "{when_full:?}: the abuser was forgotten: {o:?}"
+        );
+        let wait = o.denied().unwrap().retry_after().unwrap();
+        assert!(
+            wait > 7 * 3_600 * 1_000_000,
+            "{when_full:?}: still owes ~8 h: {wait} µs"
+        );
+        eprintln!(
+            "fallback under a flood, {when_full:?}: {newcomers} of 20 000 new clients admitted"
+        );
+    }
+}
+
+/// Issue #15: timeouts are deadlines. The server is frozen (SIGSTOP): every
+/// call, blocking or async, connect and reconnect included, returns within
+/// its timeout plus a small slack, with `Error::Timeout` (or, while reconnects
+/// are held back, `Error::Backoff` at once). Only the calls already in
+/// flight when the server froze and one caller per reconnect interval pay
+/// the timeout. Async checks queued behind a stuck batch keep their own
+/// deadline. After SIGCONT decisions resume.
+#[test]
+fn a_stalled_server_costs_each_call_at_most_its_timeout() {
+    let Some(bin) = env("CELLRATE_REDIS_SERVER") else {
+        return;
+    };
+    use cellrate::redis::Error;
+    let timeout = Duration::from_millis(200);
+    // What a call may take beyond its timeout: waking up, setting socket
+    // timeouts, scheduling on a loaded machine.
+    let slack = Duration::from_millis(60);
+    let interval = Duration::from_millis(300);
+    let server = Server::start(&bin);
+    let policy =
+        RedisPolicy::single(unique("stall"), "t", Quota::per_second(1_000).at_hz(1_000)).unwrap();
+    let config = RedisConfig::new(FailurePolicy::Closed)
+        .with_timeout(timeout)
+        .with_reconnect_interval(interval);
+    let rl = Arc::new(
+        RedisGcra::new(
+            Target::standalone(&server.url()).unwrap(),
+            policy.clone(),
+            config.clone(),
+        )
+        .unwrap(),
+    );
+    let arl = Arc::new(
+        AsyncRedisGcra::new(Target::standalone(&server.url()).unwrap(), policy, config).unwrap(),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    assert!(rl.try_check_n("c", None, 1).unwrap().is_admitted());
+    assert!(rt
+        .block_on(arl.try_check_n("c", None, 1))
+        .unwrap()
+        .is_admitted());
+
+    server.pause();
+    let frozen = Instant::now();
+    let run_for = Duration::from_millis(1_200);
+    // Blocking: four threads calling back to back.
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let rl = rl.clone();
+            thread::spawn(move || {
+                let mut calls = Vec::new();
+                while frozen.elapsed() < run_for {
+                    let start = Instant::now();
+                    let r = rl.try_check_n(&format!("b{i}"), None, 1);
+                    calls.push((start.elapsed(), r.map(|o| o.source())));
+                    thread::sleep(Duration::from_millis(1));
+                }
+                calls
+            })
+        })
+        .collect();
+    // Async: one check stuck in a batch, then waves of checks queued behind
+    // it, each with its own deadline.
+    let async_calls = rt.block_on(async {
+        let mut tasks = Vec::new();
+        while frozen.elapsed() < run_for {
+            for c in 0..8 {
+                let arl = arl.clone();
+                tasks.push(tokio::spawn(async move {
+                    let start = Instant::now();
+                    let r = arl.try_check_n(&format!("a{c}"), None, 1).await;
+                    (start.elapsed(), r.map(|o| o.source()))
+                }));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut calls = Vec::new();
+        for t in tasks {
+            calls.push(t.await.unwrap());
+        }
+        calls
+    });
+    let blocking_calls: Vec<_> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let elapsed = frozen.elapsed();
+    // Leasing: a renewal on the frozen server answers by the failure
+    // policy within the same deadline.
+    let leased = LeasedRedisGcra::new(
+        RedisGcra::new(
+            Target::standalone(&server.url()).unwrap(),
+            RedisPolicy::single(
+                unique("stall-lease"),
+                "t",
+                Quota::per_second(10).at_hz(1_000),
+            )
+            .unwrap(),
+            RedisConfig::new(FailurePolicy::Closed).with_timeout(timeout),
+        )
+        .unwrap(),
+        5,
+        Duration::from_secs(10),
+    );
+    let start = Instant::now();
+    let o = leased.check("l").unwrap();
+    assert!(
+        start.elapsed() <= timeout + slack,
+        "lease: {:?}",
+        start.elapsed()
+    );
+    assert_eq!(o.source(), Source::FailClosed);
+    for (label, calls) in [("blocking", &blocking_calls), ("async", &async_calls)] {
+        let mut paid = 0;
+        for (took, r) in calls.iter() {
+            assert!(
+                *took <= timeout + slack,
+                "{label}: a call took {took:?} (timeout {timeout:?}): {r:?}"
+            );
+            match r {
+                Err(Error::Timeout) => paid += 1,
+                // Held back at once; an async check may first have waited
+                // behind a batch stuck on the frozen server.
+                Err(Error::Backoff) => {
+                    assert!(label == "async" || *took < timeout / 2, "{label}: {took:?}")
+                }
+                other => panic!("{label}: the frozen server answered? {other:?}"),
+            }
+        }
+        // Calls in flight when it froze (one per thread, or the first async
+        // batch and the checks queued behind it), then one per interval.
+        let probes = (elapsed.as_millis() / interval.as_millis()) as usize + 1;
+        let in_flight = if label == "blocking" { 4 } else { 16 };
+        eprintln!(
+            "{label}: {} calls while frozen, {paid} paid the timeout (bound {}), worst {:?}",
+            calls.len(),
+            in_flight + probes,
+            calls.iter().map(|c| c.0).max().unwrap()
+        );
+        assert!(
+            paid <= in_flight + probes,
+            "{label}: {paid} calls paid the timeout"
+        );
+    }
+    let (blocking_paid, async_paid) = (
+        blocking_calls
+            .iter()
+            .filter(|c| matches!(c.1, Err(Error::Timeout)))
+            .count(),
+        async_calls
+            .iter()
+            .filter(|c| matches!(c.1, Err(Error::Timeout)))
+            .count(),
+    );
+    assert!(
+        blocking_paid >= 1 && async_paid >= 1,
+        "the freeze was noticed"
+    );
+
+    server.resume();
+    let start = Instant::now();
+    loop {
+        let b = rl.try_check_n("c", None, 1);
+        let a = rt.block_on(arl.try_check_n("c", None, 1));
+        if b.is_ok() && a.is_ok() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "decisions resume");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The same deadlines on a Cluster (a one-node Cluster of the test's own,
+/// frozen with SIGSTOP): every blocking and async call returns within its
+/// timeout plus the slack, with `Timeout` or `Backoff`; after SIGCONT
+/// decisions resume.
+#[test]
+fn a_stalled_cluster_costs_each_call_at_most_its_timeout() {
+    let Some(bin) = env("CELLRATE_REDIS_SERVER") else {
+        return;
+    };
+    use cellrate::redis::Error;
+    let (timeout, slack) = (Duration::from_millis(200), Duration::from_millis(60));
+    let node = Server::start_cluster(&bin);
+    let policy =
+        RedisPolicy::single(unique("cstall"), "t", Quota::per_second(1_000).at_hz(1_000)).unwrap();
+    let config = RedisConfig::new(FailurePolicy::Closed)
+        .with_timeout(timeout)
+        .with_reconnect_interval(Duration::from_millis(300));
+    let rl = RedisGcra::new(
+        Target::cluster([node.url()]).unwrap(),
+        policy.clone(),
+        config.clone(),
+    )
+    .unwrap();
+    let arl = AsyncRedisGcra::new(Target::cluster([node.url()]).unwrap(), policy, config).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    assert!(rl.try_check_n("c", None, 1).unwrap().is_admitted());
+    assert!(rt
+        .block_on(arl.try_check_n("c", None, 1))
+        .unwrap()
+        .is_admitted());
+    node.pause();
+    let frozen = Instant::now();
+    let mut calls = Vec::new();
+    while frozen.elapsed() < Duration::from_millis(1_000) {
+        let start = Instant::now();
+        let b = rl.try_check_n("c", None, 1);
+        calls.push(("blocking", start.elapsed(), b.map(|o| o.source())));
+        let start = Instant::now();
+        let a = rt.block_on(arl.try_check_n("c", None, 1));
+        calls.push(("async", start.elapsed(), a.map(|o| o.source())));
+        thread::sleep(Duration::from_millis(10));
+    }
+    let worst = calls.iter().map(|c| c.1).max().unwrap();
+    eprintln!("cluster frozen: {} calls, worst {worst:?}", calls.len());
+    for (label, took, r) in &calls {
+        assert!(*took <= timeout + slack, "{label}: {took:?}: {r:?}");
+        assert!(
+            matches!(r, Err(Error::Timeout | Error::Backoff)),
+            "{label}: {r:?}"
+        );
+    }
+    assert!(calls.iter().any(|c| matches!(c.2, Err(Error::Timeout))));
+    node.resume();
+    let start = Instant::now();
+    loop {
+        let b = rl.try_check_n("c", None, 1);
+        let a = rt.block_on(arl.try_check_n("c", None, 1));
+        if b.is_ok() && a.is_ok() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "decisions resume: {b:?} {a:?}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
 // ---------------------------------------------------------------- leasing
 
 struct LeaseRun {
@@ -1053,6 +1766,69 @@ fn lease_bound_and_round_trips_saved() {
             );
         }
     }
+}
+
+/// Issue #15: leasing holds no lock shared by all clients across a round
+/// trip. With the server frozen (SIGSTOP) while client "b" renews its lease,
+/// client "a", which holds a live lease, is answered from it, every time,
+/// before b's round trip gives up.
+#[test]
+fn a_stalled_renewal_never_blocks_a_client_with_a_live_lease() {
+    let Some(bin) = env("CELLRATE_REDIS_SERVER") else {
+        return;
+    };
+    let server = Server::start(&bin);
+    let policy = RedisPolicy::single(
+        unique("lstall"),
+        "t",
+        Quota::per_second(1_000).with_burst(100).at_hz(1_000),
+    )
+    .unwrap();
+    let inner = RedisGcra::new(
+        Target::standalone(&server.url()).unwrap(),
+        policy,
+        RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_secs(2)),
+    )
+    .unwrap();
+    let leased = Arc::new(LeasedRedisGcra::new(inner, 50, Duration::from_secs(60)));
+    assert_eq!(leased.check("a").unwrap().source(), Source::Redis);
+    // b takes a lease of 50 cells and spends them, so its next check must
+    // renew on the server.
+    let b_leased = leased.check("b").unwrap();
+    assert_eq!(b_leased.source(), Source::Redis);
+    for _ in 0..49 {
+        assert_eq!(leased.check("b").unwrap().source(), Source::Lease);
+    }
+    server.pause();
+    let b_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let b_started = Arc::new(std::sync::Barrier::new(2));
+    let renewal = {
+        let (leased, b_done, b_started) = (leased.clone(), b_done.clone(), b_started.clone());
+        thread::spawn(move || {
+            b_started.wait();
+            let o = leased.check("b");
+            b_done.store(true, std::sync::atomic::Ordering::SeqCst);
+            o
+        })
+    };
+    b_started.wait();
+    // Let b's renewal reach the frozen server (it waits there up to 2 s).
+    thread::sleep(Duration::from_millis(100));
+    for i in 0..40 {
+        let o = leased.check("a").unwrap();
+        assert_eq!(o.source(), Source::Lease, "check {i} of a: {o:?}");
+        assert!(
+            !b_done.load(std::sync::atomic::Ordering::SeqCst),
+            "check {i} of a waited for b's round trip"
+        );
+    }
+    server.resume();
+    let b = renewal.join().unwrap().unwrap();
+    assert_ne!(
+        b.source(),
+        Source::Lease,
+        "b's check needed the server: {b:?}"
+    );
 }
 
 #[test]

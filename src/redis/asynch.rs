@@ -139,10 +139,13 @@ impl AsyncRedisGcra {
                 Source::Redis,
             ));
         }
+        let deadline = inner.deadline();
         if let Target::Cluster(_) = inner.target {
             let mut out = Vec::with_capacity(1);
-            inner.run(&[(client, scope, cost)], &mut out).await?;
-            return out.pop().ok_or(Error::BadReply);
+            inner
+                .run(&[(client, scope, cost)], &mut out, deadline)
+                .await?;
+            return out.pop().unwrap_or(Err(Error::BadReply));
         }
         let (answer, answered) = tokio::sync::oneshot::channel();
         let start = {
@@ -158,7 +161,13 @@ impl AsyncRedisGcra {
         if start {
             tokio::spawn(Inner::coalesce(Arc::clone(inner)));
         }
-        answered.await.unwrap_or(Err(Error::Timeout))
+        // This check's own deadline, whatever the batch ahead of it does: a
+        // check that gives up is dropped from the queue (its closed channel)
+        // or, if already in a call, its answer is discarded.
+        match tokio::time::timeout_at(deadline, answered).await {
+            Ok(answer) => answer.unwrap_or(Err(Error::Timeout)),
+            Err(_) => Err(Error::Timeout),
+        }
     }
 }
 
@@ -200,18 +209,24 @@ impl Inner {
                     stopped.done = true;
                     return;
                 }
+                // Checks whose caller gave up (its deadline passed) are
+                // dropped, never charged.
+                queue.waiting.retain(|w| !w.answer.is_closed());
                 let n = queue.waiting.len().min(per_call);
                 queue.waiting.drain(..n).collect()
             };
+            if batch.is_empty() {
+                continue;
+            }
             let requests: Vec<(&str, Option<&str>, u64)> = batch
                 .iter()
                 .map(|w| (w.client.as_str(), w.scope.as_deref(), w.cost))
                 .collect();
             let mut out = Vec::with_capacity(batch.len());
-            match self.run(&requests, &mut out).await {
+            match self.run(&requests, &mut out, self.deadline()).await {
                 Ok(()) if out.len() == batch.len() => {
                     for (w, outcome) in batch.into_iter().zip(out) {
-                        let _ = w.answer.send(Ok(outcome));
+                        let _ = w.answer.send(outcome);
                     }
                 }
                 Ok(()) => {
@@ -228,6 +243,14 @@ impl Inner {
         }
     }
 
+    /// When a call starting now must be answered: now + the timeout.
+    fn deadline(&self) -> tokio::time::Instant {
+        let timeout = self.degrade.config().timeout;
+        let now = tokio::time::Instant::now();
+        now.checked_add(timeout)
+            .unwrap_or_else(|| now + std::time::Duration::from_secs(86_400 * 365))
+    }
+
     fn current(&self) -> Option<Conn> {
         self.conn.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -236,12 +259,18 @@ impl Inner {
         *self.conn.lock().unwrap_or_else(|e| e.into_inner()) = conn;
     }
 
-    async fn connection(&self) -> Result<Conn, Error> {
+    /// The shared connection, or a new one made (handshake included)
+    /// before `deadline`; at most one attempt per reconnect interval after a
+    /// failure.
+    async fn connection(&self, deadline: tokio::time::Instant) -> Result<Conn, Error> {
         if let Some(c) = self.current() {
             return Ok(c);
         }
-        // One task connects; the others wait for it and reuse the result.
-        let _one = self.connecting.lock().await;
+        // One task connects; the others wait for it (within their own
+        // deadline) and reuse the result.
+        let Ok(_one) = tokio::time::timeout_at(deadline, self.connecting.lock()).await else {
+            return Err(Error::Timeout);
+        };
         if let Some(c) = self.current() {
             return Ok(c);
         }
@@ -249,8 +278,11 @@ impl Inner {
         if !self.backoff.may_try(config.reconnect_interval) {
             return Err(Error::Backoff);
         }
-        let timeout = config.timeout;
-        let made = tokio::time::timeout(timeout, async {
+        let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if timeout.is_zero() {
+            return Err(Error::Timeout);
+        }
+        let made = tokio::time::timeout_at(deadline, async {
             match &self.target {
                 Target::Standalone(client) => {
                     let cfg = ::redis::AsyncConnectionConfig::new()
@@ -261,19 +293,29 @@ impl Inner {
                         .await
                         .map(Conn::Single)
                 }
-                Target::Cluster(client) => client.get_async_connection().await.map(Conn::Cluster),
+                Target::Cluster(client) => client
+                    .get_async_connection_with_config(
+                        ::redis::cluster::ClusterConfig::new()
+                            .set_connection_timeout(timeout)
+                            .set_response_timeout(timeout),
+                    )
+                    .await
+                    .map(Conn::Cluster),
             }
         })
         .await;
         match made {
             Ok(Ok(c)) => {
-                self.backoff.succeeded();
                 self.set(Some(c.clone()));
                 Ok(c)
             }
             Ok(Err(e)) => {
                 self.backoff.failed();
-                Err(Error::Redis(e))
+                Err(if e.is_timeout() {
+                    Error::Timeout
+                } else {
+                    Error::Redis(e)
+                })
             }
             Err(_) => {
                 self.backoff.failed();
@@ -287,12 +329,12 @@ impl Inner {
     async fn run(
         &self,
         requests: &[(&str, Option<&str>, u64)],
-        out: &mut Vec<Outcome>,
+        out: &mut Vec<Result<Outcome, Error>>,
+        deadline: tokio::time::Instant,
     ) -> Result<(), Error> {
-        let mut conn = self.connection().await?;
+        let mut conn = self.connection(deadline).await?;
         let (script, cmd) = self.policy.check_cmd(requests);
-        let timeout = self.degrade.config().timeout;
-        let reply = tokio::time::timeout(timeout, async {
+        let reply = tokio::time::timeout_at(deadline, async {
             let first = match &mut conn {
                 Conn::Single(c) => cmd.query_async::<Vec<i64>>(c).await,
                 Conn::Cluster(c) => cmd.query_async::<Vec<i64>>(c).await,
@@ -313,16 +355,27 @@ impl Inner {
         })
         .await;
         match reply {
-            Ok(Ok(reply)) => {
-                self.policy
-                    .decode_checks(&reply, requests.iter().map(|&(_, _, cost)| cost), out)
-            }
+            Ok(Ok(reply)) => self.policy.decode_checks(&reply, requests, out),
             Ok(Err(e)) => {
-                self.set(None);
-                Err(Error::Redis(e))
+                let transport = e.is_io_error()
+                    || e.is_timeout()
+                    || e.is_connection_dropped()
+                    || e.is_connection_refusal();
+                if transport {
+                    // The connection is gone or stuck: drop it, and hold
+                    // back reconnects for the interval.
+                    self.set(None);
+                    self.backoff.failed();
+                }
+                Err(if e.is_timeout() {
+                    Error::Timeout
+                } else {
+                    Error::Redis(e)
+                })
             }
             Err(_) => {
                 self.set(None);
+                self.backoff.failed();
                 Err(Error::Timeout)
             }
         }

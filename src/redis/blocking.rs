@@ -7,6 +7,7 @@
 use std::boxed::Box;
 use std::string::String;
 use std::sync::Mutex;
+use std::time::Instant;
 use std::vec::Vec;
 
 use super::{
@@ -26,6 +27,48 @@ impl Conn {
             Conn::Cluster(c) => &mut **c,
         }
     }
+
+    /// Bounds the next reads and writes by what is left until `deadline`;
+    /// a timeout error if nothing is.
+    fn arm(&mut self, deadline: Instant) -> ::redis::RedisResult<()> {
+        // The Cluster connection retries a failed command once (e.g. after
+        // a `MOVED`), waiting up to the socket timeout again: each attempt
+        // gets half.
+        let attempts = match self {
+            Conn::Single(_) => 1,
+            Conn::Cluster(_) => 2,
+        };
+        self.arm_split(deadline, attempts)
+    }
+
+    /// Like [`arm`](Self::arm) for an exchange of `replies` replies: the
+    /// client crate waits up to the socket timeout for each reply (even
+    /// after one has failed), so each gets `1/replies` of what is left.
+    fn arm_split(&mut self, deadline: Instant, replies: usize) -> ::redis::RedisResult<()> {
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .map(|d| d / replies.max(1) as u32)
+            .filter(|d| !d.is_zero())
+            .ok_or_else(deadline_passed)?;
+        match self {
+            Conn::Single(c) => {
+                c.set_read_timeout(Some(left))?;
+                c.set_write_timeout(Some(left))
+            }
+            Conn::Cluster(c) => {
+                c.set_read_timeout(Some(left))?;
+                c.set_write_timeout(Some(left))
+            }
+        }
+    }
+}
+
+/// The error of a call whose deadline passed before its next step.
+fn deadline_passed() -> ::redis::RedisError {
+    ::redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "deadline passed",
+    ))
 }
 
 /// Most idle connections a [`RedisGcra`] keeps for reuse.
@@ -62,6 +105,44 @@ pub struct RedisGcra {
     degrade: Degrade,
     backoff: Backoff,
     idle: Mutex<Vec<Conn>>,
+    /// For a standalone RESP2 server: how to connect with no handshake
+    /// inside the client crate (whose pipelined handshake may wait its
+    /// timeout once per command), then the handshake one command at a time.
+    bare: Option<Bare>,
+}
+
+/// A client for the same server with no handshake of its own, and the
+/// handshake (`AUTH`, `SELECT`) to send on each new connection.
+struct Bare {
+    client: ::redis::Client,
+    handshake: Vec<::redis::Cmd>,
+}
+
+impl Bare {
+    fn new(client: &::redis::Client) -> Option<Bare> {
+        let info = client.get_connection_info().clone();
+        let asked = info.redis_settings().clone();
+        if asked.protocol() != ::redis::ProtocolVersion::RESP2 {
+            return None;
+        }
+        let mut handshake = Vec::new();
+        if let Some(password) = asked.password() {
+            let mut auth = ::redis::cmd("AUTH");
+            if let Some(user) = asked.username() {
+                auth.arg(user);
+            }
+            auth.arg(password);
+            handshake.push(auth);
+        }
+        if asked.db() != 0 {
+            let mut select = ::redis::cmd("SELECT");
+            select.arg(asked.db());
+            handshake.push(select);
+        }
+        let plain = ::redis::RedisConnectionInfo::default().set_skip_set_lib_name();
+        let client = ::redis::Client::open(info.set_redis_settings(plain)).ok()?;
+        Some(Bare { client, handshake })
+    }
 }
 
 impl RedisGcra {
@@ -69,9 +150,13 @@ impl RedisGcra {
     pub fn new(target: Target, policy: RedisPolicy, config: RedisConfig) -> Result<Self, Error> {
         let degrade = Degrade::new(config, policy.tiers().len())?;
         Ok(RedisGcra {
-            target,
             policy,
             degrade,
+            bare: match &target {
+                Target::Standalone(client) => Bare::new(client),
+                Target::Cluster(_) => None,
+            },
+            target,
             backoff: Backoff::default(),
             idle: Mutex::new(Vec::new()),
         })
@@ -114,7 +199,7 @@ impl RedisGcra {
         }
         let mut out = Vec::with_capacity(1);
         self.decide(&[(client, scope, cost)], &mut out)?;
-        out.pop().ok_or(Error::BadReply)
+        out.pop().unwrap_or(Err(Error::BadReply))
     }
 
     /// Many checks in one round trip. Each request is `(client, scope,
@@ -126,8 +211,11 @@ impl RedisGcra {
     /// LOAD` (the calls that did run are not repeated). On a Cluster each
     /// request is its own call and its own round trip (a client's keys
     /// share a slot, different clients' need not; the blocking Cluster
-    /// connection does not pipeline). An error fails the whole batch (no
-    /// failure policy here: the caller decides).
+    /// connection does not pipeline). A failure of Redis or of the
+    /// connection fails the whole batch (the outer error; no failure policy
+    /// here: the caller decides); a key that holds no TAT fails only the
+    /// requests that use it ([`Error::CorruptKey`] in their place), and
+    /// every other request is decided as if they were absent.
     ///
     /// ```no_run
     /// use cellrate::redis::{FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, Target};
@@ -139,20 +227,21 @@ impl RedisGcra {
     /// ).unwrap();
     /// let outcomes = rl.try_check_batch(&[("a", None, 1), ("b", None, 1)]).unwrap();
     /// assert_eq!(outcomes.len(), 2);
+    /// assert!(outcomes.iter().all(|o| o.is_ok()));
     /// ```
     pub fn try_check_batch(
         &self,
         requests: &[(&str, Option<&str>, u64)],
-    ) -> Result<Vec<Outcome>, Error> {
+    ) -> Result<Vec<Result<Outcome, Error>>, Error> {
         let mut remote = Vec::with_capacity(requests.len());
-        let mut local: Vec<Option<Outcome>> = Vec::with_capacity(requests.len());
+        let mut local: Vec<Option<Result<Outcome, Error>>> = Vec::with_capacity(requests.len());
         for &(client, scope, cost) in requests {
             self.policy.validate(client, scope)?;
             match self.policy.too_large(cost) {
-                Some(d) => local.push(Some(Outcome::new(
+                Some(d) => local.push(Some(Ok(Outcome::new(
                     std::vec![Err(d); self.policy.tiers().len()],
                     Source::Redis,
-                ))),
+                )))),
                 None => {
                     remote.push((client, scope, cost));
                     local.push(None);
@@ -167,7 +256,7 @@ impl RedisGcra {
         local
             .into_iter()
             .map(|slot| slot.or_else(|| decided.next()).ok_or(Error::BadReply))
-            .collect()
+            .collect::<Result<Vec<_>, Error>>()
     }
 
     /// Decides `requests` (valid, each cost within every burst) on Redis,
@@ -175,13 +264,14 @@ impl RedisGcra {
     fn decide(
         &self,
         requests: &[(&str, Option<&str>, u64)],
-        out: &mut Vec<Outcome>,
+        out: &mut Vec<Result<Outcome, Error>>,
     ) -> Result<(), Error> {
         let per_call = match self.target {
             Target::Cluster(_) => 1,
             Target::Standalone(_) => (MAX_KEYS_PER_CALL / self.policy.tiers().len()).max(1),
         };
-        let mut conn = self.take()?;
+        let deadline = self.deadline();
+        let mut conn = self.take(deadline)?;
         let replies = if requests.len() <= per_call || matches!(self.target, Target::Cluster(_)) {
             // One call, or a Cluster (whose blocking connection does not
             // pipeline): one round trip per call.
@@ -189,11 +279,15 @@ impl RedisGcra {
                 .chunks(per_call)
                 .map(|chunk| {
                     let (script, cmd) = self.policy.check_cmd(chunk);
+                    conn.arm(deadline)?;
                     let reply = cmd.query::<Vec<i64>>(conn.as_dyn());
                     match reply {
-                        Err(e) if is_noscript(&e) => script
-                            .load(conn.as_dyn())
-                            .and_then(|_| cmd.query(conn.as_dyn())),
+                        Err(e) if is_noscript(&e) => {
+                            conn.arm(deadline)?;
+                            script.load(conn.as_dyn())?;
+                            conn.arm(deadline)?;
+                            cmd.query(conn.as_dyn())
+                        }
                         other => other,
                     }
                 })
@@ -203,18 +297,18 @@ impl RedisGcra {
                 .chunks(per_call)
                 .map(|chunk| self.policy.check_cmd(chunk))
                 .collect();
-            self.pipelined(&mut conn, &cmds)
+            self.pipelined(&mut conn, &cmds, deadline)
         };
         let replies = match replies {
             Ok(r) => {
+                self.backoff.succeeded();
                 self.put(conn);
                 r
             }
             Err(e) => return Err(self.failed(conn, e)),
         };
         for (reply, chunk) in replies.iter().zip(requests.chunks(per_call)) {
-            self.policy
-                .decode_checks(reply, chunk.iter().map(|r| r.2), out)?;
+            self.policy.decode_checks(reply, chunk, out)?;
         }
         Ok(())
     }
@@ -225,6 +319,7 @@ impl RedisGcra {
         &self,
         conn: &mut Conn,
         cmds: &[(&::redis::Script, ::redis::Cmd)],
+        deadline: Instant,
     ) -> ::redis::RedisResult<Vec<Vec<i64>>> {
         let mut replies: Vec<Option<Vec<i64>>> = std::vec![None; cmds.len()];
         let mut pending: Vec<usize> = (0..cmds.len()).collect();
@@ -234,6 +329,7 @@ impl RedisGcra {
             for &i in &pending {
                 pipe.add_command(cmds[i].1.clone());
             }
+            conn.arm_split(deadline, pending.len())?;
             let values: Vec<::redis::Value> = pipe.query(conn.as_dyn())?;
             if values.len() != pending.len() {
                 return Err(bad_reply());
@@ -269,6 +365,7 @@ impl RedisGcra {
             for &i in &again {
                 let script = cmds[i].0;
                 if !loaded.contains(&script.get_hash()) {
+                    conn.arm(deadline)?;
                     script.load(conn.as_dyn())?;
                     loaded.push(script.get_hash());
                 }
@@ -281,25 +378,50 @@ impl RedisGcra {
             .collect()
     }
 
+    /// The failure policy's answer to `tried` (see [`check_n`](Self::check_n)).
+    pub(crate) fn settle(
+        &self,
+        tried: Result<Outcome, Error>,
+        client: &str,
+        scope: Option<&str>,
+        cost: u64,
+    ) -> Result<Outcome, Error> {
+        self.degrade
+            .settle(tried, &self.policy, client, scope, cost)
+    }
+
     /// Runs the lease script once: `(cells granted, outcome)`.
     pub(crate) fn run(&self, keys: &[String], request: Request) -> Result<(u64, Outcome), Error> {
-        let mut conn = self.take()?;
+        let deadline = self.deadline();
+        let mut conn = self.take(deadline)?;
         let inv = self.policy.invocation(lease_script(), keys, request);
-        match inv.invoke::<Vec<i64>>(conn.as_dyn()) {
+        let reply = conn
+            .arm(deadline)
+            .and_then(|()| inv.invoke::<Vec<i64>>(conn.as_dyn()));
+        match reply {
             Ok(reply) => {
+                self.backoff.succeeded();
                 self.put(conn);
-                self.policy.decode(&reply, request.cost)
+                self.policy.decode(&reply, keys, request.cost)
             }
             Err(e) => Err(self.failed(conn, e)),
         }
     }
 
-    /// An idle connection, or a new one.
-    fn take(&self) -> Result<Conn, Error> {
+    /// When a call starting now must be answered: now + the timeout.
+    fn deadline(&self) -> Instant {
+        let timeout = self.degrade.config().timeout;
+        Instant::now()
+            .checked_add(timeout)
+            .unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(86_400 * 365))
+    }
+
+    /// An idle connection, or a new one made before `deadline`.
+    fn take(&self, deadline: Instant) -> Result<Conn, Error> {
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         match idle {
             Some(c) => Ok(c),
-            None => self.connect(),
+            None => self.connect(deadline),
         }
     }
 
@@ -332,34 +454,52 @@ impl RedisGcra {
         }
     }
 
-    fn connect(&self) -> Result<Conn, Error> {
+    /// A new connection, made (handshake included) before `deadline`; at
+    /// most one attempt per reconnect interval after a failure.
+    fn connect(&self, deadline: Instant) -> Result<Conn, Error> {
         let config = self.degrade.config();
         if !self.backoff.may_try(config.reconnect_interval) {
             return Err(Error::Backoff);
         }
-        let timeout = config.timeout;
-        let made = match &self.target {
-            Target::Standalone(client) => {
-                client.get_connection_with_timeout(timeout).and_then(|c| {
-                    c.set_read_timeout(Some(timeout))?;
-                    c.set_write_timeout(Some(timeout))?;
-                    Ok(Conn::Single(c))
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero());
+        let made = match (left, &self.target, &self.bare) {
+            (None, _, _) => Err(deadline_passed()),
+            (Some(left), _, Some(bare)) => {
+                bare.client.get_connection_with_timeout(left).and_then(|c| {
+                    let mut conn = Conn::Single(c);
+                    for cmd in &bare.handshake {
+                        conn.arm(deadline)?;
+                        cmd.query::<::redis::Value>(conn.as_dyn())?;
+                    }
+                    Ok(conn)
                 })
             }
-            Target::Cluster(client) => client.get_connection().and_then(|c| {
-                c.set_read_timeout(Some(timeout))?;
-                c.set_write_timeout(Some(timeout))?;
-                Ok(Conn::Cluster(Box::new(c)))
-            }),
+            (Some(left), Target::Standalone(client), None) => {
+                client.get_connection_with_timeout(left).map(Conn::Single)
+            }
+            // A node's connect (handshake included) and its answer to
+            // `CLUSTER SLOTS` get half of what is left each (the cluster
+            // client tries the nodes one after the other until one answers).
+            (Some(left), Target::Cluster(client), _) => client
+                .get_connection_with_config(
+                    ::redis::cluster::ClusterConfig::new()
+                        .set_connection_timeout(left / 2)
+                        .set_response_timeout(left / 2),
+                )
+                .map(|c| Conn::Cluster(Box::new(c))),
         };
         match made {
-            Ok(c) => {
-                self.backoff.succeeded();
-                Ok(c)
-            }
+            Ok(c) => Ok(c),
             Err(e) => {
                 self.backoff.failed();
-                Err(Error::Redis(e))
+                // The cluster client wraps a node's timeout in its own error.
+                Err(if e.is_timeout() || Instant::now() >= deadline {
+                    Error::Timeout
+                } else {
+                    Error::Redis(e)
+                })
             }
         }
     }

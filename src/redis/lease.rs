@@ -13,6 +13,12 @@
 //! The request itself is the first of the `g` cells. `g = 0` is a denial
 //! with the usual [`Denied`](crate::Denied).
 //!
+//! Each client's lease has its own lock; the table of leases is locked
+//! only to find a client's entry. A renewal holds its client's lock across
+//! the round trip (so a client renews once, not once per waiting caller),
+//! and nothing else: while one client waits on a slow or stalled server,
+//! every other client keeps spending its live lease.
+//!
 //! # Bound on over-admission across the fleet
 //!
 //! Cells are consumed on the server when granted, so the fleet never admits
@@ -46,9 +52,9 @@
 //! `lease_bound_and_round_trips_saved` in `tests/redis.rs` measures both).
 
 use std::collections::HashMap;
-use std::string::String;
+use std::string::{String, ToString};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::{Error, Outcome, RedisGcra, Request, Source};
@@ -83,8 +89,19 @@ pub struct LeasedRedisGcra {
     inner: RedisGcra,
     size: u64,
     lifetime: Duration,
-    leases: Mutex<HashMap<String, Lease>>,
+    /// Each client's lease behind its own lock. The map's lock is held only
+    /// to find or add a client's entry, never across a round trip; a
+    /// client's own lock is held across its renewal, so a stalled server
+    /// delays only the callers of the client being renewed, never a client
+    /// spending a live lease.
+    leases: Mutex<HashMap<String, Arc<Mutex<Option<Lease>>>>>,
     round_trips: AtomicU64,
+}
+
+/// Locks `m`; a poisoned lock only means another thread panicked while
+/// holding plain data, which is still usable.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl LeasedRedisGcra {
@@ -115,19 +132,23 @@ impl LeasedRedisGcra {
     /// lease). Redis failures apply the inner limiter's failure policy.
     pub fn check(&self, client: &str) -> Result<Outcome, Error> {
         let keys = self.inner.policy().keys(client, None)?;
-        let mut leases = self.leases.lock().unwrap_or_else(|e| e.into_inner());
-        let old = leases.remove(client);
+        let slot = {
+            let mut map = lock(&self.leases);
+            match map.get(client) {
+                Some(slot) => Arc::clone(slot),
+                None => Arc::clone(map.entry(client.to_string()).or_default()),
+            }
+        };
+        let mut lease = lock(&slot);
+        let old = lease.take();
         let refund = match old {
             Some(Lease::Cells { left, granted_at })
                 if left > 0 && granted_at.elapsed() < self.lifetime =>
             {
-                leases.insert(
-                    client.into(),
-                    Lease::Cells {
-                        left: left - 1,
-                        granted_at,
-                    },
-                );
+                *lease = Some(Lease::Cells {
+                    left: left - 1,
+                    granted_at,
+                });
                 let results = self
                     .inner
                     .policy()
@@ -138,13 +159,10 @@ impl LeasedRedisGcra {
                 return Ok(Outcome::new(results, Source::Lease));
             }
             Some(Lease::Denied { until, outcome }) if Instant::now() < until => {
-                leases.insert(
-                    client.into(),
-                    Lease::Denied {
-                        until,
-                        outcome: outcome.clone(),
-                    },
-                );
+                *lease = Some(Lease::Denied {
+                    until,
+                    outcome: outcome.clone(),
+                });
                 return Ok(outcome.with_source(Source::Lease));
             }
             Some(Lease::Cells { left, .. }) => left,
@@ -159,13 +177,10 @@ impl LeasedRedisGcra {
         match self.inner.run(&keys, request) {
             Ok((granted, outcome)) => {
                 if granted > 0 {
-                    leases.insert(
-                        client.into(),
-                        Lease::Cells {
-                            left: granted - 1,
-                            granted_at: Instant::now(),
-                        },
-                    );
+                    *lease = Some(Lease::Cells {
+                        left: granted - 1,
+                        granted_at: Instant::now(),
+                    });
                 } else if let Some(until) = outcome
                     .denied()
                     .and_then(|d| d.retry_after())
@@ -174,19 +189,19 @@ impl LeasedRedisGcra {
                     // No cell fits for `wait` µs of server time: answer the
                     // same locally until then (never admits more: the server
                     // would deny too, unless another server returns cells).
-                    leases.insert(
-                        client.into(),
-                        Lease::Denied {
-                            until,
-                            outcome: outcome.clone(),
-                        },
-                    );
+                    *lease = Some(Lease::Denied {
+                        until,
+                        outcome: outcome.clone(),
+                    });
                 }
                 Ok(outcome)
             }
-            Err(_) => {
-                drop(leases);
-                self.inner.check_n(client, None, 1)
+            // Redis failed within this call's deadline: the failure policy
+            // answers at once (no second round trip); a key that holds no
+            // TAT is reported as it is.
+            Err(e) => {
+                drop(lease);
+                self.inner.settle(Err(e), client, None, 1)
             }
         }
     }
@@ -194,15 +209,11 @@ impl LeasedRedisGcra {
     /// Returns every unused leased cell to Redis (for a graceful shutdown).
     /// Returns how many cells were given back.
     pub fn return_all(&self) -> u64 {
-        let drained: std::vec::Vec<(String, Lease)> = self
-            .leases
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain()
-            .collect();
+        let drained: std::vec::Vec<(String, Arc<Mutex<Option<Lease>>>)> =
+            lock(&self.leases).drain().collect();
         let mut returned = 0;
-        for (client, lease) in drained {
-            let Lease::Cells { left, .. } = lease else {
+        for (client, slot) in drained {
+            let Some(Lease::Cells { left, .. }) = lock(&slot).take() else {
                 continue;
             };
             if left == 0 {

@@ -36,13 +36,33 @@
 //! The answers are the crate's own [`Decision`] and [`Denied`], computed by
 //! the same code as in-process (the script returns `TAT − now` and the wait,
 //! the crate turns them into cells and ticks): a [`RedisTier`]'s quota is
-//! re-expressed on a 1 MHz clock with one sub-tick per tick, and a local
-//! [`Gcra`](crate::Gcra) with [`RedisTier::quota`] gives the same decisions at
-//! the same server times (the fleet test checks exactly that).
+//! re-expressed on the server's 1 MHz clock with the tier's own number of
+//! sub-ticks per µs (its [`scale`](Quota::scale)), and a local
+//! [`Gcra`](crate::Gcra) with [`RedisTier::quota`] gives the same decisions
+//! at the same server times (the fleet test checks exactly that).
+//!
+//! # Rounding: the burst is what was asked
+//!
+//! A tier keeps the burst `b` that was asked ([`Quota::burst`]): `b` cells
+//! at once from full are always admitted, and a cost up to `b` is never
+//! "too large". Only the emission interval may be rounded, **up**: `T` in
+//! µs is a fraction `num/den`; when `den ≤` [`MAX_SCALE`] (2¹⁴) the tier runs
+//! at `den` sub-ticks per µs and `T` is exact; otherwise `T′ = ⌈T·2¹⁴⌉/2¹⁴`
+//! µs (at most 61 ps more per cell, refused with [`Error::Imprecise`] if
+//! that loses over 1 % of the rate). The span is `b·T′`. Every request
+//! stream such a tier admits for a non-decreasing `now` conforms to the
+//! exact quota: its GCRA is a token bucket of the same capacity `b` that
+//! refills no faster, so it never holds more tokens than the exact one.
+//! [`RedisTier::is_exact`] says whether `T′ = T`. Over every rate of 1 to
+//! 10 000 cells per second, minute, hour or day with bursts of 1 to 1 000
+//! all tiers are exact (whole microseconds kept 0.9 % of them exact and
+//! lost burst cells on 90 %; the unit test `exact_share_of_realistic_tiers`
+//! computes both).
 //!
 //! `TIME` is the server's wall clock. If it steps back, `max(TAT, now) − now`
-//! only grows: the limiter denies more for a while, never admits more (the
-//! same rule as the in-process GCRA for a `now` that goes back). Keys live
+//! only grows: the limiter denies more for a while, never admits more than
+//! the rounded GCRA would for that `now` (the same rule as the in-process
+//! GCRA for a `now` that goes back). Keys live
 //! on the server only: a restart without persistence forgets the debts
 //! (every client starts full), which is Redis' durability, not the script's.
 //!
@@ -50,17 +70,45 @@
 //!
 //! Redis' Lua 5.1 has only IEEE doubles, exact for integers below 2⁵³. So:
 //!
-//! * time is in whole microseconds: `TIME` now is about 2⁵⁰·⁷ µs and stays
-//!   below 2⁵² µs until the year 2112;
-//! * `T` is rounded **up** to whole microseconds (toward admitting less;
-//!   [`RedisTier::quota`] says whether that was exact), and the span `b·T` must
-//!   be at most 2⁵² µs (about 142 years), checked by [`RedisTier::new`];
-//! * so every TAT, `now + b·T < 2⁵³`, and every product and sum in the script
-//!   is an exact integer. TATs are stored as decimal integer strings written
-//!   with `string.format('%d')`, exact below 2⁶³ where Lua's integer format is
+//! * time is `TIME` in whole microseconds since 1970: about 2⁵⁰·⁷ now, below
+//!   2⁵² until the year 2112;
+//! * a tier's `T` and span are integers of its sub-ticks (`scale ≤ 2¹⁴` per
+//!   µs), and the span `b·T` is at most 2⁵² sub-ticks
+//!   ([`MAX_SPAN_SUB_TICKS`]; a long span with a fine `T` gets a coarser
+//!   scale, within the same 1 %), checked by [`RedisTier::new`];
+//! * a TAT is stored as whole microseconds plus a fraction: `"<µs>"`, or
+//!   `"<µs>+<f>/<scale>"` for `µs + f/scale` when it falls between two
+//!   microseconds (`0 < f < scale`). So the script never multiplies an
+//!   absolute time by the scale: `TAT − now` in sub-ticks is
+//!   `(µs − now)·scale + f ≤ span ≤ 2⁵²` for a TAT it wrote (larger only
+//!   after the clock stepped back, then capped at 2⁵³, where every request
+//!   is denied), `now + ⌊ahead/scale⌋ < 2⁵³`, and every product and sum is
+//!   an exact integer; a quotient is corrected to the exact one (`split`).
+//!   A fraction written at another scale (the quota changed) is read
+//!   rounded up to the new scale. Numbers are written with
+//!   `string.format('%d')`, exact below 2⁶³ where Lua's integer format is
 //!   64-bit (the script checks that on each call that writes, and uses
-//!   `'%.0f'` where it is not); never Lua's `tostring` (`%.14g`), which would
-//!   round them. The reply is an array of integers, exact as well.
+//!   `'%.0f'` where it is not); never Lua's `tostring` (`%.14g`), which
+//!   would round them. The reply is an array of integers, exact as well.
+//!
+//! The scripts live in `src/redis/lua/` (`common.lua` is prepended to each).
+//!
+//! # Keys cellrate cannot read
+//!
+//! A key where a TAT belongs that holds something else — a value of
+//! another type, or a string that is not a TAT (not an integer in
+//! `[0, 2⁵³)` nor a well-formed fraction) — is **reported, not repaired**:
+//! the script decides no request that uses it and returns the key's index;
+//! that check alone fails with [`Error::CorruptKey`] naming the key, in
+//! every client (blocking, async with coalesced batches, Cluster, leasing),
+//! whatever the failure policy (Redis answered; the policy is for when it
+//! does not). Every other request of the same call is decided as if that
+//! one were absent, and the key is never written: it may belong to someone
+//! else under a colliding prefix, so cellrate does not overwrite it. Delete
+//! it (or let its expiry pass) and the client starts full. Detecting a key
+//! of another type costs one `EXISTS` per call that finds absent keys
+//! (`MGET` reads other types as absent), and a `TYPE` per absent key only
+//! if one of them exists.
 //!
 //! # Speed
 //!
@@ -113,10 +161,20 @@
 //! slower than the timeout: admit ([`FailurePolicy::Open`]), deny
 //! ([`FailurePolicy::Closed`]), or decide with a local in-process GCRA per
 //! client with its own (usually looser, since every server applies it
-//! separately) quotas ([`FailurePolicy::Fallback`]). The [`Outcome`] says which
-//! ([`Source`]). A lost connection is dropped and rebuilt by a later call, at
-//! most once per [`RedisConfig::with_reconnect_interval`], so a dead server costs
-//! one connect timeout per interval, not one per request. No path panics.
+//! separately) quotas ([`FailurePolicy::Fallback`]). The fallback keeps its
+//! clients in one [`KeyedBox`] per tier: bounded memory
+//! ([`RedisConfig::with_fallback_capacity`]) with the keyed tables'
+//! lossless eviction — a client that still owes is never forgotten, however
+//! many new clients arrive during the outage — and their full-table
+//! policies ([`RedisConfig::with_fallback_when_full`]). The [`Outcome`] says which
+//! ([`Source`]). The timeout is a deadline for each call, connect included
+//! ([`RedisConfig::with_timeout`]). A lost or stuck connection is dropped
+//! and rebuilt by a later call; after a failure, one caller per
+//! [`RedisConfig::with_reconnect_interval`] tries again (the others get
+//! [`Error::Backoff`] at once, and the failure policy), until a call is
+//! answered: a dead or stalled server costs the calls in flight when it
+//! failed and then one timeout per interval, not one per request. No path
+//! panics.
 //!
 //! # Leasing
 //!
@@ -125,15 +183,14 @@
 
 use core::fmt;
 use std::boxed::Box;
-use std::collections::HashMap;
 use std::string::{String, ToString};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use std::vec::Vec;
 
 use crate::decision::{Decision, Denied, Limited, Usage};
+use crate::keyed::{KeyedBox, Seed, WhenFull};
 use crate::quota::Quota;
-use crate::Algorithm;
 
 mod asynch;
 mod blocking;
@@ -153,7 +210,9 @@ pub use blocking::{RedisGcra, MAX_IDLE};
 /// ```
 pub const HZ: u64 = 1_000_000;
 
-/// The largest span `b·T` a tier may have, in µs (2⁵², see the module docs).
+/// The largest span `b·T` a tier may have, in µs (2⁵², see the module
+/// docs). A tier with sub-microsecond steps has the tighter bound
+/// [`MAX_SPAN_SUB_TICKS`] on its span in sub-ticks.
 ///
 /// ```
 /// use cellrate::redis::MAX_SPAN_MICROS;
@@ -161,6 +220,32 @@ pub const HZ: u64 = 1_000_000;
 /// assert_eq!(MAX_SPAN_MICROS / 1_000_000 / 86_400 / 365, 142);
 /// ```
 pub const MAX_SPAN_MICROS: u64 = 1 << 52;
+
+/// The largest span `b·T` a tier may have in its own sub-ticks (2⁵²): what
+/// keeps every sum and product in the scripts an exact integer of Lua's
+/// doubles.
+///
+/// ```
+/// use cellrate::redis::{RedisTier, MAX_SPAN_SUB_TICKS};
+/// use cellrate::Quota;
+/// let t = RedisTier::new("t", Quota::per_second(3).with_burst(1_000).at_hz(1_000)).unwrap();
+/// assert!(t.quota().span() <= MAX_SPAN_SUB_TICKS);
+/// ```
+pub const MAX_SPAN_SUB_TICKS: u64 = 1 << 52;
+
+/// The most sub-ticks per microsecond a tier uses (2¹⁴): a tier whose
+/// emission interval is a fraction of a microsecond with a denominator up
+/// to this is kept exactly; any other is rounded up to a multiple of
+/// `1/MAX_SCALE` µs (at most 61 ps slower per cell).
+///
+/// ```
+/// use cellrate::redis::{RedisTier, MAX_SCALE};
+/// use cellrate::Quota;
+/// // 3 per second: T = 1 000 000/3 µs, kept exactly at 3 sub-ticks per µs.
+/// let t = RedisTier::new("t", Quota::per_second(3).at_hz(1_000)).unwrap();
+/// assert!(t.is_exact() && t.quota().scale() == 3 && t.quota().scale() <= MAX_SCALE);
+/// ```
+pub const MAX_SCALE: u64 = 1 << 14;
 
 /// The most tiers one policy may have.
 ///
@@ -175,176 +260,25 @@ pub const MAX_TIERS: usize = 8;
 
 /// The single check script: one request of a one-tier policy, the common
 /// case of [`RedisGcra::check_n`] and the async client, with no tables and no
-/// loops (about a third less server time than the check script for one
-/// request). KEYS: the key. ARGV: cost, `T`, span. Returns `[now, v]`, `v`
-/// as in the check script. A key of another type fails the `GET` before
-/// anything is written.
-pub(crate) const SINGLE_SCRIPT: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
-local cost = tonumber(ARGV[1])
-local interval = tonumber(ARGV[2])
-local span = tonumber(ARGV[3])
-local raw = redis.call('GET', KEYS[1])
-local tat = now
-if raw then
-  tat = tonumber(raw)
-  if not tat then return redis.error_reply('cellrate: key holds no TAT: ' .. KEYS[1]) end
-  if tat < now then tat = now end
-end
-local ahead = tat - now
-if ahead + cost * interval > span then return {now, -1 - ahead} end
-if cost > 0 then
-  ahead = ahead + cost * interval
-  local fmt = '%d'
-  if string.format(fmt, 4503599627370497) ~= '4503599627370497' then fmt = '%.0f' end
-  redis.call('SET', KEYS[1], string.format(fmt, now + ahead), 'PX', string.format(fmt, math.floor(ahead / 1000) + 1))
-end
-return {now, ahead}
-"#;
+/// loops. KEYS: the key. ARGV: cost, `T`, span, scale. Returns `[now, v]`,
+/// `v` as in the check script, or `[now, 0, 1]` when the key holds no TAT.
+pub(crate) const SINGLE_SCRIPT: &str = concat!(
+    include_str!("lua/common.lua"),
+    include_str!("lua/single.lua")
+);
 
 /// The check script: `n ≥ 1` requests of one policy decided in order at one
 /// server time. KEYS: `m` per request (request `r`'s tier `i` is key
-/// `(r − 1)·m + i`). ARGV: `m`, then `Tᵢ`, `spanᵢ` per tier, then one cost
-/// per request, or a single cost for all of them. Returns `[now, vᵣᵢ …]`, one value per key: `TAT − now` after
+/// `(r − 1)·m + i`). ARGV: `m`, then `Tᵢ`, `spanᵢ`, `scaleᵢ` per tier, then
+/// one cost per request, or a single cost for all of them. Returns
+/// `[now, vᵣᵢ …, bad …]`, one value per key: `TAT − now` (sub-ticks) after
 /// the request if it was admitted (or is a peek that fits), else
-/// `−1 − (TAT − now)` before it. Reads every key with one `MGET`, decides
-/// every request in memory, then writes each changed key once (`SET … PX`,
-/// the numbers as decimal strings made by `string.format('%d')` — exact for
-/// integers below 2⁶³ where Lua's integer format is 64-bit, checked on each
-/// call, else `'%.0f'` — and made once per distinct value). A key that did
-/// not exist is written with `NX` first, so a key of another type (which
-/// `MGET` reads as absent) fails the call and undoes what it created
-/// instead of being overwritten.
-pub(crate) const CHECK_SCRIPT: &str = r#"
-local t = redis.call('TIME')
-local now = t[1] * 1000000 + t[2]
-local m = tonumber(ARGV[1])
-local intervals, spans = {}, {}
-for i = 1, m do
-  intervals[i] = tonumber(ARGV[2 * i])
-  spans[i] = tonumber(ARGV[2 * i + 1])
-end
-local first = 2 * m + 1
-local n = #KEYS / m
-local uniform = #ARGV == first + 1
-if m < 1 or n ~= math.floor(n) or (not uniform and #ARGV - first ~= n) then
-  return redis.error_reply('cellrate: bad check arguments')
-end
-local cost = tonumber(ARGV[first + 1])
-local raws = redis.call('MGET', unpack(KEYS))
-local tats, fresh, dirty, order, out, ahead = {}, {}, {}, {}, {now}, {}
-if m == 1 then
-  -- One tier: the same decision without the inner loops.
-  local interval, span = intervals[1], spans[1]
-  for r = 1, n do
-    if not uniform then cost = tonumber(ARGV[first + r]) end
-    local key = KEYS[r]
-    local tat = tats[key]
-    if not tat then
-      local raw = raws[r]
-      if raw then
-        tat = tonumber(raw)
-        if not tat then return redis.error_reply('cellrate: key holds no TAT: ' .. key) end
-      else
-        tat = 0
-        fresh[key] = true
-      end
-      tats[key] = tat
-    end
-    local a = 0
-    if tat > now then a = tat - now end
-    local need = a + cost * interval
-    if need > span then
-      out[r + 1] = -1 - a
-    else
-      if cost > 0 then
-        tats[key] = now + need
-        if not dirty[key] then
-          dirty[key] = true
-          order[#order + 1] = key
-        end
-      end
-      out[r + 1] = need
-    end
-  end
-else
-  for r = 1, n do
-    if not uniform then cost = tonumber(ARGV[first + r]) end
-    local k0 = (r - 1) * m
-    local admit = true
-    for i = 1, m do
-      local key = KEYS[k0 + i]
-      local tat = tats[key]
-      if not tat then
-        local raw = raws[k0 + i]
-        if raw then
-          tat = tonumber(raw)
-          if not tat then return redis.error_reply('cellrate: key holds no TAT: ' .. key) end
-        else
-          tat = 0
-          fresh[key] = true
-        end
-        tats[key] = tat
-      end
-      if tat < now then tat = now end
-      ahead[i] = tat - now
-      if ahead[i] + cost * intervals[i] > spans[i] then admit = false end
-    end
-    for i = 1, m do
-      local a = ahead[i]
-      if not admit then
-        out[k0 + i + 1] = -1 - a
-      else
-        if cost > 0 then
-          local key = KEYS[k0 + i]
-          a = a + cost * intervals[i]
-          tats[key] = now + a
-          if not dirty[key] then
-            dirty[key] = true
-            order[#order + 1] = key
-          end
-        end
-        out[k0 + i + 1] = a
-      end
-    end
-  end
-end
-if #order == 0 then return out end
-local fmt = '%d'
-if string.format(fmt, 4503599627370497) ~= '4503599627370497' then fmt = '%.0f' end
-local strs = {}
-local function str(x)
-  local s = strs[x]
-  if not s then
-    s = string.format(fmt, x)
-    strs[x] = s
-  end
-  return s
-end
-local made = {}
-for j = 1, #order do
-  local key = order[j]
-  if fresh[key] then
-    local tat = tats[key]
-    local ttl = math.floor((tat - now) / 1000) + 1
-    if not redis.call('SET', key, str(tat), 'PX', str(ttl), 'NX') then
-      for _, k in ipairs(made) do redis.call('DEL', k) end
-      return redis.error_reply('cellrate: key holds no TAT: ' .. key)
-    end
-    made[#made + 1] = key
-  end
-end
-for j = 1, #order do
-  local key = order[j]
-  if not fresh[key] then
-    local tat = tats[key]
-    local ttl = math.floor((tat - now) / 1000) + 1
-    redis.call('SET', key, str(tat), 'PX', str(ttl))
-  end
-end
-return out
-"#;
+/// `−1 − (TAT − now)` before it; then the 1-based index of every key that
+/// holds no TAT (see *Keys cellrate cannot read* in the module docs).
+pub(crate) const CHECK_SCRIPT: &str = concat!(
+    include_str!("lua/common.lua"),
+    include_str!("lua/check.lua")
+);
 
 /// The most keys one check-script call carries (requests × tiers). A
 /// batch with more is split into several calls in one pipeline, so one
@@ -357,65 +291,16 @@ pub const MAX_KEYS_PER_CALL: usize = 256;
 
 /// The lease script (one request; [`lease`] only). KEYS: one per tier.
 /// ARGV: cost, mode (0: all or nothing; 1: up to `cost`, at least 1 — a
-/// lease), refund (cells given back to each tier first), then `Tᵢ`, `spanᵢ`
-/// per tier. Returns
-/// `[granted, now, aheadᵢ, waitᵢ, …]`: cells granted (0 = denied), server µs,
-/// and per tier `TAT − now` after the call and, when nothing was granted,
-/// the wait for the request (for a lease: for one cell).
-pub(crate) const LEASE_SCRIPT: &str = r#"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local cost = tonumber(ARGV[1])
-local upto = ARGV[2] == '1'
-local refund = tonumber(ARGV[3])
-local n = #KEYS
-local base, intervals, spans = {}, {}, {}
-local grant = cost
-for i = 1, n do
-  local interval = tonumber(ARGV[2 + 2 * i])
-  local span = tonumber(ARGV[3 + 2 * i])
-  intervals[i] = interval
-  spans[i] = span
-  local raw = redis.call('GET', KEYS[i])
-  local tat = now
-  if raw then
-    tat = tonumber(raw)
-    if not tat then return redis.error_reply('cellrate: key holds no TAT: ' .. KEYS[i]) end
-    if refund > 0 and tat > now then
-      tat = tat - refund * interval
-      if tat < now then tat = now end
-      redis.call('SET', KEYS[i], string.format('%.0f', tat), 'KEEPTTL')
-    end
-    if tat < now then tat = now end
-  end
-  base[i] = tat
-  local room = span - (tat - now)
-  if upto then
-    local fits = 0
-    if room > 0 then fits = math.floor(room / interval) end
-    if fits < grant then grant = fits end
-  elseif cost * interval > room then
-    grant = 0
-  end
-end
-local out = {grant, now}
-local want = cost
-if upto and cost > 0 then want = 1 end
-for i = 1, n do
-  local ahead = base[i] - now
-  local wait = 0
-  if grant == 0 then
-    local need = ahead + want * intervals[i]
-    if need > spans[i] then wait = need - spans[i] end
-  elseif cost > 0 then
-    ahead = ahead + grant * intervals[i]
-    redis.call('SET', KEYS[i], string.format('%.0f', now + ahead), 'PX', math.floor(ahead / 1000) + 1)
-  end
-  out[2 * i + 1] = ahead
-  out[2 * i + 2] = wait
-end
-return out
-"#;
+/// lease), refund (cells given back to each tier first), then `Tᵢ`,
+/// `spanᵢ`, `scaleᵢ` per tier. Returns `[granted, now, aheadᵢ, waitᵢ, …]`:
+/// cells granted (0 = denied), server µs, and per tier `TAT − now`
+/// (sub-ticks) after the call and, when nothing was granted, the wait for
+/// the request (for a lease: for one cell); or `[−1, now, i]` when key `i`
+/// holds no TAT (nothing is written then).
+pub(crate) const LEASE_SCRIPT: &str = concat!(
+    include_str!("lua/common.lua"),
+    include_str!("lua/lease.lua")
+);
 
 /// Why a Redis operation failed (before a [`FailurePolicy`] applies).
 ///
@@ -442,13 +327,25 @@ pub enum Error {
     InvalidKey,
     /// A quota that cannot be kept exactly in the script's integers.
     QuotaTooLong,
-    /// Rounding `T` up to whole microseconds would lose more than 1 % of
-    /// the rate (rates above about 100 000 cells per second per key).
+    /// Rounding `T` up to a multiple of `1/`[`MAX_SCALE`] µs would lose
+    /// more than 1 % of the rate (only rates above about 1.6·10⁸ cells per
+    /// second per key whose interval is no such multiple).
     Imprecise,
     /// More than [`MAX_TIERS`] tiers, or none.
     TierCount,
     /// Scopes given do not match the tiers made `per_scope`.
     ScopeMismatch,
+    /// Two tiers of a policy could share a key (the same name, or a
+    /// per-scope tier `n` and a tier named `n:…`).
+    DuplicateTier,
+    /// This key holds something that is not a TAT cellrate wrote: a value
+    /// of another type, or a string that is not a TAT. Only the checks that
+    /// use this key fail (every other check, in the same batch included, is
+    /// decided normally), and the key is left as it is: cellrate never
+    /// overwrites a key it cannot read. Delete it (or let its expiry pass)
+    /// and the client starts full. The failure policy does not apply: Redis
+    /// answered.
+    CorruptKey(String),
 }
 
 impl fmt::Display for Error {
@@ -461,10 +358,12 @@ impl fmt::Display for Error {
             Error::InvalidKey => f.write_str("prefix, client and scope may not contain '{' or '}'"),
             Error::QuotaTooLong => f.write_str("quota span exceeds 2^52 µs"),
             Error::Imprecise => {
-                f.write_str("rate too fine for whole microseconds (would lose over 1 %)")
+                f.write_str("rate too fine for the script's sub-microseconds (would lose over 1 %)")
             }
             Error::TierCount => f.write_str("a policy needs 1 to 8 tiers"),
             Error::ScopeMismatch => f.write_str("a per-scope tier was checked without a scope"),
+            Error::CorruptKey(key) => write!(f, "key holds no TAT (left untouched): {key}"),
+            Error::DuplicateTier => f.write_str("two tiers of a policy would share a key"),
         }
     }
 }
@@ -480,45 +379,106 @@ impl From<::redis::RedisError> for Error {
 /// One limit of a policy: a name (part of the key, and the policy name in
 /// HTTP headers) and a quota.
 ///
+/// The quota is re-expressed on the server's microsecond clock with the
+/// burst that was asked (`b` cells at once from full, whatever the rate)
+/// and its emission interval `T` exact whenever `T` in µs is a fraction
+/// whose denominator is at most [`MAX_SCALE`] (the tier then runs at that
+/// many sub-ticks per µs); otherwise only `T` is rounded **up**, to a
+/// multiple of `1/MAX_SCALE` µs, within 1 %, and the span is `b·T′`.
+///
 /// ```
 /// use cellrate::redis::RedisTier;
 /// use cellrate::Quota;
 /// let tier = RedisTier::new("burst", Quota::per_second(3).at_hz(1_000)).unwrap();
-/// // 1/3 s is 333 333.3 µs: rounded up to whole µs, so not exact.
-/// assert_eq!(tier.quota().emission_interval(), 333_334);
-/// assert!(!tier.quota().is_exact());
+/// // 1/3 s is 333 333⅓ µs: kept exactly, at 3 sub-ticks per µs, burst 3.
+/// assert_eq!((tier.quota().emission_interval(), tier.quota().scale()), (1_000_000, 3));
+/// assert_eq!(tier.quota().burst(), 3);
+/// assert!(tier.is_exact());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RedisTier {
     name: String,
     quota: Quota,
+    exact: bool,
     per_scope: bool,
+}
+
+/// `quota` on the server's µs clock: the asked burst, `T` exact when its
+/// denominator in µs is at most [`MAX_SCALE`] and the span fits
+/// [`MAX_SPAN_SUB_TICKS`], else rounded up at the finest scale that keeps
+/// the span within it (refused if that loses over 1 % of the rate). Also
+/// whether the result enforces exactly the asked rate.
+pub(crate) fn on_server_clock(quota: Quota) -> Result<(Quota, bool), Error> {
+    let burst = quota.burst() as u128;
+    // Asked T in µs = e·HZ / (scale·hz), in lowest terms num/den.
+    let mut num = quota.emission_interval() as u128 * HZ as u128;
+    let mut den = quota.scale() as u128 * quota.hz() as u128;
+    let g = gcd(num, den);
+    num /= g;
+    den /= g;
+    let max_span = MAX_SPAN_SUB_TICKS as u128;
+    let (scale, interval) = if den <= MAX_SCALE as u128 && num.saturating_mul(burst) <= max_span {
+        (den, num)
+    } else {
+        // The finest scale s ≤ MAX_SCALE with burst·⌈num·s/den⌉ ≤ 2⁵²:
+        // start from the estimate max_span·den/(burst·num), step down.
+        let estimate = max_span
+            .saturating_mul(den)
+            .checked_div(num.saturating_mul(burst))
+            .unwrap_or(0);
+        let mut s = estimate.min(MAX_SCALE as u128).min(den);
+        loop {
+            if s == 0 {
+                return Err(Error::QuotaTooLong);
+            }
+            let n = num.saturating_mul(s).div_ceil(den);
+            if n.saturating_mul(burst) <= max_span {
+                break (s, n);
+            }
+            s -= 1;
+        }
+    };
+    // Kept T′ = interval/scale ≥ asked T = num/den. Refuse when the rate
+    // lost, 1 − T/T′, exceeds 1 %: 100·(interval·den − num·scale) > interval·den.
+    let kept = interval * den;
+    let lost = kept - num * scale;
+    if lost.saturating_mul(100) > kept {
+        return Err(Error::Imprecise);
+    }
+    let exact = lost == 0 && quota.is_exact();
+    // T′ = interval/scale ticks of 1 µs: exact at HZ (scale ≤ MAX_SCALE is
+    // within the quota horizon's bound), so its burst is the one given.
+    let q = Quota::per_ticks(scale as u64, interval as u64)
+        .with_burst(burst as u64)
+        .try_at_hz(HZ)
+        .map_err(|_| Error::QuotaTooLong)?;
+    if q.burst() != burst as u64 || !q.is_exact() {
+        return Err(Error::QuotaTooLong);
+    }
+    Ok((q, exact))
+}
+
+fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a.max(1)
 }
 
 impl RedisTier {
     /// A tier named `name` enforcing `quota` (at any tick frequency: it is
-    /// re-expressed in µs, rounding `T` up).
+    /// re-expressed on the server's µs clock, keeping its burst, see
+    /// [`RedisTier`]).
     pub fn new(name: impl Into<String>, quota: Quota) -> Result<Self, Error> {
         let name = name.into();
         if !key_part_ok(&name) {
             return Err(Error::InvalidKey);
         }
-        let asked = quota;
-        let quota = quota.rescaled(1, HZ).map_err(|_| Error::QuotaTooLong)?;
-        if quota.span() > MAX_SPAN_MICROS {
-            return Err(Error::QuotaTooLong);
-        }
-        // Asked T = e / (s·hz) s; kept T′ = e′ / HZ s, with T′ ≥ T. Refuse when
-        // the rate lost, 1 − T/T′, exceeds 1 %: 100·(T′ − T) > T′, i.e.
-        // 100·(e′·s·hz − e·HZ) > e′·s·hz.
-        let kept = quota.emission_interval() as u128 * asked.scale() as u128 * asked.hz() as u128;
-        let want = asked.emission_interval() as u128 * HZ as u128;
-        if kept.saturating_sub(want).saturating_mul(100) > kept {
-            return Err(Error::Imprecise);
-        }
+        let (quota, exact) = on_server_clock(quota)?;
         Ok(RedisTier {
             name,
             quota,
+            exact,
             per_scope: false,
         })
     }
@@ -543,9 +503,26 @@ impl RedisTier {
     pub fn name(&self) -> &str {
         &self.name
     }
-    /// The quota the script enforces: 1 MHz, one sub-tick per tick.
+    /// The quota the script enforces, at [`HZ`] (server µs) with
+    /// [`scale`](Quota::scale) sub-ticks per µs: a local
+    /// [`Gcra`](crate::Gcra) with it decides the same at the same server
+    /// times. Its burst is the one asked.
     pub fn quota(&self) -> Quota {
         self.quota
+    }
+    /// Whether the script enforces exactly the rate asked (otherwise `T`
+    /// was rounded up, by less than 1 %).
+    ///
+    /// ```
+    /// use cellrate::redis::RedisTier;
+    /// use cellrate::Quota;
+    /// assert!(RedisTier::new("t", Quota::per_minute(7).at_hz(1_000)).unwrap().is_exact());
+    /// // 1/99 991 s: a prime denominator above MAX_SCALE, rounded up.
+    /// let t = RedisTier::new("t", Quota::per_second(99_991).at_hz(1)).unwrap();
+    /// assert!(!t.is_exact());
+    /// ```
+    pub fn is_exact(&self) -> bool {
+        self.exact
     }
 }
 
@@ -579,6 +556,23 @@ impl RedisPolicy {
         }
         if tiers.is_empty() || tiers.len() > MAX_TIERS {
             return Err(Error::TierCount);
+        }
+        // Two tiers must never share a key: each key holds one tier's TAT,
+        // in that tier's sub-ticks. A per-scope tier `n` with scope `s:t`
+        // and a tier named `n:s` (with scope `t` if per scope) would.
+        for (i, a) in tiers.iter().enumerate() {
+            for b in &tiers[i + 1..] {
+                let shared = |x: &RedisTier, y: &RedisTier| {
+                    x.per_scope
+                        && y.name.len() > x.name.len()
+                        && y.name.starts_with(&x.name)
+                        && y.name[x.name.len()..].starts_with(':')
+                };
+                if (a.name == b.name && a.per_scope == b.per_scope) || shared(a, b) || shared(b, a)
+                {
+                    return Err(Error::DuplicateTier);
+                }
+            }
         }
         Ok(RedisPolicy { prefix, tiers })
     }
@@ -652,7 +646,8 @@ impl RedisPolicy {
             cmd.arg(self.key(tier, client, *scope, &mut String::with_capacity(64)));
             cmd.arg(*cost)
                 .arg(tier.quota.emission_interval())
-                .arg(tier.quota.span());
+                .arg(tier.quota.span())
+                .arg(tier.quota.scale());
             return (script, cmd);
         }
         let script = check_script();
@@ -666,7 +661,9 @@ impl RedisPolicy {
         }
         cmd.arg(self.tiers.len());
         for t in &self.tiers {
-            cmd.arg(t.quota.emission_interval()).arg(t.quota.span());
+            cmd.arg(t.quota.emission_interval())
+                .arg(t.quota.span())
+                .arg(t.quota.scale());
         }
         match requests.first() {
             // One cost stands for all when they are equal (the usual case).
@@ -701,22 +698,43 @@ impl RedisPolicy {
         }
         buf
     }
-    /// Turns a check-script reply for requests of these `costs` into one
-    /// [`Outcome`] each, appended to `out`.
+    /// Turns a check-script reply for `requests` into one result each,
+    /// appended to `out`: an [`Outcome`], or [`Error::CorruptKey`] for a
+    /// request with a key that holds no TAT (that request alone).
     pub(crate) fn decode_checks(
         &self,
         reply: &[i64],
-        costs: impl ExactSizeIterator<Item = u64>,
-        out: &mut Vec<Outcome>,
+        requests: &[(&str, Option<&str>, u64)],
+        out: &mut Vec<Result<Outcome, Error>>,
     ) -> Result<(), Error> {
         let m = self.tiers.len();
-        if reply.len() != 1 + costs.len() * m || reply[0] < 0 {
+        let values = requests.len() * m;
+        if reply.len() < 1 + values || reply[0] < 0 {
             return Err(Error::BadReply);
         }
         let now = reply[0] as u64;
-        for (values, cost) in reply[1..].chunks_exact(m).zip(costs) {
+        // The keys that hold no TAT, by index (1-based in the reply).
+        let mut bad: Vec<Option<usize>> = std::vec![None; requests.len()];
+        for &j in &reply[1 + values..] {
+            let j = usize::try_from(j).ok().and_then(|j| j.checked_sub(1));
+            match j {
+                Some(j) if j < values => bad[j / m] = Some(j % m),
+                _ => return Err(Error::BadReply),
+            }
+        }
+        let start = out.len();
+        for ((values, &(client, scope, cost)), bad) in
+            reply[1..1 + values].chunks_exact(m).zip(requests).zip(bad)
+        {
+            if let Some(tier) = bad {
+                let mut key = String::new();
+                self.key(&self.tiers[tier], client, scope, &mut key);
+                out.push(Err(Error::CorruptKey(key)));
+                continue;
+            }
             let admitted = values[0] >= 0;
             if values.iter().any(|&v| (v >= 0) != admitted) {
+                out.truncate(start);
                 return Err(Error::BadReply);
             }
             let results = self
@@ -739,11 +757,11 @@ impl RedisPolicy {
                     }
                 })
                 .collect();
-            out.push(Outcome {
+            out.push(Ok(Outcome {
                 results,
                 source: Source::Redis,
                 server_time: Some(now),
-            });
+            }));
         }
         Ok(())
     }
@@ -772,12 +790,29 @@ impl RedisPolicy {
             .arg(if request.up_to { 1 } else { 0 })
             .arg(request.refund);
         for t in &self.tiers {
-            inv.arg(t.quota.emission_interval()).arg(t.quota.span());
+            inv.arg(t.quota.emission_interval())
+                .arg(t.quota.span())
+                .arg(t.quota.scale());
         }
         inv
     }
-    /// Turns the script's reply into an [`Outcome`].
-    pub(crate) fn decode(&self, reply: &[i64], cost: u64) -> Result<(u64, Outcome), Error> {
+    /// Turns the lease script's reply for `keys` into an [`Outcome`].
+    pub(crate) fn decode(
+        &self,
+        reply: &[i64],
+        keys: &[String],
+        cost: u64,
+    ) -> Result<(u64, Outcome), Error> {
+        if let [-1, _, i] = reply {
+            let key = usize::try_from(*i)
+                .ok()
+                .and_then(|i| i.checked_sub(1))
+                .and_then(|i| keys.get(i));
+            return match key {
+                Some(k) => Err(Error::CorruptKey(k.clone())),
+                None => Err(Error::BadReply),
+            };
+        }
         if reply.len() != 2 + 2 * self.tiers.len() || reply.iter().any(|&v| v < 0) {
             return Err(Error::BadReply);
         }
@@ -937,20 +972,32 @@ pub struct RedisConfig {
     timeout: Duration,
     reconnect_interval: Duration,
     fallback_capacity: usize,
+    fallback_when_full: WhenFull,
 }
 
 impl RedisConfig {
     /// Timeout 100 ms, reconnect at most every 250 ms, up to 65 536 clients
-    /// in the fallback table.
+    /// in the fallback table, new clients admitted untracked when their
+    /// window of it is full ([`WhenFull::Admit`]).
     pub fn new(failure: FailurePolicy) -> Self {
         RedisConfig {
             failure,
             timeout: Duration::from_millis(100),
             reconnect_interval: Duration::from_millis(250),
             fallback_capacity: 1 << 16,
+            fallback_when_full: WhenFull::Admit,
         }
     }
-    /// Connect, read and write timeout.
+    /// Each call's deadline: a check (or batch, or lease call) returns
+    /// within `timeout` of its start, connecting, the handshake, the script
+    /// and a `NOSCRIPT` reload included, plus a small slack for waking up
+    /// and scheduling (a few ms; the stall test allows 60 ms on a loaded
+    /// machine), with [`Error::Timeout`] (which the failure policy then
+    /// decides). An async check waiting behind a batch keeps its own
+    /// deadline. Exceptions: a new blocking Cluster connection bounds each
+    /// node's connect by what is left of the deadline, one node after the
+    /// other; a standalone server asked for RESP3 in its URL may take one
+    /// timeout per handshake command.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -960,10 +1007,38 @@ impl RedisConfig {
         self.reconnect_interval = interval;
         self
     }
-    /// Most clients the fallback keeps; when full the table is cleared
-    /// (every client starts full again), which bounds memory.
+    /// Most clients (per tier) the fallback keeps. It keeps them in a
+    /// [`KeyedBox`] per tier, so memory is bounded and eviction is
+    /// lossless: a client that still owes is never forgotten, whatever the
+    /// flood of new keys; only clients back to full make room (see
+    /// [`keyed`](crate::keyed)).
+    ///
+    /// ```
+    /// use cellrate::redis::{FailurePolicy, RedisConfig};
+    /// use cellrate::Quota;
+    /// let cfg = RedisConfig::new(FailurePolicy::Fallback(vec![Quota::per_minute(20).at_hz(1_000)]))
+    ///     .with_fallback_capacity(100_000);
+    /// # let _ = cfg;
+    /// ```
     pub fn with_fallback_capacity(mut self, clients: usize) -> Self {
         self.fallback_capacity = clients.max(1);
+        self
+    }
+    /// What the fallback does with a new client when its window of the
+    /// table holds only clients that still owe: the keyed tables'
+    /// [`WhenFull`] policies (deny it, admit it untracked, or charge every
+    /// such client to one shared limiter).
+    ///
+    /// ```
+    /// use cellrate::keyed::WhenFull;
+    /// use cellrate::redis::{FailurePolicy, RedisConfig};
+    /// use cellrate::Quota;
+    /// let cfg = RedisConfig::new(FailurePolicy::Fallback(vec![Quota::per_minute(20).at_hz(1_000)]))
+    ///     .with_fallback_when_full(WhenFull::Shared);
+    /// # let _ = cfg;
+    /// ```
+    pub fn with_fallback_when_full(mut self, when_full: WhenFull) -> Self {
+        self.fallback_when_full = when_full;
         self
     }
     /// The timeout.
@@ -977,12 +1052,19 @@ impl RedisConfig {
 }
 
 /// The failure policy in force, with the fallback's state.
-#[derive(Debug)]
 pub(crate) struct Degrade {
     config: RedisConfig,
-    fallback: Option<Vec<Quota>>,
-    table: Mutex<HashMap<String, Vec<u64>>>,
+    /// One keyed table per tier, keyed by the tier's Redis key.
+    fallback: Option<Vec<KeyedBox<Quota>>>,
     epoch: Instant,
+}
+
+impl fmt::Debug for Degrade {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Degrade")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Degrade {
@@ -992,18 +1074,34 @@ impl Degrade {
                 if quotas.len() != tiers {
                     return Err(Error::TierCount);
                 }
-                let q: Result<Vec<Quota>, Error> = quotas
+                // A seed per process, so keys cannot be chosen to collide.
+                let seed = {
+                    use std::hash::{BuildHasher, Hasher};
+                    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                    h.write_u64(0x6365_6c6c_7261_7465);
+                    let k0 = h.finish();
+                    h.write_u64(k0);
+                    Seed::new(k0, h.finish())
+                };
+                let tables: Result<Vec<KeyedBox<Quota>>, Error> = quotas
                     .iter()
-                    .map(|q| q.rescaled(1, HZ).map_err(|_| Error::QuotaTooLong))
+                    .map(|q| {
+                        let (q, _) = on_server_clock(*q)?;
+                        Ok(KeyedBox::with_capacity(
+                            config.fallback_capacity,
+                            q,
+                            config.fallback_when_full,
+                            seed,
+                        ))
+                    })
                     .collect();
-                Some(q?)
+                Some(tables?)
             }
             _ => None,
         };
         Ok(Degrade {
             config,
             fallback,
-            table: Mutex::new(HashMap::new()),
             epoch: Instant::now(),
         })
     }
@@ -1013,8 +1111,9 @@ impl Degrade {
     }
 
     /// What a check of `cost` for (`client`, `scope`) answers after trying
-    /// Redis: its outcome; a key-layout error as it is; for a failure of
-    /// Redis, the failure policy's [`decide`](Self::decide).
+    /// Redis: its outcome; a key-layout error or a key that holds no TAT as
+    /// it is; for a failure of Redis, the failure policy's
+    /// [`decide`](Self::decide).
     pub(crate) fn settle(
         &self,
         tried: Result<Outcome, Error>,
@@ -1026,6 +1125,7 @@ impl Degrade {
         match tried {
             Err(Error::InvalidKey) => Err(Error::InvalidKey),
             Err(Error::ScopeMismatch) => Err(Error::ScopeMismatch),
+            Err(Error::CorruptKey(key)) => Err(Error::CorruptKey(key)),
             Ok(outcome) => Ok(outcome),
             Err(_) => {
                 let keys = policy.keys(client, scope)?;
@@ -1055,64 +1155,90 @@ impl Degrade {
                     Source::FailClosed,
                 )
             }
-            Some(quotas) => self.local(quotas, keys, cost),
+            Some(tables) => self.local(tables, keys, cost),
         }
     }
 
-    fn local(&self, quotas: &[Quota], keys: &[String], cost: u64) -> Outcome {
-        let now = self.epoch.elapsed().as_micros() as u64;
-        let key = keys.join("\u{0}");
-        // A poisoned lock only means another thread panicked mid-update of
-        // plain integers; the table is still usable.
-        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        if !table.contains_key(&key) && table.len() >= self.config.fallback_capacity {
-            table.clear();
+    /// All or nothing over the tiers' tables: each tier is charged in turn;
+    /// a tier that denies gives the earlier ones their cells back (so a
+    /// denied request consumes from none), and the tiers not yet tried
+    /// report their state (their own denial, if they would deny too).
+    fn local(&self, tables: &[KeyedBox<Quota>], keys: &[String], cost: u64) -> Outcome {
+        let now = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let mut results: Vec<Result<Decision, Denied>> = Vec::with_capacity(tables.len());
+        let mut denied_at = None;
+        for (i, (table, key)) in tables.iter().zip(keys).enumerate() {
+            let r = table.check_n(key.as_str(), now, cost);
+            if r.is_err() {
+                denied_at = Some(i);
+                results.push(r);
+                break;
+            }
+            results.push(r);
         }
-        let tats = table
-            .entry(key)
-            .or_insert_with(|| std::vec![Quota::NEW; quotas.len()]);
-        let results: Vec<Result<(u64, Decision), Denied>> = quotas
-            .iter()
-            .zip(tats.iter())
-            .map(|(q, &tat)| q.check(tat, now, cost))
-            .collect();
-        let admitted = results.iter().all(Result::is_ok);
-        let results = results
-            .into_iter()
-            .zip(quotas.iter().zip(tats.iter_mut()))
-            .map(|(r, (q, tat))| match r {
-                Ok((new_tat, d)) if admitted => {
-                    *tat = new_tat;
-                    Ok(d)
+        if let Some(j) = denied_at {
+            for (i, (table, key)) in tables.iter().zip(keys).enumerate() {
+                if i < j {
+                    results[i] = Ok(table.refund_n(key.as_str(), now, cost).to_decision());
+                } else if i > j {
+                    // Would this tier admit? Its state, or its own denial.
+                    let s = table.peek(key.as_str(), now);
+                    if s.remaining() >= cost {
+                        results.push(Ok(s.to_decision()));
+                    } else {
+                        let r = table.check_n(key.as_str(), now, cost);
+                        if r.is_ok() {
+                            // Freed meanwhile by another thread: undo.
+                            results.push(Ok(table.refund_n(key.as_str(), now, cost).to_decision()));
+                        } else {
+                            results.push(r);
+                        }
+                    }
                 }
-                Ok(_) => Ok(q.peek(*tat, now).to_decision()),
-                Err(d) => Err(d),
-            })
-            .collect();
+            }
+        }
         Outcome::new(results, Source::Fallback)
     }
 }
 
-/// Reconnection bookkeeping: when the last attempt failed.
+/// Reconnection bookkeeping: when the last attempt failed. A failure is
+/// cleared by a call Redis answered, not by a connect (a stalled server
+/// still accepts connections).
 #[derive(Debug, Default)]
 pub(crate) struct Backoff {
     failed_at: Mutex<Option<Instant>>,
+    /// Whether `failed_at` is set (read without the lock on every answer).
+    failing: std::sync::atomic::AtomicBool,
 }
 
 impl Backoff {
-    /// Whether a reconnect may be tried now.
+    /// Whether a reconnect may be tried now. After a failure, the first
+    /// caller once the interval has passed claims the attempt (the next one
+    /// is then due an interval later, unless a call succeeds): a dead or
+    /// stalled server costs one caller per interval, not every caller.
     pub(crate) fn may_try(&self, interval: Duration) -> bool {
-        let guard = self.failed_at.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.failed_at.lock().unwrap_or_else(|e| e.into_inner());
         match *guard {
             None => true,
-            Some(t) => t.elapsed() >= interval,
+            Some(t) if t.elapsed() >= interval => {
+                *guard = Some(Instant::now());
+                true
+            }
+            Some(_) => false,
         }
     }
     pub(crate) fn failed(&self) {
         *self.failed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        self.failing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
+    /// Redis answered a call.
     pub(crate) fn succeeded(&self) {
-        *self.failed_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if self.failing.load(std::sync::atomic::Ordering::Relaxed) {
+            *self.failed_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            self.failing
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 
@@ -1137,10 +1263,9 @@ impl Target {
     pub fn standalone(url: &str) -> Result<Self, Error> {
         Ok(Target::Standalone(::redis::Client::open(url)?))
     }
-    /// A Cluster from the URLs of some of its nodes. Connecting to a node
-    /// and each answer are bounded by 1 s inside the cluster client (on top
-    /// of the [`RedisConfig`] timeout, which bounds each decision), and a
-    /// failed command is retried once (e.g. after a `MOVED`).
+    /// A Cluster from the URLs of some of its nodes. The limiters connect
+    /// with the [`RedisConfig`] timeout (see [`RedisConfig::with_timeout`]);
+    /// a failed command is retried once (e.g. after a `MOVED`).
     pub fn cluster<I, S>(nodes: I) -> Result<Self, Error>
     where
         I: IntoIterator<Item = S>,
@@ -1207,6 +1332,23 @@ mod tests {
     }
 
     #[test]
+    fn tiers_never_share_a_key() {
+        let q = Quota::per_second(1).at_hz(1);
+        let t = |name: &str| RedisTier::new(name, q).unwrap();
+        let dup = RedisPolicy::new("p", std::vec![t("a"), t("a")]);
+        assert!(matches!(dup, Err(Error::DuplicateTier)));
+        let dup = RedisPolicy::new("p", std::vec![t("a").per_scope(), t("a:/x")]);
+        assert!(matches!(dup, Err(Error::DuplicateTier)));
+        let dup = RedisPolicy::new("p", std::vec![t("a:/x"), t("a").per_scope()]);
+        assert!(matches!(dup, Err(Error::DuplicateTier)));
+        // The same name once per client and once per scope: distinct keys.
+        assert!(RedisPolicy::new("p", std::vec![t("a"), t("a").per_scope()]).is_ok());
+        let dup = RedisPolicy::new("p", std::vec![t("a").per_scope(), t("a:x").per_scope()]);
+        assert!(matches!(dup, Err(Error::DuplicateTier)));
+        assert!(RedisPolicy::new("p", std::vec![t("a"), t("ab").per_scope(), t("a:x")]).is_ok());
+    }
+
+    #[test]
     fn keys_share_the_client_hash_tag() {
         let p = policy();
         assert_eq!(
@@ -1219,24 +1361,115 @@ mod tests {
     }
 
     #[test]
-    fn rates_too_fine_for_microseconds_are_refused() {
-        // 99 000/s: T = 10.1 µs → 11 µs loses 8 %.
-        let q = Quota::per_second(99_000).at_hz(1_000_000_000);
-        assert!(matches!(RedisTier::new("x", q), Err(Error::Imprecise)));
-        // 1/3 s → 333 334 µs loses 2·10⁻⁶: fine.
-        assert!(RedisTier::new("x", Quota::per_second(3).at_hz(1)).is_ok());
+    fn tiers_keep_the_burst_and_round_only_t_up() {
+        // The cases of issue #14: whole-µs rounding lost a cell each.
+        for (q, burst) in [
+            (Quota::per_second(3).at_hz(1_000), 3),
+            (Quota::per_minute(7).at_hz(1_000), 7),
+            (
+                Quota::per_second(9_999).with_burst(1_000).at_hz(1_000),
+                1_000,
+            ),
+        ] {
+            let t = RedisTier::new("x", q).unwrap();
+            assert_eq!(t.quota().burst(), burst, "{q:?}");
+            assert!(t.is_exact(), "{q:?}");
+            assert_eq!(t.quota().span(), burst * t.quota().emission_interval());
+        }
+        // 3 per second: T = 10⁶/3 µs exactly, 3 sub-ticks per µs.
+        let t = RedisTier::new("x", Quota::per_second(3).at_hz(1_000)).unwrap();
+        assert_eq!(
+            (t.quota().scale(), t.quota().emission_interval()),
+            (3, 1_000_000)
+        );
+        // A prime denominator above MAX_SCALE: T rounded up to a multiple of
+        // 1/MAX_SCALE µs, never down, and the burst kept.
+        let asked = Quota::per_second(99_991).with_burst(50).at_hz(1);
+        let t = RedisTier::new("x", asked).unwrap();
+        assert!(!t.is_exact());
+        let q = t.quota();
+        assert_eq!((q.scale(), q.burst()), (MAX_SCALE, 50));
+        // T′ = e/MAX_SCALE µs ≥ 10⁶/99 991 µs, by less than 1/MAX_SCALE µs.
+        let kept = q.emission_interval() as u128 * 99_991;
+        let want = 1_000_000u128 * MAX_SCALE as u128;
+        assert!(kept >= want && kept - want < 99_991);
         // 125 000/s is exactly 8 µs.
         let t = RedisTier::new("x", Quota::per_second(125_000).at_hz(1_000)).unwrap();
-        assert!(t.quota().is_exact());
+        assert!(t.is_exact() && t.quota().scale() == 1);
+    }
+
+    /// Issue #14's figure: the share of exact tiers, and of tiers that keep
+    /// their burst, over a realistic set (1 to 10 000 cells per second,
+    /// minute, hour and day; bursts 1 to 1 000), before (whole µs, `T`
+    /// rounded up and `τ` down) and now. Prints both; asserts the new rule.
+    #[test]
+    fn exact_share_of_realistic_tiers() {
+        let periods = [1_000_000u128, 60_000_000, 3_600_000_000, 86_400_000_000];
+        let bursts = [1u64, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1_000];
+        let (mut total, mut before_exact, mut before_kept, mut after_exact, mut after_kept) =
+            (0u64, 0u64, 0u64, 0u64, 0u64);
+        for cells in 1..=10_000u64 {
+            for (p, period_us) in periods.iter().enumerate() {
+                for &burst in &bursts {
+                    total += 1;
+                    // Before: T′ = ⌈T⌉ µs, τ′ = ⌊(b − 1)·T⌋ µs, burst ⌊(T′ + τ′)/T′⌋.
+                    let (num, den) = (*period_us, cells as u128);
+                    let t_up = num.div_ceil(den);
+                    let tau_down = (burst as u128 - 1) * num / den;
+                    before_exact += u64::from(num % den == 0);
+                    before_kept += u64::from((t_up + tau_down) / t_up == burst as u128);
+                    let q = match p {
+                        0 => Quota::per_second(cells),
+                        1 => Quota::per_minute(cells),
+                        2 => Quota::per_hour(cells),
+                        _ => Quota::per_day(cells),
+                    }
+                    .with_burst(burst)
+                    .at_hz(1_000);
+                    let t = RedisTier::new("x", q).unwrap();
+                    after_exact += u64::from(t.is_exact());
+                    after_kept += u64::from(t.quota().burst() == burst);
+                }
+            }
+        }
+        let pct = |n: u64| 100.0 * n as f64 / total as f64;
+        std::eprintln!(
+            "realistic tiers: {total}; exact before {:.2} %, now {:.2} %; burst kept before {:.2} %, now {:.2} %",
+            pct(before_exact),
+            pct(after_exact),
+            pct(before_kept),
+            pct(after_kept)
+        );
+        assert_eq!(after_exact, total);
+        assert_eq!(after_kept, total);
     }
 
     #[test]
-    fn spans_beyond_2_pow_52_micros_are_refused() {
+    fn rates_too_fine_for_the_scale_are_refused() {
+        // 999 999 999/s: T = 10⁶/999 999 999 µs ≈ 16.4/MAX_SCALE µs → 17: 3.6 % lost.
+        let q = Quota::per_second(999_999_999).at_hz(1);
+        assert!(matches!(RedisTier::new("x", q), Err(Error::Imprecise)));
+        // 2·10⁸/s: T = 1/200 µs, exactly 5 ns: fine.
+        assert!(RedisTier::new("x", Quota::per_second(200_000_000).at_hz(1))
+            .unwrap()
+            .is_exact());
+    }
+
+    #[test]
+    fn spans_beyond_2_pow_52_are_refused() {
         // 1 cell per 200 years: span 6.3e15 µs > 2^52.
         let q = Quota::per_duration(1, Duration::from_secs(200 * 365 * 86_400)).at_hz(1);
         assert!(matches!(RedisTier::new("x", q), Err(Error::QuotaTooLong)));
         let q = Quota::per_duration(1, Duration::from_secs(100 * 365 * 86_400)).at_hz(1);
         assert!(RedisTier::new("x", q).is_ok());
+        // A long span with a fine T: the scale shrinks to keep the span
+        // within 2^52 sub-ticks, T rounded up within 1 %.
+        let q = Quota::per_duration(7, Duration::from_secs(70 * 365 * 86_400))
+            .with_burst(7)
+            .at_hz(1);
+        let t = RedisTier::new("x", q).unwrap();
+        assert!(t.quota().span() <= MAX_SPAN_SUB_TICKS);
+        assert_eq!(t.quota().burst(), 7);
     }
 
     fn args(cmd: &::redis::Cmd) -> Vec<String> {
@@ -1256,8 +1489,10 @@ mod tests {
             "2".into(),
             t0.emission_interval().to_string(),
             t0.span().to_string(),
+            t0.scale().to_string(),
             t1.emission_interval().to_string(),
             t1.span().to_string(),
+            t1.scale().to_string(),
         ];
         let (script, cmd) = p.check_cmd(&[("k1", Some("/a"), 1), ("k2", Some("/b"), 2)]);
         let sha = check_script().get_hash();
@@ -1284,6 +1519,7 @@ mod tests {
             "2".into(),
             q.emission_interval().to_string(),
             q.span().to_string(),
+            q.scale().to_string(),
         ]);
         assert_eq!(args(&cmd), want);
         assert!(p.validate("k1", Some("/a")).is_ok());
@@ -1308,9 +1544,10 @@ mod tests {
             -1 - 100_000,
             -1 - 60_000_000,
         ];
-        p.decode_checks(&reply, [1u64, 1].into_iter(), &mut out)
-            .unwrap();
+        let requests = [("k1", Some("/a"), 1), ("k1", Some("/b"), 1)];
+        p.decode_checks(&reply, &requests, &mut out).unwrap();
         assert_eq!(out.len(), 2);
+        let out: Vec<Outcome> = out.into_iter().map(Result::unwrap).collect();
         let (a, b) = (crate::Gcra::new(q0), crate::Gcra::new(q1));
         assert_eq!(out[0].results(), &[a.check(5_000_000), b.check(5_000_000)]);
         assert_eq!(out[0].server_time(), Some(5_000_000));
@@ -1320,9 +1557,28 @@ mod tests {
             b.check(5_000_000).unwrap();
         }
         assert_eq!(out[1].results()[1], b.check(5_000_000));
-        // Wrong length, mixed signs within a request, negative time.
-        for bad in [&[1, 2][..], &[1, 2, -3], &[-1, 2, 3]] {
-            let r = p.decode_checks(bad, core::iter::once(1), &mut out);
+        // A key that holds no TAT (index 4: request 2, tier 2) fails that
+        // request alone, naming the key.
+        let mut out = Vec::new();
+        let reply = [5_000_000, 100_000, 12_000_000, 0, 0, 4];
+        p.decode_checks(&reply, &requests, &mut out).unwrap();
+        assert!(out[0].as_ref().unwrap().is_admitted());
+        assert!(
+            matches!(&out[1], Err(Error::CorruptKey(k)) if k == "p:{k1}:e:/b"),
+            "{:?}",
+            out[1]
+        );
+        // Wrong length, mixed signs within a request, negative time, a bad
+        // index out of range.
+        let one = [("k1", Some("/a"), 1)];
+        for bad in [
+            &[1, 2][..],
+            &[1, 2, -3],
+            &[-1, 2, 3],
+            &[1, 2, 3, 3],
+            &[1, 2, 3, 0],
+        ] {
+            let r = p.decode_checks(bad, &one, &mut out);
             assert!(matches!(r, Err(Error::BadReply)), "{bad:?}");
         }
     }
@@ -1332,8 +1588,9 @@ mod tests {
         let p = policy();
         let q0 = p.tiers()[0].quota();
         // Admitted: both tiers 100 ms / 12 s ahead after the request.
+        let keys = p.keys("c", Some("/x")).unwrap();
         let (g, o) = p
-            .decode(&[1, 5_000_000, 100_000, 0, 12_000_000, 0], 1)
+            .decode(&[1, 5_000_000, 100_000, 0, 12_000_000, 0], &keys, 1)
             .unwrap();
         assert_eq!(g, 1);
         assert!(o.is_admitted());
@@ -1341,12 +1598,25 @@ mod tests {
         assert_eq!(o.results()[0], local.check(5_000_000));
         assert_eq!(o.server_time(), Some(5_000_000));
         // Denied by the second tier only: the first keeps a Decision.
-        let (_, o) = p.decode(&[0, 9, 0, 0, 60_000_000, 12_000_000], 1).unwrap();
+        let (_, o) = p
+            .decode(&[0, 9, 0, 0, 60_000_000, 12_000_000], &keys, 1)
+            .unwrap();
         assert!(o.results()[0].is_ok());
         assert_eq!(o.denied().unwrap().retry_after(), Some(12_000_000));
-        assert!(matches!(p.decode(&[1, 2, 3], 1), Err(Error::BadReply)));
         assert!(matches!(
-            p.decode(&[1, -2, 3, 4, 5, 6], 1),
+            p.decode(&[1, 2, 3], &keys, 1),
+            Err(Error::BadReply)
+        ));
+        assert!(matches!(
+            p.decode(&[1, -2, 3, 4, 5, 6], &keys, 1),
+            Err(Error::BadReply)
+        ));
+        assert!(matches!(
+            p.decode(&[-1, 9, 2], &keys, 1),
+            Err(Error::CorruptKey(k)) if k == keys[1]
+        ));
+        assert!(matches!(
+            p.decode(&[-1, 9, 3], &keys, 1),
             Err(Error::BadReply)
         ));
     }

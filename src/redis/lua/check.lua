@@ -1,0 +1,172 @@
+-- cellrate check: n >= 1 requests of one policy of m tiers, decided in
+-- order at one server time.
+-- KEYS: m per request (request r's tier i is key (r - 1)*m + i).
+-- ARGV: m, then interval_i, span_i, scale_i per tier, then one cost per
+-- request, or a single cost for all of them.
+-- Returns {now, v_ri ..., bad ...}: one value per key, TAT - now (sub-ticks)
+-- after the request if it was admitted (or is a peek that fits), else
+-- -1 - (TAT - now) before it; then the index of every key that holds no
+-- TAT (another type, or a string that is not one). A request with such a
+-- key is not decided (its values are 0) and charges nothing; every other
+-- request is decided as if it were absent. Such a key is never written.
+-- Reads every key with one MGET (plus one EXISTS when some read as absent,
+-- as a key of another type does, and TYPE only if one of them exists),
+-- decides every request in memory, then writes each changed key once.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local m = tonumber(ARGV[1])
+local intervals, spans, scales = {}, {}, {}
+for i = 1, m do
+  intervals[i] = tonumber(ARGV[3 * i - 1])
+  spans[i] = tonumber(ARGV[3 * i])
+  scales[i] = tonumber(ARGV[3 * i + 1])
+end
+local first = 3 * m + 1
+local n = #KEYS / m
+local uniform = #ARGV == first + 1
+if m < 1 or n ~= math.floor(n) or (not uniform and #ARGV - first ~= n) then
+  return redis.error_reply('cellrate: bad check arguments')
+end
+local cost = tonumber(ARGV[first + 1])
+local raws = redis.call('MGET', unpack(KEYS))
+local absent = {}
+for j = 1, #KEYS do
+  if not raws[j] then absent[#absent + 1] = KEYS[j] end
+end
+local foreign = {}
+if #absent > 0 and redis.call('EXISTS', unpack(absent)) > 0 then
+  for _, k in ipairs(absent) do
+    if redis.call('TYPE', k)['ok'] ~= 'none' then foreign[k] = true end
+  end
+end
+-- Per key: its TAT (us, f) once read, or bad.
+local us_of, f_of, bad = {}, {}, {}
+local out, ahead, dirty, order, bads = {now}, {}, {}, {}, {}
+-- The scale of each key written (the tier it belongs to).
+local scale_of = {}
+if m == 1 then
+  -- One tier: the same decisions without the inner loops, and whole
+  -- microseconds read without a function call.
+  local interval, span, scale = intervals[1], spans[1], scales[1]
+  for r = 1, n do
+    if not uniform then cost = tonumber(ARGV[first + r]) end
+    local key = KEYS[r]
+    local us = us_of[key]
+    if not us and not bad[key] then
+      local raw = raws[r]
+      local f = 0
+      if raw then
+        us = tonumber(raw)
+        if not (us and us >= 0 and us < TWO53 and us == math.floor(us)) then
+          us, f = parse(raw, scale)
+        end
+      elseif not foreign[key] then
+        us = 0
+      end
+      if us then
+        us_of[key], f_of[key] = us, f
+      else
+        bad[key] = true
+      end
+    end
+    if not us then
+      out[r + 1] = 0
+      bads[#bads + 1] = r
+    else
+      local a = 0
+      if us > now then
+        a = (us - now) * scale + f_of[key]
+        if a > TWO53 then a = TWO53 end
+      elseif us == now then
+        a = f_of[key]
+      end
+      local need = a + cost * interval
+      if need > span then
+        out[r + 1] = -1 - a
+      else
+        if cost > 0 then
+          if scale == 1 then
+            us_of[key] = now + need
+          else
+            local q, f = split(need, scale)
+            us_of[key], f_of[key] = now + q, f
+          end
+          if not dirty[key] then
+            dirty[key] = true
+            order[#order + 1] = key
+            scale_of[key] = scale
+          end
+        end
+        out[r + 1] = need
+      end
+    end
+  end
+else
+for r = 1, n do
+  if not uniform then cost = tonumber(ARGV[first + r]) end
+  local k0 = (r - 1) * m
+  local usable = true
+  for i = 1, m do
+    local j = k0 + i
+    local key = KEYS[j]
+    if not us_of[key] and not bad[key] then
+      local raw = raws[j]
+      if raw then
+        local us, f = parse(raw, scales[i])
+        if us then
+          us_of[key], f_of[key] = us, f
+        else
+          bad[key] = true
+        end
+      elseif foreign[key] then
+        bad[key] = true
+      else
+        us_of[key], f_of[key] = 0, 0
+      end
+    end
+    if bad[key] then
+      usable = false
+      bads[#bads + 1] = j
+    end
+  end
+  if not usable then
+    for i = 1, m do out[k0 + i + 1] = 0 end
+  else
+    local admit = true
+    for i = 1, m do
+      local key = KEYS[k0 + i]
+      local a = ahead_of(us_of[key], f_of[key], now, scales[i])
+      ahead[i] = a
+      if a + cost * intervals[i] > spans[i] then admit = false end
+    end
+    for i = 1, m do
+      local a = ahead[i]
+      if not admit then
+        out[k0 + i + 1] = -1 - a
+      else
+        if cost > 0 then
+          local key = KEYS[k0 + i]
+          a = a + cost * intervals[i]
+          local q, f = split(a, scales[i])
+          us_of[key], f_of[key] = now + q, f
+          if not dirty[key] then
+            dirty[key] = true
+            order[#order + 1] = key
+            scale_of[key] = scales[i]
+          end
+        end
+        out[k0 + i + 1] = a
+      end
+    end
+  end
+end
+end
+for j = 1, #order do
+  local key = order[j]
+  local us, f = us_of[key], f_of[key]
+  local v = int(us)
+  if f > 0 then v = v .. '+' .. int(f) .. '/' .. int(scale_of[key]) end
+  redis.call('SET', key, v, 'PX', int(math.floor((us - now) / 1000) + 1))
+end
+for _, j in ipairs(bads) do out[#out + 1] = j end
+return out

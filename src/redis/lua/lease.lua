@@ -1,0 +1,64 @@
+-- cellrate lease: one request over every tier. KEYS: one per tier.
+-- ARGV: cost, mode (0: all or nothing; 1: up to cost, at least 1: a lease),
+-- refund (cells given back to each tier first), then interval_i, span_i,
+-- scale_i per tier.
+-- Returns {granted, now, ahead_i, wait_i, ...}: cells granted (0 = denied),
+-- server us, and per tier TAT - now (sub-ticks) after the call and, when
+-- nothing was granted, the wait for the request (for a lease: for one
+-- cell); or {-1, now, i} when key i holds no TAT (another type, or a
+-- string that is not one), in which case nothing is written.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local cost = tonumber(ARGV[1])
+local upto = ARGV[2] == '1'
+local refund = tonumber(ARGV[3])
+local n = #KEYS
+local ahead, intervals, spans, scales, changed = {}, {}, {}, {}, {}
+for i = 1, n do
+  intervals[i] = tonumber(ARGV[1 + 3 * i])
+  spans[i] = tonumber(ARGV[2 + 3 * i])
+  scales[i] = tonumber(ARGV[3 + 3 * i])
+  local raw = redis.pcall('GET', KEYS[i])
+  if type(raw) == 'table' then return {-1, now, i} end
+  local a = 0
+  if raw then
+    local us, f = parse(raw, scales[i])
+    if not us then return {-1, now, i} end
+    a = ahead_of(us, f, now, scales[i])
+  end
+  if refund > 0 and a > 0 then
+    a = a - refund * intervals[i]
+    if a < 0 then a = 0 end
+    changed[i] = true
+  end
+  ahead[i] = a
+end
+local grant = cost
+for i = 1, n do
+  local room = spans[i] - ahead[i]
+  if upto then
+    local fits = 0
+    if room > 0 then fits = split(room, intervals[i]) end
+    if fits < grant then grant = fits end
+  elseif cost * intervals[i] > room then
+    grant = 0
+  end
+end
+local out = {grant, now}
+local want = cost
+if upto and cost > 0 then want = 1 end
+for i = 1, n do
+  local a = ahead[i]
+  local wait = 0
+  if grant == 0 then
+    local need = a + want * intervals[i]
+    if need > spans[i] then wait = need - spans[i] end
+  elseif cost > 0 then
+    a = a + grant * intervals[i]
+    changed[i] = true
+  end
+  if changed[i] then store(KEYS[i], now, a, scales[i]) end
+  out[2 * i + 1] = a
+  out[2 * i + 2] = wait
+end
+return out
