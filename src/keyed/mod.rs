@@ -435,8 +435,14 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// The slot storage of a table: a `[Slot; N]` array, or (feature `alloc`) a
-/// boxed slice. Sealed.
+/// The slot storage of a table: a [`SlotArray`] (the slots inline, for
+/// [`Keyed`]), a plain `[Slot; N]`, or (feature `alloc`) heap slots. Sealed.
+///
+/// Slots are grouped in **lines** of four (slots `4g .. 4g + 4`), and a key's
+/// home is the start of a line. `SlotArray` and the heap storage start at a
+/// 64-byte boundary, so each line is one cache line; a plain array may not
+/// be (lines then straddle cache lines, which costs speed, never
+/// correctness).
 pub trait Storage: sealed::Sealed {
     /// The slots.
     fn slots(&self) -> &[Slot];
@@ -450,13 +456,64 @@ impl<const N: usize> Storage for [Slot; N] {
     }
 }
 
-#[cfg(feature = "alloc")]
-impl sealed::Sealed for alloc::boxed::Box<[Slot]> {}
-#[cfg(feature = "alloc")]
-impl Storage for alloc::boxed::Box<[Slot]> {
+/// `N` slots inline, starting at a 64-byte boundary so that each line of
+/// four slots is one cache line: the storage of [`Keyed`]. Opaque.
+///
+/// ```
+/// use cellrate::keyed::SlotArray;
+/// assert_eq!(core::mem::align_of::<SlotArray<8>>(), 64);
+/// assert_eq!(core::mem::size_of::<SlotArray<8>>(), 128);
+/// ```
+#[repr(C, align(64))]
+pub struct SlotArray<const N: usize>([Slot; N]);
+
+impl<const N: usize> sealed::Sealed for SlotArray<N> {}
+impl<const N: usize> Storage for SlotArray<N> {
     #[inline(always)]
     fn slots(&self) -> &[Slot] {
-        self
+        &self.0
+    }
+}
+
+/// Heap slots whose first slot lies on a 64-byte boundary: the storage of
+/// `KeyedBox`. Up to three spare slots are allocated in front so that the
+/// table can start on a line; the heap block never moves, so the offset
+/// chosen at construction stays right.
+#[cfg(feature = "alloc")]
+pub struct SlotBox {
+    slots: alloc::boxed::Box<[Slot]>,
+    start: usize,
+    capacity: usize,
+}
+
+#[cfg(feature = "alloc")]
+impl SlotBox {
+    fn new(capacity: usize) -> Self {
+        let spare = if capacity == 0 { 0 } else { 3 };
+        let slots: alloc::boxed::Box<[Slot]> =
+            (0..capacity + spare).map(|_| Slot::new(0)).collect();
+        // Slots are 16-byte aligned: 0 to 3 of them reach the next line.
+        let misalignment = slots.as_ptr() as usize % 64;
+        let start = if spare == 0 {
+            0
+        } else {
+            ((64 - misalignment) % 64) / 16
+        };
+        SlotBox {
+            slots,
+            start,
+            capacity,
+        }
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl sealed::Sealed for SlotBox {}
+#[cfg(feature = "alloc")]
+impl Storage for SlotBox {
+    #[inline(always)]
+    fn slots(&self) -> &[Slot] {
+        &self.slots[self.start..self.start + self.capacity]
     }
 }
 
@@ -562,20 +619,20 @@ pub struct KeyedTable<A, S, O = NoOverrides> {
 }
 
 /// A keyed table of `N` slots in an array: no heap, usable in a `static`.
-pub type Keyed<A, const N: usize, O = NoOverrides> = KeyedTable<A, [Slot; N], O>;
+pub type Keyed<A, const N: usize, O = NoOverrides> = KeyedTable<A, SlotArray<N>, O>;
 
 /// A keyed table whose capacity is chosen at run time.
 #[cfg(feature = "alloc")]
-pub type KeyedBox<A, O = NoOverrides> = KeyedTable<A, alloc::boxed::Box<[Slot]>, O>;
+pub type KeyedBox<A, O = NoOverrides> = KeyedTable<A, SlotBox, O>;
 
 #[cfg(not(all(feature = "loom", test)))]
-const fn empty_slots<const N: usize>() -> [Slot; N] {
-    [const { Slot::new(0) }; N]
+const fn empty_slots<const N: usize>() -> SlotArray<N> {
+    SlotArray([const { Slot::new(0) }; N])
 }
 
 #[cfg(all(feature = "loom", test))]
-fn empty_slots<const N: usize>() -> [Slot; N] {
-    core::array::from_fn(|_| Slot::new(0))
+fn empty_slots<const N: usize>() -> SlotArray<N> {
+    SlotArray(core::array::from_fn(|_| Slot::new(0)))
 }
 
 impl<A: Algorithm, const N: usize> Keyed<A, N> {
@@ -666,7 +723,6 @@ impl<A: Algorithm, O: Overrides<A>> KeyedBox<A, O> {
         when_full: WhenFull,
         seed: Seed,
     ) -> Self {
-        let slots: alloc::vec::Vec<Slot> = (0..capacity).map(|_| Slot::new(0)).collect();
         KeyedTable {
             algorithm,
             overrides,
@@ -674,7 +730,7 @@ impl<A: Algorithm, O: Overrides<A>> KeyedBox<A, O> {
             seed,
             overflow: StateWord::new(A::NEW),
             counters: Counters::new(),
-            slots: slots.into_boxed_slice(),
+            slots: SlotBox::new(capacity),
         }
     }
 }
@@ -703,6 +759,8 @@ enum Located {
     Absent,
     /// Not in the table, and no slot of its window can take it.
     Full,
+    /// Was not in the table, and is now, charged for the request.
+    Inserted,
 }
 
 impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
@@ -819,9 +877,9 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     pub fn peek<K: Key + ?Sized>(&self, key: &K, now: u64) -> Snapshot {
         let (id, hash) = identify(key, &self.seed);
         let algorithm = self.algorithm_for(id);
-        match self.locate(id, hash, now, false) {
+        match self.locate(id, hash, now, None) {
             Located::Live(_, value) => algorithm.peek(state_of(value), now),
-            Located::Absent | Located::Full => algorithm.peek(A::NEW, now),
+            _ => algorithm.peek(A::NEW, now),
         }
     }
 
@@ -837,7 +895,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     /// ```
     pub fn contains<K: Key + ?Sized>(&self, key: &K, now: u64) -> bool {
         let (id, hash) = identify(key, &self.seed);
-        matches!(self.locate(id, hash, now, false), Located::Live(..))
+        matches!(self.locate(id, hash, now, None), Located::Live(..))
     }
 
     /// Running totals of inserts, reuses and overflow decisions.
@@ -900,7 +958,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     fn check_id(&self, id: KeyId, hash: u64, now: u64, cost: u64) -> Result<Decision, Denied> {
         let algorithm = self.algorithm_for(id);
         if cost == 0 {
-            return Ok(match self.locate(id, hash, now, false) {
+            return Ok(match self.locate(id, hash, now, None) {
                 Located::Live(_, value) => algorithm.peek(state_of(value), now),
                 _ => algorithm.peek(A::NEW, now),
             }
@@ -908,17 +966,25 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         }
         let slots = self.slots.slots();
         let live_key = LIVE | id.0;
-        let mut insert = false;
+        // What a new client's state and decision would be: a key is
+        // inserted already charged, so that it is never idle (evictable)
+        // between its insertion and its first charge.
+        let mut charged: Option<(u64, Decision)> = None;
         loop {
-            let (index, mut value) = match self.locate(id, hash, now, insert) {
+            let (index, mut value) = match self.locate(id, hash, now, charged.map(|c| c.0)) {
                 Located::Live(index, value) => (index, value),
                 Located::Absent => {
                     // Never insert a key for a request that a new client
                     // would be denied (a cost above the burst): it would take
                     // a slot for nothing.
-                    algorithm.check(A::NEW, now, cost)?;
-                    insert = true;
+                    charged = Some(algorithm.check(A::NEW, now, cost)?);
                     continue;
+                }
+                Located::Inserted => {
+                    if let Some((_, decision)) = charged {
+                        return Ok(decision);
+                    }
+                    continue; // unreachable: only an insert inserts
                 }
                 Located::Full => return self.overflow(id, hash, now, cost),
             };
@@ -973,10 +1039,10 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         if n == 0 {
             return u64::MAX;
         }
-        let mut index = home(hash, n);
+        let first = home(hash, n);
         let mut soonest = u64::MAX;
-        for _ in 0..n.min(PROBE_WINDOW) {
-            let value = slots[index].load();
+        for slot in &slots[first..first + n.min(PROBE_WINDOW)] {
+            let value = slot.load();
             let key = key_of(value);
             if key & TAG_MASK == LIVE {
                 let wait = self
@@ -988,22 +1054,19 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                 // Free, or a claim in flight: a retry may find room at once.
                 soonest = 0;
             }
-            index += 1;
-            if index == n {
-                index = 0;
-            }
         }
         soonest
     }
 
-    /// Finds `id`'s slot; with `insert`, inserts it if absent (see the module
+    /// Finds `id`'s slot; with `insert` (the state of a new client charged
+    /// for the request), inserts it in that state if absent (see the module
     /// docs for the protocol).
     #[inline(always)]
-    fn locate(&self, id: KeyId, hash: u64, now: u64, insert: bool) -> Located {
+    fn locate(&self, id: KeyId, hash: u64, now: u64, insert: Option<u64>) -> Located {
         let slots = self.slots.slots();
         let n = slots.len();
         if n == 0 {
-            return if insert {
+            return if insert.is_some() {
                 Located::Full
             } else {
                 Located::Absent
@@ -1016,32 +1079,20 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         // key lies beyond it). Windows never wrap (`home` keeps them inside
         // the table), so this is one contiguous run of slots.
         let run = slots.get(first..first + window).unwrap_or(&[]);
-        // The home slot inline (where most keys live), the rest of the run
-        // out of line: a fully unrolled 16-slot loop around the out-of-line
-        // 128-bit loads spills every address and costs more than it saves.
-        if let Some(slot) = run.first() {
-            let value = slot.load();
-            let key = key_of(value);
-            if key == live_key {
-                return Located::Live(first, value);
-            }
-            if key != EMPTY {
-                if let Some((offset, value)) = scan(run, live_key) {
-                    return Located::Live(first + offset, value);
-                }
-            }
+        if let Some(found) = find(run, live_key) {
+            return Located::Live(first + found.0, found.1);
         }
-        if !insert {
-            return Located::Absent;
+        match insert {
+            None => Located::Absent,
+            Some(charged) => self.insert(id, first, window, now, charged),
         }
-        self.insert(id, first, n, window, now)
     }
 
     /// The slow path of [`locate`](Self::locate): insert `id`, or find the
     /// copy another thread inserted meanwhile.
     #[cold]
     #[inline(never)]
-    fn insert(&self, id: KeyId, first: usize, n: usize, window: usize, now: u64) -> Located {
+    fn insert(&self, id: KeyId, first: usize, window: usize, now: u64, charged: u64) -> Located {
         let slots = self.slots.slots();
         let live_key = LIVE | id.0;
         let claim_key = CLAIMING | id.0;
@@ -1053,8 +1104,8 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
             let mut seen = [0u128; PROBE_WINDOW];
             let mut found: Option<(usize, u128)> = None;
             let mut free: Option<(usize, u128)> = None;
-            let mut index = first;
             for (position, seen_here) in seen.iter_mut().enumerate().take(window) {
+                let index = first + position;
                 let value = slots[index].load();
                 let key = key_of(value);
                 if key == live_key {
@@ -1079,27 +1130,26 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                 {
                     free = Some((index, value));
                 }
-                index += 1;
-                if index == n {
-                    index = 0;
-                }
             }
             if let Some((index, value)) = found {
                 // Withdraw stray claims (ours, or of a thread that lost).
-                self.withdraw(first, n, claims, &seen);
+                self.withdraw(first, claims, &seen);
                 return Located::Live(index, value);
             }
             if claims != 0 {
                 // Resolve: the first claim in window order wins.
                 let winner = claims.trailing_zeros() as usize;
-                if !self.withdraw(first, n, claims & (claims - 1), &seen) {
+                if !self.withdraw(first, claims & (claims - 1), &seen) {
                     continue; // a claim was committed meanwhile: look again
                 }
-                let index = wrap(first + winner, n);
-                let live = pack(live_key, A::NEW);
-                if slots[index].compare_exchange(seen[winner], live).is_ok() {
+                // Committed already charged for this caller's request.
+                let live = pack(live_key, charged);
+                if slots[first + winner]
+                    .compare_exchange(seen[winner], live)
+                    .is_ok()
+                {
                     self.counters.inserted.add(1);
-                    return Located::Live(index, live);
+                    return Located::Inserted;
                 }
                 continue;
             }
@@ -1121,15 +1171,14 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
 
     /// Turns the claims at the window positions in `mask` (values in `seen`)
     /// into TOMB. Returns `false` if one of them had been committed.
-    fn withdraw(&self, first: usize, n: usize, mut mask: u32, seen: &[u128; PROBE_WINDOW]) -> bool {
+    fn withdraw(&self, first: usize, mut mask: u32, seen: &[u128; PROBE_WINDOW]) -> bool {
         let slots = self.slots.slots();
         let mut ok = true;
         while mask != 0 {
             let position = mask.trailing_zeros() as usize;
             mask &= mask - 1;
-            let index = wrap(first + position, n);
             let claim = seen[position];
-            if let Err(actual) = slots[index].compare_exchange(claim, pack(TOMB, 0)) {
+            if let Err(actual) = slots[first + position].compare_exchange(claim, pack(TOMB, 0)) {
                 // Withdrawn by someone else, or committed: only the latter
                 // matters.
                 if key_of(actual) == (key_of(claim) & !TAG_MASK) | LIVE {
@@ -1176,7 +1225,7 @@ impl<S: Storage, O: Overrides<Quota>> KeyedTable<Quota, S, O> {
         let live_key = LIVE | id.0;
         let sub_now = quota.sub_ticks(now);
         loop {
-            let Located::Live(index, mut value) = self.locate(id, hash, now, false) else {
+            let Located::Live(index, mut value) = self.locate(id, hash, now, None) else {
                 return quota.peek(Quota::NEW, now);
             };
             loop {
@@ -1271,20 +1320,59 @@ impl<A: Algorithm + defmt::Format, S: Storage, O: Overrides<A>> defmt::Format
     }
 }
 
-/// The home slot of a hash in a table of `n` slots:
-/// `⌊hash · (n − W + 1) / 2⁶⁴⌋` with `W = min(PROBE_WINDOW, n)`, so that the
-/// window `home .. home + W` never wraps past the end of the table.
+/// The home slot of a hash in a table of `n` slots: the start of line
+/// `g = ⌊hash · L / 2⁶⁴⌋` of the `L = ⌈(n − W) / 4⌉ + 1` lines at which a
+/// window of `W = min(PROBE_WINDOW, n)` slots fits, i.e. slot `4g`, except
+/// that the last home is `n − W` (so that the window `home .. home + W`
+/// never passes the end of the table and every slot lies in some window).
 #[inline(always)]
 fn home(hash: u64, n: usize) -> usize {
-    let homes = n - n.min(PROBE_WINDOW) + 1;
-    ((hash as u128 * homes as u128) >> 64) as usize
+    let last = n - n.min(PROBE_WINDOW);
+    let lines = last.div_ceil(4) + 1;
+    let line = ((hash as u128 * lines as u128) >> 64) as usize;
+    (4 * line).min(last)
 }
 
-/// The position in `run` (after its first slot) of the slot holding
-/// `live_key`, and its value; `None` at the first EMPTY slot or the end.
+/// The position in `run` of the slot holding `live_key`, and the value read
+/// from it; `None` if the key is not there (or not before an EMPTY slot).
+///
+/// On x86_64 and aarch64 the home line (the run's first four slots, one
+/// cache line) is read whole and its key words compared without branches:
+/// which slot of the line holds the key is the least predictable branch of
+/// a lookup on keys in random order. Each slot is still read by one atomic
+/// 16-byte load, and the value returned is the one that load read, so the
+/// caller's decision rests on one atomic value of the slot, as before. The
+/// rest of the window is walked one slot at a time, out of line. On other
+/// targets every slot read is a critical section, so the walk stops at the
+/// first match.
+#[inline(always)]
+fn find(run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    if let [a, b, c, d, rest @ ..] = run {
+        let line = [a.load(), b.load(), c.load(), d.load()];
+        let mut hits = 0u32;
+        let mut empty = 0u32;
+        for (position, value) in line.iter().enumerate() {
+            hits |= ((key_of(*value) == live_key) as u32) << position;
+            empty |= ((key_of(*value) == EMPTY) as u32) << position;
+        }
+        if hits != 0 {
+            let position = hits.trailing_zeros() as usize & 3;
+            return Some((position, line[position]));
+        }
+        if empty != 0 {
+            return None;
+        }
+        return scan(rest, live_key).map(|(offset, value)| (4 + offset, value));
+    }
+    scan(run, live_key)
+}
+
+/// The position in `run` of the slot holding `live_key`, and its value;
+/// `None` at the first EMPTY slot or the end.
 #[inline(never)]
 fn scan(run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
-    for (offset, slot) in run.iter().enumerate().skip(1) {
+    for (offset, slot) in run.iter().enumerate() {
         let value = slot.load();
         let key = key_of(value);
         if key == live_key {
@@ -1295,15 +1383,6 @@ fn scan(run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
         }
     }
     None
-}
-
-#[inline(always)]
-fn wrap(index: usize, n: usize) -> usize {
-    if index >= n {
-        index - n
-    } else {
-        index
-    }
 }
 
 #[cfg(all(test, not(feature = "loom")))]
