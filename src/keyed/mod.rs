@@ -327,7 +327,7 @@ pub use hash::{Hashed, Key, KeyHasher, KeyId, Seed};
 pub use slot::Slot;
 
 use hash::identify;
-use slot::{key_of, pack, state_of, Counter};
+use slot::{hint_of, key_of, pack, state_of, Counter, Hint};
 
 use crate::decision::Limited;
 use crate::quota::Quota;
@@ -446,6 +446,11 @@ mod sealed {
 pub trait Storage: sealed::Sealed {
     /// The slots.
     fn slots(&self) -> &[Slot];
+    /// One hint byte per slot (see [`find`]), or none.
+    #[doc(hidden)]
+    fn hints(&self) -> &[Hint] {
+        &[]
+    }
 }
 
 impl<const N: usize> sealed::Sealed for [Slot; N] {}
@@ -465,13 +470,20 @@ impl<const N: usize> Storage for [Slot; N] {
 /// assert_eq!(core::mem::size_of::<SlotArray<8>>(), 128);
 /// ```
 #[repr(C, align(64))]
-pub struct SlotArray<const N: usize>([Slot; N]);
+pub struct SlotArray<const N: usize> {
+    slots: [Slot; N],
+    hints: [Hint; N],
+}
 
 impl<const N: usize> sealed::Sealed for SlotArray<N> {}
 impl<const N: usize> Storage for SlotArray<N> {
     #[inline(always)]
     fn slots(&self) -> &[Slot] {
-        &self.0
+        &self.slots
+    }
+    #[inline(always)]
+    fn hints(&self) -> &[Hint] {
+        &self.hints
     }
 }
 
@@ -482,6 +494,7 @@ impl<const N: usize> Storage for SlotArray<N> {
 #[cfg(feature = "alloc")]
 pub struct SlotBox {
     slots: alloc::boxed::Box<[Slot]>,
+    hints: alloc::boxed::Box<[Hint]>,
     start: usize,
     capacity: usize,
 }
@@ -501,6 +514,7 @@ impl SlotBox {
         };
         SlotBox {
             slots,
+            hints: (0..capacity).map(|_| Hint::new()).collect(),
             start,
             capacity,
         }
@@ -514,6 +528,10 @@ impl Storage for SlotBox {
     #[inline(always)]
     fn slots(&self) -> &[Slot] {
         &self.slots[self.start..self.start + self.capacity]
+    }
+    #[inline(always)]
+    fn hints(&self) -> &[Hint] {
+        &self.hints
     }
 }
 
@@ -627,12 +645,18 @@ pub type KeyedBox<A, O = NoOverrides> = KeyedTable<A, SlotBox, O>;
 
 #[cfg(not(all(feature = "loom", test)))]
 const fn empty_slots<const N: usize>() -> SlotArray<N> {
-    SlotArray([const { Slot::new(0) }; N])
+    SlotArray {
+        slots: [const { Slot::new(0) }; N],
+        hints: [const { Hint::new() }; N],
+    }
 }
 
 #[cfg(all(feature = "loom", test))]
 fn empty_slots<const N: usize>() -> SlotArray<N> {
-    SlotArray(core::array::from_fn(|_| Slot::new(0)))
+    SlotArray {
+        slots: core::array::from_fn(|_| Slot::new(0)),
+        hints: core::array::from_fn(|_| Hint::new()),
+    }
 }
 
 impl<A: Algorithm, const N: usize> Keyed<A, N> {
@@ -1079,12 +1103,14 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         // key lies beyond it). Windows never wrap (`home` keeps them inside
         // the table), so this is one contiguous run of slots.
         let run = slots.get(first..first + window).unwrap_or(&[]);
-        if let Some(found) = find(run, live_key) {
-            return Located::Live(first + found.0, found.1);
+        let hints = self.slots.hints();
+        let hint = hint_of(hash);
+        if let Some((position, value)) = find(run, hints.get(first..first + 4), live_key, hint) {
+            return Located::Live(first + position, value);
         }
         match insert {
             None => Located::Absent,
-            Some(charged) => self.insert(id, first, window, now, charged),
+            Some(charged) => self.insert(id, first, window, now, charged, hint),
         }
     }
 
@@ -1092,7 +1118,15 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     /// copy another thread inserted meanwhile.
     #[cold]
     #[inline(never)]
-    fn insert(&self, id: KeyId, first: usize, window: usize, now: u64, charged: u64) -> Located {
+    fn insert(
+        &self,
+        id: KeyId,
+        first: usize,
+        window: usize,
+        now: u64,
+        charged: u64,
+        hint: u8,
+    ) -> Located {
         let slots = self.slots.slots();
         let live_key = LIVE | id.0;
         let claim_key = CLAIMING | id.0;
@@ -1149,6 +1183,9 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                     .is_ok()
                 {
                     self.counters.inserted.add(1);
+                    if let Some(h) = self.slots.hints().get(first + winner) {
+                        h.set(hint);
+                    }
                     return Located::Inserted;
                 }
                 continue;
@@ -1336,34 +1373,39 @@ fn home(hash: u64, n: usize) -> usize {
 /// The position in `run` of the slot holding `live_key`, and the value read
 /// from it; `None` if the key is not there (or not before an EMPTY slot).
 ///
-/// On x86_64 and aarch64 the home line (the run's first four slots, one
-/// cache line) is read whole and its key words compared without branches:
-/// which slot of the line holds the key is the least predictable branch of
-/// a lookup on keys in random order. Each slot is still read by one atomic
-/// 16-byte load, and the value returned is the one that load read, so the
-/// caller's decision rests on one atomic value of the slot, as before. The
-/// rest of the window is walked one slot at a time, out of line. On other
-/// targets every slot read is a critical section, so the walk stops at the
-/// first match.
+/// `hints` are the hint bytes of the run's first four slots, its home line
+/// (x86_64 and aarch64 only). They are compared with the key's `hint`
+/// without branches, and the first slot whose hint matches is read: which
+/// slot of the line holds the key is the least predictable branch of a
+/// lookup on keys in random order, and the hint bytes decide it without
+/// the four 16-byte loads. The decision still rests on one atomic 16-byte
+/// value: the slot is read and its key word compared, and the value returned
+/// is the one that load read. A hint that is missing, stale (the slot was
+/// reused since) or shared by another key only sends the lookup on to the
+/// walk of the whole window, one slot at a time, out of line, which repairs
+/// the hint of the slot where it finds the key.
 #[inline(always)]
-fn find(run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-    if let [a, b, c, d, rest @ ..] = run {
-        let line = [a.load(), b.load(), c.load(), d.load()];
-        let mut hits = 0u32;
-        let mut empty = 0u32;
-        for (position, value) in line.iter().enumerate() {
-            hits |= ((key_of(*value) == live_key) as u32) << position;
-            empty |= ((key_of(*value) == EMPTY) as u32) << position;
+fn find(run: &[Slot], hints: Option<&[Hint]>, live_key: u64, hint: u8) -> Option<(usize, u128)> {
+    if let (Some([h0, h1, h2, h3]), [s0, s1, s2, s3, ..]) = (hints, run) {
+        let candidates = (h0.get() == hint) as u32
+            | ((h1.get() == hint) as u32) << 1
+            | ((h2.get() == hint) as u32) << 2
+            | ((h3.get() == hint) as u32) << 3;
+        if candidates != 0 {
+            let position = candidates.trailing_zeros() as usize;
+            let slot = [s0, s1, s2, s3][position & 3];
+            let value = slot.load();
+            if key_of(value) == live_key {
+                return Some((position, value));
+            }
         }
-        if hits != 0 {
-            let position = hits.trailing_zeros() as usize & 3;
-            return Some((position, line[position]));
+        let found = scan(run, live_key);
+        if let (Some((position, _)), Some(hints)) = (found, hints) {
+            if let Some(h) = hints.get(position) {
+                h.set(hint);
+            }
         }
-        if empty != 0 {
-            return None;
-        }
-        return scan(rest, live_key).map(|(offset, value)| (4 + offset, value));
+        return found;
     }
     scan(run, live_key)
 }

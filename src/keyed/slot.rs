@@ -217,3 +217,103 @@ impl Counter {
         critical_section::with(|cs| self.0.borrow(cs).get())
     }
 }
+
+/// A one-byte hint of which key a slot holds, beside each slot on x86_64 and
+/// aarch64 (zero-sized elsewhere). Only a hint: a lookup that follows it
+/// still reads the slot with one atomic 16-byte load and compares the key
+/// word, and falls back to walking the window when the hint is missing,
+/// stale or wrong. Unnameable outside the crate.
+pub struct Hint(HintInner);
+
+#[cfg(all(feature = "loom", test))]
+type HintInner = loom::sync::atomic::AtomicU8;
+#[cfg(all(
+    not(all(feature = "loom", test)),
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+type HintInner = core::sync::atomic::AtomicU8;
+#[cfg(all(
+    not(all(feature = "loom", test)),
+    not(any(target_arch = "x86_64", target_arch = "aarch64"))
+))]
+type HintInner = ();
+
+/// The hint of a key whose home hash is `hash`: its low byte, never 0 (the
+/// hint of a slot no key has held). Independent of the home, which the high
+/// bits of the hash choose.
+#[inline(always)]
+pub(crate) const fn hint_of(hash: u64) -> u8 {
+    let h = hash as u8;
+    if h == 0 {
+        1
+    } else {
+        h
+    }
+}
+
+impl Hint {
+    crate::sync::loom_const_fn! {
+        pub(crate) fn new() -> Self {
+            #[cfg(all(
+                not(all(feature = "loom", test)),
+                not(any(target_arch = "x86_64", target_arch = "aarch64"))
+            ))]
+            {
+                Hint(())
+            }
+            #[cfg(any(
+                all(feature = "loom", test),
+                any(target_arch = "x86_64", target_arch = "aarch64")
+            ))]
+            {
+                Hint(HintInner::new(0))
+            }
+        }
+    }
+
+    /// The hint (0 where there are none).
+    #[inline(always)]
+    pub(crate) fn get(&self) -> u8 {
+        #[cfg(any(
+            all(feature = "loom", test),
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        {
+            #[cfg(not(all(feature = "loom", test)))]
+            use core::sync::atomic::Ordering::Relaxed;
+            #[cfg(all(feature = "loom", test))]
+            use loom::sync::atomic::Ordering::Relaxed;
+            self.0.load(Relaxed)
+        }
+        #[cfg(all(
+            not(all(feature = "loom", test)),
+            not(any(target_arch = "x86_64", target_arch = "aarch64"))
+        ))]
+        {
+            0
+        }
+    }
+
+    /// Sets the hint.
+    #[inline(always)]
+    pub(crate) fn set(&self, hint: u8) {
+        #[cfg(any(
+            all(feature = "loom", test),
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        {
+            #[cfg(not(all(feature = "loom", test)))]
+            use core::sync::atomic::Ordering::Relaxed;
+            #[cfg(all(feature = "loom", test))]
+            use loom::sync::atomic::Ordering::Relaxed;
+            self.0.store(hint, Relaxed)
+        }
+        #[cfg(all(
+            not(all(feature = "loom", test)),
+            not(any(target_arch = "x86_64", target_arch = "aarch64"))
+        ))]
+        {
+            let _ = hint;
+        }
+    }
+}
