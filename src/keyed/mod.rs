@@ -779,8 +779,6 @@ impl<A, H: core::hash::BuildHasher> Overrides<A> for std::collections::HashMap<K
 enum Located {
     /// The key's slot and the value read from it.
     Live(usize, u128),
-    /// Not in the table (and not inserted).
-    Absent,
     /// Not in the table, and no slot of its window can take it.
     Full,
     /// Was not in the table, and is now, charged for the request.
@@ -901,9 +899,9 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     pub fn peek<K: Key + ?Sized>(&self, key: &K, now: u64) -> Snapshot {
         let (id, hash) = identify(key, &self.seed);
         let algorithm = self.algorithm_for(id);
-        match self.locate(id, hash, now, None) {
-            Located::Live(_, value) => algorithm.peek(state_of(value), now),
-            _ => algorithm.peek(A::NEW, now),
+        match self.locate(id, hash) {
+            Some((_, value)) => algorithm.peek(state_of(value), now),
+            None => algorithm.peek(A::NEW, now),
         }
     }
 
@@ -918,8 +916,9 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     /// assert!(t.contains(&5u32, 0));
     /// ```
     pub fn contains<K: Key + ?Sized>(&self, key: &K, now: u64) -> bool {
+        let _ = now; // a slot is held whatever the time (kept for symmetry with `peek`)
         let (id, hash) = identify(key, &self.seed);
-        matches!(self.locate(id, hash, now, None), Located::Live(..))
+        self.locate(id, hash).is_some()
     }
 
     /// Running totals of inserts, reuses and overflow decisions.
@@ -982,35 +981,23 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     fn check_id(&self, id: KeyId, hash: u64, now: u64, cost: u64) -> Result<Decision, Denied> {
         let algorithm = self.algorithm_for(id);
         if cost == 0 {
-            return Ok(match self.locate(id, hash, now, None) {
-                Located::Live(_, value) => algorithm.peek(state_of(value), now),
-                _ => algorithm.peek(A::NEW, now),
+            return Ok(match self.locate(id, hash) {
+                Some((_, value)) => algorithm.peek(state_of(value), now),
+                None => algorithm.peek(A::NEW, now),
             }
             .to_decision());
         }
         let slots = self.slots.slots();
         let live_key = LIVE | id.0;
-        // What a new client's state and decision would be: a key is
-        // inserted already charged, so that it is never idle (evictable)
-        // between its insertion and its first charge.
-        let mut charged: Option<(u64, Decision)> = None;
         loop {
-            let (index, mut value) = match self.locate(id, hash, now, charged.map(|c| c.0)) {
-                Located::Live(index, value) => (index, value),
-                Located::Absent => {
-                    // Never insert a key for a request that a new client
-                    // would be denied (a cost above the burst): it would take
-                    // a slot for nothing.
-                    charged = Some(algorithm.check(A::NEW, now, cost)?);
-                    continue;
-                }
-                Located::Inserted => {
-                    if let Some((_, decision)) = charged {
-                        return Ok(decision);
-                    }
-                    continue; // unreachable: only an insert inserts
-                }
-                Located::Full => return self.overflow(id, hash, now, cost),
+            let (index, mut value) = match self.locate(id, hash) {
+                Some(found) => found,
+                // A new key is inserted already charged, so that it is never
+                // idle (evictable) between its insertion and its first charge.
+                None => match self.check_new(id, hash, now, cost) {
+                    Ok(found) => found,
+                    Err(result) => return result,
+                },
             };
             // The CAS loop on the key's slot; the expected value carries the
             // key word, so it fails if the slot was taken over.
@@ -1082,42 +1069,43 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         soonest
     }
 
-    /// Finds `id`'s slot; with `insert` (the state of a new client charged
-    /// for the request), inserts it in that state if absent (see the module
-    /// docs for the protocol).
+    /// Finds `id`'s slot and the value read from it, if it has one.
     #[inline(always)]
-    fn locate(&self, id: KeyId, hash: u64, now: u64, insert: Option<u64>) -> Located {
+    fn locate(&self, id: KeyId, hash: u64) -> Option<(usize, u128)> {
         let slots = self.slots.slots();
         let n = slots.len();
-        if n == 0 {
-            return if insert.is_some() {
-                Located::Full
-            } else {
-                Located::Absent
-            };
-        }
-        let window = n.min(PROBE_WINDOW);
         let first = home(hash, n);
-        let live_key = LIVE | id.0;
-        // Fast pass: the key's slot, or the first EMPTY slot (no copy of a
-        // key lies beyond it). Windows never wrap (`home` keeps them inside
-        // the table), so this is one contiguous run of slots.
-        let run = slots.get(first..first + window).unwrap_or(&[]);
-        let hints = self.slots.hints();
-        let hint = hint_of(hash);
-        if let Some((position, value)) = find(run, hints.get(first..first + 4), live_key, hint) {
-            return Located::Live(first + position, value);
-        }
-        match insert {
-            None => Located::Absent,
-            Some(charged) => self.insert(id, first, window, now, charged, hint),
+        // The key's slot, or the first EMPTY slot (no copy of a key lies
+        // beyond it). Windows never wrap (`home` keeps them inside the
+        // table), so this is one contiguous run of slots.
+        let run = slots.get(first..first + n.min(PROBE_WINDOW))?;
+        let hints = self.slots.hints().get(first..first + 4);
+        find(run, hints, LIVE | id.0, hint_of(hash)).map(|(at, value)| (first + at, value))
+    }
+
+    /// A key [`locate`](Self::locate) did not find: charge a new client
+    /// and insert it in that state, or find the copy another thread
+    /// inserted meanwhile, or apply the [`WhenFull`] policy.
+    #[cold]
+    #[inline(never)]
+    fn check_new(&self, id: KeyId, hash: u64, now: u64, cost: u64) -> Result<(usize, u128), Result<Decision, Denied>> {
+        // Never insert a key for a request that a new client would be denied
+        // (a cost above the burst): it would take a slot for nothing.
+        let (charged, decision) = match self.algorithm_for(id).check(A::NEW, now, cost) {
+            Ok(charged) => charged,
+            Err(denied) => return Err(Err(denied)),
+        };
+        let n = self.slots.slots().len();
+        let first = home(hash, n);
+        match self.insert(id, first, n.min(PROBE_WINDOW), now, charged, hint_of(hash)) {
+            Located::Live(index, value) => Ok((index, value)),
+            Located::Inserted => Err(Ok(decision)),
+            Located::Full => Err(self.overflow(id, hash, now, cost)),
         }
     }
 
-    /// The slow path of [`locate`](Self::locate): insert `id`, or find the
-    /// copy another thread inserted meanwhile.
-    #[cold]
-    #[inline(never)]
+    /// Inserts `id` in state `charged` (see the module docs for the
+    /// protocol), or finds the copy another thread inserted meanwhile.
     fn insert(
         &self,
         id: KeyId,
@@ -1262,7 +1250,7 @@ impl<S: Storage, O: Overrides<Quota>> KeyedTable<Quota, S, O> {
         let live_key = LIVE | id.0;
         let sub_now = quota.sub_ticks(now);
         loop {
-            let Located::Live(index, mut value) = self.locate(id, hash, now, None) else {
+            let Some((index, mut value)) = self.locate(id, hash) else {
                 return quota.peek(Quota::NEW, now);
             };
             loop {
