@@ -327,7 +327,7 @@ pub use hash::{Hashed, Key, KeyHasher, KeyId, Seed};
 pub use slot::Slot;
 
 use hash::identify;
-use slot::{hint_of, key_of, pack, state_of, Counter, Hint};
+use slot::{key_of, pack, state_of, Counter};
 
 use crate::decision::Limited;
 use crate::quota::Quota;
@@ -446,11 +446,6 @@ mod sealed {
 pub trait Storage: sealed::Sealed {
     /// The slots.
     fn slots(&self) -> &[Slot];
-    /// One hint byte per slot (see [`find`]), or none.
-    #[doc(hidden)]
-    fn hints(&self) -> &[Hint] {
-        &[]
-    }
 }
 
 impl<const N: usize> sealed::Sealed for [Slot; N] {}
@@ -472,7 +467,6 @@ impl<const N: usize> Storage for [Slot; N] {
 #[repr(C, align(64))]
 pub struct SlotArray<const N: usize> {
     slots: [Slot; N],
-    hints: [Hint; N],
 }
 
 impl<const N: usize> sealed::Sealed for SlotArray<N> {}
@@ -480,10 +474,6 @@ impl<const N: usize> Storage for SlotArray<N> {
     #[inline(always)]
     fn slots(&self) -> &[Slot] {
         &self.slots
-    }
-    #[inline(always)]
-    fn hints(&self) -> &[Hint] {
-        &self.hints
     }
 }
 
@@ -494,7 +484,6 @@ impl<const N: usize> Storage for SlotArray<N> {
 #[cfg(feature = "alloc")]
 pub struct SlotBox {
     slots: alloc::boxed::Box<[Slot]>,
-    hints: alloc::boxed::Box<[Hint]>,
     start: usize,
     capacity: usize,
 }
@@ -514,7 +503,6 @@ impl SlotBox {
         };
         SlotBox {
             slots,
-            hints: (0..capacity).map(|_| Hint::new()).collect(),
             start,
             capacity,
         }
@@ -528,10 +516,6 @@ impl Storage for SlotBox {
     #[inline(always)]
     fn slots(&self) -> &[Slot] {
         &self.slots[self.start..self.start + self.capacity]
-    }
-    #[inline(always)]
-    fn hints(&self) -> &[Hint] {
-        &self.hints
     }
 }
 
@@ -647,7 +631,6 @@ pub type KeyedBox<A, O = NoOverrides> = KeyedTable<A, SlotBox, O>;
 const fn empty_slots<const N: usize>() -> SlotArray<N> {
     SlotArray {
         slots: [const { Slot::new(0) }; N],
-        hints: [const { Hint::new() }; N],
     }
 }
 
@@ -655,7 +638,6 @@ const fn empty_slots<const N: usize>() -> SlotArray<N> {
 fn empty_slots<const N: usize>() -> SlotArray<N> {
     SlotArray {
         slots: core::array::from_fn(|_| Slot::new(0)),
-        hints: core::array::from_fn(|_| Hint::new()),
     }
 }
 
@@ -1079,8 +1061,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         // beyond it). Windows never wrap (`home` keeps them inside the
         // table), so this is one contiguous run of slots.
         let run = slots.get(first..first + n.min(PROBE_WINDOW))?;
-        let hints = self.slots.hints().get(first..first + 4);
-        find(run, hints, LIVE | id.0, hint_of(hash)).map(|(at, value)| (first + at, value))
+        find(run, LIVE | id.0).map(|(at, value)| (first + at, value))
     }
 
     /// A key [`locate`](Self::locate) did not find: charge a new client
@@ -1088,7 +1069,13 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     /// inserted meanwhile, or apply the [`WhenFull`] policy.
     #[cold]
     #[inline(never)]
-    fn check_new(&self, id: KeyId, hash: u64, now: u64, cost: u64) -> Result<(usize, u128), Result<Decision, Denied>> {
+    fn check_new(
+        &self,
+        id: KeyId,
+        hash: u64,
+        now: u64,
+        cost: u64,
+    ) -> Result<(usize, u128), Result<Decision, Denied>> {
         // Never insert a key for a request that a new client would be denied
         // (a cost above the burst): it would take a slot for nothing.
         let (charged, decision) = match self.algorithm_for(id).check(A::NEW, now, cost) {
@@ -1097,7 +1084,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         };
         let n = self.slots.slots().len();
         let first = home(hash, n);
-        match self.insert(id, first, n.min(PROBE_WINDOW), now, charged, hint_of(hash)) {
+        match self.insert(id, first, n.min(PROBE_WINDOW), now, charged) {
             Located::Live(index, value) => Ok((index, value)),
             Located::Inserted => Err(Ok(decision)),
             Located::Full => Err(self.overflow(id, hash, now, cost)),
@@ -1106,15 +1093,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
 
     /// Inserts `id` in state `charged` (see the module docs for the
     /// protocol), or finds the copy another thread inserted meanwhile.
-    fn insert(
-        &self,
-        id: KeyId,
-        first: usize,
-        window: usize,
-        now: u64,
-        charged: u64,
-        hint: u8,
-    ) -> Located {
+    fn insert(&self, id: KeyId, first: usize, window: usize, now: u64, charged: u64) -> Located {
         let slots = self.slots.slots();
         let live_key = LIVE | id.0;
         let claim_key = CLAIMING | id.0;
@@ -1171,9 +1150,6 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                     .is_ok()
                 {
                     self.counters.inserted.add(1);
-                    if let Some(h) = self.slots.hints().get(first + winner) {
-                        h.set(hint);
-                    }
                     return Located::Inserted;
                 }
                 continue;
@@ -1361,41 +1337,23 @@ fn home(hash: u64, n: usize) -> usize {
 /// The position in `run` of the slot holding `live_key`, and the value read
 /// from it; `None` if the key is not there (or not before an EMPTY slot).
 ///
-/// `hints` are the hint bytes of the run's first four slots, its home line
-/// (x86_64 and aarch64 only). They are compared with the key's `hint`
-/// without branches, and the first slot whose hint matches is read: which
-/// slot of the line holds the key is the least predictable branch of a
-/// lookup on keys in random order, and the hint bytes decide it without
-/// the four 16-byte loads. The decision still rests on one atomic 16-byte
-/// value: the slot is read and its key word compared, and the value returned
-/// is the one that load read. A hint that is missing, stale (the slot was
-/// reused since) or shared by another key only sends the lookup on to the
-/// walk of the whole window, one slot at a time, out of line, which repairs
-/// the hint of the slot where it finds the key.
+/// The home slot inline (where most keys live), the rest of the run out of
+/// line: a fully unrolled 16-slot loop around the out-of-line 128-bit loads
+/// spills every address and costs more than it saves. Reading the whole
+/// home line and choosing its slot without branches was measured slower
+/// (see "Sizing, memory and speed" in the module docs).
 #[inline(always)]
-fn find(run: &[Slot], hints: Option<&[Hint]>, live_key: u64, hint: u8) -> Option<(usize, u128)> {
-    if let (Some([h0, h1, h2, h3]), [s0, s1, s2, s3, ..]) = (hints, run) {
-        let candidates = (h0.get() == hint) as u32
-            | ((h1.get() == hint) as u32) << 1
-            | ((h2.get() == hint) as u32) << 2
-            | ((h3.get() == hint) as u32) << 3;
-        if candidates != 0 {
-            let position = candidates.trailing_zeros() as usize;
-            let slot = [s0, s1, s2, s3][position & 3];
-            let value = slot.load();
-            if key_of(value) == live_key {
-                return Some((position, value));
-            }
-        }
-        let found = scan(run, live_key);
-        if let (Some((position, _)), Some(hints)) = (found, hints) {
-            if let Some(h) = hints.get(position) {
-                h.set(hint);
-            }
-        }
-        return found;
+fn find(run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
+    let (slot, rest) = run.split_first()?;
+    let value = slot.load();
+    let key = key_of(value);
+    if key == live_key {
+        return Some((0, value));
     }
-    scan(run, live_key)
+    if key == EMPTY {
+        return None;
+    }
+    scan(rest, live_key).map(|(offset, value)| (1 + offset, value))
 }
 
 /// The position in `run` of the slot holding `live_key`, and its value;
