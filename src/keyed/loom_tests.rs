@@ -266,16 +266,16 @@ fn inserted_counts_each_key_once_when_an_insert_races_an_eviction() {
     });
 }
 
-/// The lookup that reads a whole home line (four slots, key words compared
-/// without branches) races the eviction of the key it found. Four slots,
-/// one line: C owes (slot 0), A is idle at 1 000 (slot 1). A is checked at
+/// A lookup races the eviction of the key it found. Four slots, one home
+/// line: C owes (slot 0, the home slot), A is idle at 1 000 (slot 1, found
+/// by the walk past the home slot). A is checked at
 /// 1 000 while a new key B is inserted at 1 000 and may evict A from the
 /// same slot. Both are admitted as fresh clients, each key has one copy
 /// holding exactly its own charge (a stale check of A never lands in B's
 /// state), C is untouched, and `inserted − reused` is the number of keys
 /// the table holds.
 #[test]
-fn a_line_lookup_races_the_eviction_of_its_key() {
+fn a_lookup_races_the_eviction_of_its_key() {
     model(|| {
         let t: Arc<Keyed<Quota, 4>> =
             Arc::new(Keyed::new(quota(1), WhenFull::Deny, Seed::new(1, 2)));
@@ -309,8 +309,8 @@ fn a_line_lookup_races_the_eviction_of_its_key() {
     });
 }
 
-/// A slot is reused twice while a line lookup of its first owner is in
-/// flight: A is idle in slot 0; another thread inserts B at 1 000 (evicting
+/// A slot is reused twice while a lookup of its first owner is in flight:
+/// A is idle in slot 0, its home slot; another thread inserts B at 1 000 (evicting
 /// A from slot 0), then checks A at 2 000, when B is idle, so A may come
 /// back into the very slot it was evicted from. Meanwhile A is checked at
 /// 1 000 from a stale view. Whatever the interleaving, A ends with one copy
@@ -318,7 +318,7 @@ fn a_line_lookup_races_the_eviction_of_its_key() {
 /// check came after A's return, one charge at 2 000 and a denial; B, if it
 /// is still there, holds exactly its own charge.
 #[test]
-fn a_line_lookup_races_the_reuse_of_the_same_slot() {
+fn a_lookup_races_the_reuse_of_the_same_slot() {
     model(|| {
         let t: Arc<Keyed<Quota, 4>> =
             Arc::new(Keyed::new(quota(1), WhenFull::Deny, Seed::new(1, 2)));

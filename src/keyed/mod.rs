@@ -38,16 +38,22 @@
 //! SipHash: Aumasson and Bernstein, "SipHash: a fast short-input PRF",
 //! INDOCRYPT 2012; written here from the paper.
 //!
-//! A key's **probe window** is the `W = min(16, capacity)` slots from its
-//! **home** on ([`PROBE_WINDOW`]), and its home is
-//! `⌊h · (capacity − W + 1) / 2⁶⁴⌋` for its keyed hash `h` (no division), so a
-//! window never wraps past the end of the table: a lookup reads one
-//! contiguous run of at most four cache lines. (The first and last `W − 1`
-//! slots lie in fewer windows than the others, which costs a little
-//! occupancy at the two ends of the table.) Every operation reads at most `W`
-//! slots per pass; a pass is repeated only when a compare-and-swap lost to
-//! another thread's successful one (so the table is lock-free, like any CAS
-//! loop, and a thread alone finishes in at most three passes).
+//! Slots are grouped in **lines** of four (slots `4g .. 4g + 4`); the
+//! table's storage ([`SlotArray`] for [`Keyed`], the heap slots of
+//! `KeyedBox`) starts on a 64-byte boundary, so a line is one cache line. A
+//! key's **probe window** is the `W = min(16, capacity)` slots from its
+//! **home** on ([`PROBE_WINDOW`]). Its home is the start of a line: for its
+//! keyed hash `h` and `L = ⌈(capacity − W) / 4⌉ + 1` lines at which a window
+//! fits, line `g = ⌊h · L / 2⁶⁴⌋` (no division), home `min(4g, capacity −
+//! W)` (only the last home may be off a line, so that every slot lies in
+//! some window). A window never passes the end of the table, so the code
+//! has no wrap-around: a lookup reads one contiguous run of at most four
+//! cache lines, the home line first. (Slots near the two ends lie in fewer
+//! windows than the others, which costs a little occupancy there.) Every
+//! operation reads at most `W` slots per pass; a pass is repeated only when
+//! a compare-and-swap lost to another thread's successful one (so the table
+//! is lock-free, like any CAS loop, and a thread alone finishes in at most
+//! three passes).
 //!
 //! # Placement and floods: why exact keys use a cheaper home hash
 //!
@@ -96,8 +102,13 @@
 //!   key's own algorithm), by CAS to `CLAIMING(id)` with a fresh ticket. Then
 //!   **resolve**: among the CLAIMING(id) slots seen, the first in window order
 //!   wins; the others are CAS-ed to TOMB, and the winner is CAS-ed to
-//!   `(LIVE(id), NEW)`. Anyone looking for `id` resolves the same way, so no
-//!   thread waits for another.
+//!   `(LIVE(id), s)`, where `s` is [`Algorithm::NEW`] charged for the
+//!   request of the thread that commits it (so a key is never idle, hence
+//!   never evictable, between its insertion and its first charge, and
+//!   [`KeyedStats::inserted`] counts it once). Anyone inserting `id`
+//!   resolves the same way, so no thread waits for another; a thread whose
+//!   claim another thread committed finds `LIVE(id)` and charges it as any
+//!   check does.
 //! * A pass stops at the first EMPTY slot: slots never become EMPTY again and
 //!   a claim always takes the first eligible slot, so no copy of a key lies
 //!   beyond it.
@@ -113,7 +124,8 @@
 //!   There is no background sweeper: reuse happens on insert.
 //! * **Isolation**: a key's state is only ever written by a CAS whose
 //!   expected value carries its own key word; a new key starts at
-//!   [`Algorithm::NEW`], never at another key's state.
+//!   [`Algorithm::NEW`] (charged for its first request), never at another
+//!   key's state.
 //! * **Bounded**: no allocation after construction, no panic, at most `W`
 //!   slots read per pass. When the window holds no free or idle slot the
 //!   table's [`WhenFull`] policy decides.
@@ -534,7 +546,9 @@ impl Storage for SlotBox {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct KeyedStats {
-    /// Keys given a slot.
+    /// Keys given a slot. A key is inserted already charged for the request
+    /// that inserted it, so it is never idle (evictable) before its first
+    /// charge, and each insertion is counted once.
     pub inserted: usize,
     /// Idle clients evicted to make room for a new key (their slot was
     /// claimed; a claim that then lost a race leaves the slot free).
