@@ -266,8 +266,8 @@ fn inserted_counts_each_key_once_when_an_insert_races_an_eviction() {
     });
 }
 
-/// A lookup races the eviction of the key it found. Four slots, one home
-/// line: C owes (slot 0, the home slot), A is idle at 1 000 (slot 1, found
+/// A lookup races the eviction of the key it found. Four slots, one
+/// window: C owes (slot 0, the home slot), A is idle at 1 000 (slot 1, found
 /// by the walk past the home slot). A is checked at
 /// 1 000 while a new key B is inserted at 1 000 and may evict A from the
 /// same slot. Both are admitted as fresh clients, each key has one copy

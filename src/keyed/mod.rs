@@ -38,18 +38,14 @@
 //! SipHash: Aumasson and Bernstein, "SipHash: a fast short-input PRF",
 //! INDOCRYPT 2012; written here from the paper.
 //!
-//! Slots are grouped in **lines** of four (slots `4g .. 4g + 4`); the
-//! table's storage ([`SlotArray`] for [`Keyed`], the heap slots of
-//! `KeyedBox`) starts on a 64-byte boundary, so a line is one cache line. A
-//! key's **probe window** is the `W = min(16, capacity)` slots from its
-//! **home** on ([`PROBE_WINDOW`]). Its home is the start of a line: for its
-//! keyed hash `h` and `L = ⌈(capacity − W) / 4⌉ + 1` lines at which a window
-//! fits, line `g = ⌊h · L / 2⁶⁴⌋` (no division), home `min(4g, capacity −
-//! W)` (only the last home may be off a line, so that every slot lies in
-//! some window). A window never passes the end of the table, so the code
-//! has no wrap-around: a lookup reads one contiguous run of at most four
-//! cache lines, the home line first. (Slots near the two ends lie in fewer
-//! windows than the others, which costs a little occupancy there.) Every
+//! A key's **probe window** is the `W = min(16, capacity)` slots from its
+//! **home** on ([`PROBE_WINDOW`]), and its home is
+//! `⌊h · (capacity − W + 1) / 2⁶⁴⌋` for its keyed hash `h` (no division), so a
+//! window never passes the end of the table and the code has no
+//! wrap-around: a lookup reads one contiguous run of at most four cache
+//! lines, the home slot first. (The first and last `W − 1` slots lie in
+//! fewer windows than the others, which costs a little occupancy at the two
+//! ends of the table.) Every
 //! operation reads at most `W` slots per pass; a pass is repeated only when
 //! a compare-and-swap lost to another thread's successful one (so the table
 //! is lock-free, like any CAS loop, and a thread alone finishes in at most
@@ -447,14 +443,8 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// The slot storage of a table: a [`SlotArray`] (the slots inline, for
-/// [`Keyed`]), a plain `[Slot; N]`, or (feature `alloc`) heap slots. Sealed.
-///
-/// Slots are grouped in **lines** of four (slots `4g .. 4g + 4`), and a key's
-/// home is the start of a line. `SlotArray` and the heap storage start at a
-/// 64-byte boundary, so each line is one cache line; a plain array may not
-/// be (lines then straddle cache lines, which costs speed, never
-/// correctness).
+/// The slot storage of a table: a `[Slot; N]` array, or (feature `alloc`) a
+/// boxed slice. Sealed.
 pub trait Storage: sealed::Sealed {
     /// The slots.
     fn slots(&self) -> &[Slot];
@@ -468,66 +458,13 @@ impl<const N: usize> Storage for [Slot; N] {
     }
 }
 
-/// `N` slots inline, starting at a 64-byte boundary so that each line of
-/// four slots is one cache line: the storage of [`Keyed`]. Opaque.
-///
-/// ```
-/// use cellrate::keyed::SlotArray;
-/// assert_eq!(core::mem::align_of::<SlotArray<8>>(), 64);
-/// assert_eq!(core::mem::size_of::<SlotArray<8>>(), 128);
-/// ```
-#[repr(C, align(64))]
-pub struct SlotArray<const N: usize> {
-    slots: [Slot; N],
-}
-
-impl<const N: usize> sealed::Sealed for SlotArray<N> {}
-impl<const N: usize> Storage for SlotArray<N> {
+#[cfg(feature = "alloc")]
+impl sealed::Sealed for alloc::boxed::Box<[Slot]> {}
+#[cfg(feature = "alloc")]
+impl Storage for alloc::boxed::Box<[Slot]> {
     #[inline(always)]
     fn slots(&self) -> &[Slot] {
-        &self.slots
-    }
-}
-
-/// Heap slots whose first slot lies on a 64-byte boundary: the storage of
-/// `KeyedBox`. Up to three spare slots are allocated in front so that the
-/// table can start on a line; the heap block never moves, so the offset
-/// chosen at construction stays right.
-#[cfg(feature = "alloc")]
-pub struct SlotBox {
-    slots: alloc::boxed::Box<[Slot]>,
-    start: usize,
-    capacity: usize,
-}
-
-#[cfg(feature = "alloc")]
-impl SlotBox {
-    fn new(capacity: usize) -> Self {
-        let spare = if capacity == 0 { 0 } else { 3 };
-        let slots: alloc::boxed::Box<[Slot]> =
-            (0..capacity + spare).map(|_| Slot::new(0)).collect();
-        // Slots are 16-byte aligned: 0 to 3 of them reach the next line.
-        let misalignment = slots.as_ptr() as usize % 64;
-        let start = if spare == 0 {
-            0
-        } else {
-            ((64 - misalignment) % 64) / 16
-        };
-        SlotBox {
-            slots,
-            start,
-            capacity,
-        }
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl sealed::Sealed for SlotBox {}
-#[cfg(feature = "alloc")]
-impl Storage for SlotBox {
-    #[inline(always)]
-    fn slots(&self) -> &[Slot] {
-        &self.slots[self.start..self.start + self.capacity]
+        self
     }
 }
 
@@ -635,24 +572,20 @@ pub struct KeyedTable<A, S, O = NoOverrides> {
 }
 
 /// A keyed table of `N` slots in an array: no heap, usable in a `static`.
-pub type Keyed<A, const N: usize, O = NoOverrides> = KeyedTable<A, SlotArray<N>, O>;
+pub type Keyed<A, const N: usize, O = NoOverrides> = KeyedTable<A, [Slot; N], O>;
 
 /// A keyed table whose capacity is chosen at run time.
 #[cfg(feature = "alloc")]
-pub type KeyedBox<A, O = NoOverrides> = KeyedTable<A, SlotBox, O>;
+pub type KeyedBox<A, O = NoOverrides> = KeyedTable<A, alloc::boxed::Box<[Slot]>, O>;
 
 #[cfg(not(all(feature = "loom", test)))]
-const fn empty_slots<const N: usize>() -> SlotArray<N> {
-    SlotArray {
-        slots: [const { Slot::new(0) }; N],
-    }
+const fn empty_slots<const N: usize>() -> [Slot; N] {
+    [const { Slot::new(0) }; N]
 }
 
 #[cfg(all(feature = "loom", test))]
-fn empty_slots<const N: usize>() -> SlotArray<N> {
-    SlotArray {
-        slots: core::array::from_fn(|_| Slot::new(0)),
-    }
+fn empty_slots<const N: usize>() -> [Slot; N] {
+    core::array::from_fn(|_| Slot::new(0))
 }
 
 impl<A: Algorithm, const N: usize> Keyed<A, N> {
@@ -743,6 +676,7 @@ impl<A: Algorithm, O: Overrides<A>> KeyedBox<A, O> {
         when_full: WhenFull,
         seed: Seed,
     ) -> Self {
+        let slots: alloc::vec::Vec<Slot> = (0..capacity).map(|_| Slot::new(0)).collect();
         KeyedTable {
             algorithm,
             overrides,
@@ -750,7 +684,7 @@ impl<A: Algorithm, O: Overrides<A>> KeyedBox<A, O> {
             seed,
             overflow: StateWord::new(A::NEW),
             counters: Counters::new(),
-            slots: SlotBox::new(capacity),
+            slots: slots.into_boxed_slice(),
         }
     }
 }
@@ -1335,17 +1269,13 @@ impl<A: Algorithm + defmt::Format, S: Storage, O: Overrides<A>> defmt::Format
     }
 }
 
-/// The home slot of a hash in a table of `n` slots: the start of line
-/// `g = ⌊hash · L / 2⁶⁴⌋` of the `L = ⌈(n − W) / 4⌉ + 1` lines at which a
-/// window of `W = min(PROBE_WINDOW, n)` slots fits, i.e. slot `4g`, except
-/// that the last home is `n − W` (so that the window `home .. home + W`
-/// never passes the end of the table and every slot lies in some window).
+/// The home slot of a hash in a table of `n` slots:
+/// `⌊hash · (n − W + 1) / 2⁶⁴⌋` with `W = min(PROBE_WINDOW, n)`, so that the
+/// window `home .. home + W` never wraps past the end of the table.
 #[inline(always)]
 fn home(hash: u64, n: usize) -> usize {
-    let last = n - n.min(PROBE_WINDOW);
-    let lines = last.div_ceil(4) + 1;
-    let line = ((hash as u128 * lines as u128) >> 64) as usize;
-    (4 * line).min(last)
+    let homes = n - n.min(PROBE_WINDOW) + 1;
+    ((hash as u128 * homes as u128) >> 64) as usize
 }
 
 /// The position in `run` of the slot holding `live_key`, and the value read

@@ -203,33 +203,6 @@ fn windows_stay_inside_the_table() {
     }
 }
 
-/// Homes are line starts (multiples of four slots), except the last home,
-/// which is `n − W` so that every slot lies in some window; the aligned
-/// storages put each line in one 64-byte cache line.
-#[test]
-fn homes_are_line_starts_and_lines_are_cache_lines() {
-    for n in 1usize..300 {
-        let w = n.min(PROBE_WINDOW);
-        let mut reached = std::vec![false; n];
-        for step in 0..4096u64 {
-            let first = home(step.wrapping_mul(0x9e37_79b9_7f4a_7c15), n);
-            assert!(first % 4 == 0 || first == n - w, "n {n} home {first}");
-            for r in &mut reached[first..first + w] {
-                *r = true;
-            }
-        }
-        assert!(reached.iter().all(|r| *r), "n {n}: a slot in no window");
-    }
-    let t: Keyed<Quota, 64> = Keyed::new(quota(1, 1), WhenFull::Deny, Seed::new(1, 2));
-    assert_eq!(t.slots.slots().as_ptr() as usize % 64, 0);
-    #[cfg(feature = "alloc")]
-    for capacity in [1usize, 5, 1_000] {
-        let t = KeyedBox::with_capacity(capacity, quota(1, 1), WhenFull::Deny, Seed::new(1, 2));
-        assert_eq!(t.slots.slots().as_ptr() as usize % 64, 0);
-        assert_eq!(t.capacity(), capacity);
-    }
-}
-
 /// A key is counted once by `inserted` and charged by its insertion: a
 /// second key that needs the only slot at the same tick finds its owner
 /// owing, not idle.
