@@ -224,28 +224,67 @@
 //! that the other jobs of a shared machine slow both sides alike; each
 //! side's check is inlined into its own loop, as in a criterion loop. Five
 //! runs at the current code (`python3 scripts/paired_runs.py --runs 5
-//! keyed`) on a shared 2-core x86_64 (AMD EPYC, Zen 4) machine, default
-//! build, median (lowest–highest run):
+//! keyed`, or the bench binary with `--paired-only`) on a shared 2-core
+//! x86_64 (AMD EPYC, Zen 4) machine under a load average of 6–14 from
+//! other builds, median (lowest–highest run), with the default build and
+//! with `RUSTFLAGS="-C target-cpu=x86-64-v2"` (both libraries built so):
 //!
-//! | case | cellrate | 131 072 slots |
+//! | case | default build | `x86-64-v2` |
 //! |---|---|---|
-//! | one hot key | 2.62 (2.61–6.00) | |
-//! | 1 000 keys, round-robin | 2.27 (2.18–2.81) | |
-//! | 1 000 keys, random | 1.31 (1.27–1.63) | |
-//! | 100 000 keys, round-robin | 1.11 (1.06–1.27) | 1.53 (1.44–1.65) |
-//! | 100 000 keys, random | 1.12 (1.03–1.26) | 1.45 (1.40–1.65) |
+//! | one hot key | 3.08 (2.93–3.55) | 4.91 (4.69–5.19) |
+//! | 1 000 keys, round-robin | 2.20 (2.08–2.82) | 3.55 (3.35–3.96) |
+//! | 1 000 keys, random | 1.71 (1.68–1.73) | 2.42 (2.39–2.49) |
+//! | 100 000 keys, round-robin | 1.21 (1.11–1.31) | 1.99 (1.79–2.30) |
+//! | 100 000 keys, random | 1.29 (1.15–1.38) | 1.97 (1.85–2.18) |
+//! | 100 000 keys in 131 072 slots, round-robin | 1.76 (1.68–1.85) | 2.17 (2.09–2.47) |
+//! | 100 000 keys in 131 072 slots, random | 1.67 (1.45–1.86) | 2.10 (1.90–2.38) |
 //!
 //! (1 000 keys in 2 048 slots, 100 000 in 262 144, or in 131 072 with
-//! 98.5 % tracked.) Criterion's own timings of the same cases (two runs at
-//! the current code, governor's time ÷ cellrate's) are lower on 1 000 keys
-//! and higher on 100 000: hot 1.8, 1 000 keys 2.0 round-robin and 1.2
-//! random, 100 000 keys 1.1–1.5 and 1.3. The two loops time the same
-//! check differently: cellrate's hot key takes 7.2 ns in the paired pass
-//! and 9.9–10.2 ns under criterion, governor's 19 ns and 18 ns.
+//! 98.5 % tracked.) The previous lookup (before inserts were charged at
+//! once and the wrap-around code went), timed in the same five runs with
+//! the binaries alternating, measured 3.64, 2.83, 1.76, 1.18 and 1.31
+//! (default) and 4.78, 3.77, 2.33, 2.00 and 1.42 (`x86-64-v2`); four more
+//! runs of both default binaries gave 3.04 against 3.27 on the hot key,
+//! 2.67 against 2.30 round-robin and 1.71 against 1.73 random. The two are
+//! within each other's run-to-run spread. On a machine this loaded a whole
+//! run can land in a slow phase that moves every ratio of the run, so
+//! compare medians of several runs from one build.
 //!
-//! An earlier build with `-C target-cpu=native` for both libraries, which lets portable-atomic inline the 16-byte
-//! compare-and-swap instead of dispatching to it at run time, measured
-//! 2.94 on 1 000 keys round-robin and 1.48 random.
+//! **Build guidance.** On x86_64 the 16-byte compare-and-swap is
+//! `cmpxchg16b`. Without that target feature, portable-atomic detects it at
+//! run time and reaches it through a function pointer; `-C
+//! target-cpu=x86-64-v2` (or later, or `-C target-feature=+cmpxchg16b`)
+//! inlines it, which the table above shows is worth 1.2–1.6× on every case.
+//! The 16-byte *load* stays a run-time-selected call (`vmovdqa` on CPUs
+//! with AVX) unless the build also enables AVX (`x86-64-v3`).
+//!
+//! **Home lines, measured and not used.** Keys in random order cost more
+//! than keys in turn because "is the key in its home slot?" is
+//! unpredictable (about 77 % of keys are at half load), and a miss resolves
+//! only after the 16-byte load returns. Three layouts that choose the slot
+//! without that branch were built and measured in the same harness (five
+//! runs each, same session; default / `x86-64-v2`; the previous code's
+//! figures from the same session in brackets):
+//!
+//! | layout | hot key | 1 000 random | 100 000 random (131 072 slots) | bytes per key at 100 000 |
+//! |---|---|---|---|---|
+//! | home = a 64-byte line of four slots, each read by one atomic 16-byte load, keys compared without branches | 1.88 / 2.71 [3.63 / 4.03] | 1.56 / 2.17 [1.76 / 2.37] | 1.59 / 1.52 [1.67 / 1.57] | 21.3 |
+//! | the same line chosen by a one-byte hint per slot (then one 16-byte load and the key re-checked) | 2.33 / 3.29 [3.63 / 4.03] | 1.65 / 2.32 [1.76 / 2.37] | 1.40 / 1.35 [1.67 / 1.57] | 22.6 |
+//! | homes at line starts, home slot read first (as now) | 3.33 / 4.71 [3.64 / 4.74] | 1.20 / 1.50 [1.75 / 2.31] | 1.62 / 1.44 [1.48 / 1.72] | 21.3 |
+//!
+//! Four atomic 16-byte loads are four calls to the run-time-selected load
+//! in both builds, and cost more than the mispredictions they remove. The
+//! hint bytes are sound (a hint only picks which slot to read; the key is
+//! compared on the atomic 16-byte value, and a stale hint falls back to the
+//! walk) but add a second memory stream, a dependent load before the slot's
+//! and a sixteenth to the table's size. Homes at line starts put about two
+//! keys on each home line at half load, so fewer keys sit in their home
+//! slot. Reading the four key words with plain 8-byte loads would avoid
+//! the 16-byte loads, but those words are halves of a 16-byte atomic that
+//! other threads update: Rust's memory model does not allow such
+//! mixed-size racing accesses, and a separate key word per slot costs 8
+//! bytes a key. An `x86-64-v3` build, which inlines the 16-byte load, is
+//! where the line layout could pay off; it was not measured here.
 //!
 //! **Floors.** The bench also times layouts that do less than a keyed
 //! limiter, to bound what any design could reach here. Same five runs,
