@@ -40,8 +40,11 @@
 //! timings that follow measure each case's contenders back to back.
 //!
 //! A single run can land far from the median: in five runs of the current
-//! code, `hot` ranged 2.61–6.00 and `rr_1k` 2.18–2.81 around medians of
-//! 2.62 and 2.27. Report medians over several runs, from one build. An earlier version of this harness called both sides through
+//! code (default build), `hot` ranged 2.93–3.55 and `rr_1k` 2.08–2.82
+//! around medians of 3.08 and 2.20. For the build with the 16-byte
+//! compare-and-swap inlined, run `RUSTFLAGS="-C target-cpu=x86-64-v2"
+//! bench-runner --runs 5 keyed` (see docs/benchmarks.md; in its own
+//! `CARGO_TARGET_DIR`, so that the default build's artifacts are kept). Report medians over several runs, from one build. An earlier version of this harness called both sides through
 //! `&dyn Fn`. That slowed governor more than cellrate and overstated the
 //! ratios by 10–40 %; both sides are now monomorphic.
 //!

@@ -105,7 +105,7 @@ fn inserts_racing_for_different_slots_leave_one_copy() {
         let first = home(hash, 2);
         // Another key at the head of the window, idle from tick 1 000 on.
         let other = LIVE | KeyId::exact(9, 32).0;
-        t.slots[first]
+        t.slots.slots()[first]
             .compare_exchange(0, pack(other, 1_000))
             .unwrap();
         let t2 = t.clone();
@@ -190,7 +190,7 @@ fn three_inserts_compete_for_two_slots() {
         let (id, hash) = identify(&5u32, &t.seed);
         let first = home(hash, 2);
         let other = LIVE | KeyId::exact(9, 32).0;
-        t.slots[first]
+        t.slots.slots()[first]
             .compare_exchange(0, pack(other, 1_000))
             .unwrap();
         let (t2, t3) = (t.clone(), t.clone());
@@ -227,7 +227,7 @@ fn a_check_of_an_evicted_key_never_writes_the_new_keys_state() {
         let t: Arc<Keyed<Quota, 1>> =
             Arc::new(Keyed::new(quota(1), WhenFull::Deny, Seed::new(1, 2)));
         let a = KeyId::exact(1, 32).0;
-        t.slots[0]
+        t.slots.slots()[0]
             .compare_exchange(0, pack(LIVE | a, Quota::NEW))
             .unwrap();
         let t2 = t.clone();
@@ -240,6 +240,114 @@ fn a_check_of_an_evicted_key_never_writes_the_new_keys_state() {
         );
         let winner = if admitted_a { 1 } else { 2 };
         assert_eq!(live(&t), [(KeyId::exact(winner, 32).0, 1_000)]);
+    });
+}
+
+/// Statistics stay true when an insert races an eviction (issue: a key
+/// inserted uncharged looked idle and could be evicted before its first
+/// charge, then inserted again and counted twice). One slot, two new keys
+/// at the same tick, burst 1: one key gets the slot and is admitted, the
+/// other finds the window full (`Deny`). `inserted` counts the distinct
+/// keys that got a slot (the admitted one), and no slot was reused.
+#[test]
+fn inserted_counts_each_key_once_when_an_insert_races_an_eviction() {
+    model(|| {
+        let t: Arc<Keyed<Quota, 1>> =
+            Arc::new(Keyed::new(quota(1), WhenFull::Deny, Seed::new(1, 2)));
+        let t2 = t.clone();
+        let h = thread::spawn(move || t2.check(&2u32, 0).is_ok());
+        let a = t.check(&1u32, 0).is_ok();
+        let b = h.join().unwrap();
+        assert!(a ^ b, "admitted {a} {b}");
+        let s = t.stats();
+        assert_eq!((s.inserted, s.reused), (1, 0), "{s:?}");
+        assert_eq!(s.overflow_denied, 1);
+        assert_eq!(live(&t).len(), 1);
+    });
+}
+
+/// A lookup races the eviction of the key it found. Four slots, one
+/// window: C owes (slot 0, the home slot), A is idle at 1 000 (slot 1, found
+/// by the walk past the home slot). A is checked at
+/// 1 000 while a new key B is inserted at 1 000 and may evict A from the
+/// same slot. Both are admitted as fresh clients, each key has one copy
+/// holding exactly its own charge (a stale check of A never lands in B's
+/// state), C is untouched, and `inserted − reused` is the number of keys
+/// the table holds.
+#[test]
+fn a_lookup_races_the_eviction_of_its_key() {
+    model(|| {
+        let t: Arc<Keyed<Quota, 4>> =
+            Arc::new(Keyed::new(quota(1), WhenFull::Deny, Seed::new(1, 2)));
+        assert_eq!(home(identify(&1u32, &t.seed).1, 4), 0);
+        t.check(&3u32, 0).unwrap(); // C: slot 0
+        t.check(&1u32, 0).unwrap(); // A: slot 1, idle from 1 000
+        t.slots.slots()[0]
+            .compare_exchange(
+                pack(LIVE | KeyId::exact(3, 32).0, 1_000),
+                pack(LIVE | KeyId::exact(3, 32).0, 5_000),
+            )
+            .unwrap(); // C owes until 5 000: not evictable
+        let t2 = t.clone();
+        let h = thread::spawn(move || t2.check(&2u32, 1_000).map(|d| d.remaining()));
+        let a = t.check(&1u32, 1_000).map(|d| d.remaining());
+        let b = h.join().unwrap();
+        assert_eq!((a, b), (Ok(0), Ok(0)));
+        let mut l = live(&t);
+        l.sort();
+        assert_eq!(
+            l,
+            [
+                (KeyId::exact(1, 32).0, 2_000),
+                (KeyId::exact(2, 32).0, 2_000),
+                (KeyId::exact(3, 32).0, 5_000),
+            ]
+        );
+        assert_no_claims(&t);
+        let s = t.stats();
+        assert_eq!(s.inserted - s.reused, 3, "{s:?}");
+    });
+}
+
+/// A slot is reused twice while a lookup of its first owner is in flight:
+/// A is idle in slot 0, its home slot; another thread inserts B at 1 000 (evicting
+/// A from slot 0), then checks A at 2 000, when B is idle, so A may come
+/// back into the very slot it was evicted from. Meanwhile A is checked at
+/// 1 000 from a stale view. Whatever the interleaving, A ends with one copy
+/// and exactly its two charges from 1 000 and 2 000 or, if the stale
+/// check came after A's return, one charge at 2 000 and a denial; B, if it
+/// is still there, holds exactly its own charge.
+#[test]
+fn a_lookup_races_the_reuse_of_the_same_slot() {
+    model(|| {
+        let t: Arc<Keyed<Quota, 4>> =
+            Arc::new(Keyed::new(quota(1), WhenFull::Deny, Seed::new(1, 2)));
+        t.check(&1u32, 0).unwrap(); // A: slot 0, idle from 1 000
+        let t2 = t.clone();
+        let h = thread::spawn(move || {
+            let b = t2.check(&2u32, 1_000).map(|d| d.remaining());
+            let a = t2.check(&1u32, 2_000).map(|d| d.remaining());
+            (b, a)
+        });
+        let stale = t.check(&1u32, 1_000).map(|d| d.remaining());
+        let (b, later) = h.join().unwrap();
+        assert_eq!((b, later), (Ok(0), Ok(0)));
+        let l = live(&t);
+        let a_id = KeyId::exact(1, 32).0;
+        let b_id = KeyId::exact(2, 32).0;
+        let a_copies: Vec<_> = l.iter().filter(|(k, _)| *k == a_id).collect();
+        assert_eq!(a_copies.len(), 1, "{l:?}");
+        // Either both of A's checks were admitted (TAT 1 000 → 2 000 →
+        // 3 000) or the stale one came after A's return at 2 000 and was
+        // denied; A's TAT is 3 000 either way.
+        assert_eq!(a_copies[0].1, 3_000, "{l:?} stale {stale:?}");
+        for (k, state) in &l {
+            if *k == b_id {
+                assert_eq!(*state, 2_000, "{l:?}");
+            }
+        }
+        assert!(l.iter().filter(|(k, _)| *k == b_id).count() <= 1);
+        assert_no_claims(&t);
     });
 }
 

@@ -41,13 +41,15 @@
 //! A key's **probe window** is the `W = min(16, capacity)` slots from its
 //! **home** on ([`PROBE_WINDOW`]), and its home is
 //! `⌊h · (capacity − W + 1) / 2⁶⁴⌋` for its keyed hash `h` (no division), so a
-//! window never wraps past the end of the table: a lookup reads one
-//! contiguous run of at most four cache lines. (The first and last `W − 1`
-//! slots lie in fewer windows than the others, which costs a little
-//! occupancy at the two ends of the table.) Every operation reads at most `W`
-//! slots per pass; a pass is repeated only when a compare-and-swap lost to
-//! another thread's successful one (so the table is lock-free, like any CAS
-//! loop, and a thread alone finishes in at most three passes).
+//! window never passes the end of the table and the code has no
+//! wrap-around: a lookup reads one contiguous run of at most four cache
+//! lines, the home slot first. (The first and last `W − 1` slots lie in
+//! fewer windows than the others, which costs a little occupancy at the two
+//! ends of the table.) Every
+//! operation reads at most `W` slots per pass; a pass is repeated only when
+//! a compare-and-swap lost to another thread's successful one (so the table
+//! is lock-free, like any CAS loop, and a thread alone finishes in at most
+//! three passes).
 //!
 //! # Placement and floods: why exact keys use a cheaper home hash
 //!
@@ -96,8 +98,13 @@
 //!   key's own algorithm), by CAS to `CLAIMING(id)` with a fresh ticket. Then
 //!   **resolve**: among the CLAIMING(id) slots seen, the first in window order
 //!   wins; the others are CAS-ed to TOMB, and the winner is CAS-ed to
-//!   `(LIVE(id), NEW)`. Anyone looking for `id` resolves the same way, so no
-//!   thread waits for another.
+//!   `(LIVE(id), s)`, where `s` is [`Algorithm::NEW`] charged for the
+//!   request of the thread that commits it (so a key is never idle, hence
+//!   never evictable, between its insertion and its first charge, and
+//!   [`KeyedStats::inserted`] counts it once). Anyone inserting `id`
+//!   resolves the same way, so no thread waits for another; a thread whose
+//!   claim another thread committed finds `LIVE(id)` and charges it as any
+//!   check does.
 //! * A pass stops at the first EMPTY slot: slots never become EMPTY again and
 //!   a claim always takes the first eligible slot, so no copy of a key lies
 //!   beyond it.
@@ -113,7 +120,8 @@
 //!   There is no background sweeper: reuse happens on insert.
 //! * **Isolation**: a key's state is only ever written by a CAS whose
 //!   expected value carries its own key word; a new key starts at
-//!   [`Algorithm::NEW`], never at another key's state.
+//!   [`Algorithm::NEW`] (charged for its first request), never at another
+//!   key's state.
 //! * **Bounded**: no allocation after construction, no panic, at most `W`
 //!   slots read per pass. When the window holds no free or idle slot the
 //!   table's [`WhenFull`] policy decides.
@@ -216,28 +224,70 @@
 //! that the other jobs of a shared machine slow both sides alike; each
 //! side's check is inlined into its own loop, as in a criterion loop. Five
 //! runs at the current code (`bench-runner --runs 5
-//! keyed`) on a shared 2-core x86_64 (AMD EPYC, Zen 4) machine, default
-//! build, median (lowest–highest run):
+//! keyed`, see docs/benchmarks.md, or the bench binary with `--paired-only`) on a shared 2-core
+//! x86_64 (AMD EPYC, Zen 4) machine under a load average of 6–14 from
+//! other builds, median (lowest–highest run), with the default build and
+//! with `RUSTFLAGS="-C target-cpu=x86-64-v2"` (both libraries built so):
 //!
-//! | case | cellrate | 131 072 slots |
+//! | case | default build | `x86-64-v2` |
 //! |---|---|---|
-//! | one hot key | 2.62 (2.61–6.00) | |
-//! | 1 000 keys, round-robin | 2.27 (2.18–2.81) | |
-//! | 1 000 keys, random | 1.31 (1.27–1.63) | |
-//! | 100 000 keys, round-robin | 1.11 (1.06–1.27) | 1.53 (1.44–1.65) |
-//! | 100 000 keys, random | 1.12 (1.03–1.26) | 1.45 (1.40–1.65) |
+//! | one hot key | 3.08 (2.93–3.55) | 4.91 (4.69–5.19) |
+//! | 1 000 keys, round-robin | 2.20 (2.08–2.82) | 3.55 (3.35–3.96) |
+//! | 1 000 keys, random | 1.71 (1.68–1.73) | 2.42 (2.39–2.49) |
+//! | 100 000 keys, round-robin | 1.21 (1.11–1.31) | 1.99 (1.79–2.30) |
+//! | 100 000 keys, random | 1.29 (1.15–1.38) | 1.97 (1.85–2.18) |
+//! | 100 000 keys in 131 072 slots, round-robin | 1.76 (1.68–1.85) | 2.17 (2.09–2.47) |
+//! | 100 000 keys in 131 072 slots, random | 1.67 (1.45–1.86) | 2.10 (1.90–2.38) |
 //!
 //! (1 000 keys in 2 048 slots, 100 000 in 262 144, or in 131 072 with
-//! 98.5 % tracked.) Criterion's own timings of the same cases (two runs at
-//! the current code, governor's time ÷ cellrate's) are lower on 1 000 keys
-//! and higher on 100 000: hot 1.8, 1 000 keys 2.0 round-robin and 1.2
-//! random, 100 000 keys 1.1–1.5 and 1.3. The two loops time the same
-//! check differently: cellrate's hot key takes 7.2 ns in the paired pass
-//! and 9.9–10.2 ns under criterion, governor's 19 ns and 18 ns.
+//! 98.5 % tracked.) The previous lookup (before inserts were charged at
+//! once and the wrap-around code went), timed in the same five runs with
+//! the binaries alternating, measured 3.64, 2.83, 1.76, 1.18 and 1.31
+//! (default) and 4.78, 3.77, 2.33, 2.00 and 1.42 (`x86-64-v2`); four more
+//! runs of both default binaries gave 3.04 against 3.27 on the hot key,
+//! 2.67 against 2.30 round-robin and 1.71 against 1.73 random. The two are
+//! within each other's run-to-run spread. On a machine this loaded a whole
+//! run can land in a slow phase that moves every ratio of the run, so
+//! compare medians of several runs from one build.
 //!
-//! An earlier build with `-C target-cpu=native` for both libraries, which lets portable-atomic inline the 16-byte
-//! compare-and-swap instead of dispatching to it at run time, measured
-//! 2.94 on 1 000 keys round-robin and 1.48 random.
+//! **Build guidance.** On x86_64 the 16-byte compare-and-swap is
+//! `cmpxchg16b`. Without that target feature, portable-atomic detects it at
+//! run time and reaches it through a function pointer; `-C
+//! target-cpu=x86-64-v2` (or later, or `-C target-feature=+cmpxchg16b`)
+//! inlines it, which the table above shows is worth 1.2–1.6× on every case.
+//! The 16-byte *load* stays a run-time-selected call (`vmovdqa` on CPUs
+//! with AVX) unless the build also enables AVX (`x86-64-v3`).
+//!
+//! **Home lines, measured and not used.** Keys in random order cost more
+//! than keys in turn because "is the key in its home slot?" is
+//! unpredictable (about 77 % of keys are at half load), and a miss resolves
+//! only after the 16-byte load returns. Three layouts that choose the slot
+//! without that branch were built and measured in the same harness (five
+//! runs each, same session; default / `x86-64-v2`; the previous code's
+//! figures from the same session in brackets):
+//!
+//! | layout | hot key | 1 000 random | 100 000 random (131 072 slots) | bytes per key at 100 000 |
+//! |---|---|---|---|---|
+//! | home = a 64-byte line of four slots, each read by one atomic 16-byte load, keys compared without branches | 1.88 / 2.71 [3.63 / 4.03] | 1.56 / 2.17 [1.76 / 2.37] | 1.59 / 1.52 [1.67 / 1.57] | 21.3 |
+//! | the same line chosen by a one-byte hint per slot (then one 16-byte load and the key re-checked) | 2.33 / 3.29 [3.63 / 4.03] | 1.65 / 2.32 [1.76 / 2.37] | 1.40 / 1.35 [1.67 / 1.57] | 22.6 |
+//! | homes at line starts, home slot read first (as now) | 3.33 / 4.71 [3.64 / 4.74] | 1.20 / 1.50 [1.75 / 2.31] | 1.62 / 1.44 [1.48 / 1.72] | 21.3 |
+//!
+//! Four atomic 16-byte loads are four calls to the run-time-selected load
+//! in both builds, and cost more than the mispredictions they remove. The
+//! hint bytes are sound (a hint only picks which slot to read; the key is
+//! compared on the atomic 16-byte value, and a stale hint falls back to the
+//! walk) but add a second memory stream, a dependent load before the slot's
+//! and a sixteenth to the table's size. Homes at line starts put about two
+//! keys on each home line at half load, so fewer keys sit in their home
+//! slot. Reading the four key words with plain 8-byte loads would avoid
+//! the 16-byte loads, but those words are halves of a 16-byte atomic that
+//! other threads update: Rust's memory model does not allow such
+//! mixed-size racing accesses, and a separate key word per slot costs 8
+//! bytes a key. Nor does an `x86-64-v3` build, which inlines the 16-byte
+//! load as `vmovdqa`, rescue the first layout: three paired runs each gave
+//! it 2.54 on the hot key, 1.90 on 1 000 random keys and 1.67 on 100 000
+//! (131 072 slots), against 3.57, 1.88 and 2.30 for the current lookup in
+//! the same build.
 //!
 //! **Floors.** The bench also times layouts that do less than a keyed
 //! limiter, to bound what any design could reach here. Same five runs,
@@ -475,7 +525,9 @@ impl Storage for alloc::boxed::Box<[Slot]> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct KeyedStats {
-    /// Keys given a slot.
+    /// Keys given a slot. A key is inserted already charged for the request
+    /// that inserted it, so it is never idle (evictable) before its first
+    /// charge, and each insertion is counted once.
     pub inserted: usize,
     /// Idle clients evicted to make room for a new key (their slot was
     /// claimed; a claim that then lost a race leaves the slot free).
@@ -699,10 +751,10 @@ impl<A, H: core::hash::BuildHasher> Overrides<A> for std::collections::HashMap<K
 enum Located {
     /// The key's slot and the value read from it.
     Live(usize, u128),
-    /// Not in the table (and not inserted).
-    Absent,
     /// Not in the table, and no slot of its window can take it.
     Full,
+    /// Was not in the table, and is now, charged for the request.
+    Inserted,
 }
 
 impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
@@ -819,9 +871,9 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     pub fn peek<K: Key + ?Sized>(&self, key: &K, now: u64) -> Snapshot {
         let (id, hash) = identify(key, &self.seed);
         let algorithm = self.algorithm_for(id);
-        match self.locate(id, hash, now, false) {
-            Located::Live(_, value) => algorithm.peek(state_of(value), now),
-            Located::Absent | Located::Full => algorithm.peek(A::NEW, now),
+        match self.locate(id, hash) {
+            Some((_, value)) => algorithm.peek(state_of(value), now),
+            None => algorithm.peek(A::NEW, now),
         }
     }
 
@@ -836,8 +888,9 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     /// assert!(t.contains(&5u32, 0));
     /// ```
     pub fn contains<K: Key + ?Sized>(&self, key: &K, now: u64) -> bool {
+        let _ = now; // a slot is held whatever the time (kept for symmetry with `peek`)
         let (id, hash) = identify(key, &self.seed);
-        matches!(self.locate(id, hash, now, false), Located::Live(..))
+        self.locate(id, hash).is_some()
     }
 
     /// Running totals of inserts, reuses and overflow decisions.
@@ -900,27 +953,23 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     fn check_id(&self, id: KeyId, hash: u64, now: u64, cost: u64) -> Result<Decision, Denied> {
         let algorithm = self.algorithm_for(id);
         if cost == 0 {
-            return Ok(match self.locate(id, hash, now, false) {
-                Located::Live(_, value) => algorithm.peek(state_of(value), now),
-                _ => algorithm.peek(A::NEW, now),
+            return Ok(match self.locate(id, hash) {
+                Some((_, value)) => algorithm.peek(state_of(value), now),
+                None => algorithm.peek(A::NEW, now),
             }
             .to_decision());
         }
         let slots = self.slots.slots();
         let live_key = LIVE | id.0;
-        let mut insert = false;
         loop {
-            let (index, mut value) = match self.locate(id, hash, now, insert) {
-                Located::Live(index, value) => (index, value),
-                Located::Absent => {
-                    // Never insert a key for a request that a new client
-                    // would be denied (a cost above the burst): it would take
-                    // a slot for nothing.
-                    algorithm.check(A::NEW, now, cost)?;
-                    insert = true;
-                    continue;
-                }
-                Located::Full => return self.overflow(id, hash, now, cost),
+            let (index, mut value) = match self.locate(id, hash) {
+                Some(found) => found,
+                // A new key is inserted already charged, so that it is never
+                // idle (evictable) between its insertion and its first charge.
+                None => match self.check_new(id, hash, now, cost) {
+                    Ok(found) => found,
+                    Err(result) => return result,
+                },
             };
             // The CAS loop on the key's slot; the expected value carries the
             // key word, so it fails if the slot was taken over.
@@ -973,10 +1022,10 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         if n == 0 {
             return u64::MAX;
         }
-        let mut index = home(hash, n);
+        let first = home(hash, n);
         let mut soonest = u64::MAX;
-        for _ in 0..n.min(PROBE_WINDOW) {
-            let value = slots[index].load();
+        for slot in &slots[first..first + n.min(PROBE_WINDOW)] {
+            let value = slot.load();
             let key = key_of(value);
             if key & TAG_MASK == LIVE {
                 let wait = self
@@ -988,60 +1037,53 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                 // Free, or a claim in flight: a retry may find room at once.
                 soonest = 0;
             }
-            index += 1;
-            if index == n {
-                index = 0;
-            }
         }
         soonest
     }
 
-    /// Finds `id`'s slot; with `insert`, inserts it if absent (see the module
-    /// docs for the protocol).
+    /// Finds `id`'s slot and the value read from it, if it has one.
     #[inline(always)]
-    fn locate(&self, id: KeyId, hash: u64, now: u64, insert: bool) -> Located {
+    fn locate(&self, id: KeyId, hash: u64) -> Option<(usize, u128)> {
         let slots = self.slots.slots();
         let n = slots.len();
-        if n == 0 {
-            return if insert {
-                Located::Full
-            } else {
-                Located::Absent
-            };
-        }
-        let window = n.min(PROBE_WINDOW);
         let first = home(hash, n);
-        let live_key = LIVE | id.0;
-        // Fast pass: the key's slot, or the first EMPTY slot (no copy of a
-        // key lies beyond it). Windows never wrap (`home` keeps them inside
-        // the table), so this is one contiguous run of slots.
-        let run = slots.get(first..first + window).unwrap_or(&[]);
-        // The home slot inline (where most keys live), the rest of the run
-        // out of line: a fully unrolled 16-slot loop around the out-of-line
-        // 128-bit loads spills every address and costs more than it saves.
-        if let Some(slot) = run.first() {
-            let value = slot.load();
-            let key = key_of(value);
-            if key == live_key {
-                return Located::Live(first, value);
-            }
-            if key != EMPTY {
-                if let Some((offset, value)) = scan(run, live_key) {
-                    return Located::Live(first + offset, value);
-                }
-            }
-        }
-        if !insert {
-            return Located::Absent;
-        }
-        self.insert(id, first, n, window, now)
+        // The key's slot, or the first EMPTY slot (no copy of a key lies
+        // beyond it). Windows never wrap (`home` keeps them inside the
+        // table), so this is one contiguous run of slots.
+        let run = slots.get(first..first + n.min(PROBE_WINDOW))?;
+        find(run, LIVE | id.0).map(|(at, value)| (first + at, value))
     }
 
-    /// The slow path of [`locate`](Self::locate): insert `id`, or find the
-    /// copy another thread inserted meanwhile.
+    /// A key [`locate`](Self::locate) did not find: charge a new client
+    /// and insert it in that state, or find the copy another thread
+    /// inserted meanwhile, or apply the [`WhenFull`] policy.
     #[cold]
     #[inline(never)]
-    fn insert(&self, id: KeyId, first: usize, n: usize, window: usize, now: u64) -> Located {
+    fn check_new(
+        &self,
+        id: KeyId,
+        hash: u64,
+        now: u64,
+        cost: u64,
+    ) -> Result<(usize, u128), Result<Decision, Denied>> {
+        // Never insert a key for a request that a new client would be denied
+        // (a cost above the burst): it would take a slot for nothing.
+        let (charged, decision) = match self.algorithm_for(id).check(A::NEW, now, cost) {
+            Ok(charged) => charged,
+            Err(denied) => return Err(Err(denied)),
+        };
+        let n = self.slots.slots().len();
+        let first = home(hash, n);
+        match self.insert(id, first, n.min(PROBE_WINDOW), now, charged) {
+            Located::Live(index, value) => Ok((index, value)),
+            Located::Inserted => Err(Ok(decision)),
+            Located::Full => Err(self.overflow(id, hash, now, cost)),
+        }
+    }
+
+    /// Inserts `id` in state `charged` (see the module docs for the
+    /// protocol), or finds the copy another thread inserted meanwhile.
+    fn insert(&self, id: KeyId, first: usize, window: usize, now: u64, charged: u64) -> Located {
         let slots = self.slots.slots();
         let live_key = LIVE | id.0;
         let claim_key = CLAIMING | id.0;
@@ -1053,8 +1095,8 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
             let mut seen = [0u128; PROBE_WINDOW];
             let mut found: Option<(usize, u128)> = None;
             let mut free: Option<(usize, u128)> = None;
-            let mut index = first;
             for (position, seen_here) in seen.iter_mut().enumerate().take(window) {
+                let index = first + position;
                 let value = slots[index].load();
                 let key = key_of(value);
                 if key == live_key {
@@ -1079,27 +1121,26 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                 {
                     free = Some((index, value));
                 }
-                index += 1;
-                if index == n {
-                    index = 0;
-                }
             }
             if let Some((index, value)) = found {
                 // Withdraw stray claims (ours, or of a thread that lost).
-                self.withdraw(first, n, claims, &seen);
+                self.withdraw(first, claims, &seen);
                 return Located::Live(index, value);
             }
             if claims != 0 {
                 // Resolve: the first claim in window order wins.
                 let winner = claims.trailing_zeros() as usize;
-                if !self.withdraw(first, n, claims & (claims - 1), &seen) {
+                if !self.withdraw(first, claims & (claims - 1), &seen) {
                     continue; // a claim was committed meanwhile: look again
                 }
-                let index = wrap(first + winner, n);
-                let live = pack(live_key, A::NEW);
-                if slots[index].compare_exchange(seen[winner], live).is_ok() {
+                // Committed already charged for this caller's request.
+                let live = pack(live_key, charged);
+                if slots[first + winner]
+                    .compare_exchange(seen[winner], live)
+                    .is_ok()
+                {
                     self.counters.inserted.add(1);
-                    return Located::Live(index, live);
+                    return Located::Inserted;
                 }
                 continue;
             }
@@ -1121,15 +1162,14 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
 
     /// Turns the claims at the window positions in `mask` (values in `seen`)
     /// into TOMB. Returns `false` if one of them had been committed.
-    fn withdraw(&self, first: usize, n: usize, mut mask: u32, seen: &[u128; PROBE_WINDOW]) -> bool {
+    fn withdraw(&self, first: usize, mut mask: u32, seen: &[u128; PROBE_WINDOW]) -> bool {
         let slots = self.slots.slots();
         let mut ok = true;
         while mask != 0 {
             let position = mask.trailing_zeros() as usize;
             mask &= mask - 1;
-            let index = wrap(first + position, n);
             let claim = seen[position];
-            if let Err(actual) = slots[index].compare_exchange(claim, pack(TOMB, 0)) {
+            if let Err(actual) = slots[first + position].compare_exchange(claim, pack(TOMB, 0)) {
                 // Withdrawn by someone else, or committed: only the latter
                 // matters.
                 if key_of(actual) == (key_of(claim) & !TAG_MASK) | LIVE {
@@ -1176,7 +1216,7 @@ impl<S: Storage, O: Overrides<Quota>> KeyedTable<Quota, S, O> {
         let live_key = LIVE | id.0;
         let sub_now = quota.sub_ticks(now);
         loop {
-            let Located::Live(index, mut value) = self.locate(id, hash, now, false) else {
+            let Some((index, mut value)) = self.locate(id, hash) else {
                 return quota.peek(Quota::NEW, now);
             };
             loop {
@@ -1280,11 +1320,33 @@ fn home(hash: u64, n: usize) -> usize {
     ((hash as u128 * homes as u128) >> 64) as usize
 }
 
-/// The position in `run` (after its first slot) of the slot holding
-/// `live_key`, and its value; `None` at the first EMPTY slot or the end.
+/// The position in `run` of the slot holding `live_key`, and the value read
+/// from it; `None` if the key is not there (or not before an EMPTY slot).
+///
+/// The home slot inline (where most keys live), the rest of the run out of
+/// line: a fully unrolled 16-slot loop around the out-of-line 128-bit loads
+/// spills every address and costs more than it saves. Reading the whole
+/// home line and choosing its slot without branches was measured slower
+/// (see "Sizing, memory and speed" in the module docs).
+#[inline(always)]
+fn find(run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
+    let (slot, rest) = run.split_first()?;
+    let value = slot.load();
+    let key = key_of(value);
+    if key == live_key {
+        return Some((0, value));
+    }
+    if key == EMPTY {
+        return None;
+    }
+    scan(rest, live_key).map(|(offset, value)| (1 + offset, value))
+}
+
+/// The position in `run` of the slot holding `live_key`, and its value;
+/// `None` at the first EMPTY slot or the end.
 #[inline(never)]
 fn scan(run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
-    for (offset, slot) in run.iter().enumerate().skip(1) {
+    for (offset, slot) in run.iter().enumerate() {
         let value = slot.load();
         let key = key_of(value);
         if key == live_key {
@@ -1295,15 +1357,6 @@ fn scan(run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
         }
     }
     None
-}
-
-#[inline(always)]
-fn wrap(index: usize, n: usize) -> usize {
-    if index >= n {
-        index - n
-    } else {
-        index
-    }
 }
 
 #[cfg(all(test, not(feature = "loom")))]

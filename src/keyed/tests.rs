@@ -158,17 +158,17 @@ fn stray_claims_are_resolved() {
     slots[first]
         .compare_exchange(0, pack(CLAIMING | id.0, 100))
         .unwrap();
-    slots[wrap(first + 1, 4)]
+    slots[first + 1]
         .compare_exchange(0, pack(pack_key_other(), 0))
         .unwrap();
-    slots[wrap(first + 2, 4)]
+    slots[first + 2]
         .compare_exchange(0, pack(CLAIMING | id.0, 101))
         .unwrap();
     assert!(t.check(&1u32, 0).is_ok());
     let o = t.sweep(0);
     assert_eq!((o.owing, o.claiming), (1, 0));
     assert_eq!(key_of(slots[first].load()), LIVE | id.0);
-    assert_eq!(key_of(slots[wrap(first + 2, 4)].load()), TOMB);
+    assert_eq!(key_of(slots[first + 2].load()), TOMB);
     assert!(t.check(&1u32, 0).is_err());
 }
 
@@ -201,4 +201,17 @@ fn windows_stay_inside_the_table() {
         assert_eq!(home(0, n), 0);
         assert_eq!(home(u64::MAX, n), n - w);
     }
+}
+
+/// A key is counted once by `inserted` and charged by its insertion: a
+/// second key that needs the only slot at the same tick finds its owner
+/// owing, not idle.
+#[test]
+fn an_inserted_key_is_charged_at_once() {
+    let t: Keyed<Quota, 1> = Keyed::new(quota(1, 1), WhenFull::Deny, Seed::new(1, 2));
+    assert_eq!(t.check(&1u32, 0).map(|d| d.remaining()), Ok(0));
+    assert_eq!(t.peek(&1u32, 0).remaining(), 0);
+    assert!(t.check(&2u32, 0).is_err());
+    let s = t.stats();
+    assert_eq!((s.inserted, s.reused, s.overflow_denied), (1, 0, 1));
 }
