@@ -165,20 +165,26 @@ fn admit_past_horizon(
 #[inline(always)]
 fn admit_max(quota: &Quota, tat: u64, now: u64, increment: u64) -> Result<(u64, Decision), Denied> {
     let base = if tat > now { tat } else { now };
-    // `base − now + increment ≤ span` ⇔ `base − now ≤ room`, with no sum
-    // that could overflow: the wait of a denial is exact for any TAT.
-    let room = quota.span() - increment;
-    let ahead = base - now;
-    if ahead > room {
-        return Err(limited(quota, base, now, ahead - room));
-    }
     match base.checked_add(increment) {
-        Some(new_tat) => Ok((
+        Some(new_tat) if new_tat - now <= quota.span() => Ok((
             new_tat,
             Decision::from_usage(Usage::gcra(quota, new_tat - now)),
         )),
-        // Only past the horizon (`now` saturated): time has stopped, never.
-        None => Err(limited(quota, base, now, u64::MAX)),
+        Some(new_tat) => Err(limited(quota, base, now, new_tat - now - quota.span())),
+        None => Err(limited(quota, base, now, overflow_wait(quota, base, now, increment))),
+    }
+}
+
+/// The wait when `base + increment` overflows 64 bits: still exact when
+/// the TAT is far ahead (`base − now` past the room `span − increment`);
+/// `u64::MAX` (never) only past the horizon, where time has stopped.
+#[cold]
+#[inline(never)]
+fn overflow_wait(quota: &Quota, base: u64, now: u64, increment: u64) -> u64 {
+    let room = quota.span() - increment;
+    match (base - now).checked_sub(room) {
+        Some(wait) if wait > 0 => wait,
+        _ => u64::MAX,
     }
 }
 
