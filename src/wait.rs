@@ -108,7 +108,7 @@ pub fn wait_n<C: Clock + ?Sized>(
 /// use cellrate::wait::{wait_n_with, Jitter};
 /// use cellrate::{Gcra, ManualClock, Quota};
 /// use std::time::Duration;
-/// let g = Gcra::new(Quota::per_second(10).at_hz(1_000).with_burst(1));
+/// let g = Gcra::new(Quota::per_second(10).with_burst(1).at_hz(1_000));
 /// let clock = ManualClock::new(0);
 /// let mut slept = Vec::new();
 /// for _ in 0..3 {
