@@ -3,3 +3,6 @@
 set -euo pipefail
 cargo test
 cargo test --features std
+# The HTTP layer over loopback (tests/tower.rs), the gateway example in
+# process (tests/gateway.rs builds and starts it), the waits, and their docs.
+cargo test --features axum

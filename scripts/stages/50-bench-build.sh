@@ -2,3 +2,4 @@
 # Benchmarks must build; running them is `cargo bench` (see README).
 set -euo pipefail
 cargo bench --no-run
+cargo bench --no-run --features axum --bench tower

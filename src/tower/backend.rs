@@ -478,9 +478,22 @@ impl Backend for Shaper {
     }
 }
 
-/// The text of a key part for a backend that stores strings.
+/// The text of a key part for the Redis key layout, which reserves `{`
+/// and `}` (the Cluster hash tag): they are written `%7B` and `%7D`, and
+/// `%` itself `%25`, so distinct parts stay distinct (`/orders/{id}` is
+/// `/orders/%7Bid%7D`).
 #[cfg(feature = "redis")]
 pub(crate) fn owned(part: Part<'_>) -> String {
     let mut buf = super::KeyText::new();
-    part.as_str(&mut buf).to_string()
+    let text = part.as_str(&mut buf);
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '{' => out.push_str("%7B"),
+            '}' => out.push_str("%7D"),
+            '%' => out.push_str("%25"),
+            c => out.push(c),
+        }
+    }
+    out
 }
