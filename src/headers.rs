@@ -452,7 +452,11 @@ pub fn refusing(results: &[Result<Decision, Denied>]) -> Option<usize> {
     for (i, r) in results.iter().enumerate() {
         if let Err(d) = r {
             let wait = d.retry_after().unwrap_or(u64::MAX);
-            if best.map_or(true, |(_, w)| wait > w) {
+            let longer = match best {
+                None => true,
+                Some((_, w)) => wait > w,
+            };
+            if longer {
                 best = Some((i, wait));
             }
         }
@@ -474,15 +478,17 @@ pub fn tightest(results: &[Result<Decision, Denied>]) -> Option<Result<Decision,
     if let Some(i) = refusing(results) {
         return Some(results[i]);
     }
-    let mut best: Option<Result<Decision, Denied>> = None;
-    for r in results {
-        if let Ok(d) = r {
-            if best.map_or(true, |b| b.map_or(false, |b| d.remaining() < b.remaining())) {
-                best = Some(*r);
-            }
+    let mut best: Option<Decision> = None;
+    for d in results.iter().flatten() {
+        let tighter = match best {
+            None => true,
+            Some(b) => d.remaining() < b.remaining(),
+        };
+        if tighter {
+            best = Some(*d);
         }
     }
-    best
+    best.map(Ok)
 }
 
 #[cfg(all(test, not(feature = "loom")))]

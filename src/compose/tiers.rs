@@ -194,7 +194,7 @@ mod tests {
 
     use super::*;
     use crate::window::FixedWindow;
-    use crate::{Gcra, Quota, RateLimiter};
+    use crate::{Gcra, Quota};
 
     /// Reference: each tier alone, as the obvious sequential all-or-nothing
     /// rule over plain counters (fixed windows of one long window, so a

@@ -100,6 +100,9 @@ impl Verdict {
 }
 
 /// A backend's answer: now, or a future for backends that wait on I/O.
+// The verdict is returned by value on every request; boxing it to even out
+// the variants would allocate per request.
+#[allow(clippy::large_enum_variant)]
 pub enum Check<F> {
     /// Decided without waiting.
     Ready(Verdict),
@@ -333,8 +336,8 @@ impl KeyedTiers {
             for i in (0..at).rev() {
                 results[i] = Ok(Self::refund(&self.tiers[i], key, now, cost));
             }
-            for i in at + 1..n {
-                results[i] = tiers_unchecked(Self::peek(&self.tiers[i], key, now), cost);
+            for (result, tier) in results[at + 1..n].iter_mut().zip(&self.tiers[at + 1..]) {
+                *result = tiers_unchecked(Self::peek(tier, key, now), cost);
             }
         }
         Verdict::decided(&results[..n], Mode::Normal)
