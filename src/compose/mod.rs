@@ -51,10 +51,12 @@
 //! * denied by part `i`: part `i`'s [`Denied`]; the parts before it were
 //!   revoked and report their state after the revocation (a [`Decision`]
 //!   of their unchanged state, as Redis reports tiers that would have
-//!   admitted); the parts after it were not charged and are only peeked: a
-//!   [`Decision`] if one more request of `cost` would fit their state, else
-//!   a [`Denied::Limited`] whose `retry_after` is the peek's (when one cell
-//!   fits: exact for cost 1, a lower bound for larger costs).
+//!   admitted); the parts after it are asked too and, if they admit, given
+//!   back at once: each reports its own exact answer (its [`Denied`] with
+//!   its own `retry_after`, or a [`Decision`] of its unchanged state), so
+//!   [`Tiers::refused`] can name the tier with the longest wait. Asking them
+//!   widens the transient window of the concurrency note above (a
+//!   concurrent request may be denied spuriously), never the admissions.
 //!
 //! ```
 //! use cellrate::compose::AllTiers;

@@ -87,6 +87,19 @@ pub trait AllTiers<const N: usize> {
     fn check_tiers(&self, now: u64, cost: u64) -> Tiers<N>;
 }
 
+/// What a tier after the refusing one reports: its own answer to `cost`,
+/// charged and at once revoked when it admits (so its numbers are exact,
+/// and it ends as it was).
+fn probe<L: Revocable>(tier: &L, now: u64, cost: u64) -> Result<Decision, Denied> {
+    match tier.admit_n(now, cost) {
+        Ok((_, receipt)) => {
+            tier.revoke(receipt);
+            Ok(tier.peek(now).to_decision())
+        }
+        Err(denied) => Err(denied),
+    }
+}
+
 /// What a tier that was not charged reports: its state, as a [`Decision`]
 /// if `cost` more would fit it, else as a denial with the peek's wait.
 pub(crate) fn unchecked(snapshot: Snapshot, cost: u64) -> Result<Decision, Denied> {
@@ -133,7 +146,7 @@ impl<L: Revocable, const N: usize> AllTiers<N> for [L; N] {
                 results[i] = Ok(self[i].peek(now).to_decision());
             }
             for i in at + 1..N {
-                results[i] = unchecked(self[i].peek(now), cost);
+                results[i] = probe(&self[i], now, cost);
             }
         }
         Tiers::new(results)
@@ -160,8 +173,8 @@ macro_rules! tuple_tiers {
                 if !denied {
                     return Tiers::new([$(match tried.$idx {
                         Some(Ok((d, _))) => Ok(d),
-                        Some(Err(e)) => Err(e),
-                        None => unchecked(self.$idx.peek(now), cost),
+                            Some(Err(e)) => Err(e),
+                        None => probe(&self.$idx, now, cost),
                     }),+]);
                 }
                 $(
@@ -172,7 +185,7 @@ macro_rules! tuple_tiers {
                 Tiers::new([$(match tried.$idx {
                     Some(Ok(_)) => Ok(self.$idx.peek(now).to_decision()),
                     Some(Err(e)) => Err(e),
-                    None => unchecked(self.$idx.peek(now), cost),
+                    None => probe(&self.$idx, now, cost),
                 }),+])
             }
         }
@@ -276,7 +289,7 @@ mod tests {
         let t = tiers.check_tiers(0, 1);
         assert_eq!(t.refused(), Some(1));
         assert_eq!(t.results()[0].unwrap().remaining(), 9);
-        // The third tier was peeked, not charged: one cell still fits.
+        // The third tier was asked and given back: one cell still fits.
         assert_eq!(t.results()[2].unwrap().remaining(), 1);
         assert_eq!(c.peek(0).remaining(), 1);
         assert_eq!(a.peek(0).remaining(), 9);

@@ -4,7 +4,6 @@ use std::future::Future;
 use std::string::{String, ToString};
 use std::vec::Vec;
 
-use crate::compose::tiers_unchecked;
 use crate::decision::{Decision, Denied};
 use crate::headers::Policy;
 use crate::keyed::{KeyedBox, Seed, WhenFull};
@@ -192,8 +191,9 @@ struct KeyedTier {
 /// All-or-nothing in-process tiers, each a keyed GCRA table keyed by the
 /// client or by (client, endpoint): a request is admitted only if every
 /// tier admits it, and a request refused by one tier consumes from none
-/// (charged in order, refunded on refusal, later tiers only peeked, as
-/// [`check_both`](crate::keyed::check_both)).
+/// (charged in order, refunded on refusal; the tiers after the refusing one
+/// are asked and refunded too, so every tier reports its own exact answer
+/// and `Retry-After` is the longest wait of all).
 ///
 /// Each table holds at most `capacity` live keys (bounded memory); a key
 /// that finds no room is handled as [`WhenFull`] says.
@@ -301,13 +301,6 @@ impl KeyedTiers {
             _ => tier.table.refund_n(&key.client(), now, cost).to_decision(),
         }
     }
-    fn peek(tier: &KeyedTier, key: &RequestKey<'_>, now: u64) -> crate::Snapshot {
-        match (tier.scope, key.scope()) {
-            (Scope::ClientAndEndpoint, Some(scope)) => tier.table.peek(&(key.client(), scope), now),
-            _ => tier.table.peek(&key.client(), now),
-        }
-    }
-
     /// Every tier's result for `cost` cells of `key` at `now`, all or nothing.
     ///
     /// ```
@@ -337,7 +330,11 @@ impl KeyedTiers {
                 results[i] = Ok(Self::refund(&self.tiers[i], key, now, cost));
             }
             for (result, tier) in results[at + 1..n].iter_mut().zip(&self.tiers[at + 1..]) {
-                *result = tiers_unchecked(Self::peek(tier, key, now), cost);
+                // Asked and given back: each tier's own exact answer.
+                *result = match Self::charge(tier, key, now, cost) {
+                    Ok(_) => Ok(Self::refund(tier, key, now, cost)),
+                    Err(denied) => Err(denied),
+                };
             }
         }
         Verdict::decided(&results[..n], Mode::Normal)
@@ -364,10 +361,10 @@ impl Backend for KeyedTiers {
 ///
 /// ```
 /// use cellrate::tower::Global;
-/// use cellrate::{Gcra, Quota};
-/// let q = Quota::per_second(100).at_hz(1_000);
-/// let upstream = Global::new("upstream", Gcra::new(q), q.burst(), q.hz()).unwrap();
-/// # let _ = upstream;
+/// use cellrate::window::FixedWindow;
+/// // 1 000 requests per minute for the whole service, on a 1 kHz clock.
+/// let all = Global::new("all", FixedWindow::new(1_000, 60_000), 1_000, 60_000, 1_000).unwrap();
+/// # let _ = all;
 /// ```
 pub struct Global<L> {
     limiter: L,
@@ -375,15 +372,19 @@ pub struct Global<L> {
 }
 
 impl<L: RateLimiter> Global<L> {
-    /// `limiter`, announced as a policy of `limit` cells per the time it
-    /// takes to refill them (read from the limiter's state), on a clock of
-    /// `hz` ticks per second.
-    pub fn new(name: &str, limiter: L, limit: u64, hz: u64) -> Result<Self, ConfigError> {
+    /// `limiter`, announced as a policy of `limit` cells per `window_ticks`
+    /// ticks of a clock of `hz` ticks per second.
+    pub fn new(
+        name: &str,
+        limiter: L,
+        limit: u64,
+        window_ticks: u64,
+        hz: u64,
+    ) -> Result<Self, ConfigError> {
         super::check_name(name)?;
         if hz == 0 {
             return Err(ConfigError::MixedHz);
         }
-        let window_ticks = limiter.peek(0).reset_after().max(hz);
         Ok(Global {
             limiter,
             info: TierInfo {
@@ -394,14 +395,27 @@ impl<L: RateLimiter> Global<L> {
             },
         })
     }
-    /// Sets the announced window (`w`), in ticks.
-    pub fn with_window(mut self, window_ticks: u64) -> Self {
-        self.info.window_ticks = window_ticks;
-        self
-    }
     /// The limiter.
     pub fn limiter(&self) -> &L {
         &self.limiter
+    }
+}
+
+impl Global<crate::Gcra> {
+    /// A shared GCRA, announced exactly by its quota.
+    ///
+    /// ```
+    /// use cellrate::tower::Global;
+    /// use cellrate::Quota;
+    /// let g = Global::gcra("all", Quota::per_second(5).at_hz(1_000)).unwrap();
+    /// # let _ = g;
+    /// ```
+    pub fn gcra(name: &str, quota: Quota) -> Result<Self, ConfigError> {
+        super::check_name(name)?;
+        Ok(Global {
+            limiter: crate::Gcra::new(quota),
+            info: TierInfo::from_quota(name, &quota),
+        })
     }
 }
 

@@ -60,21 +60,23 @@ impl Part<'_> {
 }
 
 impl Key for Part<'_> {
+    // The variant's tag is written as a whole 8-byte word before the bytes,
+    // so every write of a part starts on a block boundary of the hasher.
     fn feed(&self, hasher: &mut KeyHasher) {
         match self {
             Part::Str(s) => {
-                hasher.write_u8(1);
+                hasher.write_u64(1);
                 hasher.write(s.as_bytes());
             }
             Part::Ip(IpAddr::V4(ip)) => {
-                hasher.write_u8(4);
+                hasher.write_u64(4);
                 hasher.write(&ip.octets());
             }
             Part::Ip(IpAddr::V6(ip)) => {
-                hasher.write_u8(6);
+                hasher.write_u64(6);
                 hasher.write(&ip.octets());
             }
-            Part::Keyless => hasher.write_u8(0),
+            Part::Keyless => hasher.write_u64(0),
         }
     }
 }

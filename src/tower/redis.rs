@@ -113,7 +113,11 @@ fn tiers_of(policy: &crate::redis::RedisPolicy) -> Vec<TierInfo> {
         .collect()
 }
 
-/// The fallback quotas, named after the tiers, at the Redis clock (µs).
+/// The fallback quotas as the client applies them: named after the tiers,
+/// re-expressed at the Redis clock (µs) exactly as the client's fallback
+/// table re-expresses them, so `q` and `w` are those of the limiter that
+/// decides (rounding `T` up to whole µs can shrink a burst; the fields say
+/// so rather than the quota as written).
 fn fallback_of(
     policy: &crate::redis::RedisPolicy,
     failure: &FailurePolicy,
@@ -121,22 +125,16 @@ fn fallback_of(
     let FailurePolicy::Fallback(quotas) = failure else {
         return None;
     };
-    Some(
-        policy
-            .tiers()
-            .iter()
-            .zip(quotas)
-            .map(|(t, q)| {
-                let mut info = TierInfo::from_quota(t.name(), q);
-                // Re-express the window in µs, rounded up like every window.
-                info.window_ticks = ((info.window_ticks as u128 * HZ as u128)
-                    .div_ceil(q.hz().max(1) as u128))
-                .min(u64::MAX as u128) as u64;
-                info.hz = HZ;
-                info
-            })
-            .collect(),
-    )
+    policy
+        .tiers()
+        .iter()
+        .zip(quotas)
+        .map(|(t, q)| {
+            q.rescaled(1, HZ)
+                .ok()
+                .map(|applied| TierInfo::from_quota(t.name(), &applied))
+        })
+        .collect()
 }
 
 type Pending = Pin<Box<dyn Future<Output = Verdict> + Send>>;
