@@ -189,33 +189,57 @@ pub(crate) fn check_name(name: &str) -> Result<(), ConfigError> {
     }
 }
 
-/// A stack buffer for one header value.
+/// One header value, written straight into the buffer the value will own
+/// (one allocation, no copy).
 struct ValueBuf {
-    buf: [u8; 1024],
-    len: usize,
+    buf: bytes::BytesMut,
 }
 
 impl ValueBuf {
-    fn new() -> Self {
+    fn with_capacity(capacity: usize) -> Self {
         ValueBuf {
-            buf: [0; 1024],
-            len: 0,
+            buf: bytes::BytesMut::with_capacity(capacity),
         }
     }
-    fn value(&self) -> Option<HeaderValue> {
-        HeaderValue::from_bytes(&self.buf[..self.len]).ok()
+    fn value(self) -> Option<HeaderValue> {
+        HeaderValue::from_maybe_shared(self.buf.freeze()).ok()
     }
 }
 
 impl Write for ValueBuf {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        let end = self.len + s.len();
-        if end > self.buf.len() {
-            return Err(fmt::Error);
-        }
-        self.buf[self.len..end].copy_from_slice(s.as_bytes());
-        self.len = end;
+        self.buf.extend_from_slice(s.as_bytes());
         Ok(())
+    }
+}
+
+/// Header values for the integers `0..SMALL`, made once per process: the
+/// `X-RateLimit-*` and `Retry-After` values are almost always small, and a
+/// value from this table is a shared static, not an allocation.
+const SMALL: u64 = 4_096;
+
+fn number(n: u64) -> HeaderValue {
+    static TABLE: std::sync::OnceLock<Vec<HeaderValue>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut text = String::new();
+        let mut ends = Vec::with_capacity(SMALL as usize);
+        for i in 0..SMALL {
+            let _ = write!(text, "{i}");
+            ends.push(text.len());
+        }
+        let text: &'static str = Box::leak(text.into_boxed_str());
+        let mut start = 0;
+        ends.into_iter()
+            .map(|end| {
+                let v = HeaderValue::from_static(&text[start..end]);
+                start = end;
+                v
+            })
+            .collect()
+    });
+    match table.get(n as usize) {
+        Some(v) if n < SMALL => v.clone(),
+        _ => HeaderValue::from(n),
     }
 }
 
@@ -232,7 +256,7 @@ fn policy_value(tiers: &[TierInfo]) -> Option<HeaderValue> {
         .iter()
         .map(|t| headers::Policy::new(&t.name, t.limit, t.window_ticks))
         .collect();
-    let mut buf = ValueBuf::new();
+    let mut buf = ValueBuf::with_capacity(64 * tiers.len());
     headers::write_ratelimit_policy(&mut buf, &policies, hz).ok()?;
     buf.value()
 }
@@ -274,7 +298,8 @@ fn stamp(
         for i in 0..n {
             states[i] = PolicyState::new(&names[i], results[i]);
         }
-        let mut buf = ValueBuf::new();
+        let mut buf =
+            ValueBuf::with_capacity(16 + names[..n].iter().map(|s| s.len() + 24).sum::<usize>());
         if headers::write_ratelimit(&mut buf, &states[..n], hz).is_ok() {
             out.push(RATELIMIT, buf.value());
         }
@@ -283,14 +308,14 @@ fn stamp(
         if let Some(Ok((limit, remaining, reset))) =
             headers::tightest(results).map(|r| headers::x_ratelimit(&r, hz))
         {
-            out.push(X_LIMIT, Some(HeaderValue::from(limit)));
-            out.push(X_REMAINING, Some(HeaderValue::from(remaining)));
-            out.push(X_RESET, Some(HeaderValue::from(reset)));
+            out.push(X_LIMIT, Some(number(limit)));
+            out.push(X_REMAINING, Some(number(remaining)));
+            out.push(X_RESET, Some(number(reset)));
         }
     }
     if let Some(Err(denied)) = headers::refusing(results).map(|i| results[i]) {
         if let Ok(secs) = headers::retry_after_secs(&denied, hz) {
-            out.push(RETRY_AFTER, Some(HeaderValue::from(secs)));
+            out.push(RETRY_AFTER, Some(number(secs)));
         }
     }
     out
@@ -356,7 +381,7 @@ impl Announce {
             Mode::FailClosed if !admitted => {
                 let mut s = stamp(&self.names, self.hz, None, results, Fields::Neither);
                 if s.fields.iter().all(Option::is_none) {
-                    s.push(RETRY_AFTER, Some(HeaderValue::from(1u64)));
+                    s.push(RETRY_AFTER, Some(number(1)));
                 }
                 return (StatusCode::SERVICE_UNAVAILABLE, s);
             }
