@@ -38,9 +38,11 @@
 //!    rate-limit fields. Refused: `429 Too Many Requests` with
 //!    `Retry-After` and the fields, without calling the inner service. A
 //!    weight that can never fit (above a tier's burst): `413 Content Too
-//!    Large`, no `Retry-After`. A backend that cannot decide: 500 (or 400
-//!    for a key the backend cannot store), with a fixed body: internal
-//!    errors are never echoed.
+//!    Large` with `RateLimit-Policy` only (the `q` it exceeds; there is no
+//!    state or wait to announce). A backend that cannot decide: 500 (or
+//!    400 for a key the backend cannot store), with a fixed body: internal
+//!    errors are never echoed. Every answer the layer writes itself is
+//!    `text/plain`.
 //!
 //! # Fields
 //!
@@ -58,7 +60,8 @@
 //! Under a Redis outage the fields describe what decided: with
 //! [`FailurePolicy::Fallback`](crate::redis::FailurePolicy::Fallback) the
 //! `RateLimit-Policy` field announces the fallback quotas (the tiers' names,
-//! the local quotas' `q` and `w`) beside the fallback's `r` and `t`; when the
+//! the local quotas' `q` and `w`, as the client applies them at its µs
+//! clock) beside the fallback's `r` and `t`; when the
 //! policy fails open, no rate-limit fields are sent (nothing limited the
 //! request); when it fails closed, the answer is `503 Service Unavailable`
 //! with `Retry-After` (the reconnect interval) and no rate-limit fields
@@ -608,6 +611,10 @@ fn plain<B: From<&'static str>>(
 ) -> Response<B> {
     let mut r = Response::new(B::from(body));
     *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     stamp.apply(r.headers_mut());
     r
 }
