@@ -345,7 +345,8 @@ client_only!(HeaderKey, PeerIp, Route);
 /// use cellrate::tower::{Extract, HeaderKey, Part, Route, RouteName};
 /// let mut req = http::Request::builder().header("x-api-key", "k1").body(()).unwrap();
 /// req.extensions_mut().insert(RouteName("/ep"));
-/// let key = (HeaderKey::new("x-api-key"), Route).extract(&req.into_parts().0).unwrap();
+/// let (parts, ()) = req.into_parts();
+/// let key = (HeaderKey::new("x-api-key"), Route).extract(&parts).unwrap();
 /// assert_eq!((key.client(), key.scope()), (Part::Str("k1"), Some(Part::Str("/ep"))));
 /// ```
 impl<C: KeyPart, S: KeyPart> Extract for (C, S) {
