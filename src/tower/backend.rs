@@ -433,7 +433,7 @@ impl<L: RateLimiter + Send + Sync + 'static> Backend for Global<L> {
 }
 
 /// One GCRA that every request shares, which can also *shape*: in the
-/// layer's delaying mode ([`RateLimitLayer::delay`](super::RateLimitLayer::delay))
+/// layer's delaying mode ([`RateLimitBuilder::delay`](super::RateLimitBuilder::delay))
 /// a request over the rate is held until its turn
 /// ([`Gcra::reserve_n`](crate::Gcra::reserve_n)), in arrival order, instead
 /// of refused. In the default mode it limits like [`Global`].

@@ -47,12 +47,12 @@
 //! # Fields
 //!
 //! [`Fields`] chooses the families. `RateLimit-Policy` and `RateLimit` (IETF
-//! draft, see [`headers`](crate::headers)) list every tier: `q` its burst,
+//! draft, see [`headers`](crate::headers#fields)) list every tier: `q` its burst,
 //! `w` the time to refill it, `r` the cells left, `t` the seconds until it
 //! is full again. `X-RateLimit-Limit`/`-Remaining`/`-Reset` describe the
-//! tightest tier ([`headers::tightest`](crate::headers::tightest)): the
+//! tightest tier ([`crate::headers::tightest`]): the
 //! refusing one, else the one with the fewest cells left. `Retry-After` is
-//! the refusing tier's wait ([`headers::refusing`](crate::headers::refusing):
+//! the refusing tier's wait ([`crate::headers::refusing`]:
 //! the longest of the tiers that refused), rounded up to whole seconds, at
 //! least 1: a client that waits that long is admitted if nothing else
 //! consumed meanwhile.
