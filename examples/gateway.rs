@@ -1,155 +1,126 @@
 //! A small HTTP gateway that limits per API key and per (key, endpoint)
-//! through Redis, and tells clients where they stand with the IETF
+//! with `cellrate::tower`, and tells clients where they stand with the IETF
 //! `RateLimit` / `RateLimit-Policy` fields, the legacy `X-RateLimit-*` ones
 //! and `Retry-After`.
 //!
 //! ```text
-//! cargo run --example gateway --features redis -- [REDIS_URL] [LISTEN_ADDR]
+//! cargo run --example gateway --features axum -- [LISTEN_ADDR]
+//! cargo run --example gateway --features axum,redis -- --redis [REDIS_URL] [LISTEN_ADDR]
 //! curl -i -H 'x-api-key: alice' http://127.0.0.1:8080/orders
 //! ```
 //!
-//! Defaults: `$CELLRATE_REDIS_URL` or `redis://127.0.0.1:6379/`, and
-//! `127.0.0.1:8080`. The first line printed is `listening on ADDR` (port 0
-//! picks a free one). `$CELLRATE_GATEWAY_PREFIX` sets the key prefix.
-//!
 //! Limits: 10 requests per minute per API key ("key"), and 3 per minute per
-//! key and endpoint ("endpoint"), decided together in one Redis round trip:
-//! a request refused by one tier consumes from neither. While Redis is down,
-//! each gateway falls back to local limits twice as loose.
+//! key and endpoint ("endpoint"); the endpoint is the matched route
+//! (`/orders/{id}` for every order id), never the raw path. A request
+//! refused by one tier consumes from neither. By default the limits live in
+//! this process; with `--redis` they live in Redis (URL: the argument,
+//! `$CELLRATE_REDIS_URL` or `redis://127.0.0.1:6379/`), so a fleet of
+//! gateways shares them, and while Redis is down each gateway falls back to
+//! local limits twice as loose (the fields then announce those).
+//!
+//! The first line printed is `listening on ADDR` (port 0 picks a free one);
+//! the default address is `127.0.0.1:8080`. `$CELLRATE_GATEWAY_PREFIX` sets
+//! the Redis key prefix.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
-use cellrate::headers::{self, Policy, PolicyState};
-use cellrate::redis::{
-    AsyncRedisGcra, FailurePolicy, Outcome, RedisConfig, RedisPolicy, RedisTier, Target, HZ,
-};
+use axum::routing::get;
+use axum::Router;
+use cellrate::time::StdClock;
+use cellrate::tower::{Backend, HeaderKey, KeyedTiers, RateLimitLayer, Route};
 use cellrate::Quota;
 
-struct App {
-    limiter: AsyncRedisGcra,
+fn exit(message: String) -> ! {
+    eprintln!("{message}");
+    std::process::exit(2)
 }
 
-fn policy(prefix: &str) -> RedisPolicy {
-    RedisPolicy::new(
+fn app<B: Backend>(backend: B) -> Router {
+    let layer = RateLimitLayer::builder(
+        (HeaderKey::new("x-api-key"), Route),
+        backend,
+        StdClock::new(),
+    )
+    .build()
+    .unwrap_or_else(|e| exit(format!("bad limiter config: {e}")));
+    Router::new()
+        .route("/orders", get(|| async { "orders\n" }))
+        .route("/orders/{id}", get(|| async { "one order\n" }))
+        .route("/users", get(|| async { "users\n" }))
+        .route("/status", get(|| async { "ok\n" }))
+        .route_layer(layer)
+}
+
+fn in_process() -> Router {
+    let hz = StdClock::HZ;
+    let tiers = KeyedTiers::new()
+        .per_client("key", Quota::per_minute(10).at_hz(hz), 100_000)
+        .and_then(|t| {
+            t.per_client_and_endpoint("endpoint", Quota::per_minute(3).at_hz(hz), 100_000)
+        })
+        .unwrap_or_else(|e| exit(format!("bad limiter config: {e}")));
+    app(tiers)
+}
+
+#[cfg(feature = "redis")]
+fn redis(url: &str) -> Router {
+    use cellrate::redis::{
+        AsyncRedisGcra, FailurePolicy, RedisConfig, RedisPolicy, RedisTier, Target,
+    };
+    use cellrate::tower::RedisAsync;
+    use std::time::Duration;
+
+    let prefix = std::env::var("CELLRATE_GATEWAY_PREFIX").unwrap_or_else(|_| "gw".into());
+    let tier = |name: &str, quota: Quota| {
+        RedisTier::new(name, quota).unwrap_or_else(|e| exit(format!("bad tier {name}: {e}")))
+    };
+    let policy = RedisPolicy::new(
         prefix,
         vec![
-            RedisTier::new("key", Quota::per_minute(10).at_hz(1_000)).expect("valid tier"),
-            RedisTier::new("endpoint", Quota::per_minute(3).at_hz(1_000))
-                .expect("valid tier")
-                .per_scope(),
+            tier("key", Quota::per_minute(10).at_hz(1_000)),
+            tier("endpoint", Quota::per_minute(3).at_hz(1_000)).per_scope(),
         ],
     )
-    .expect("valid policy")
-}
-
-fn header(value: &str) -> HeaderValue {
-    // Every value written here is ASCII digits, quotes, ';', '=' and ','.
-    HeaderValue::from_str(value).unwrap_or_else(|_| HeaderValue::from_static("0"))
-}
-
-/// The header fields for an outcome: every tier in the IETF fields, the
-/// tightest tier (fewest remaining) in the legacy ones.
-fn rate_headers(policy: &RedisPolicy, outcome: &Outcome) -> HeaderMap {
-    let mut map = HeaderMap::new();
-    let tiers = policy.tiers();
-    let policies: Vec<Policy<'_>> = tiers
-        .iter()
-        .map(|t| Policy::from_quota(t.name(), &t.quota()))
-        .collect();
-    let states: Vec<PolicyState<'_>> = tiers
-        .iter()
-        .zip(outcome.results())
-        .map(|(t, r)| PolicyState::new(t.name(), *r))
-        .collect();
-    let mut s = String::new();
-    if headers::write_ratelimit_policy(&mut s, &policies, HZ).is_ok() {
-        map.insert("ratelimit-policy", header(&s));
-    }
-    s.clear();
-    if headers::write_ratelimit(&mut s, &states, HZ).is_ok() {
-        map.insert("ratelimit", header(&s));
-    }
-    let tightest = outcome.denied().map(Err).or_else(|| {
-        outcome
-            .results()
-            .iter()
-            .copied()
-            .min_by_key(|r| r.map_or(0, |d| d.remaining()))
-    });
-    if let Some(result) = tightest {
-        if let Ok((limit, remaining, reset)) = headers::x_ratelimit(&result, HZ) {
-            map.insert("x-ratelimit-limit", header(&limit.to_string()));
-            map.insert("x-ratelimit-remaining", header(&remaining.to_string()));
-            map.insert("x-ratelimit-reset", header(&reset.to_string()));
-        }
-    }
-    if let Some(denied) = outcome.denied() {
-        s.clear();
-        if headers::write_retry_after(&mut s, &denied, HZ).is_ok() {
-            map.insert("retry-after", header(&s));
-        }
-    }
-    map
-}
-
-async fn handle(State(app): State<Arc<App>>, uri: Uri, req_headers: HeaderMap) -> Response {
-    let Some(key) = req_headers.get("x-api-key").and_then(|v| v.to_str().ok()) else {
-        return (StatusCode::UNAUTHORIZED, "missing x-api-key\n").into_response();
-    };
-    let outcome = match app.limiter.check_n(key, Some(uri.path()), 1).await {
-        Ok(o) => o,
-        Err(e) => return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
-    };
-    let map = rate_headers(app.limiter.policy(), &outcome);
-    if outcome.is_admitted() {
-        (StatusCode::OK, map, format!("ok {}\n", uri.path())).into_response()
-    } else {
-        (StatusCode::TOO_MANY_REQUESTS, map, "rate limited\n").into_response()
-    }
-}
-
-#[tokio::main]
-async fn main() {
-    let mut args = std::env::args().skip(1);
-    let url = args
-        .next()
-        .or_else(|| std::env::var("CELLRATE_REDIS_URL").ok())
-        .unwrap_or_else(|| "redis://127.0.0.1:6379/".into());
-    let addr = args.next().unwrap_or_else(|| "127.0.0.1:8080".into());
-    let prefix = std::env::var("CELLRATE_GATEWAY_PREFIX").unwrap_or_else(|_| "gw".into());
-
-    let target = match Target::standalone(&url) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("bad redis url {url}: {e}");
-            std::process::exit(2);
-        }
-    };
+    .unwrap_or_else(|e| exit(format!("bad policy: {e}")));
     let config = RedisConfig::new(FailurePolicy::Fallback(vec![
         Quota::per_minute(20).at_hz(1_000),
         Quota::per_minute(6).at_hz(1_000),
     ]))
     .with_timeout(Duration::from_millis(200));
-    let limiter = match AsyncRedisGcra::new(target, policy(&prefix), config) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("bad limiter config: {e}");
-            std::process::exit(2);
-        }
+    let target =
+        Target::standalone(url).unwrap_or_else(|e| exit(format!("bad redis url {url}: {e}")));
+    let limiter = AsyncRedisGcra::new(target, policy, config)
+        .unwrap_or_else(|e| exit(format!("bad limiter config: {e}")));
+    app(RedisAsync::new(limiter))
+}
+
+#[cfg(not(feature = "redis"))]
+fn redis(_url: &str) -> Router {
+    exit(
+        "--redis needs the `redis` feature: cargo run --example gateway --features axum,redis"
+            .into(),
+    )
+}
+
+#[tokio::main]
+async fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let router = if args.first().map(String::as_str) == Some("--redis") {
+        args.remove(0);
+        let url = if args.first().is_some_and(|a| a.starts_with("redis")) {
+            args.remove(0)
+        } else {
+            std::env::var("CELLRATE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into())
+        };
+        redis(&url)
+    } else {
+        in_process()
     };
-    let app = Arc::new(App { limiter });
-    let router = axum::Router::new().fallback(handle).with_state(app);
-    let listener = match tokio::net::TcpListener::bind(&addr).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("cannot listen on {addr}: {e}");
-            std::process::exit(2);
-        }
-    };
+    let addr = args
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "127.0.0.1:8080".into());
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .unwrap_or_else(|e| exit(format!("cannot listen on {addr}: {e}")));
     match listener.local_addr() {
         Ok(a) => println!("listening on {a}"),
         Err(e) => eprintln!("no local address: {e}"),

@@ -38,6 +38,10 @@
 //! | `embassy-time` | `embassy`: a clock over embassy's ticks and an async wait |
 //! | `defmt` | `defmt::Format` for every public type |
 //! | `redis` | `redis`: GCRA on a shared Redis or Redis Cluster (blocking and tokio clients, failure policies, leasing); implies `std`, needs Rust 1.88 |
+//! | `tower` | `tower`: HTTP rate-limit middleware (tower 0.5, http 1) over keyed tiers, any limiter, or (with `redis`) the Redis clients; implies `tokio` |
+//! | `axum` | the `tower` extractors read axum's `ConnectInfo` and `MatchedPath`; implies `tower` |
+//! | `tokio` | `wait::wait_n_async`, waits for budget in a tokio task; implies `std` |
+//! | `tracing` | events when a Redis backend of the `tower` layer enters or leaves its failure mode |
 //! | `loom` | swaps the atomics for loom's in this crate's own unit tests (`cargo test --features loom`); never enable it in a dependent crate |
 //!
 //! No feature is on by default: the crate builds for bare metal as it is.
@@ -96,6 +100,10 @@ pub mod quota;
 pub mod redis;
 pub mod sync;
 pub mod time;
+#[cfg(feature = "tower")]
+pub mod tower;
+#[cfg(feature = "std")]
+pub mod wait;
 pub mod window;
 
 pub use algorithm::Algorithm;

@@ -1,8 +1,9 @@
-//! Starts `examples/gateway.rs` (built by `cargo test --features redis`)
-//! against the server in `CELLRATE_REDIS_URL` and drives it with real HTTP
-//! requests over TCP. Skips with a notice when the variable is absent; fails
-//! when it is set and the gateway cannot reach the server.
-#![cfg(feature = "redis")]
+//! Starts `examples/gateway.rs` (built by `cargo test --features axum`) and
+//! drives it with real HTTP requests over TCP: in-process limits always, and
+//! with `--features axum,redis` against the server in `CELLRATE_REDIS_URL`
+//! (skipped with a notice when the variable is absent; fails when it is set
+//! and the gateway cannot reach the server).
+#![cfg(feature = "axum")]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -27,7 +28,7 @@ fn example_binary() -> PathBuf {
     let bin = dir.join("examples").join("gateway");
     assert!(
         bin.exists(),
-        "{} missing: run `cargo test --features redis` (it builds the examples)",
+        "{} missing: run `cargo test --features axum` (it builds the examples)",
         bin.display()
     );
     bin
@@ -68,8 +69,35 @@ fn get(addr: &str, path: &str, key: Option<&str>) -> Reply {
     Reply { status, headers }
 }
 
+fn start(args: &[&str], prefix: Option<&str>) -> (Gateway, String) {
+    let mut cmd = Command::new(example_binary());
+    cmd.args(args).stdout(Stdio::piped());
+    if let Some(prefix) = prefix {
+        cmd.env("CELLRATE_GATEWAY_PREFIX", prefix);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let guard = Gateway(child);
+    let addr = first
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {first:?}"))
+        .to_string();
+    (guard, addr)
+}
+
 #[test]
-fn gateway_limits_per_key_and_endpoint_with_headers() {
+fn gateway_in_process() {
+    let (_guard, addr) = start(&["127.0.0.1:0"], None);
+    drive(&addr);
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn gateway_on_redis() {
     let Ok(url) = std::env::var("CELLRATE_REDIS_URL") else {
         eprintln!(
             "NOTICE: CELLRATE_REDIS_URL is not set; skipping (run scripts/stages/70-redis.sh)"
@@ -83,28 +111,17 @@ fn gateway_limits_per_key_and_endpoint_with_headers() {
             .unwrap()
             .as_nanos()
     );
-    let mut child = Command::new(example_binary())
-        .args([url.as_str(), "127.0.0.1:0"])
-        .env("CELLRATE_GATEWAY_PREFIX", &prefix)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let _guard = Gateway(child);
-    let addr = first
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line: {first:?}"))
-        .to_string();
+    let (_guard, addr) = start(&["--redis", url.as_str(), "127.0.0.1:0"], Some(&prefix));
+    drive(&addr);
+}
 
-    assert_eq!(get(&addr, "/a", None).status, 401);
+fn drive(addr: &str) {
+    let addr = addr.to_string();
+    assert_eq!(get(&addr, "/orders", None).status, 401);
 
     // 3 per minute per endpoint: /a admits 3, then 429 from the endpoint tier.
     for i in 0..3u64 {
-        let r = get(&addr, "/a", Some("alice"));
+        let r = get(&addr, "/orders", Some("alice"));
         assert_eq!(r.status, 200);
         assert_eq!(r.headers["x-ratelimit-remaining"], (2 - i).to_string());
         assert_eq!(r.headers["x-ratelimit-limit"], "3");
@@ -125,7 +142,7 @@ fn gateway_limits_per_key_and_endpoint_with_headers() {
         );
         assert!(!r.headers.contains_key("retry-after"));
     }
-    let r = get(&addr, "/a", Some("alice"));
+    let r = get(&addr, "/orders", Some("alice"));
     assert_eq!(r.status, 429);
     let retry: u64 = r.headers["retry-after"].parse().unwrap();
     assert!((19..=20).contains(&retry), "next /a cell in ~20 s: {retry}");
@@ -138,10 +155,19 @@ fn gateway_limits_per_key_and_endpoint_with_headers() {
     );
 
     // Another endpoint has its own budget, but the key tier is shared: 7 left.
-    for ep in ["/b", "/b", "/b", "/c", "/c", "/c", "/d"] {
+    // `/orders/1` and `/orders/2` are one endpoint (`/orders/{id}`).
+    for ep in [
+        "/users",
+        "/users",
+        "/users",
+        "/orders/1",
+        "/orders/2",
+        "/orders/%33",
+        "/status",
+    ] {
         assert_eq!(get(&addr, ep, Some("alice")).status, 200, "{ep}");
     }
-    let r = get(&addr, "/d", Some("alice"));
+    let r = get(&addr, "/status", Some("alice"));
     assert_eq!(r.status, 429, "the key tier (10/min) is spent");
     assert!(
         r.headers["ratelimit"].starts_with(r#""key";r=0;"#),
@@ -151,6 +177,13 @@ fn gateway_limits_per_key_and_endpoint_with_headers() {
     let retry: u64 = r.headers["retry-after"].parse().unwrap();
     assert!((1..=6).contains(&retry), "one key cell per 6 s: {retry}");
 
+    // Spellings of a path that match no route never reach the limiter.
+    for path in ["/orders/", "//orders", "/%6frders"] {
+        assert_eq!(get(&addr, path, Some("carol")).status, 404, "{path}");
+    }
+    // An empty key is invalid, not missing, and no internal text is echoed.
+    assert_eq!(get(&addr, "/orders", Some("")).status, 400);
+
     // Other keys are not affected.
-    assert_eq!(get(&addr, "/a", Some("bob")).status, 200);
+    assert_eq!(get(&addr, "/orders", Some("bob")).status, 200);
 }

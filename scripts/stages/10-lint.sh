@@ -5,6 +5,9 @@ cargo fmt --all --check
 cargo clippy --all-targets -- -D warnings
 cargo clippy --all-targets --features std -- -D warnings
 cargo clippy --all-targets --features loom -- -D warnings
+# The HTTP layer alone, and with axum's extractors and the tracing events.
+cargo clippy --all-targets --features tower -- -D warnings
+cargo clippy --all-targets --features axum,tracing -- -D warnings
 for target in thumbv6m-none-eabi thumbv7em-none-eabihf riscv32imc-unknown-none-elf; do
     cargo clippy --lib --target "$target" -- -D warnings
 done

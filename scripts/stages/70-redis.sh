@@ -94,3 +94,8 @@ echo "standalone $CELLRATE_REDIS_URL; cluster $CELLRATE_REDIS_CLUSTER"
 cargo clippy --all-targets --features redis -- -D warnings
 cargo bench --no-run --features redis
 cargo test --features redis
+# The tower layer on both Redis clients through an outage (tests/tower_redis.rs)
+# and the gateway example on Redis (tests/gateway.rs).
+cargo clippy --all-targets --features redis,axum,tracing -- -D warnings
+cargo build --features redis,axum,tracing --example gateway
+cargo test --features redis,axum,tracing --test tower_redis --test gateway

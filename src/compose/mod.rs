@@ -39,6 +39,38 @@
 //! A peek combines the tightest part's numbers with the largest
 //! `retry_after` of all parts (the first tick every part admits one cell).
 //!
+//! # Every tier's numbers: [`Tiers`]
+//!
+//! [`AllTiers::check_tiers`] decides exactly like `check_n` (same charges,
+//! same revocations) and returns one result per part, in order, the shape of
+//! the Redis backend's `Outcome` (`results()`, `refused()`), so that one
+//! function (`headers::write_ratelimit` over `results()`) fills the header
+//! fields for either backend:
+//!
+//! * admitted: every part's [`Decision`] after the charge;
+//! * denied by part `i`: part `i`'s [`Denied`]; the parts before it were
+//!   revoked and report their state after the revocation (a [`Decision`]
+//!   of their unchanged state, as Redis reports tiers that would have
+//!   admitted); the parts after it are asked too and, if they admit, given
+//!   back at once: each reports its own exact answer (its [`Denied`] with
+//!   its own `retry_after`, or a [`Decision`] of its unchanged state), so
+//!   [`Tiers::refused`] can name the tier with the longest wait. Asking them
+//!   widens the transient window of the concurrency note above (a
+//!   concurrent request may be denied spuriously), never the admissions.
+//!
+//! ```
+//! use cellrate::compose::AllTiers;
+//! use cellrate::{Gcra, Quota, window::FixedWindow};
+//! let burst = Gcra::new(Quota::per_second(5).at_hz(1_000));
+//! let daily = FixedWindow::new(2, 86_400_000);
+//! let pair = (&burst, &daily);
+//! assert!(pair.check_tiers(0, 1).is_admitted());
+//! assert!(pair.check_tiers(0, 1).is_admitted());
+//! let refused = pair.check_tiers(0, 1);
+//! assert_eq!(refused.refused(), Some(1)); // the daily tier said no
+//! assert_eq!(refused.results()[0].unwrap().remaining(), 3); // burst: not charged
+//! ```
+//!
 //! ```
 //! use cellrate::{Gcra, Quota, RateLimiter, window::FixedWindow};
 //! // Bursts of 5 per second, and 1 000 per day (on a 1 kHz clock).
@@ -52,10 +84,13 @@
 mod adaptive;
 mod any;
 mod metered;
+mod tiers;
 
 pub use self::adaptive::{Adaptive, Penalty};
 pub use self::any::{AlgorithmKind, AnyLimiter, ConfigError, LimiterConfig};
 pub use self::metered::{MeterStats, Metered};
+pub(crate) use self::tiers::unchecked as tiers_unchecked;
+pub use self::tiers::{AllTiers, Tiers};
 
 use crate::window::{FixedWindow, SlidingLog, SlidingWindow};
 use crate::{Decision, Denied, Gcra, RateLimiter, Snapshot};

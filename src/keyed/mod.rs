@@ -1237,14 +1237,18 @@ impl<S: Storage, O: Overrides<Quota>> KeyedTable<Quota, S, O> {
 
 /// All-or-nothing over two keyed GCRA tiers, e.g. a global per-client limit
 /// and a stricter per-(client, endpoint) limit: admits only if both admit,
-/// and a request denied by either consumes from neither.
+/// and a request denied by either consumes from neither. Returns both tiers'
+/// numbers and which refused ([`Tiers`](crate::compose::Tiers), the shape
+/// of the Redis backend's `Outcome`).
 ///
 /// The first tier is charged, then the second; if the second denies, the
-/// first is refunded. Under concurrency the refund comes a moment late, so a
-/// concurrent request may be denied that would have fit: the pair can admit
-/// less than the ideal all-or-nothing limiter, never more. (The crate's
-/// general composition of limiters lives with the window limiters; this
-/// function covers the keyed GCRA case until then.)
+/// first is refunded and reports its state after the refund. If the first
+/// denies, the second is only peeked (never charged, and no slot is taken
+/// for it): a `Decision` if `cost` would fit, else a denial with the peek's
+/// wait (exact for cost 1, a lower bound for larger costs). Under
+/// concurrency the refund comes a moment late, so a concurrent request may
+/// be denied that would have fit: the pair can admit less than the ideal
+/// all-or-nothing limiter, never more.
 ///
 /// ```
 /// use cellrate::keyed::{check_both, Keyed, Seed, WhenFull};
@@ -1252,10 +1256,12 @@ impl<S: Storage, O: Overrides<Quota>> KeyedTable<Quota, S, O> {
 /// static GLOBAL: Keyed<Quota, 64> = Keyed::new(Quota::per_second(5).at_hz(1_000), WhenFull::Deny, Seed::new(1, 2));
 /// static ENDPOINT: Keyed<Quota, 64> = Keyed::new(Quota::per_second(2).at_hz(1_000), WhenFull::Deny, Seed::new(3, 4));
 /// let client = 9u32;
-/// assert!(check_both((&GLOBAL, &client), (&ENDPOINT, &(client, 1u16)), 0, 1).is_ok());
-/// assert!(check_both((&GLOBAL, &client), (&ENDPOINT, &(client, 1u16)), 0, 1).is_ok());
+/// assert!(check_both((&GLOBAL, &client), (&ENDPOINT, &(client, 1u16)), 0, 1).is_admitted());
+/// assert!(check_both((&GLOBAL, &client), (&ENDPOINT, &(client, 1u16)), 0, 1).is_admitted());
 /// // The endpoint tier is exhausted; the global tier is not charged for the denial.
-/// assert!(check_both((&GLOBAL, &client), (&ENDPOINT, &(client, 1u16)), 0, 1).is_err());
+/// let refused = check_both((&GLOBAL, &client), (&ENDPOINT, &(client, 1u16)), 0, 1);
+/// assert_eq!(refused.refused(), Some(1));
+/// assert_eq!(refused.results()[0].unwrap().remaining(), 3);
 /// assert_eq!(GLOBAL.peek(&client, 0).remaining(), 3);
 /// ```
 pub fn check_both<K1, K2, S1, S2, O1, O2>(
@@ -1263,7 +1269,7 @@ pub fn check_both<K1, K2, S1, S2, O1, O2>(
     second: (&KeyedTable<Quota, S2, O2>, &K2),
     now: u64,
     cost: u64,
-) -> Result<(Decision, Decision), Denied>
+) -> crate::compose::Tiers<2>
 where
     K1: Key + ?Sized,
     K2: Key + ?Sized,
@@ -1272,13 +1278,19 @@ where
     O1: Overrides<Quota>,
     O2: Overrides<Quota>,
 {
-    let a = first.0.check_n(first.1, now, cost)?;
-    match second.0.check_n(second.1, now, cost) {
-        Ok(b) => Ok((a, b)),
-        Err(denied) => {
-            first.0.refund_n(first.1, now, cost);
-            Err(denied)
-        }
+    use crate::compose::Tiers;
+    match first.0.check_n(first.1, now, cost) {
+        Err(denied) => Tiers::new([
+            Err(denied),
+            crate::compose::tiers_unchecked(second.0.peek(second.1, now), cost),
+        ]),
+        Ok(a) => match second.0.check_n(second.1, now, cost) {
+            Ok(b) => Tiers::new([Ok(a), Ok(b)]),
+            Err(denied) => {
+                let back = first.0.refund_n(first.1, now, cost);
+                Tiers::new([Ok(back.to_decision()), Err(denied)])
+            }
+        },
     }
 }
 

@@ -131,16 +131,24 @@ fn small_tables_are_one_window() {
 fn check_both_is_all_or_nothing() {
     let global: Keyed<Quota, 8> = Keyed::new(quota(10, 3), WhenFull::Deny, Seed::new(1, 2));
     let endpoint: Keyed<Quota, 8> = Keyed::new(quota(1, 1), WhenFull::Deny, Seed::new(3, 4));
-    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 1u16)), 0, 1).is_ok());
+    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 1u16)), 0, 1).is_admitted());
     for _ in 0..5 {
-        assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 1u16)), 0, 1).is_err());
+        assert!(
+            check_both((&global, &1u32), (&endpoint, &(1u32, 1u16)), 0, 1)
+                .refused()
+                .is_some()
+        );
     }
     assert_eq!(global.peek(&1u32, 0).remaining(), 2);
     // Denied by the first tier: the second is not charged.
-    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 2u16)), 0, 1).is_ok());
-    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 3u16)), 0, 1).is_ok());
+    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 2u16)), 0, 1).is_admitted());
+    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 3u16)), 0, 1).is_admitted());
     assert_eq!(global.peek(&1u32, 0).remaining(), 0);
-    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 4u16)), 0, 1).is_err());
+    assert!(
+        check_both((&global, &1u32), (&endpoint, &(1u32, 4u16)), 0, 1)
+            .refused()
+            .is_some()
+    );
     assert_eq!(endpoint.peek(&(1u32, 4u16), 0).remaining(), 1);
     assert!(!endpoint.contains(&(1u32, 4u16), 0));
 }

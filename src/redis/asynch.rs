@@ -109,6 +109,11 @@ impl AsyncRedisGcra {
         &self.inner.policy
     }
 
+    /// The connection settings and failure policy.
+    pub fn config(&self) -> &RedisConfig {
+        self.inner.degrade.config()
+    }
+
     /// `cost` cells for `client` (and `scope`), with the failure policy
     /// applied; errors only for a bad key. See [`RedisGcra::check_n`](super::RedisGcra::check_n).
     pub async fn check_n(

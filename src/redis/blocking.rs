@@ -167,6 +167,11 @@ impl RedisGcra {
         &self.policy
     }
 
+    /// The connection settings and failure policy.
+    pub fn config(&self) -> &RedisConfig {
+        self.degrade.config()
+    }
+
     /// One cell for `client`, with the failure policy applied.
     pub fn check(&self, client: &str) -> Result<Outcome, Error> {
         self.check_n(client, None, 1)

@@ -1,0 +1,308 @@
+//! Every tier's numbers from an all-or-nothing check; see the
+//! [module docs](super#every-tiers-numbers-tiers).
+
+use crate::decision::{Decision, Denied, Limited, Snapshot};
+use crate::headers;
+
+use super::Revocable;
+
+/// One result per tier of an all-or-nothing check, in the tiers' order: the
+/// in-process twin of the Redis backend's `Outcome`.
+///
+/// Admitted iff every result is `Ok`.
+///
+/// ```
+/// use cellrate::compose::Tiers;
+/// use cellrate::{Decision, Denied, Limited};
+/// let t = Tiers::new([
+///     Ok(Decision::new(10, 3, 700)),
+///     Err(Denied::Limited(Limited::new(1_000, 5_000, 9_000))),
+/// ]);
+/// assert!(!t.is_admitted());
+/// assert_eq!(t.refused(), Some(1));
+/// assert_eq!(t.denied().unwrap().retry_after(), Some(5_000));
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tiers<const N: usize> {
+    results: [Result<Decision, Denied>; N],
+}
+
+impl<const N: usize> Tiers<N> {
+    /// Tiers from their results.
+    pub const fn new(results: [Result<Decision, Denied>; N]) -> Self {
+        Tiers { results }
+    }
+    /// Whether every tier admitted.
+    ///
+    /// ```
+    /// use cellrate::compose::Tiers;
+    /// use cellrate::Decision;
+    /// assert!(Tiers::new([Ok(Decision::new(1, 0, 5))]).is_admitted());
+    /// ```
+    pub fn is_admitted(&self) -> bool {
+        self.results.iter().all(Result::is_ok)
+    }
+    /// One result per tier.
+    pub fn results(&self) -> &[Result<Decision, Denied>] {
+        &self.results
+    }
+    /// The results, by value.
+    pub const fn into_results(self) -> [Result<Decision, Denied>; N] {
+        self.results
+    }
+    /// The index of the tier that refused: among the tiers that denied, the
+    /// one asking for the longest wait ([`headers::refusing`]); `None` if
+    /// admitted.
+    pub fn refused(&self) -> Option<usize> {
+        headers::refusing(&self.results)
+    }
+    /// The refusing tier's denial; `None` if admitted.
+    pub fn denied(&self) -> Option<Denied> {
+        self.refused().and_then(|i| self.results[i].err())
+    }
+    /// The tightest tier's result ([`headers::tightest`]): the refusing
+    /// tier's denial, or the admission with the fewest cells left.
+    pub fn tightest(&self) -> Option<Result<Decision, Denied>> {
+        headers::tightest(&self.results)
+    }
+}
+
+/// An all-or-nothing limiter that reports every tier: tuples of
+/// [`Revocable`] limiters and arrays of them.
+///
+/// ```
+/// use cellrate::compose::AllTiers;
+/// use cellrate::{Gcra, Quota};
+/// let tiers = [
+///     Gcra::new(Quota::per_second(1).at_hz(1_000)),
+///     Gcra::new(Quota::per_minute(10).at_hz(1_000)),
+/// ];
+/// let t = tiers.check_tiers(0, 1);
+/// assert_eq!(t.results()[1].unwrap().remaining(), 9);
+/// assert_eq!(tiers.check_tiers(0, 1).refused(), Some(0));
+/// ```
+pub trait AllTiers<const N: usize> {
+    /// Decides `cost` at `now` like `check_n` and reports every tier.
+    fn check_tiers(&self, now: u64, cost: u64) -> Tiers<N>;
+}
+
+/// What a tier after the refusing one reports: its own answer to `cost`,
+/// charged and at once revoked when it admits (so its numbers are exact,
+/// and it ends as it was).
+fn probe<L: Revocable>(tier: &L, now: u64, cost: u64) -> Result<Decision, Denied> {
+    match tier.admit_n(now, cost) {
+        Ok((_, receipt)) => {
+            tier.revoke(receipt);
+            Ok(tier.peek(now).to_decision())
+        }
+        Err(denied) => Err(denied),
+    }
+}
+
+/// What a tier that was not charged reports: its state, as a [`Decision`]
+/// if `cost` more would fit it, else as a denial with the peek's wait.
+pub(crate) fn unchecked(snapshot: Snapshot, cost: u64) -> Result<Decision, Denied> {
+    if cost > snapshot.limit() {
+        return Err(Denied::CostTooLarge {
+            cost,
+            limit: snapshot.limit(),
+        });
+    }
+    if snapshot.remaining() >= cost {
+        return Ok(snapshot.to_decision());
+    }
+    Err(Denied::Limited(Limited::with_remaining(
+        snapshot.limit(),
+        snapshot.remaining(),
+        snapshot.retry_after().max(1),
+        snapshot.reset_after(),
+    )))
+}
+
+impl<L: Revocable, const N: usize> AllTiers<N> for [L; N] {
+    fn check_tiers(&self, now: u64, cost: u64) -> Tiers<N> {
+        let mut results = [Ok(Decision::new(0, 0, 0)); N];
+        let mut receipts: [Option<L::Receipt>; N] = [None; N];
+        let mut refused = None;
+        for (i, tier) in self.iter().enumerate() {
+            match tier.admit_n(now, cost) {
+                Ok((d, r)) => {
+                    results[i] = Ok(d);
+                    receipts[i] = Some(r);
+                }
+                Err(d) => {
+                    results[i] = Err(d);
+                    refused = Some(i);
+                    break;
+                }
+            }
+        }
+        if let Some(at) = refused {
+            for i in (0..at).rev() {
+                if let Some(r) = receipts[i] {
+                    self[i].revoke(r);
+                }
+                results[i] = Ok(self[i].peek(now).to_decision());
+            }
+            for i in at + 1..N {
+                results[i] = probe(&self[i], now, cost);
+            }
+        }
+        Tiers::new(results)
+    }
+}
+
+/// `AllTiers` for a tuple: charge in order, stop at the first denial, give
+/// back what was charged, report every part.
+macro_rules! tuple_tiers {
+    ($n:literal; $($name:ident $idx:tt),+) => {
+        impl<$($name: Revocable),+> AllTiers<$n> for ($($name,)+) {
+            fn check_tiers(&self, now: u64, cost: u64) -> Tiers<$n> {
+                let mut denied = false;
+                let tried = ($(
+                    if denied {
+                        None
+                    } else {
+                        let r = self.$idx.admit_n(now, cost);
+                        denied = r.is_err();
+                        Some(r)
+                    },
+                )+);
+                let _ = denied;
+                if !denied {
+                    return Tiers::new([$(match tried.$idx {
+                        Some(Ok((d, _))) => Ok(d),
+                            Some(Err(e)) => Err(e),
+                        None => probe(&self.$idx, now, cost),
+                    }),+]);
+                }
+                $(
+                    if let Some(Ok((_, receipt))) = tried.$idx {
+                        self.$idx.revoke(receipt);
+                    }
+                )+
+                Tiers::new([$(match tried.$idx {
+                    Some(Ok(_)) => Ok(self.$idx.peek(now).to_decision()),
+                    Some(Err(e)) => Err(e),
+                    None => probe(&self.$idx, now, cost),
+                }),+])
+            }
+        }
+    };
+}
+
+tuple_tiers!(2; A 0, B 1);
+tuple_tiers!(3; A 0, B 1, C 2);
+tuple_tiers!(4; A 0, B 1, C 2, D 3);
+tuple_tiers!(5; A 0, B 1, C 2, D 3, E 4);
+tuple_tiers!(6; A 0, B 1, C 2, D 3, E 4, F 5);
+
+#[cfg(all(test, not(feature = "loom")))]
+mod tests {
+    extern crate std;
+    use std::vec::Vec;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::window::FixedWindow;
+    use crate::{Gcra, Quota};
+
+    /// Reference: each tier alone, as the obvious sequential all-or-nothing
+    /// rule over plain counters (fixed windows of one long window, so a
+    /// tier's state is just "cells used").
+    #[derive(Clone, Debug)]
+    struct Model {
+        limits: Vec<u64>,
+        used: Vec<u64>,
+    }
+
+    impl Model {
+        fn check(&mut self, cost: u64) -> (bool, Option<usize>) {
+            let first_refusing =
+                (0..self.limits.len()).find(|&i| self.used[i] + cost > self.limits[i]);
+            match first_refusing {
+                None => {
+                    for u in &mut self.used {
+                        *u += cost;
+                    }
+                    (true, None)
+                }
+                Some(i) => (false, Some(i)),
+            }
+        }
+    }
+
+    proptest! {
+        /// Three fixed windows as a tuple and as an array agree with the
+        /// model on admission, on every tier's remaining, and the refusing
+        /// tier is one that cannot fit the cost.
+        #[test]
+        fn tiers_match_the_model(
+            limits in prop::collection::vec(1u64..8, 3),
+            costs in prop::collection::vec(1u64..5, 1..30),
+        ) {
+            let tuple = (
+                FixedWindow::new(limits[0], 1_000_000),
+                FixedWindow::new(limits[1], 1_000_000),
+                FixedWindow::new(limits[2], 1_000_000),
+            );
+            let array = [
+                FixedWindow::new(limits[0], 1_000_000),
+                FixedWindow::new(limits[1], 1_000_000),
+                FixedWindow::new(limits[2], 1_000_000),
+            ];
+            let mut model = Model { limits: limits.clone(), used: std::vec![0; 3] };
+            for cost in costs {
+                let (admit, first) = model.check(cost);
+                for t in [tuple.check_tiers(0, cost), array.check_tiers(0, cost)] {
+                    prop_assert_eq!(t.is_admitted(), admit);
+                    prop_assert_eq!(t.refused().is_some(), !admit);
+                    if let Some(i) = t.refused() {
+                        prop_assert!(model.used[i] + cost > model.limits[i]);
+                        prop_assert!(i >= first.unwrap());
+                    }
+                    for (i, r) in t.results().iter().enumerate() {
+                        let left = model.limits[i] - model.used[i];
+                        match r {
+                            Ok(d) => prop_assert_eq!(d.remaining(), left),
+                            Err(Denied::Limited(l)) => {
+                                prop_assert_eq!(l.remaining(), left);
+                                prop_assert!(left < cost);
+                            }
+                            Err(Denied::CostTooLarge { limit, .. }) => prop_assert!(cost > *limit),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_denied_request_charges_no_tier_and_reports_all() {
+        let a = Gcra::new(Quota::per_second(10).at_hz(1_000));
+        let b = FixedWindow::new(1, 1_000);
+        let c = Gcra::new(Quota::per_second(2).at_hz(1_000));
+        let tiers = (&a, &b, &c);
+        assert!(tiers.check_tiers(0, 1).is_admitted());
+        let t = tiers.check_tiers(0, 1);
+        assert_eq!(t.refused(), Some(1));
+        assert_eq!(t.results()[0].unwrap().remaining(), 9);
+        // The third tier was asked and given back: one cell still fits.
+        assert_eq!(t.results()[2].unwrap().remaining(), 1);
+        assert_eq!(c.peek(0).remaining(), 1);
+        assert_eq!(a.peek(0).remaining(), 9);
+        assert_eq!(t.tightest(), Some(t.results()[1]));
+        // A later tier that cannot fit either reports its own wait, and the
+        // refusing tier is the one with the longest wait.
+        c.check(0).unwrap();
+        let t = tiers.check_tiers(100, 1);
+        assert_eq!(t.refused(), Some(1));
+        let Err(Denied::Limited(l)) = t.results()[2] else {
+            panic!("{t:?}")
+        };
+        assert_eq!(l.retry_after(), 400);
+        assert_eq!(t.denied().unwrap().retry_after(), Some(900));
+    }
+}

@@ -1,0 +1,516 @@
+//! What decides: in-process keyed tiers, one shared limiter, or Redis.
+
+use std::future::Future;
+use std::string::{String, ToString};
+use std::vec::Vec;
+
+use crate::decision::{Decision, Denied};
+use crate::headers::Policy;
+use crate::keyed::{KeyedBox, Seed, WhenFull};
+use crate::{Quota, RateLimiter};
+
+#[cfg(feature = "redis")]
+use super::key::Part;
+use super::key::RequestKey;
+use super::ConfigError;
+
+/// The most tiers a backend may have (the Redis policy's limit too).
+pub const MAX_TIERS: usize = 8;
+
+/// How a verdict was reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// By the backend's own policy.
+    Normal,
+    /// By the Redis backend's local fallback quotas (Redis unreachable).
+    Fallback,
+    /// Admitted because Redis was unreachable and the policy fails open.
+    FailOpen,
+    /// Refused because Redis was unreachable and the policy fails closed.
+    FailClosed,
+}
+
+/// One request's answer: every tier's result, in the backend's tier order.
+///
+/// ```
+/// use cellrate::tower::{Mode, Verdict};
+/// use cellrate::Decision;
+/// let v = Verdict::decided(&[Ok(Decision::new(5, 4, 200))], Mode::Normal);
+/// assert!(v.is_admitted());
+/// assert_eq!(v.results().len(), 1);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    results: [Result<Decision, Denied>; MAX_TIERS],
+    len: u8,
+    mode: Mode,
+    fault: Option<Fault>,
+}
+
+/// Why a backend could not decide (answered without internal detail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// The key cannot be stored by the backend (400).
+    InvalidKey,
+    /// A misconfiguration or an internal failure (500).
+    Internal,
+}
+
+impl Verdict {
+    /// A verdict from at most [`MAX_TIERS`] results (more are dropped).
+    pub fn decided(results: &[Result<Decision, Denied>], mode: Mode) -> Self {
+        let mut v = Verdict {
+            results: [Ok(Decision::new(0, 0, 0)); MAX_TIERS],
+            len: 0,
+            mode,
+            fault: None,
+        };
+        for (slot, r) in v.results.iter_mut().zip(results) {
+            *slot = *r;
+            v.len += 1;
+        }
+        v
+    }
+    /// A backend that could not decide.
+    pub const fn fault(fault: Fault) -> Self {
+        Verdict {
+            results: [Ok(Decision::new(0, 0, 0)); MAX_TIERS],
+            len: 0,
+            mode: Mode::Normal,
+            fault: Some(fault),
+        }
+    }
+    /// Every tier's result.
+    pub fn results(&self) -> &[Result<Decision, Denied>] {
+        &self.results[..self.len as usize]
+    }
+    /// Whether every tier admitted (and the backend could decide).
+    pub fn is_admitted(&self) -> bool {
+        self.fault.is_none() && self.results().iter().all(Result::is_ok)
+    }
+    /// How it was reached.
+    pub const fn mode(&self) -> Mode {
+        self.mode
+    }
+    /// Why the backend could not decide, if it could not.
+    pub const fn fault_kind(&self) -> Option<Fault> {
+        self.fault
+    }
+}
+
+/// A backend's answer: now, or a future for backends that wait on I/O.
+// The verdict is returned by value on every request; boxing it to even out
+// the variants would allocate per request.
+#[allow(clippy::large_enum_variant)]
+pub enum Check<F> {
+    /// Decided without waiting.
+    Ready(Verdict),
+    /// Decided when the future resolves.
+    Pending(F),
+}
+
+/// One tier as the `RateLimit-Policy` field describes it.
+///
+/// ```
+/// use cellrate::tower::TierInfo;
+/// use cellrate::Quota;
+/// let t = TierInfo::from_quota("api", &Quota::per_minute(10).at_hz(1_000));
+/// assert_eq!((t.limit, t.window_ticks, t.hz), (10, 60_000, 1_000));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TierInfo {
+    /// The policy name.
+    pub name: String,
+    /// `q`: cells per window.
+    pub limit: u64,
+    /// `w`, in ticks of `hz`.
+    pub window_ticks: u64,
+    /// Ticks per second of `window_ticks` and of the tier's results.
+    pub hz: u64,
+}
+
+impl TierInfo {
+    /// The tier of a GCRA quota (see [`Policy::from_quota`]).
+    pub fn from_quota(name: &str, quota: &Quota) -> Self {
+        let p = Policy::from_quota(name, quota);
+        TierInfo {
+            name: name.to_string(),
+            limit: p.limit(),
+            window_ticks: p.window_ticks(),
+            hz: quota.hz(),
+        }
+    }
+}
+
+/// What the layer asks to decide. Implemented by [`KeyedTiers`],
+/// [`Global`], and (feature `redis`) [`RedisBlocking`](super::RedisBlocking)
+/// and [`RedisAsync`](super::RedisAsync).
+pub trait Backend: Send + Sync + 'static {
+    /// The future of a pending check (in-process backends never return one).
+    type Future: Future<Output = Verdict> + Send + 'static;
+    /// The tiers, in the order of every verdict's results. All share one
+    /// `hz` (the layer checks).
+    fn tiers(&self) -> Vec<TierInfo>;
+    /// The tiers that decide in [`Mode::Fallback`], when the backend has
+    /// such a mode.
+    fn fallback_tiers(&self) -> Option<Vec<TierInfo>> {
+        None
+    }
+    /// Decides `cost` cells for `key` at `now` (ticks of the layer's clock;
+    /// a backend with its own clock, like Redis, ignores it).
+    fn check(&self, key: &RequestKey<'_>, now: u64, cost: u64) -> Check<Self::Future>;
+    /// For the delaying mode: books `cost` cells at the earliest time within
+    /// `max_wait` ticks and returns the wait, or the refusal. `None`: this
+    /// backend cannot shape.
+    fn reserve(
+        &self,
+        key: &RequestKey<'_>,
+        now: u64,
+        cost: u64,
+        max_wait: u64,
+    ) -> Option<Result<(u64, Verdict), Verdict>> {
+        let _ = (key, now, cost, max_wait);
+        None
+    }
+}
+
+/// What a keyed tier is keyed by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Scope {
+    Client,
+    ClientAndEndpoint,
+}
+
+struct KeyedTier {
+    name: String,
+    quota: Quota,
+    table: KeyedBox<Quota>,
+    scope: Scope,
+}
+
+/// All-or-nothing in-process tiers, each a keyed GCRA table keyed by the
+/// client or by (client, endpoint): a request is admitted only if every
+/// tier admits it, and a request refused by one tier consumes from none
+/// (charged in order, refunded on refusal; the tiers after the refusing one
+/// are asked and refunded too, so every tier reports its own exact answer
+/// and `Retry-After` is the longest wait of all).
+///
+/// Each table holds at most `capacity` live keys (bounded memory); a key
+/// that finds no room is handled as [`WhenFull`] says.
+///
+/// ```
+/// use cellrate::tower::KeyedTiers;
+/// use cellrate::Quota;
+/// let tiers = KeyedTiers::new()
+///     .per_client("key", Quota::per_minute(10).at_hz(1_000), 10_000)
+///     .unwrap()
+///     .per_client_and_endpoint("endpoint", Quota::per_minute(3).at_hz(1_000), 10_000)
+///     .unwrap();
+/// # let _ = tiers;
+/// ```
+pub struct KeyedTiers {
+    tiers: Vec<KeyedTier>,
+    when_full: WhenFull,
+}
+
+impl Default for KeyedTiers {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl KeyedTiers {
+    /// No tiers yet; tables that are full deny new keys ([`WhenFull::Deny`]).
+    pub fn new() -> Self {
+        KeyedTiers {
+            tiers: Vec::new(),
+            when_full: WhenFull::Deny,
+        }
+    }
+    /// What a full table does with a new key (for the tiers added after).
+    pub fn when_full(mut self, when_full: WhenFull) -> Self {
+        self.when_full = when_full;
+        self
+    }
+    fn add(
+        mut self,
+        name: &str,
+        quota: Quota,
+        capacity: usize,
+        scope: Scope,
+    ) -> Result<Self, ConfigError> {
+        if self.tiers.len() >= MAX_TIERS {
+            return Err(ConfigError::TooManyTiers);
+        }
+        if let Some(first) = self.tiers.first() {
+            if first.quota.hz() != quota.hz() {
+                return Err(ConfigError::MixedHz);
+            }
+        }
+        super::check_name(name)?;
+        if capacity == 0 {
+            return Err(ConfigError::ZeroCapacity);
+        }
+        self.tiers.push(KeyedTier {
+            name: name.to_string(),
+            quota,
+            table: KeyedBox::with_capacity(capacity, quota, self.when_full, Seed::random()),
+            scope,
+        });
+        Ok(self)
+    }
+    /// A tier keyed by the client.
+    pub fn per_client(
+        self,
+        name: &str,
+        quota: Quota,
+        capacity: usize,
+    ) -> Result<Self, ConfigError> {
+        self.add(name, quota, capacity, Scope::Client)
+    }
+    /// A tier keyed by (client, endpoint). A request whose extractor names
+    /// no endpoint is keyed by the client alone in this tier.
+    pub fn per_client_and_endpoint(
+        self,
+        name: &str,
+        quota: Quota,
+        capacity: usize,
+    ) -> Result<Self, ConfigError> {
+        self.add(name, quota, capacity, Scope::ClientAndEndpoint)
+    }
+
+    fn charge(
+        tier: &KeyedTier,
+        key: &RequestKey<'_>,
+        now: u64,
+        cost: u64,
+    ) -> Result<Decision, Denied> {
+        match (tier.scope, key.scope()) {
+            (Scope::ClientAndEndpoint, Some(scope)) => {
+                tier.table.check_n(&(key.client(), scope), now, cost)
+            }
+            _ => tier.table.check_n(&key.client(), now, cost),
+        }
+    }
+    fn refund(tier: &KeyedTier, key: &RequestKey<'_>, now: u64, cost: u64) -> Decision {
+        match (tier.scope, key.scope()) {
+            (Scope::ClientAndEndpoint, Some(scope)) => tier
+                .table
+                .refund_n(&(key.client(), scope), now, cost)
+                .to_decision(),
+            _ => tier.table.refund_n(&key.client(), now, cost).to_decision(),
+        }
+    }
+    /// Every tier's result for `cost` cells of `key` at `now`, all or nothing.
+    ///
+    /// ```
+    /// use cellrate::tower::{KeyedTiers, Part, RequestKey};
+    /// use cellrate::Quota;
+    /// let tiers = KeyedTiers::new()
+    ///     .per_client("key", Quota::per_minute(10).at_hz(1_000), 64).unwrap()
+    ///     .per_client_and_endpoint("endpoint", Quota::per_minute(1).at_hz(1_000), 64).unwrap();
+    /// let key = RequestKey::new(Part::Str("alice"), Some(Part::Str("/orders")));
+    /// assert!(tiers.decide(&key, 0, 1).is_admitted());
+    /// let refused = tiers.decide(&key, 0, 1);
+    /// assert_eq!(refused.results()[0].unwrap().remaining(), 9); // not charged
+    /// ```
+    pub fn decide(&self, key: &RequestKey<'_>, now: u64, cost: u64) -> Verdict {
+        let mut results = [Ok(Decision::new(0, 0, 0)); MAX_TIERS];
+        let n = self.tiers.len();
+        let mut refused = None;
+        for (i, tier) in self.tiers.iter().enumerate() {
+            results[i] = Self::charge(tier, key, now, cost);
+            if results[i].is_err() {
+                refused = Some(i);
+                break;
+            }
+        }
+        if let Some(at) = refused {
+            for i in (0..at).rev() {
+                results[i] = Ok(Self::refund(&self.tiers[i], key, now, cost));
+            }
+            for (result, tier) in results[at + 1..n].iter_mut().zip(&self.tiers[at + 1..]) {
+                // Asked and given back: each tier's own exact answer.
+                *result = match Self::charge(tier, key, now, cost) {
+                    Ok(_) => Ok(Self::refund(tier, key, now, cost)),
+                    Err(denied) => Err(denied),
+                };
+            }
+        }
+        Verdict::decided(&results[..n], Mode::Normal)
+    }
+}
+
+impl Backend for KeyedTiers {
+    type Future = core::future::Ready<Verdict>;
+    fn tiers(&self) -> Vec<TierInfo> {
+        self.tiers
+            .iter()
+            .map(|t| TierInfo::from_quota(&t.name, &t.quota))
+            .collect()
+    }
+    fn check(&self, key: &RequestKey<'_>, now: u64, cost: u64) -> Check<Self::Future> {
+        Check::Ready(self.decide(key, now, cost))
+    }
+}
+
+/// One limiter that every request shares, whatever its key: any
+/// [`RateLimiter`] (a [`Gcra`](crate::Gcra), a window, a tuple of tiers…),
+/// described by one policy. With a [`Gcra`](crate::Gcra) it can also shape
+/// (the layer's delaying mode).
+///
+/// ```
+/// use cellrate::tower::Global;
+/// use cellrate::window::FixedWindow;
+/// // 1 000 requests per minute for the whole service, on a 1 kHz clock.
+/// let all = Global::new("all", FixedWindow::new(1_000, 60_000), 1_000, 60_000, 1_000).unwrap();
+/// # let _ = all;
+/// ```
+pub struct Global<L> {
+    limiter: L,
+    info: TierInfo,
+}
+
+impl<L: RateLimiter> Global<L> {
+    /// `limiter`, announced as a policy of `limit` cells per `window_ticks`
+    /// ticks of a clock of `hz` ticks per second.
+    pub fn new(
+        name: &str,
+        limiter: L,
+        limit: u64,
+        window_ticks: u64,
+        hz: u64,
+    ) -> Result<Self, ConfigError> {
+        super::check_name(name)?;
+        if hz == 0 {
+            return Err(ConfigError::MixedHz);
+        }
+        Ok(Global {
+            limiter,
+            info: TierInfo {
+                name: name.to_string(),
+                limit,
+                window_ticks,
+                hz,
+            },
+        })
+    }
+    /// The limiter.
+    pub fn limiter(&self) -> &L {
+        &self.limiter
+    }
+}
+
+impl Global<crate::Gcra> {
+    /// A shared GCRA, announced exactly by its quota.
+    ///
+    /// ```
+    /// use cellrate::tower::Global;
+    /// use cellrate::Quota;
+    /// let g = Global::gcra("all", Quota::per_second(5).at_hz(1_000)).unwrap();
+    /// # let _ = g;
+    /// ```
+    pub fn gcra(name: &str, quota: Quota) -> Result<Self, ConfigError> {
+        super::check_name(name)?;
+        Ok(Global {
+            limiter: crate::Gcra::new(quota),
+            info: TierInfo::from_quota(name, &quota),
+        })
+    }
+}
+
+impl<L: RateLimiter + Send + Sync + 'static> Backend for Global<L> {
+    type Future = core::future::Ready<Verdict>;
+    fn tiers(&self) -> Vec<TierInfo> {
+        std::vec![self.info.clone()]
+    }
+    fn check(&self, _key: &RequestKey<'_>, now: u64, cost: u64) -> Check<Self::Future> {
+        Check::Ready(Verdict::decided(
+            &[self.limiter.check_n(now, cost)],
+            Mode::Normal,
+        ))
+    }
+}
+
+/// One GCRA that every request shares, which can also *shape*: in the
+/// layer's delaying mode ([`RateLimitBuilder::delay`](super::RateLimitBuilder::delay))
+/// a request over the rate is held until its turn
+/// ([`Gcra::reserve_n`](crate::Gcra::reserve_n)), in arrival order, instead
+/// of refused. In the default mode it limits like [`Global`].
+///
+/// ```
+/// use cellrate::tower::Shaper;
+/// use cellrate::Quota;
+/// let upstream = Shaper::new("upstream", Quota::per_second(50).at_hz(1_000)).unwrap();
+/// # let _ = upstream;
+/// ```
+pub struct Shaper {
+    gcra: crate::Gcra,
+    info: TierInfo,
+}
+
+impl Shaper {
+    /// A shaper at `quota`.
+    pub fn new(name: &str, quota: Quota) -> Result<Self, ConfigError> {
+        super::check_name(name)?;
+        Ok(Shaper {
+            gcra: crate::Gcra::new(quota),
+            info: TierInfo::from_quota(name, &quota),
+        })
+    }
+    /// The limiter.
+    pub fn gcra(&self) -> &crate::Gcra {
+        &self.gcra
+    }
+}
+
+impl Backend for Shaper {
+    type Future = core::future::Ready<Verdict>;
+    fn tiers(&self) -> Vec<TierInfo> {
+        std::vec![self.info.clone()]
+    }
+    fn check(&self, _key: &RequestKey<'_>, now: u64, cost: u64) -> Check<Self::Future> {
+        Check::Ready(Verdict::decided(
+            &[self.gcra.check_n(now, cost)],
+            Mode::Normal,
+        ))
+    }
+    fn reserve(
+        &self,
+        _key: &RequestKey<'_>,
+        now: u64,
+        cost: u64,
+        max_wait: u64,
+    ) -> Option<Result<(u64, Verdict), Verdict>> {
+        Some(match self.gcra.reserve_n(now, cost, max_wait) {
+            Ok(r) => Ok((
+                r.send_after(),
+                Verdict::decided(
+                    &[Ok(Decision::new(r.limit(), r.remaining(), r.reset_after()))],
+                    Mode::Normal,
+                ),
+            )),
+            Err(d) => Err(Verdict::decided(&[Err(d)], Mode::Normal)),
+        })
+    }
+}
+
+/// The text of a key part for the Redis key layout, which reserves `{`
+/// and `}` (the Cluster hash tag): they are written `%7B` and `%7D`, and
+/// `%` itself `%25`, so distinct parts stay distinct (`/orders/{id}` is
+/// `/orders/%7Bid%7D`).
+#[cfg(feature = "redis")]
+pub(crate) fn owned(part: Part<'_>) -> String {
+    let mut buf = super::KeyText::new();
+    let text = part.as_str(&mut buf);
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '{' => out.push_str("%7B"),
+            '}' => out.push_str("%7D"),
+            '%' => out.push_str("%25"),
+            c => out.push(c),
+        }
+    }
+    out
+}

@@ -1,0 +1,893 @@
+//! HTTP rate limiting as tower middleware (feature `tower`): a [`Layer`] and
+//! [`Service`] for any `http::Request` service (axum, hyper, tonic), over an
+//! in-process keyed table, all-or-nothing tiers, Redis, or any
+//! [`RateLimiter`](crate::RateLimiter).
+//!
+//! ```
+//! use cellrate::time::StdClock;
+//! use cellrate::tower::{HeaderKey, KeyedTiers, RateLimitLayer, Route};
+//! use cellrate::Quota;
+//!
+//! let hz = StdClock::HZ; // the quotas count the clock's ticks (ns)
+//! let layer = RateLimitLayer::builder(
+//!     (HeaderKey::new("x-api-key"), Route),
+//!     KeyedTiers::new()
+//!         .per_client("key", Quota::per_minute(10).at_hz(hz), 100_000).unwrap()
+//!         .per_client_and_endpoint("endpoint", Quota::per_minute(3).at_hz(hz), 100_000).unwrap(),
+//!     StdClock::new(),
+//! )
+//! .build()
+//! .unwrap();
+//! // axum: Router::new().route("/orders", get(handler)).route_layer(layer)
+//! # let _ = layer;
+//! ```
+//!
+//! # What a request gets
+//!
+//! 1. Its key is extracted ([`Extract`]: a header, the peer address, the
+//!    matched route, or a `(client, endpoint)` pair of them). A request
+//!    without one is answered as [`Keyless`] says (401/400 by default, or
+//!    charged to one client every keyless request shares); a key that
+//!    cannot be one (empty, not UTF-8, repeated, over [`MAX_KEY_LEN`]) is
+//!    answered 400 `invalid rate-limit key`.
+//! 2. Its weight (1 by default; [`RateLimitBuilder::weight`], e.g. by route
+//!    or by `Content-Length`) is checked at the [`Clock`]'s time by the
+//!    [`Backend`]: every tier must admit, and a request refused by one tier
+//!    consumes from none.
+//! 3. Admitted: the inner service answers, and the response gets the
+//!    rate-limit fields. Refused: `429 Too Many Requests` with
+//!    `Retry-After` and the fields, without calling the inner service. A
+//!    weight that can never fit (above a tier's burst): `413 Content Too
+//!    Large` with `RateLimit-Policy` only (the `q` it exceeds; there is no
+//!    state or wait to announce). A backend that cannot decide: 500 (or
+//!    400 for a key the backend cannot store), with a fixed body: internal
+//!    errors are never echoed. Every answer the layer writes itself is
+//!    `text/plain`.
+//!
+//! # Fields
+//!
+//! [`Fields`] chooses the families. `RateLimit-Policy` and `RateLimit` (IETF
+//! draft, see [`headers`](crate::headers#fields)) list every tier: `q` its burst,
+//! `w` the time to refill it, `r` the cells left, `t` the seconds until it
+//! is full again. `X-RateLimit-Limit`/`-Remaining`/`-Reset` describe the
+//! tightest tier ([`crate::headers::tightest`]): the
+//! refusing one, else the one with the fewest cells left. `Retry-After` is
+//! the refusing tier's wait ([`crate::headers::refusing`]:
+//! the longest of the tiers that refused), rounded up to whole seconds, at
+//! least 1: a client that waits that long is admitted if nothing else
+//! consumed meanwhile.
+//!
+//! Under a Redis outage the fields describe what decided: with
+//! [`FailurePolicy::Fallback`](crate::redis::FailurePolicy::Fallback) the
+//! `RateLimit-Policy` field announces the fallback quotas (the tiers' names,
+//! the local quotas' `q` and `w`, as the client applies them at its µs
+//! clock) beside the fallback's `r` and `t`; when the
+//! policy fails open, no rate-limit fields are sent (nothing limited the
+//! request); when it fails closed, the answer is `503 Service Unavailable`
+//! with `Retry-After` (the reconnect interval) and no rate-limit fields
+//! (the client is not over any quota).
+//!
+//! # Cost per request
+//!
+//! An in-process backend decides inside `call`, with no allocation besides
+//! the header values written into the response; the inner service is
+//! called at once. The Redis backends allocate the key strings they send
+//! and box the round trip's future. `poll_ready` is the inner service's:
+//! when the check has to wait (Redis, or the delaying mode), the ready
+//! service is moved into the response future and a clone stays behind, as
+//! tower's documentation asks.
+//!
+//! # Waiting instead of refusing
+//!
+//! With a [`Shaper`] backend, [`RateLimitBuilder::delay`] holds a request
+//! over the rate until its turn (`Gcra::reserve_n`: served in arrival order,
+//! the rate exact), at most `max_wait`, with at most `max_queued` requests
+//! waiting; a request that would wait longer gets 429 with `Retry-After`,
+//! one that finds the queue full gets 503.
+
+mod backend;
+mod key;
+#[cfg(feature = "redis")]
+mod redis;
+
+use core::fmt::{self, Write};
+use core::pin::Pin;
+use core::task::{ready, Context, Poll};
+use std::boxed::Box;
+use std::future::Future;
+use std::string::String;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::vec::Vec;
+
+use ::tower::{Layer, Service};
+use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
+use http::request::Parts;
+use http::{HeaderMap, Request, Response, StatusCode};
+
+use crate::decision::{Decision, Denied};
+use crate::headers::{self, PolicyState};
+use crate::time::ticks_to_duration;
+use crate::Clock;
+
+pub use backend::{
+    Backend, Check, Fault, Global, KeyedTiers, Mode, Shaper, TierInfo, Verdict, MAX_TIERS,
+};
+pub use key::{
+    Extract, HeaderKey, KeyError, KeyPart, KeyText, Part, PeerIp, RequestKey, Route, RouteName,
+    MAX_KEY_LEN, UNMATCHED_ROUTE,
+};
+#[cfg(feature = "redis")]
+pub use redis::{FallbackCounters, FallbackStats, RedisAsync, RedisBlocking};
+
+/// Which rate-limit header families a response carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fields {
+    /// `RateLimit-Policy` and `RateLimit` (IETF draft).
+    Ietf,
+    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`.
+    Legacy,
+    /// Both families (the default).
+    Both,
+    /// None (a refusal still carries `Retry-After`).
+    Neither,
+}
+
+impl Fields {
+    fn ietf(self) -> bool {
+        matches!(self, Fields::Ietf | Fields::Both)
+    }
+    fn legacy(self) -> bool {
+        matches!(self, Fields::Legacy | Fields::Both)
+    }
+}
+
+/// What a request without a key gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Keyless {
+    /// This status (e.g. 401 or 400) with a fixed body; nothing is charged.
+    Reject(StatusCode),
+    /// Charged to one client that every keyless request shares (and, with a
+    /// `(client, endpoint)` extractor, to its endpoint).
+    Shared,
+}
+
+/// Why a layer could not be built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConfigError {
+    /// The backend has no tiers.
+    NoTiers,
+    /// More than [`MAX_TIERS`] tiers.
+    TooManyTiers,
+    /// Tiers count ticks at different frequencies, or at 0 Hz.
+    MixedHz,
+    /// A tier name is empty, longer than 32 bytes, or not printable ASCII.
+    InvalidName,
+    /// A keyed table of capacity 0.
+    ZeroCapacity,
+    /// The Redis client's fallback quotas do not match its tiers.
+    Fallback,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConfigError::NoTiers => "the backend has no tiers",
+            ConfigError::TooManyTiers => "more than 8 tiers",
+            ConfigError::MixedHz => "the tiers count ticks at different (or zero) frequencies",
+            ConfigError::InvalidName => "tier names are 1 to 32 printable ASCII characters",
+            ConfigError::ZeroCapacity => "a keyed table needs a capacity of at least 1",
+            ConfigError::Fallback => "the fallback quotas do not match the tiers",
+        })
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+pub(crate) fn check_name(name: &str) -> Result<(), ConfigError> {
+    if !name.is_empty() && name.len() <= 32 && name.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+        Ok(())
+    } else {
+        Err(ConfigError::InvalidName)
+    }
+}
+
+/// One header value, written straight into the buffer the value will own
+/// (one allocation, no copy).
+struct ValueBuf {
+    buf: bytes::BytesMut,
+}
+
+impl ValueBuf {
+    fn with_capacity(capacity: usize) -> Self {
+        ValueBuf {
+            buf: bytes::BytesMut::with_capacity(capacity),
+        }
+    }
+    fn value(self) -> Option<HeaderValue> {
+        HeaderValue::from_maybe_shared(self.buf.freeze()).ok()
+    }
+}
+
+impl Write for ValueBuf {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.buf.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+/// Header values for the integers `0..SMALL`, made once per process: the
+/// `X-RateLimit-*` and `Retry-After` values are almost always small, and a
+/// value from this table is a shared static, not an allocation.
+const SMALL: u64 = 4_096;
+
+fn number(n: u64) -> HeaderValue {
+    static TABLE: std::sync::OnceLock<Vec<HeaderValue>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut text = String::new();
+        let mut ends = Vec::with_capacity(SMALL as usize);
+        for i in 0..SMALL {
+            let _ = write!(text, "{i}");
+            ends.push(text.len());
+        }
+        let text: &'static str = Box::leak(text.into_boxed_str());
+        let mut start = 0;
+        ends.into_iter()
+            .map(|end| {
+                let v = HeaderValue::from_static(&text[start..end]);
+                start = end;
+                v
+            })
+            .collect()
+    });
+    match table.get(n as usize) {
+        Some(v) if n < SMALL => v.clone(),
+        _ => HeaderValue::from(n),
+    }
+}
+
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// The `RateLimit-Policy` value for `tiers` (all at `tiers[0].hz`).
+fn policy_value(tiers: &[TierInfo]) -> Option<HeaderValue> {
+    let hz = tiers.first()?.hz;
+    let policies: Vec<headers::Policy<'_>> = tiers
+        .iter()
+        .map(|t| headers::Policy::new(&t.name, t.limit, t.window_ticks))
+        .collect();
+    let mut buf = ValueBuf::with_capacity(64 * tiers.len());
+    headers::write_ratelimit_policy(&mut buf, &policies, hz).ok()?;
+    buf.value()
+}
+
+/// The header fields to add to one response: at most six, no allocation
+/// beyond the values.
+#[derive(Clone, Debug, Default)]
+struct Stamp {
+    fields: [Option<(HeaderName, HeaderValue)>; 6],
+}
+
+impl Stamp {
+    fn push(&mut self, name: HeaderName, value: Option<HeaderValue>) {
+        let Some(value) = value else { return };
+        if let Some(slot) = self.fields.iter_mut().find(|f| f.is_none()) {
+            *slot = Some((name, value));
+        }
+    }
+    fn apply(self, map: &mut HeaderMap) {
+        for (name, value) in self.fields.into_iter().flatten() {
+            map.insert(name, value);
+        }
+    }
+}
+
+/// Writes the fields of `results` (one per tier of `names`, at `hz`).
+fn stamp(
+    names: &[String],
+    hz: u64,
+    policy: Option<&HeaderValue>,
+    results: &[Result<Decision, Denied>],
+    fields: Fields,
+) -> Stamp {
+    let mut out = Stamp::default();
+    if fields.ietf() {
+        out.push(RATELIMIT_POLICY, policy.cloned());
+        let mut states = [PolicyState::new("", Ok(Decision::new(0, 0, 0))); MAX_TIERS];
+        let n = results.len().min(names.len()).min(MAX_TIERS);
+        for i in 0..n {
+            states[i] = PolicyState::new(&names[i], results[i]);
+        }
+        let mut buf =
+            ValueBuf::with_capacity(16 + names[..n].iter().map(|s| s.len() + 24).sum::<usize>());
+        if headers::write_ratelimit(&mut buf, &states[..n], hz).is_ok() {
+            out.push(RATELIMIT, buf.value());
+        }
+    }
+    if fields.legacy() {
+        if let Some(Ok((limit, remaining, reset))) =
+            headers::tightest(results).map(|r| headers::x_ratelimit(&r, hz))
+        {
+            out.push(X_LIMIT, Some(number(limit)));
+            out.push(X_REMAINING, Some(number(remaining)));
+            out.push(X_RESET, Some(number(reset)));
+        }
+    }
+    if let Some(Err(denied)) = headers::refusing(results).map(|i| results[i]) {
+        if let Ok(secs) = headers::retry_after_secs(&denied, hz) {
+            out.push(RETRY_AFTER, Some(number(secs)));
+        }
+    }
+    out
+}
+
+/// Inserts the rate-limit fields for one outcome of any backend into
+/// `map`: `results` has one entry per tier of `tiers` (a Redis
+/// `Outcome::results()`, [`Tiers::results`](crate::compose::Tiers::results),
+/// [`Verdict::results`]), all counted at `tiers[0].hz`. On a refusal it
+/// also inserts `Retry-After`.
+///
+/// ```
+/// use cellrate::tower::{insert_fields, Fields, TierInfo};
+/// use cellrate::compose::AllTiers;
+/// use cellrate::{Gcra, Quota};
+/// let (q1, q2) = (Quota::per_second(5).at_hz(1_000), Quota::per_minute(20).at_hz(1_000));
+/// let tiers = [Gcra::new(q1), Gcra::new(q2)];
+/// let info = [TierInfo::from_quota("burst", &q1), TierInfo::from_quota("minute", &q2)];
+/// let mut map = http::HeaderMap::new();
+/// insert_fields(&mut map, &info, tiers.check_tiers(0, 1).results(), Fields::Both);
+/// assert_eq!(map["ratelimit-policy"], r#""burst";q=5;w=1, "minute";q=20;w=60"#);
+/// assert_eq!(map["ratelimit"], r#""burst";r=4;t=1, "minute";r=19;t=3"#);
+/// assert_eq!(map["x-ratelimit-remaining"], "4");
+/// assert!(map.get("retry-after").is_none());
+/// ```
+pub fn insert_fields(
+    map: &mut HeaderMap,
+    tiers: &[TierInfo],
+    results: &[Result<Decision, Denied>],
+    fields: Fields,
+) {
+    let Some(hz) = tiers.first().map(|t| t.hz) else {
+        return;
+    };
+    let names: Vec<String> = tiers.iter().map(|t| t.name.clone()).collect();
+    let policy = policy_value(tiers);
+    stamp(&names, hz, policy.as_ref(), results, fields).apply(map);
+}
+
+/// What every request of a layer shares, besides the key and the backend.
+struct Announce {
+    names: Vec<String>,
+    hz: u64,
+    policy: Option<HeaderValue>,
+    fallback_policy: Option<HeaderValue>,
+    fields: Fields,
+}
+
+impl Announce {
+    /// The status and fields for a verdict.
+    fn answer(&self, verdict: &Verdict) -> (StatusCode, Stamp) {
+        if let Some(fault) = verdict.fault_kind() {
+            let status = match fault {
+                Fault::InvalidKey => StatusCode::BAD_REQUEST,
+                Fault::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            return (status, Stamp::default());
+        }
+        let results = verdict.results();
+        let admitted = verdict.is_admitted();
+        match verdict.mode() {
+            Mode::FailOpen => return (StatusCode::OK, Stamp::default()),
+            Mode::FailClosed if !admitted => {
+                let mut s = stamp(&self.names, self.hz, None, results, Fields::Neither);
+                if s.fields.iter().all(Option::is_none) {
+                    s.push(RETRY_AFTER, Some(number(1)));
+                }
+                return (StatusCode::SERVICE_UNAVAILABLE, s);
+            }
+            _ => {}
+        }
+        let policy = match verdict.mode() {
+            Mode::Fallback => self.fallback_policy.as_ref(),
+            _ => self.policy.as_ref(),
+        };
+        let s = stamp(&self.names, self.hz, policy, results, self.fields);
+        let status = if admitted {
+            StatusCode::OK
+        } else if headers::refusing(results)
+            .and_then(|i| results[i].err())
+            .is_some_and(|d| d.retry_after().is_none())
+        {
+            StatusCode::PAYLOAD_TOO_LARGE
+        } else {
+            StatusCode::TOO_MANY_REQUESTS
+        };
+        (status, s)
+    }
+}
+
+type Weigh = dyn Fn(&Parts) -> u64 + Send + Sync;
+
+/// The delaying mode's bounds and queue.
+struct Delay {
+    max_wait: u64,
+    max_queued: usize,
+    queued: AtomicUsize,
+}
+
+struct Shared<E, B, C> {
+    extract: E,
+    backend: B,
+    clock: C,
+    weigh: Option<Box<Weigh>>,
+    keyless: Keyless,
+    announce: Arc<Announce>,
+    delay: Option<Delay>,
+}
+
+/// Builds a [`RateLimitLayer`]; see the [module docs](self).
+pub struct RateLimitBuilder<E, B, C> {
+    extract: E,
+    backend: B,
+    clock: C,
+    weigh: Option<Box<Weigh>>,
+    keyless: Keyless,
+    fields: Fields,
+    delay: Option<(u64, usize)>,
+}
+
+impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<E, B, C> {
+    /// The header families to send (default [`Fields::Both`]).
+    pub fn fields(mut self, fields: Fields) -> Self {
+        self.fields = fields;
+        self
+    }
+    /// What a request without a key gets (default
+    /// `Keyless::Reject(StatusCode::UNAUTHORIZED)`).
+    pub fn keyless(mut self, keyless: Keyless) -> Self {
+        self.keyless = keyless;
+        self
+    }
+    /// The cells a request costs (default 1), e.g. by route or by
+    /// `Content-Length`. A cost of 0 charges nothing.
+    ///
+    /// ```
+    /// use cellrate::time::StdClock;
+    /// use cellrate::tower::{Global, PeerIp, RateLimitLayer};
+    /// use cellrate::{Gcra, Quota};
+    /// let q = Quota::per_second(1_000_000).at_hz(StdClock::HZ); // bytes per second
+    /// let layer = RateLimitLayer::builder(PeerIp, Global::gcra("bytes", q).unwrap(), StdClock::new())
+    ///     .weight(|req| {
+    ///         req.headers.get(http::header::CONTENT_LENGTH)
+    ///             .and_then(|v| v.to_str().ok()?.parse().ok())
+    ///             .unwrap_or(1)
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// # let _ = layer;
+    /// ```
+    pub fn weight(mut self, weigh: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
+        self.weigh = Some(Box::new(weigh));
+        self
+    }
+    /// Delaying mode: hold a request over the rate until its turn instead of
+    /// refusing it, at most `max_wait` ticks, with at most `max_queued`
+    /// requests held at once. Only backends that can shape ([`Shaper`])
+    /// delay; the others keep refusing.
+    pub fn delay(mut self, max_wait: u64, max_queued: usize) -> Self {
+        self.delay = Some((max_wait, max_queued));
+        self
+    }
+    /// The layer.
+    pub fn build(self) -> Result<RateLimitLayer<E, B, C>, ConfigError> {
+        let tiers = self.backend.tiers();
+        let first = tiers.first().ok_or(ConfigError::NoTiers)?;
+        if tiers.len() > MAX_TIERS {
+            return Err(ConfigError::TooManyTiers);
+        }
+        let hz = first.hz;
+        if hz == 0 || tiers.iter().any(|t| t.hz != hz) {
+            return Err(ConfigError::MixedHz);
+        }
+        for t in &tiers {
+            check_name(&t.name)?;
+        }
+        let fallback_policy = match self.backend.fallback_tiers() {
+            None => None,
+            Some(f) => {
+                if f.len() != tiers.len() || f.iter().any(|t| t.hz != hz) {
+                    return Err(ConfigError::Fallback);
+                }
+                policy_value(&f)
+            }
+        };
+        let announce = Arc::new(Announce {
+            names: tiers.iter().map(|t| t.name.clone()).collect(),
+            hz,
+            policy: policy_value(&tiers),
+            fallback_policy,
+            fields: self.fields,
+        });
+        Ok(RateLimitLayer {
+            shared: Arc::new(Shared {
+                extract: self.extract,
+                backend: self.backend,
+                clock: self.clock,
+                weigh: self.weigh,
+                keyless: self.keyless,
+                announce,
+                delay: self.delay.map(|(max_wait, max_queued)| Delay {
+                    max_wait,
+                    max_queued,
+                    queued: AtomicUsize::new(0),
+                }),
+            }),
+        })
+    }
+}
+
+/// The [`Layer`]: wraps a service in a [`RateLimit`].
+pub struct RateLimitLayer<E, B, C> {
+    shared: Arc<Shared<E, B, C>>,
+}
+
+impl<E, B, C> Clone for RateLimitLayer<E, B, C> {
+    fn clone(&self) -> Self {
+        RateLimitLayer {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<E, B, C> fmt::Debug for RateLimitLayer<E, B, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("tiers", &self.shared.announce.names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayer<E, B, C> {
+    /// Starts a layer that keys requests with `extract`, decides with
+    /// `backend`, and reads the time from `clock` (whose ticks the backend's
+    /// quotas count).
+    pub fn builder(extract: E, backend: B, clock: C) -> RateLimitBuilder<E, B, C> {
+        RateLimitBuilder {
+            extract,
+            backend,
+            clock,
+            weigh: None,
+            keyless: Keyless::Reject(StatusCode::UNAUTHORIZED),
+            fields: Fields::Both,
+            delay: None,
+        }
+    }
+    /// The backend (e.g. to read a Redis backend's counters).
+    pub fn backend(&self) -> &B {
+        &self.shared.backend
+    }
+}
+
+impl<S, E, B, C> Layer<S> for RateLimitLayer<E, B, C> {
+    type Service = RateLimit<S, E, B, C>;
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimit {
+            inner,
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// The [`Service`]: limits the requests to `S`; see the [module docs](self).
+pub struct RateLimit<S, E, B, C> {
+    inner: S,
+    shared: Arc<Shared<E, B, C>>,
+}
+
+impl<S: Clone, E, B, C> Clone for RateLimit<S, E, B, C> {
+    fn clone(&self) -> Self {
+        RateLimit {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: fmt::Debug, E, B, C> fmt::Debug for RateLimit<S, E, B, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+fn plain<B: From<&'static str>>(
+    status: StatusCode,
+    body: &'static str,
+    stamp: Stamp,
+) -> Response<B> {
+    let mut r = Response::new(B::from(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    stamp.apply(r.headers_mut());
+    r
+}
+
+fn body_for(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::TOO_MANY_REQUESTS => "rate limited\n",
+        StatusCode::PAYLOAD_TOO_LARGE => "request too large for the rate limit\n",
+        StatusCode::SERVICE_UNAVAILABLE => "rate limiter unavailable\n",
+        StatusCode::BAD_REQUEST => "invalid rate-limit key\n",
+        _ => "internal error\n",
+    }
+}
+
+/// Takes a place in the delaying queue, or `None` if it is full.
+struct QueueSlot<E, B, C> {
+    shared: Arc<Shared<E, B, C>>,
+}
+
+impl<E, B, C> Drop for QueueSlot<E, B, C> {
+    fn drop(&mut self) {
+        if let Some(d) = &self.shared.delay {
+            d.queued.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// A place in the delaying queue (type-erased).
+type Slot = Box<dyn Send + Sync>;
+
+impl<S, E, B, C, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, B, C>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    E: Extract,
+    B: Backend,
+    C: Clock + Send + Sync + 'static,
+    ResBody: From<&'static str>,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, B::Future, ReqBody>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        let shared = &*self.shared;
+        let (parts, body) = req.into_parts();
+        let key = match shared.extract.extract(&parts) {
+            Ok(key) => key,
+            Err(KeyError::Invalid) => return ResponseFuture::done(StatusCode::BAD_REQUEST),
+            Err(KeyError::Missing) => match shared.keyless {
+                Keyless::Reject(status) => {
+                    return ResponseFuture::fixed(plain(
+                        status,
+                        "missing rate-limit key\n",
+                        Stamp::default(),
+                    ))
+                }
+                Keyless::Shared => RequestKey::new(Part::Keyless, shared.extract.scope(&parts)),
+            },
+        };
+        let cost = shared.weigh.as_ref().map_or(1, |w| w(&parts));
+        let now = shared.clock.now();
+        if let Some(delay) = &shared.delay {
+            // Take a place in the queue first, so a full queue books nothing.
+            if delay.queued.fetch_add(1, Ordering::AcqRel) >= delay.max_queued {
+                delay.queued.fetch_sub(1, Ordering::AcqRel);
+                return ResponseFuture::done(StatusCode::SERVICE_UNAVAILABLE);
+            }
+            let slot: Slot = Box::new(QueueSlot {
+                shared: Arc::clone(&self.shared),
+            });
+            if let Some(reserved) = shared.backend.reserve(&key, now, cost, delay.max_wait) {
+                return match reserved {
+                    Err(verdict) | Ok((0, verdict)) => {
+                        drop(slot);
+                        self.finish(verdict, parts, body)
+                    }
+                    Ok((wait, verdict)) => {
+                        let hz = shared.announce.hz;
+                        let (_, stamp) = shared.announce.answer(&verdict);
+                        let clone = self.inner.clone();
+                        let inner = core::mem::replace(&mut self.inner, clone);
+                        ResponseFuture {
+                            state: State::Sleeping {
+                                sleep: tokio::time::sleep(ticks_to_duration(wait, hz)),
+                                req: Some(Request::from_parts(parts, body)),
+                                inner: Some(inner),
+                                stamp: Some(stamp),
+                                slot: Some(slot),
+                            },
+                        }
+                    }
+                };
+            }
+            drop(slot);
+        }
+        match shared.backend.check(&key, now, cost) {
+            Check::Ready(verdict) => self.finish(verdict, parts, body),
+            Check::Pending(check) => {
+                let clone = self.inner.clone();
+                let inner = core::mem::replace(&mut self.inner, clone);
+                ResponseFuture {
+                    state: State::Checking {
+                        check,
+                        req: Some(Request::from_parts(parts, body)),
+                        inner: Some(inner),
+                        announce: Arc::clone(&shared.announce),
+                    },
+                }
+            }
+        }
+    }
+}
+
+impl<S, E, B, C> RateLimit<S, E, B, C> {
+    fn finish<ReqBody, ResBody>(
+        &mut self,
+        verdict: Verdict,
+        parts: Parts,
+        body: ReqBody,
+    ) -> ResponseFuture<S, B::Future, ReqBody>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+        B: Backend,
+        ResBody: From<&'static str>,
+    {
+        let (status, stamp) = self.shared.announce.answer(&verdict);
+        if status == StatusCode::OK {
+            ResponseFuture {
+                state: State::Calling {
+                    fut: self.inner.call(Request::from_parts(parts, body)),
+                    stamp: Some(stamp),
+                },
+            }
+        } else {
+            ResponseFuture::fixed(plain(status, body_for(status), stamp))
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The response future of [`RateLimit`].
+    pub struct ResponseFuture<S, F, ReqBody>
+    where
+        S: Service<Request<ReqBody>>,
+    {
+        #[pin]
+        state: State<S, F, ReqBody>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = StateProj]
+    enum State<S, F, ReqBody>
+    where
+        S: Service<Request<ReqBody>>,
+    {
+        Fixed { response: Option<S::Response> },
+        Checking {
+            #[pin] check: F,
+            req: Option<Request<ReqBody>>,
+            inner: Option<S>,
+            announce: Arc<Announce>,
+        },
+        Sleeping {
+            #[pin] sleep: tokio::time::Sleep,
+            req: Option<Request<ReqBody>>,
+            inner: Option<S>,
+            stamp: Option<Stamp>,
+            slot: Option<Slot>,
+        },
+        Calling { #[pin] fut: S::Future, stamp: Option<Stamp> },
+    }
+}
+
+impl<S, F, ReqBody> ResponseFuture<S, F, ReqBody>
+where
+    S: Service<Request<ReqBody>>,
+{
+    fn fixed(response: S::Response) -> Self {
+        ResponseFuture {
+            state: State::Fixed {
+                response: Some(response),
+            },
+        }
+    }
+}
+
+impl<S, F, ReqBody, ResBody> ResponseFuture<S, F, ReqBody>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ResBody: From<&'static str>,
+{
+    fn done(status: StatusCode) -> Self {
+        Self::fixed(plain(status, body_for(status), Stamp::default()))
+    }
+}
+
+impl<S, F, ReqBody, ResBody> Future for ResponseFuture<S, F, ReqBody>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    F: Future<Output = Verdict>,
+    ResBody: From<&'static str>,
+{
+    type Output = Result<Response<ResBody>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            match state.as_mut().project() {
+                StateProj::Fixed { response } => {
+                    return match response.take() {
+                        Some(r) => Poll::Ready(Ok(r)),
+                        // Polled after completion: answer again rather than panic.
+                        None => Poll::Ready(Ok(plain(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            "internal error\n",
+                            Stamp::default(),
+                        ))),
+                    };
+                }
+                StateProj::Checking {
+                    check,
+                    req,
+                    inner,
+                    announce,
+                } => {
+                    let verdict = ready!(check.poll(cx));
+                    let (status, stamp) = announce.answer(&verdict);
+                    let (Some(req), Some(mut inner)) = (req.take(), inner.take()) else {
+                        state.set(State::Fixed { response: None });
+                        continue;
+                    };
+                    if status == StatusCode::OK {
+                        let fut = inner.call(req);
+                        state.set(State::Calling {
+                            fut,
+                            stamp: Some(stamp),
+                        });
+                    } else {
+                        state.set(State::Fixed {
+                            response: Some(plain(status, body_for(status), stamp)),
+                        });
+                    }
+                }
+                StateProj::Sleeping {
+                    sleep,
+                    req,
+                    inner,
+                    stamp,
+                    slot,
+                } => {
+                    ready!(sleep.poll(cx));
+                    drop(slot.take());
+                    let (Some(req), Some(mut inner)) = (req.take(), inner.take()) else {
+                        state.set(State::Fixed { response: None });
+                        continue;
+                    };
+                    let stamp = stamp.take();
+                    let fut = inner.call(req);
+                    state.set(State::Calling { fut, stamp });
+                }
+                StateProj::Calling { fut, stamp } => {
+                    let mut response = ready!(fut.poll(cx))?;
+                    if let Some(stamp) = stamp.take() {
+                        stamp.apply(response.headers_mut());
+                    }
+                    return Poll::Ready(Ok(response));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! The Redis clients as layer backends (features `tower` and `redis`), and
+//! the failure-mode counters and events.
+//!
+//! # Failure mode
+//!
+//! Each verdict carries where it came from ([`Mode`]). A backend counts the
+//! transitions between deciding on Redis and deciding without it (fallback,
+//! fail-open or fail-closed): [`FallbackCounters`] holds them for a metrics
+//! exporter, and with the `tracing` feature each transition is an event
+//! (target `cellrate::tower`: `warn` on entering, `info` on leaving). Under
+//! concurrency the first verdict of the new mode reports the transition,
+//! exactly once per transition.
+
+use std::boxed::Box;
+use std::future::Future;
+use std::pin::Pin;
+use std::string::String;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::vec::Vec;
+
+use crate::redis::{AsyncRedisGcra, Error, FailurePolicy, Outcome, RedisGcra, Source, HZ};
+
+use super::backend::{owned, Backend, Check, Fault, Mode, TierInfo, Verdict};
+use super::key::RequestKey;
+
+/// Transitions into and out of the failure mode, and the verdicts given in
+/// it; shared by a backend and whoever exports them.
+///
+/// ```
+/// use cellrate::tower::FallbackCounters;
+/// let c = FallbackCounters::default();
+/// assert_eq!(c.stats().entered, 0);
+/// assert!(!c.stats().degraded);
+/// ```
+#[derive(Debug, Default)]
+pub struct FallbackCounters {
+    degraded: AtomicBool,
+    entered: AtomicU64,
+    left: AtomicU64,
+    degraded_verdicts: AtomicU64,
+}
+
+/// A reading of [`FallbackCounters`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FallbackStats {
+    /// Whether the last verdict was given without Redis.
+    pub degraded: bool,
+    /// Times the backend went from Redis to its failure policy.
+    pub entered: u64,
+    /// Times it came back to Redis.
+    pub left: u64,
+    /// Verdicts given by the failure policy.
+    pub degraded_verdicts: u64,
+}
+
+impl FallbackCounters {
+    /// The counters now.
+    pub fn stats(&self) -> FallbackStats {
+        FallbackStats {
+            degraded: self.degraded.load(Ordering::Acquire),
+            entered: self.entered.load(Ordering::Relaxed),
+            left: self.left.load(Ordering::Relaxed),
+            degraded_verdicts: self.degraded_verdicts.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Records one verdict's source, reporting a transition once.
+    fn record(&self, source: Source) {
+        let degraded = matches!(
+            source,
+            Source::Fallback | Source::FailOpen | Source::FailClosed
+        );
+        if degraded {
+            self.degraded_verdicts.fetch_add(1, Ordering::Relaxed);
+        }
+        if self.degraded.swap(degraded, Ordering::AcqRel) != degraded {
+            if degraded {
+                self.entered.fetch_add(1, Ordering::Relaxed);
+                #[cfg(feature = "tracing")]
+                tracing::warn!(target: "cellrate::tower", source = ?source, "rate limiter lost Redis: deciding by its failure policy");
+            } else {
+                self.left.fetch_add(1, Ordering::Relaxed);
+                #[cfg(feature = "tracing")]
+                tracing::info!(target: "cellrate::tower", "rate limiter reached Redis again");
+            }
+        }
+    }
+}
+
+fn verdict(counters: &FallbackCounters, result: Result<Outcome, Error>) -> Verdict {
+    match result {
+        Ok(outcome) => {
+            counters.record(outcome.source());
+            let mode = match outcome.source() {
+                Source::Redis | Source::Lease => Mode::Normal,
+                Source::Fallback => Mode::Fallback,
+                Source::FailOpen => Mode::FailOpen,
+                Source::FailClosed => Mode::FailClosed,
+            };
+            Verdict::decided(outcome.results(), mode)
+        }
+        Err(Error::InvalidKey) => Verdict::fault(Fault::InvalidKey),
+        Err(_) => Verdict::fault(Fault::Internal),
+    }
+}
+
+fn tiers_of(policy: &crate::redis::RedisPolicy) -> Vec<TierInfo> {
+    policy
+        .tiers()
+        .iter()
+        .map(|t| TierInfo::from_quota(t.name(), &t.quota()))
+        .collect()
+}
+
+/// The fallback quotas as the client applies them: named after the tiers,
+/// re-expressed at the Redis clock (µs) exactly as the client's fallback
+/// table re-expresses them, so `q` and `w` are those of the limiter that
+/// decides (rounding `T` up to whole µs can shrink a burst; the fields say
+/// so rather than the quota as written).
+fn fallback_of(
+    policy: &crate::redis::RedisPolicy,
+    failure: &FailurePolicy,
+) -> Option<Vec<TierInfo>> {
+    let FailurePolicy::Fallback(quotas) = failure else {
+        return None;
+    };
+    policy
+        .tiers()
+        .iter()
+        .zip(quotas)
+        .map(|(t, q)| {
+            q.rescaled(1, HZ)
+                .ok()
+                .map(|applied| TierInfo::from_quota(t.name(), &applied))
+        })
+        .collect()
+}
+
+type Pending = Pin<Box<dyn Future<Output = Verdict> + Send>>;
+
+/// The blocking [`RedisGcra`] as a backend: each check runs on tokio's
+/// blocking pool (`spawn_blocking`), never on the runtime's worker threads.
+/// The key is the request's client; the endpoint, if any, is the scope of
+/// the policy's per-scope tiers. Needs a tokio runtime.
+///
+/// ```no_run
+/// use cellrate::redis::{FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, Target};
+/// use cellrate::tower::RedisBlocking;
+/// use cellrate::Quota;
+/// let rl = RedisGcra::new(
+///     Target::standalone("redis://127.0.0.1/").unwrap(),
+///     RedisPolicy::single("rl", "api", Quota::per_minute(10).at_hz(1_000)).unwrap(),
+///     RedisConfig::new(FailurePolicy::Closed),
+/// ).unwrap();
+/// let backend = RedisBlocking::new(rl);
+/// # let _ = backend;
+/// ```
+pub struct RedisBlocking {
+    limiter: Arc<RedisGcra>,
+    counters: Arc<FallbackCounters>,
+}
+
+impl RedisBlocking {
+    /// A backend over `limiter`.
+    pub fn new(limiter: RedisGcra) -> Self {
+        RedisBlocking {
+            limiter: Arc::new(limiter),
+            counters: Arc::default(),
+        }
+    }
+    /// The failure-mode counters (keep the `Arc` to export them).
+    pub fn counters(&self) -> Arc<FallbackCounters> {
+        Arc::clone(&self.counters)
+    }
+}
+
+impl Backend for RedisBlocking {
+    type Future = Pending;
+    fn tiers(&self) -> Vec<TierInfo> {
+        tiers_of(self.limiter.policy())
+    }
+    fn fallback_tiers(&self) -> Option<Vec<TierInfo>> {
+        fallback_of(self.limiter.policy(), self.limiter.config().failure())
+    }
+    fn check(&self, key: &RequestKey<'_>, _now: u64, cost: u64) -> Check<Pending> {
+        let client: String = owned(key.client());
+        let scope: Option<String> = key.scope().map(owned);
+        let limiter = Arc::clone(&self.limiter);
+        let counters = Arc::clone(&self.counters);
+        Check::Pending(Box::pin(async move {
+            let joined = tokio::task::spawn_blocking(move || {
+                let result = limiter.check_n(&client, scope.as_deref(), cost);
+                verdict(&counters, result)
+            })
+            .await;
+            joined.unwrap_or(Verdict::fault(Fault::Internal))
+        }))
+    }
+}
+
+/// The async [`AsyncRedisGcra`] as a backend (checks coalesced into shared
+/// script calls; see its docs). Keys as [`RedisBlocking`].
+pub struct RedisAsync {
+    limiter: Arc<AsyncRedisGcra>,
+    counters: Arc<FallbackCounters>,
+}
+
+impl RedisAsync {
+    /// A backend over `limiter`.
+    pub fn new(limiter: AsyncRedisGcra) -> Self {
+        RedisAsync {
+            limiter: Arc::new(limiter),
+            counters: Arc::default(),
+        }
+    }
+    /// The failure-mode counters (keep the `Arc` to export them).
+    pub fn counters(&self) -> Arc<FallbackCounters> {
+        Arc::clone(&self.counters)
+    }
+}
+
+impl Backend for RedisAsync {
+    type Future = Pending;
+    fn tiers(&self) -> Vec<TierInfo> {
+        tiers_of(self.limiter.policy())
+    }
+    fn fallback_tiers(&self) -> Option<Vec<TierInfo>> {
+        fallback_of(self.limiter.policy(), self.limiter.config().failure())
+    }
+    fn check(&self, key: &RequestKey<'_>, _now: u64, cost: u64) -> Check<Pending> {
+        let client: String = owned(key.client());
+        let scope: Option<String> = key.scope().map(owned);
+        let limiter = Arc::clone(&self.limiter);
+        let counters = Arc::clone(&self.counters);
+        Check::Pending(Box::pin(async move {
+            let result = limiter.check_n(&client, scope.as_deref(), cost).await;
+            verdict(&counters, result)
+        }))
+    }
+}

@@ -1,0 +1,561 @@
+//! The tower layer over loopback HTTP: an axum server with the layer, driven
+//! by hyper's client, at a frozen (manual) clock, so every client's 200/429
+//! counts are exactly what its quotas allow; every response's fields are
+//! parsed and checked against a reference model.
+#![cfg(feature = "axum")]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::routing::get;
+use axum::Router;
+use bytes::Bytes;
+use cellrate::tower::{
+    Fields, HeaderKey, KeyedTiers, Keyless, PeerIp, RateLimitLayer, Route, Shaper,
+};
+use cellrate::{ManualClock, Quota};
+use http::{HeaderMap, Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+const HZ: u64 = 1_000; // the manual clock counts milliseconds
+
+/// A running server; dropped, it stops.
+struct Server {
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve(router: Router) -> Server {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await;
+    });
+    Server { addr, task }
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+/// One GET over a fresh connection with hyper's HTTP/1 client.
+async fn get_with(addr: SocketAddr, path: &str, headers: &[(&str, &[u8])]) -> Reply {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut req = Request::get(path).header("host", addr.to_string());
+    for (name, value) in headers {
+        req = req.header(*name, http::HeaderValue::from_bytes(value).unwrap());
+    }
+    let res = sender
+        .send_request(req.body(Empty::<Bytes>::new()).unwrap())
+        .await
+        .unwrap();
+    let status = res.status();
+    let headers = res.headers().clone();
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    Reply {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+async fn get_key(addr: SocketAddr, path: &str, key: &str) -> Reply {
+    get_with(addr, path, &[("x-api-key", key.as_bytes())]).await
+}
+
+/// A parsed RFC 9651 list of `"name";k=v;k=v` items, checked strictly:
+/// quoted names, integer parameters, `, ` between items.
+fn parse_list(value: &str) -> Vec<(String, HashMap<String, u64>)> {
+    let mut out = Vec::new();
+    for item in value.split(", ") {
+        let mut pieces = item.split(';');
+        let name = pieces.next().unwrap();
+        assert!(
+            name.len() >= 2 && name.starts_with('"') && name.ends_with('"'),
+            "not an sf-string: {name:?} in {value:?}"
+        );
+        let mut params = HashMap::new();
+        for p in pieces {
+            let (k, v) = p.split_once('=').expect("key=value");
+            assert!(k.chars().all(|c| c.is_ascii_lowercase()), "bad key {k:?}");
+            assert!(
+                v.chars().all(|c| c.is_ascii_digit()),
+                "not an integer: {v:?}"
+            );
+            params.insert(k.to_string(), v.parse().unwrap());
+        }
+        out.push((name[1..name.len() - 1].to_string(), params));
+    }
+    out
+}
+
+fn header_u64(h: &HeaderMap, name: &str) -> Option<u64> {
+    h.get(name).map(|v| v.to_str().unwrap().parse().unwrap())
+}
+
+/// The reference: two tiers of plain counters (the clock is frozen, so a
+/// GCRA of burst b admits exactly b requests per key, and a request refused
+/// by either tier is charged to neither).
+#[derive(Default)]
+struct Model {
+    per_key: HashMap<String, u64>,
+    per_endpoint: HashMap<(String, String), u64>,
+}
+
+const KEY_LIMIT: u64 = 10;
+const ENDPOINT_LIMIT: u64 = 3;
+
+impl Model {
+    /// `Ok((key remaining, endpoint remaining))` or `Err(refusing tier)`.
+    fn check(&mut self, key: &str, route: &str) -> Result<(u64, u64), usize> {
+        let k = self.per_key.entry(key.into()).or_default();
+        let e = self
+            .per_endpoint
+            .entry((key.into(), route.into()))
+            .or_default();
+        if *k >= KEY_LIMIT {
+            return Err(0);
+        }
+        if *e >= ENDPOINT_LIMIT {
+            return Err(1);
+        }
+        *k += 1;
+        *e += 1;
+        Ok((KEY_LIMIT - *k, ENDPOINT_LIMIT - *e))
+    }
+}
+
+fn two_tiers(
+    clock: &'static ManualClock,
+) -> RateLimitLayer<(HeaderKey, Route), KeyedTiers, &'static ManualClock> {
+    RateLimitLayer::builder(
+        (HeaderKey::new("x-api-key"), Route),
+        KeyedTiers::new()
+            .per_client("key", Quota::per_minute(KEY_LIMIT).at_hz(HZ), 1_024)
+            .unwrap()
+            .per_client_and_endpoint(
+                "endpoint",
+                Quota::per_minute(ENDPOINT_LIMIT).at_hz(HZ),
+                1_024,
+            )
+            .unwrap(),
+        clock,
+    )
+    .build()
+    .unwrap()
+}
+
+fn app(layer: RateLimitLayer<(HeaderKey, Route), KeyedTiers, &'static ManualClock>) -> Router {
+    Router::new()
+        .route("/orders", get(|| async { "orders\n" }))
+        .route("/orders/{id}", get(|| async { "order\n" }))
+        .route("/users", get(|| async { "users\n" }))
+        .route_layer(layer)
+}
+
+/// Every response's fields against the model's expectation.
+fn check_reply(r: &Reply, expect: Result<(u64, u64), usize>) {
+    let policy = parse_list(r.headers["ratelimit-policy"].to_str().unwrap());
+    assert_eq!(policy.len(), 2);
+    assert_eq!(policy[0].0, "key");
+    assert_eq!((policy[0].1["q"], policy[0].1["w"]), (KEY_LIMIT, 60));
+    assert_eq!(policy[1].0, "endpoint");
+    assert_eq!((policy[1].1["q"], policy[1].1["w"]), (ENDPOINT_LIMIT, 60));
+    let state = parse_list(r.headers["ratelimit"].to_str().unwrap());
+    assert_eq!(state.len(), 2);
+    for ((name, s), (pname, p)) in state.iter().zip(&policy) {
+        assert_eq!(name, pname);
+        assert!(s["r"] <= p["q"], "r > q in {state:?}");
+        assert!(s["t"] <= p["w"], "t > w in {state:?}");
+    }
+    let (xl, xr) = (
+        header_u64(&r.headers, "x-ratelimit-limit").unwrap(),
+        header_u64(&r.headers, "x-ratelimit-remaining").unwrap(),
+    );
+    match expect {
+        Ok((key_left, ep_left)) => {
+            assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+            assert_eq!((state[0].1["r"], state[1].1["r"]), (key_left, ep_left));
+            assert!(r.headers.get("retry-after").is_none());
+            // The legacy fields describe the tighter tier.
+            assert_eq!(xr, key_left.min(ep_left));
+            let tight = if ep_left < key_left {
+                ENDPOINT_LIMIT
+            } else {
+                KEY_LIMIT
+            };
+            assert_eq!(xl, tight);
+        }
+        Err(tier) => {
+            assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(r.body, "rate limited\n");
+            let retry = header_u64(&r.headers, "retry-after").unwrap();
+            let limit = [KEY_LIMIT, ENDPOINT_LIMIT][tier];
+            // At a frozen clock the refusing tier waits one emission interval.
+            assert_eq!(retry, 60 / limit);
+            assert_eq!(state[tier].1["r"], 0);
+            assert!(retry <= state[tier].1["t"]);
+            assert_eq!((xl, xr), (limit, 0));
+            assert_eq!(
+                header_u64(&r.headers, "x-ratelimit-reset").unwrap(),
+                state[tier].1["t"]
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_clients_get_exactly_their_quota() {
+    static CLOCK: ManualClock = ManualClock::new(1_000_000);
+    let server = serve(app(two_tiers(&CLOCK))).await;
+    let addr = server.addr;
+    // Eight clients at once; each walks its own sequence of routes, so the
+    // model can predict every answer (requests of different clients never
+    // share a limiter).
+    let routes = ["/orders", "/orders/1", "/orders/2", "/users", "/orders"];
+    let tasks: Vec<_> = (0..8)
+        .map(|c| {
+            tokio::spawn(async move {
+                let key = format!("client-{c}");
+                let mut model = Model::default();
+                let (mut ok, mut limited) = (0, 0);
+                for i in 0..(6 + 2 * c) {
+                    let path = routes[(i + c) % routes.len()];
+                    let route = if path.starts_with("/orders/") {
+                        "/orders/{id}"
+                    } else {
+                        path
+                    };
+                    let expect = model.check(&key, route);
+                    let r = get_key(addr, path, &key).await;
+                    check_reply(&r, expect);
+                    if r.status == StatusCode::OK {
+                        ok += 1
+                    } else {
+                        limited += 1
+                    }
+                }
+                (ok, limited, 6 + 2 * c)
+            })
+        })
+        .collect();
+    for t in tasks {
+        let (ok, limited, sent) = t.await.unwrap();
+        assert_eq!(ok + limited, sent);
+        assert!(ok <= KEY_LIMIT as usize);
+    }
+    // Time moves: after 20 s one endpoint cell is back, after 6 s one key cell.
+    let key = "late";
+    for _ in 0..3 {
+        assert_eq!(get_key(addr, "/users", key).await.status, StatusCode::OK);
+    }
+    assert_eq!(
+        get_key(addr, "/users", key).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    CLOCK.advance(19_999);
+    assert_eq!(
+        get_key(addr, "/users", key).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    CLOCK.advance(1);
+    assert_eq!(get_key(addr, "/users", key).await.status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_in_parallel_gets_exactly_its_burst() {
+    static CLOCK: ManualClock = ManualClock::new(0);
+    let layer = RateLimitLayer::builder(
+        HeaderKey::new("x-api-key"),
+        KeyedTiers::new()
+            .per_client("key", Quota::per_hour(25).at_hz(HZ), 64)
+            .unwrap(),
+        &CLOCK,
+    )
+    .fields(Fields::Legacy)
+    .build()
+    .unwrap();
+    let server = serve(
+        Router::new()
+            .route("/", get(|| async { "hi\n" }))
+            .layer(layer),
+    )
+    .await;
+    let addr = server.addr;
+    let replies: Vec<_> = (0..60)
+        .map(|_| tokio::spawn(async move { get_key(addr, "/", "hot").await }))
+        .collect();
+    let mut ok = 0;
+    let mut remaining_seen = Vec::new();
+    for r in replies {
+        let r = r.await.unwrap();
+        assert!(
+            r.headers.get("ratelimit").is_none(),
+            "IETF fields were switched off"
+        );
+        if r.status == StatusCode::OK {
+            ok += 1;
+            remaining_seen.push(header_u64(&r.headers, "x-ratelimit-remaining").unwrap());
+        } else {
+            assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(header_u64(&r.headers, "retry-after"), Some(3600 / 25));
+        }
+    }
+    assert_eq!(ok, 25);
+    // Each admission saw a distinct count left: 24, 23, …, 0.
+    remaining_seen.sort_unstable();
+    assert_eq!(remaining_seen, (0..25).collect::<Vec<u64>>());
+}
+
+#[tokio::test]
+async fn keys_are_routes_never_raw_paths() {
+    static CLOCK: ManualClock = ManualClock::new(0);
+    let server = serve(app(two_tiers(&CLOCK))).await;
+    let addr = server.addr;
+    // Four spellings of one endpoint: only the router's match counts. Those
+    // that match no route never reach the limiter (404), so they cannot
+    // open a fresh per-endpoint budget.
+    let mut ok = 0;
+    for path in [
+        "/orders/1",
+        "/orders/2",
+        "/orders/%31",
+        "/orders/3",
+        "/orders/4",
+    ] {
+        let r = get_key(addr, path, "k").await;
+        ok += (r.status == StatusCode::OK) as u32;
+    }
+    assert_eq!(ok, 3);
+    for path in ["/orders/", "//orders", "/%6frders"] {
+        assert_eq!(get_key(addr, path, "k").await.status, StatusCode::NOT_FOUND);
+    }
+    let r = get_key(addr, "/orders", "k").await;
+    assert_eq!(r.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn keyless_and_malformed_requests() {
+    static CLOCK: ManualClock = ManualClock::new(0);
+    let server = serve(app(two_tiers(&CLOCK))).await;
+    let addr = server.addr;
+    let r = get_with(addr, "/orders", &[]).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(r.body, "missing rate-limit key\n");
+    assert!(r.headers.get("ratelimit").is_none());
+    let long = vec![b'a'; 300];
+    let cases: [&[(&str, &[u8])]; 6] = [
+        &[("x-api-key", b"")],
+        &[("x-api-key", b"\xff\xfe")],
+        &[("x-api-key", "clé".as_bytes())],
+        &[("x-api-key", b"two words")],
+        &[("x-api-key", b"a"), ("x-api-key", b"b")],
+        &[("x-api-key", &long)],
+    ];
+    for headers in cases {
+        let r = get_with(addr, "/orders", headers).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{headers:?}");
+        assert_eq!(r.body, "invalid rate-limit key\n");
+        assert!(r.headers.get("ratelimit").is_none());
+    }
+    // Nothing above was charged to anyone: a real key has its full budget.
+    let r = get_key(addr, "/orders", "a").await;
+    check_reply(&r, Ok((KEY_LIMIT - 1, ENDPOINT_LIMIT - 1)));
+}
+
+#[tokio::test]
+async fn keyless_requests_can_share_one_limiter() {
+    static CLOCK: ManualClock = ManualClock::new(0);
+    let layer = RateLimitLayer::builder(
+        (HeaderKey::new("x-api-key"), Route),
+        KeyedTiers::new()
+            .per_client_and_endpoint("endpoint", Quota::per_minute(2).at_hz(HZ), 64)
+            .unwrap(),
+        &CLOCK,
+    )
+    .keyless(Keyless::Shared)
+    .fields(Fields::Ietf)
+    .build()
+    .unwrap();
+    let server = serve(
+        Router::new()
+            .route("/a", get(|| async { "a" }))
+            .route("/b", get(|| async { "b" }))
+            .route_layer(layer),
+    )
+    .await;
+    let addr = server.addr;
+    let statuses = |rs: Vec<Reply>| rs.iter().map(|r| r.status.as_u16()).collect::<Vec<_>>();
+    let mut rs = Vec::new();
+    for path in ["/a", "/a", "/a", "/b", "/b", "/b"] {
+        rs.push(get_with(addr, path, &[]).await);
+    }
+    assert_eq!(statuses(rs), [200, 200, 429, 200, 200, 429]);
+    // A keyed client is not the keyless one.
+    assert_eq!(get_key(addr, "/a", "k").await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn peer_address_keys_and_weights() {
+    static CLOCK: ManualClock = ManualClock::new(0);
+    let layer = RateLimitLayer::builder(
+        PeerIp,
+        KeyedTiers::new()
+            .per_client("ip", Quota::per_minute(10).at_hz(HZ), 64)
+            .unwrap(),
+        &CLOCK,
+    )
+    .weight(|req| if req.uri.path() == "/heavy" { 4 } else { 1 })
+    .build()
+    .unwrap();
+    let server = serve(
+        Router::new()
+            .route("/light", get(|| async { "l" }))
+            .route("/heavy", get(|| async { "h" }))
+            .layer(layer),
+    )
+    .await;
+    let addr = server.addr;
+    let r = get_with(addr, "/heavy", &[]).await;
+    assert_eq!(header_u64(&r.headers, "x-ratelimit-remaining"), Some(6));
+    get_with(addr, "/heavy", &[]).await;
+    let r = get_with(addr, "/heavy", &[]).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    // 2 cells left, 4 needed: wait for 2 more cells (12 s).
+    assert_eq!(header_u64(&r.headers, "retry-after"), Some(12));
+    let r = get_with(addr, "/light", &[]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(header_u64(&r.headers, "x-ratelimit-remaining"), Some(1));
+}
+
+#[tokio::test]
+async fn a_weight_above_the_burst_is_413_without_retry_after() {
+    static CLOCK: ManualClock = ManualClock::new(0);
+    let layer = RateLimitLayer::builder(
+        HeaderKey::new("x-api-key"),
+        KeyedTiers::new()
+            .per_client("key", Quota::per_minute(5).at_hz(HZ), 64)
+            .unwrap(),
+        &CLOCK,
+    )
+    .weight(|_| 6)
+    .build()
+    .unwrap();
+    let server = serve(Router::new().route("/", get(|| async { "x" })).layer(layer)).await;
+    let r = get_key(server.addr, "/", "k").await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(r.headers.get("retry-after").is_none());
+}
+
+/// The delaying mode, driven through tower directly at tokio's paused time:
+/// requests over the rate are held and released on the shaped schedule,
+/// in order; past `max_wait` they get 429, past `max_queued` 503.
+#[tokio::test(start_paused = true)]
+async fn the_delaying_mode_releases_requests_at_the_shaped_rate() {
+    use cellrate::wait::TokioClock;
+    use tower::{Service, ServiceBuilder, ServiceExt};
+    let clock = TokioClock::new();
+    let quota = Quota::per_second(10).with_burst(1).at_hz(TokioClock::HZ);
+    let layer = RateLimitLayer::builder(Route, Shaper::new("upstream", quota).unwrap(), clock)
+        .delay(TokioClock::HZ / 2, 3) // at most 0.5 s, at most 3 held
+        .build()
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    let svc = ServiceBuilder::new()
+        .layer(layer)
+        .service_fn(move |_req: Request<()>| async move {
+            Ok::<_, std::convert::Infallible>(http::Response::new(format!(
+                "{}",
+                start.elapsed().as_millis()
+            )))
+        });
+    let mut futures = Vec::new();
+    for _ in 0..6 {
+        let mut svc = svc.clone();
+        let ready = svc.ready().await.unwrap();
+        futures.push(tokio::spawn(ready.call(Request::new(()))));
+    }
+    let mut got = Vec::new();
+    for f in futures {
+        let r = f.await.unwrap().unwrap();
+        got.push((r.status().as_u16(), r.into_body()));
+    }
+    // First at once; the next three held 100, 200, 300 ms; the fifth finds
+    // three held (503); the sixth is booked at 400 ms, within 0.5 s, but the
+    // queue is full too.
+    assert_eq!(got[0], (200, "0".to_string()));
+    assert_eq!(got[1], (200, "100".to_string()));
+    assert_eq!(got[2], (200, "200".to_string()));
+    assert_eq!(got[3], (200, "300".to_string()));
+    assert_eq!(got[4].0, 503);
+    assert_eq!(got[5].0, 503);
+    // Past max_wait: five booked at once would wait 0.4 s for the last; with
+    // an empty queue and a long backlog, the answer is 429.
+    let layer = RateLimitLayer::builder(
+        Route,
+        Shaper::new("upstream", quota).unwrap(),
+        TokioClock::new(),
+    )
+    .delay(TokioClock::HZ / 10, 100)
+    .build()
+    .unwrap();
+    let mut svc = ServiceBuilder::new()
+        .layer(layer)
+        .service_fn(|_req: Request<()>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+        });
+    let mut statuses = Vec::new();
+    let mut pending = Vec::new();
+    for _ in 0..4 {
+        let fut = svc.ready().await.unwrap().call(Request::new(()));
+        pending.push(tokio::spawn(fut));
+    }
+    for p in pending {
+        let r = p.await.unwrap().unwrap();
+        statuses.push(r.status().as_u16());
+        if r.status() == StatusCode::TOO_MANY_REQUESTS {
+            assert!(r.headers().get("retry-after").is_some());
+        }
+    }
+    assert_eq!(statuses, [200, 200, 429, 429]);
+}
+
+/// A response the inner service builds keeps its own headers; the layer
+/// adds its fields beside them.
+#[tokio::test]
+async fn admitted_responses_keep_the_handlers_headers() {
+    static CLOCK: ManualClock = ManualClock::new(0);
+    let layer = two_tiers(&CLOCK);
+    let server = serve(
+        Router::new()
+            .route(
+                "/orders",
+                get(|| async { ([("x-handler", "yes")], "with header") }),
+            )
+            .route_layer(layer),
+    )
+    .await;
+    let r = get_key(server.addr, "/orders", "k").await;
+    assert_eq!(r.headers["x-handler"], "yes");
+    check_reply(&r, Ok((9, 2)));
+    let _ = Arc::new(());
+}
