@@ -171,7 +171,12 @@ fn admit_max(quota: &Quota, tat: u64, now: u64, increment: u64) -> Result<(u64, 
             Decision::from_usage(Usage::gcra(quota, new_tat - now)),
         )),
         Some(new_tat) => Err(limited(quota, base, now, new_tat - now - quota.span())),
-        None => Err(limited(quota, base, now, overflow_wait(quota, base, now, increment))),
+        None => Err(limited(
+            quota,
+            base,
+            now,
+            overflow_wait(quota, base, now, increment),
+        )),
     }
 }
 

@@ -273,6 +273,11 @@ impl Hasher for KeyHasher {
                 self.tail_len = 0;
             }
         }
+        if self.tail_len > 0 {
+            // All of `bytes` went into the pending block, which is still
+            // partial: keep it (and its length) for the next write.
+            return;
+        }
         let mut chunks = bytes.chunks_exact(8);
         for chunk in &mut chunks {
             let mut b = [0u8; 8];
@@ -572,6 +577,15 @@ mod tests {
                 h.write(&data[..split]);
                 h.write(&data[split..len]);
                 assert_eq!(h.finish(), expected, "len {len} split {split}");
+                // Three writes: a short write that leaves the pending block
+                // partial must keep it for the next one.
+                for second in split..=len {
+                    let mut h = KeyHasher::with_rounds(&seed, false, 2, 4);
+                    h.write(&data[..split]);
+                    h.write(&data[split..second]);
+                    h.write(&data[second..len]);
+                    assert_eq!(h.finish(), expected, "len {len} splits {split}, {second}");
+                }
             }
         }
     }
