@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::vec::Vec;
 
-use crate::redis::{AsyncRedisGcra, Error, FailurePolicy, Outcome, RedisGcra, Source, HZ};
+use crate::redis::{AsyncRedisGcra, Error, FailurePolicy, Outcome, RedisGcra, Source};
 
 use super::backend::{owned, Backend, Check, Fault, Mode, TierInfo, Verdict};
 use super::key::RequestKey;
@@ -114,10 +114,9 @@ fn tiers_of(policy: &crate::redis::RedisPolicy) -> Vec<TierInfo> {
 }
 
 /// The fallback quotas as the client applies them: named after the tiers,
-/// re-expressed at the Redis clock (µs) exactly as the client's fallback
-/// table re-expresses them, so `q` and `w` are those of the limiter that
-/// decides (rounding `T` up to whole µs can shrink a burst; the fields say
-/// so rather than the quota as written).
+/// re-expressed on the Redis clock (µs, with the tier's sub-µs scale)
+/// exactly as the client's fallback table re-expresses them, so `q` and `w`
+/// are those of the limiter that decides.
 fn fallback_of(
     policy: &crate::redis::RedisPolicy,
     failure: &FailurePolicy,
@@ -130,9 +129,9 @@ fn fallback_of(
         .iter()
         .zip(quotas)
         .map(|(t, q)| {
-            q.rescaled(1, HZ)
+            crate::redis::on_server_clock(*q)
                 .ok()
-                .map(|applied| TierInfo::from_quota(t.name(), &applied))
+                .map(|(applied, _)| TierInfo::from_quota(t.name(), &applied))
         })
         .collect()
 }
