@@ -141,19 +141,21 @@ pub(crate) fn admit_charged(
     }
 }
 
-/// [`admit_charged`] for a `now` so late that `now + span` overflows (past
-/// the horizon, where it always denies): the general step. Marked cold (the
-/// compiler lays it out of the hot path) but inlined: a call would need the
-/// quota in memory, which costs the hot loop a copy of it on every pass.
+/// [`admit_charged`] for a `now` so late that `now + span` overflows. Within
+/// the horizon `now ≤ 2⁶³ − 1` and `span ≤ 2⁶³`, so that happens only for
+/// the saturated `now = u64::MAX` (past the horizon): time has stopped,
+/// `max(TAT, now) = now`, and every admission would need a TAT beyond
+/// `u64::MAX`, so it denies with no wait to announce. A constant: no call
+/// and no use of the quota beyond the denial's numbers inside the loop.
 #[cold]
 #[inline(always)]
 fn admit_past_horizon(
     quota: &Quota,
-    tat: u64,
+    _tat: u64,
     now: u64,
-    increment: u64,
+    _increment: u64,
 ) -> Result<(u64, Decision), Denied> {
-    admit_max(quota, tat, now, increment)
+    Err(limited(quota, now, now, u64::MAX))
 }
 
 /// The same step as [`admit_charged`], written with `max`: the new TAT
