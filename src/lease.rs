@@ -43,14 +43,9 @@
 //! A handle is denied when the cells in hand and what the shared limiter
 //! holds together fall short of the cost. It keeps the cells in hand (fewer
 //! than the cost; a smaller request may use them, and they go back when the
-//! lease lapses) and remembers the shared limiter's `retry_after` for the
-//! shortfall. Until then, requests that need at least as much from the
-//! shared limiter are denied locally, without touching the shared word:
-//! under overload a policer drops most packets, and each drop then costs
-//! two compares. This
-//! never admits more; it may deny a little longer than needed when another
-//! worker gives cells back meanwhile. A cost above the limit last seen
-//! always asks (it is [`Denied::CostTooLarge`], unless the limit grew).
+//! lease lapses). Every denial asks the shared limiter, whose answer is
+//! exact: a remembered denial would refuse cells another worker gave back
+//! meanwhile, which a handle cannot see without asking.
 //!
 //! # The bound
 //!
@@ -421,10 +416,12 @@ impl Lot {
                 // limiter has less than the rest. The cells in hand stay
                 // (a smaller request may use them; giving them back and
                 // taking them again would cost two swaps per denial).
-                if let Some(wait) = wait {
-                    self.blocked_until = now.saturating_add(wait);
-                    self.blocked_need = least;
-                }
+                // The denial is not remembered: another worker may give
+                // cells back before `wait` passes, and a handle cannot see
+                // that without asking, so the next check asks again (the
+                // shared limiter's answer is exact; a remembered denial
+                // refused cells that were there, found by tests/lease_model.rs).
+                let _ = wait;
                 self.last = self.last.max(now);
                 return Err(e);
             }
