@@ -157,7 +157,7 @@
 
 use core::fmt;
 
-use crate::decision::{Denied, Limited};
+use crate::decision::Denied;
 use crate::meter::{Color, Flow, TrTcm, TrTcm4115};
 use crate::Gcra;
 
@@ -326,11 +326,6 @@ struct Lot {
     /// Cells charged by takes, and given back.
     taken: u64,
     returned: u64,
-    /// After a denial of `blocked_need` cells, the shared limiter holds
-    /// fewer than that until `blocked_until` (its `retry_after`), unless
-    /// someone gives cells back: needs that large are denied locally.
-    blocked_until: u64,
-    blocked_need: u64,
 }
 
 impl Lot {
@@ -344,8 +339,6 @@ impl Lot {
             size: policy.min_cells,
             taken: 0,
             returned: 0,
-            blocked_until: 0,
-            blocked_need: u64::MAX,
         }
     }
 
@@ -373,17 +366,15 @@ impl Lot {
 
     /// The slow path: gives back a lapsed lease, adapts the size, takes
     /// what `cost` needs (topping up a live lease), and spends `cost`.
-    /// `take` answers the cells taken or, on a denial, the error and the
-    /// ticks until the shared limiter holds what was asked (if known).
+    /// `take` answers the cells taken or, on a denial, the error.
     #[cold]
     fn refill<E>(
         &mut self,
         policy: &LeasePolicy,
         now: u64,
         cost: u64,
-        take: impl FnOnce(u64, u64, u64) -> Result<u64, (E, Option<u64>)>,
+        take: impl FnOnce(u64, u64, u64) -> Result<u64, E>,
         mut give_back: impl FnMut(u64),
-        blocked: Option<impl FnOnce(u64) -> E>,
     ) -> Result<(), E> {
         let used = self.granted - self.held.min(self.granted);
         let live = self.granted > 0 && now <= self.deadline;
@@ -401,17 +392,10 @@ impl Lot {
             }
         }
         let least = cost - self.held; // held < cost here
-        if let Some(blocked) = blocked.filter(|_| least >= self.blocked_need) {
-            if now < self.blocked_until {
-                // The shared limiter was short of this much at the last
-                // denial and has not refilled since: deny without asking.
-                return Err(blocked(self.blocked_until - now));
-            }
-        }
         let most = self.size.saturating_sub(self.held).max(least);
         let got = match take(least, most, policy.share) {
             Ok(got) => got,
-            Err((e, wait)) => {
+            Err(e) => {
                 // What is in hand is less than the cost and the shared
                 // limiter has less than the rest. The cells in hand stay
                 // (a smaller request may use them; giving them back and
@@ -421,12 +405,10 @@ impl Lot {
                 // that without asking, so the next check asks again (the
                 // shared limiter's answer is exact; a remembered denial
                 // refused cells that were there, found by tests/lease_model.rs).
-                let _ = wait;
                 self.last = self.last.max(now);
                 return Err(e);
             }
         };
-        self.blocked_need = u64::MAX;
         self.taken += got;
         self.held += got;
         self.granted = self.held;
@@ -436,16 +418,6 @@ impl Lot {
         let until = now.saturating_add(policy.idle);
         self.deadline = until.min(self.expires);
         Ok(())
-    }
-
-    /// The ticks left of the last denial if it covers `cost` at `now`.
-    #[inline(always)]
-    fn blocked(&self, now: u64, cost: u64) -> Option<u64> {
-        if cost.saturating_sub(self.held) >= self.blocked_need && now < self.blocked_until {
-            Some(self.blocked_until - now)
-        } else {
-            None
-        }
     }
 
     fn give_back_all(&mut self, give_back: &mut impl FnMut(u64)) {
@@ -497,8 +469,6 @@ pub struct Leased<S: CellSource> {
     source: S,
     policy: LeasePolicy,
     lot: Lot,
-    /// The shared limit at the last denial (for denials repeated locally).
-    limit: u64,
 }
 
 impl<S: CellSource> Leased<S> {
@@ -508,7 +478,6 @@ impl<S: CellSource> Leased<S> {
             lot: Lot::new(&policy),
             source,
             policy,
-            limit: 0,
         }
     }
 
@@ -539,13 +508,6 @@ impl<S: CellSource> Leased<S> {
         if self.lot.spend(now, cost, &self.policy) {
             return Ok(());
         }
-        // Under overload most requests end here: denied as the last time
-        // the shared limiter was asked, without asking it again.
-        if cost <= self.limit {
-            if let Some(wait) = self.lot.blocked(now, cost) {
-                return Err(Denied::Limited(Limited::new(self.limit, wait, wait)));
-            }
-        }
         self.refill(now, cost)
     }
 
@@ -556,25 +518,13 @@ impl<S: CellSource> Leased<S> {
             return Ok(());
         }
         let source = &self.source;
-        let limit = core::cell::Cell::new(self.limit);
-        let result = self.lot.refill(
+        self.lot.refill(
             &self.policy,
             now,
             cost,
-            |least, most, share| {
-                source.take(now, least, most, share).map_err(|e| {
-                    limit.set(e.limit());
-                    (e, e.retry_after())
-                })
-            },
+            |least, most, share| source.take(now, least, most, share),
             |cells| source.give_back(now, cells),
-            // A cost above the limit last seen asks the shared limiter, which
-            // answers `CostTooLarge` (or admits, if the limit has grown).
-            (cost <= limit.get())
-                .then_some(|wait| Denied::Limited(Limited::new(limit.get(), wait, wait))),
-        );
-        self.limit = limit.get();
-        result
+        )
     }
 
     /// Gives back every cell in hand at `now` (the worker stops or pauses).
@@ -803,10 +753,9 @@ impl<'a, M: LeasableMeter> LeasedMeter<'a, M> {
                 |least, most, share| {
                     profile
                         .take_bytes(flow, which, now, (least, most, share))
-                        .map_err(|wait| ((), Some(wait)))
+                        .map_err(|_wait| ())
                 },
                 |back| profile.give_back_bytes(flow, which, now, back),
-                Some(|_| ()),
             )
             .is_ok()
     }
