@@ -10,9 +10,10 @@ use std::sync::Mutex;
 use std::time::Instant;
 use std::vec::Vec;
 
+use super::scripts::lease_script;
 use super::{
-    is_noscript, lease_script, Backoff, Degrade, Error, Outcome, RedisConfig, RedisPolicy, Request,
-    Source, Target, MAX_KEYS_PER_CALL,
+    is_noscript, Backoff, Degrade, Error, Outcome, RedisConfig, RedisPolicy, Request, Source,
+    Target, MAX_KEYS_PER_CALL,
 };
 
 enum Conn {
