@@ -27,10 +27,12 @@ local function split(x, s)
   return q, r
 end
 
--- A stored TAT as (us, sub-ticks at `scale`), the fraction rounded up when
--- it was written at another scale (a later TAT admits less); nil when `raw`
--- is no TAT (not an integer in [0, 2^53), a malformed fraction).
-local function parse(raw, scale)
+-- TAT - now in sub-ticks at `scale` (0 when the TAT has passed, capped
+-- at 2^53) for a stored value `raw`, or nil when `raw` is no TAT (not an
+-- integer in [0, 2^53) nor a well-formed fraction). A fraction written at
+-- another scale (the quota changed) is rounded up to this one: a later TAT
+-- admits less.
+local function read(raw, now, scale)
   local us = tonumber(raw)
   local f = 0
   if not us then
@@ -48,15 +50,32 @@ local function parse(raw, scale)
     end
   end
   if not (us >= 0 and us < TWO53 and us == math.floor(us)) then return nil end
-  return us, f
+  if us < now then return 0 end
+  local ahead = (us - now) * scale + f
+  if ahead > TWO53 then ahead = TWO53 end
+  return ahead
 end
 
--- TAT - now in sub-ticks (0 when the TAT has passed), capped at 2^53.
-local function ahead_of(us, f, now, scale)
-  if us < now then return 0 end
-  local a = (us - now) * scale + f
-  if a > TWO53 then a = TWO53 end
-  return a
+-- The GCRA step: the one rule every script decides by. With `ahead` =
+-- max(TAT, now) - now in sub-ticks (`read`), a request of `cost` cells of
+-- `interval` sub-ticks each against a tier whose span is burst*interval
+-- (tau + T) is admitted iff
+--   ahead + cost*interval <= span
+-- (the in-process GCRA's max(TAT, now) + cost*T - now <= tau + T). Returns
+-- TAT - now after the request (`need`, what an admitted request stores)
+-- and by how much it overshoots the span: 0 if admitted, else the wait
+-- until the same request, alone, would be.
+local function step(ahead, cost, interval, span)
+  local need = ahead + cost * interval
+  if need > span then return need, need - span end
+  return need, 0
+end
+
+-- The same rule solved for the cost: how many cells `step` would admit
+-- now, the largest g with ahead + g*interval <= span.
+local function room(ahead, interval, span)
+  if ahead >= span then return 0 end
+  return (split(span - ahead, interval))
 end
 
 -- Decimal integers: '%d' is exact below 2^63 where Lua's integer format is
@@ -80,7 +99,8 @@ end
 -- millisecond after it has passed (never before: an expired key reads as
 -- a full bucket).
 local function store(key, now, ahead, scale)
-  local q, f = split(ahead, scale)
+  local q, f = ahead, 0
+  if scale ~= 1 then q, f = split(ahead, scale) end
   local v = int(now + q)
   if f > 0 then v = v .. '+' .. int(f) .. '/' .. int(scale) end
   redis.call('SET', key, v, 'PX', int(math.floor(q / 1000) + 1))
