@@ -1870,3 +1870,93 @@ fn a_returned_lease_is_usable_by_another_server() {
     c = mk();
     assert!(!c.check("c").unwrap().is_admitted());
 }
+
+/// The lease script decides by the same GCRA as the other scripts: every
+/// renewal (old lease given back, then up to `k` cells over two tiers of
+/// different scales) and every denial equals a replay on local [`Gcra`]s
+/// at the server's time. The model follows the client's lease: cells left
+/// are given back at the next renewal (a lease that outlived its lifetime),
+/// a denial leaves none.
+#[test]
+fn the_lease_script_decides_like_the_local_gcra() {
+    let Some(url) = standalone() else { return };
+    let prefix = unique("lgcra");
+    let policy = RedisPolicy::new(
+        &*prefix,
+        vec![
+            // T = 3 333⅓ µs, kept at 3 sub-ticks per µs; T = 1 400 µs.
+            RedisTier::new(
+                "a",
+                Quota::per_duration(3, Duration::from_millis(10))
+                    .with_burst(4)
+                    .at_hz(1_000),
+            )
+            .unwrap(),
+            RedisTier::new(
+                "b",
+                Quota::per_duration(5, Duration::from_millis(7))
+                    .with_burst(6)
+                    .at_hz(1_000),
+            )
+            .unwrap(),
+        ],
+    )
+    .unwrap();
+    let quotas: Vec<Quota> = policy.tiers().iter().map(|t| t.quota()).collect();
+    assert_eq!(quotas[0].scale(), 3);
+    let k = 3;
+    let leased = LeasedRedisGcra::new(
+        limiter(&url, policy, FailurePolicy::Closed),
+        k,
+        Duration::from_millis(2),
+    );
+    let local: Vec<Gcra> = quotas.iter().map(|q| Gcra::new(*q)).collect();
+    let mut left = 0u64;
+    let (mut full, mut partial, mut denied, mut refunds) = (0, 0, 0, 0);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..400 {
+        let o = leased.check("c").unwrap();
+        match o.source() {
+            Source::Lease if o.is_admitted() => left -= 1,
+            Source::Lease => {}
+            Source::Redis => {
+                let now = o.server_time().unwrap();
+                if left > 0 {
+                    refunds += 1;
+                    for g in &local {
+                        g.refund_n(now, left);
+                    }
+                }
+                let fits = local.iter().map(|g| g.peek(now).remaining()).min();
+                let grant = fits.unwrap().min(k);
+                let expected: Vec<_> = local
+                    .iter()
+                    .map(|g| match grant {
+                        0 if g.peek(now).remaining() > 0 => Ok(g.peek(now).to_decision()),
+                        0 => g.check_n(now, 1),
+                        _ => g.check_n(now, grant),
+                    })
+                    .collect();
+                assert_eq!(o.results(), &expected[..], "renewal {i} at {now}");
+                match grant {
+                    0 => denied += 1,
+                    g if g < k => partial += 1,
+                    _ => full += 1,
+                }
+                left = grant.saturating_sub(1);
+            }
+            other => panic!("{other:?}"),
+        }
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        thread::sleep(Duration::from_micros(seed % 3_000));
+    }
+    eprintln!(
+        "lease script: {full} full, {partial} partial, {denied} denied, {refunds} given back"
+    );
+    assert!(
+        full > 0 && partial > 0 && denied > 0 && refunds > 0,
+        "every path taken: {full} full, {partial} partial, {denied} denied, {refunds} given back"
+    );
+}

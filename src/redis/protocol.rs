@@ -9,7 +9,7 @@
 //! not), then the index of every key that holds no TAT. The decoder turns
 //! each value into the same [`Usage`] an in-process [`Gcra`](crate::Gcra)
 //! with the tier's [`quota`](super::RedisTier::quota) reports, and a denial's
-//! wait with the crate's one GCRA step ([`denial_wait`]), so an answer from
+//! wait with the crate's one GCRA step (`crate::gcra::step`), so an answer from
 //! Redis and one from a local limiter at the same server time are equal
 //! values. A reply of any other shape is [`Error::BadReply`], never a panic.
 
@@ -19,6 +19,7 @@ use std::vec::Vec;
 use super::scripts::{check_script, single_script};
 use super::{Error, Outcome, RedisPolicy, Source};
 use crate::decision::{Decision, Denied, Limited, Usage};
+use crate::gcra::step;
 
 /// The most keys one check-script call carries (requests × tiers). A
 /// batch with more is split into several calls in one pipeline, so one
@@ -123,17 +124,20 @@ impl RedisPolicy {
                 .zip(values)
                 .map(|(t, &v)| {
                     // v ≥ 0: TAT − now after the request; else −1 − (TAT − now).
+                    let quota = t.quota();
                     let ahead = if admitted { v as u64 } else { (-1 - v) as u64 };
-                    let usage = Usage::gcra(&t.quota(), ahead);
-                    // The wait for this tier alone, as the in-process GCRA
-                    // computes it: how far ahead + cost·T overshoots the span.
-                    let wait = (cost * t.quota().emission_interval())
-                        .saturating_add(ahead)
-                        .saturating_sub(t.quota().span());
-                    if !admitted && cost > 0 && wait > 0 {
-                        Err(Denied::Limited(Limited::from_usage(usage, wait)))
-                    } else {
-                        Ok(Decision::from_usage(usage))
+                    let usage = Usage::gcra(&quota, ahead);
+                    if admitted || cost == 0 {
+                        return Ok(Decision::from_usage(usage));
+                    }
+                    // This tier's own answer to the request, from the
+                    // crate's one GCRA step (TAT − now as the TAT at now 0):
+                    // the wait before it fits here, or a Decision if this
+                    // tier alone would have admitted it.
+                    let increment = cost.saturating_mul(quota.emission_interval());
+                    match step::admit_max(ahead, 0, increment, quota.span()) {
+                        Err(short) => Err(Denied::Limited(Limited::from_usage(usage, short.wait))),
+                        Ok(_) => Ok(Decision::from_usage(usage)),
                     }
                 })
                 .collect();
