@@ -1960,3 +1960,48 @@ fn the_lease_script_decides_like_the_local_gcra() {
         "every path taken: {full} full, {partial} partial, {denied} denied, {refunds} given back"
     );
 }
+
+/// The lease table is bounded: with room for 4 clients, 10 clients with
+/// live leases leave 4 leased and decide the 6 others on Redis, one round
+/// trip per check, with the same answers a leasing server would give them
+/// in cells (all admitted, the budget shared on the server). Once the
+/// leases have expired, new clients take their places.
+#[test]
+fn the_lease_table_keeps_at_most_its_clients() {
+    let Some(url) = standalone() else { return };
+    let prefix = unique("lcap");
+    let policy = RedisPolicy::single(&*prefix, "t", Quota::per_second(100).at_hz(1_000)).unwrap();
+    let lifetime = Duration::from_millis(400);
+    let leased = LeasedRedisGcra::new(limiter(&url, policy, FailurePolicy::Closed), 5, lifetime)
+        .with_max_clients(4);
+    let clients: Vec<String> = (0..10).map(|i| format!("c{i}")).collect();
+    let start = Instant::now();
+    for c in &clients {
+        assert_eq!(leased.check(c).unwrap().source(), Source::Redis, "{c}");
+    }
+    assert_eq!(leased.clients(), 4);
+    let trips = leased.round_trips();
+    for c in &clients {
+        let o = leased.check(c).unwrap();
+        assert!(o.is_admitted(), "{c}: {o:?}");
+        let leased_one = clients[..4].contains(c);
+        let expect = if leased_one {
+            Source::Lease
+        } else {
+            Source::Redis
+        };
+        assert_eq!(o.source(), expect, "{c}");
+    }
+    assert!(
+        start.elapsed() < lifetime,
+        "too slow a machine for this test"
+    );
+    assert_eq!(leased.round_trips() - trips, 6, "one per unleased check");
+    assert_eq!(leased.clients(), 4);
+    thread::sleep(lifetime);
+    // Every lease has expired: a new client takes a place, and its next
+    // check is spent from its lease.
+    assert_eq!(leased.check("new").unwrap().source(), Source::Redis);
+    assert_eq!(leased.check("new").unwrap().source(), Source::Lease);
+    assert!(leased.clients() <= 4);
+}
