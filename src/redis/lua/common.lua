@@ -78,30 +78,34 @@ local function room(ahead, interval, span)
   return (split(span - ahead, interval))
 end
 
--- Decimal integers: '%d' is exact below 2^63 where Lua's integer format is
--- 64-bit (checked once per call that writes), else '%.0f' (exact below 2^53).
+-- Writes the TAT `ahead` sub-ticks after `now`, expiring within a
+-- millisecond after it has passed (never before: an expired key reads as
+-- a full bucket). The one place a script formats a number: '%d', exact
+-- below 2^63 where Lua's integer format is 64-bit (checked once per call
+-- that writes), else '%.0f' (exact below 2^53); never tostring ('%.14g'),
+-- which would round. Strings are memoised per call (the expiries and the
+-- TATs of a batch repeat).
 local fmt = nil
 local memo = {}
-local function int(x)
+local function store(key, now, ahead, scale)
   if not fmt then
     fmt = '%d'
     if string.format(fmt, 4503599627370497) ~= '4503599627370497' then fmt = '%.0f' end
   end
-  local s = memo[x]
-  if not s then
-    s = string.format(fmt, x)
-    memo[x] = s
-  end
-  return s
-end
-
--- Writes the TAT `ahead` sub-ticks after `now`, expiring within a
--- millisecond after it has passed (never before: an expired key reads as
--- a full bucket).
-local function store(key, now, ahead, scale)
   local q, f = ahead, 0
   if scale ~= 1 then q, f = split(ahead, scale) end
-  local v = int(now + q)
-  if f > 0 then v = v .. '+' .. int(f) .. '/' .. int(scale) end
-  redis.call('SET', key, v, 'PX', int(math.floor(q / 1000) + 1))
+  local tat = now + q
+  local v = memo[tat]
+  if not v then
+    v = string.format(fmt, tat)
+    memo[tat] = v
+  end
+  if f > 0 then v = v .. '+' .. string.format(fmt, f) .. '/' .. string.format(fmt, scale) end
+  local px = math.floor(q / 1000) + 1
+  local p = memo[px]
+  if not p then
+    p = string.format(fmt, px)
+    memo[px] = p
+  end
+  redis.call('SET', key, v, 'PX', p)
 end
