@@ -13,7 +13,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -24,6 +23,10 @@ use cellrate::redis::{
     Target,
 };
 use cellrate::{Gcra, Quota};
+
+#[path = "support/redis_server.rs"]
+mod redis_server;
+use redis_server::Server;
 
 fn env(name: &str) -> Option<String> {
     match std::env::var(name) {
@@ -109,6 +112,26 @@ fn assert_same_as_local(quota: Quota, mut log: Vec<(u64, u64, Outcome)>) -> usiz
         admitted += usize::from(expected.is_ok());
     }
     admitted
+}
+
+/// [`assert_same_as_local`] for each client's log; each admitted at least
+/// `least` requests.
+fn assert_each_same_as_local(
+    quota: Quota,
+    logs: BTreeMap<&str, Vec<(u64, u64, Outcome)>>,
+    least: usize,
+) {
+    for (client, log) in logs {
+        let admitted = assert_same_as_local(quota, log);
+        assert!(admitted >= least, "{client}: {admitted}");
+    }
+}
+
+/// Makes the server forget every script (`SCRIPT FLUSH`): the next call
+/// of each script is answered `NOSCRIPT`.
+fn script_flush(url: &str) {
+    let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
 }
 
 /// Puts a log of cost-1 checks whose order within a script call is not
@@ -287,11 +310,7 @@ fn noscript_is_reloaded() {
     let policy = RedisPolicy::single(unique("flush"), "t", Quota::per_second(10).at_hz(1)).unwrap();
     let rl = limiter(&url, policy, FailurePolicy::Closed);
     rl.try_check_n("c", None, 1).unwrap();
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+    script_flush(&url);
     let o = rl.try_check_n("c", None, 1).unwrap();
     assert_eq!(o.results()[0].unwrap().remaining(), 8);
 }
@@ -336,11 +355,7 @@ fn a_pipelined_batch_decides_like_single_calls() {
     let policy = RedisPolicy::single(unique("batch"), "t", quota).unwrap();
     let q = policy.tiers()[0].quota();
     let rl = limiter(&url, policy, FailurePolicy::Closed);
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+    script_flush(&url);
     let clients = ["a", "b", "c"];
     let requests: Vec<(&str, Option<&str>, u64)> = (0..60)
         .map(|i| (clients[i % 3], None, [1, 2, 0, 7, 1][i % 5]))
@@ -365,10 +380,7 @@ fn a_pipelined_batch_decides_like_single_calls() {
         }
         thread::sleep(Duration::from_millis(15));
     }
-    for (client, log) in per_client {
-        let admitted = assert_same_as_local(q, log);
-        assert!(admitted >= 6, "{client}: {admitted}");
-    }
+    assert_each_same_as_local(q, per_client, 6);
 }
 
 /// A multi-tier, per-scope batch (repeated clients inside one script call,
@@ -468,11 +480,7 @@ fn a_batch_split_over_several_calls_reloads_and_keeps_order() {
     let policy = RedisPolicy::single(unique("split"), "t", quota).unwrap();
     let q = policy.tiers()[0].quota();
     let rl = limiter(&url, policy, FailurePolicy::Closed);
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+    script_flush(&url);
     let n = 3 * cellrate::redis::MAX_KEYS_PER_CALL + 17;
     let requests: Vec<(&str, Option<&str>, u64)> = (0..n)
         .map(|i| (["x", "y", "z", "w"][i % 4], None, 1))
@@ -488,10 +496,7 @@ fn a_batch_split_over_several_calls_reloads_and_keeps_order() {
             .or_default()
             .push((o.server_time().unwrap(), cost, o));
     }
-    for (client, log) in per_client {
-        let admitted = assert_same_as_local(q, log);
-        assert!(admitted >= 50, "{client}: {admitted}");
-    }
+    assert_each_same_as_local(q, per_client, 50);
 }
 
 /// A key under the prefix that holds something that is not a TAT (another
@@ -1078,144 +1083,6 @@ fn a_poisoned_key_on_a_cluster_fails_its_checks_alone() {
 }
 
 // ---------------------------------------------------------------- faults
-
-/// A redis-server this test owns, on a fixed port so it can be restarted.
-struct Server {
-    bin: String,
-    port: u16,
-    child: Option<Child>,
-    /// More arguments (a one-node Cluster's).
-    extra: Vec<String>,
-    /// Its working directory, removed on drop (a one-node Cluster's).
-    dir: Option<std::path::PathBuf>,
-}
-
-impl Server {
-    fn start(bin: &str) -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut s = Server {
-            bin: bin.into(),
-            port,
-            child: None,
-            extra: Vec::new(),
-            dir: None,
-        };
-        s.restart();
-        s
-    }
-    /// A one-node Redis Cluster serving every slot, of its own.
-    fn start_cluster(bin: &str) -> Server {
-        // A port whose cluster bus port (port + 10 000) is free too.
-        let port = loop {
-            let l = TcpListener::bind("127.0.0.1:0").unwrap();
-            let p = l.local_addr().unwrap().port();
-            if p < 55_000 && TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
-                break p;
-            }
-        };
-        let dir = std::env::temp_dir().join(unique("cellrate-node"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let conf = dir.join("nodes.conf");
-        let mut s = Server {
-            bin: bin.into(),
-            port,
-            child: None,
-            extra: vec![
-                "--cluster-enabled".into(),
-                "yes".into(),
-                "--cluster-config-file".into(),
-                conf.to_string_lossy().into_owned(),
-                "--dir".into(),
-                dir.to_string_lossy().into_owned(),
-            ],
-            dir: Some(dir),
-        };
-        s.restart();
-        let mut c = redis::Client::open(s.url())
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        let mut add = redis::cmd("CLUSTER");
-        add.arg("ADDSLOTS");
-        for slot in 0..16_384 {
-            add.arg(slot);
-        }
-        let _: () = add.query(&mut c).unwrap();
-        let start = Instant::now();
-        loop {
-            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c).unwrap();
-            if info.contains("cluster_state:ok") {
-                return s;
-            }
-            assert!(start.elapsed() < Duration::from_secs(10), "{info}");
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-    fn restart(&mut self) {
-        let child = Command::new(&self.bin)
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .args(&self.extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        self.child = Some(child);
-        let client = redis::Client::open(self.url()).unwrap();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(10) {
-            if let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(200)) {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return;
-                }
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        panic!("redis-server on port {} did not start", self.port);
-    }
-    /// Freezes the server (SIGSTOP): connections stay open, nothing answers.
-    fn pause(&self) {
-        self.signal("-STOP");
-    }
-    /// Thaws it (SIGCONT).
-    fn resume(&self) {
-        self.signal("-CONT");
-    }
-    fn signal(&self, sig: &str) {
-        let pid = self.child.as_ref().expect("running").id();
-        // The shell's own `kill`: no other binary needed.
-        let ok = Command::new("sh")
-            .args(["-c", &format!("kill {sig} {pid}")])
-            .status()
-            .expect("sh");
-        assert!(ok.success(), "kill {sig} {pid}");
-    }
-    fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = Command::new("sh")
-                .args(["-c", &format!("kill -CONT {}", c.id())])
-                .status();
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
-        if let Some(dir) = self.dir.take() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
 
 fn fault_run(server: &mut Server, failure: FailurePolicy, expect: Source) {
     let policy =

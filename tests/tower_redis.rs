@@ -8,8 +8,7 @@
 #![cfg(all(feature = "axum", feature = "redis"))]
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,62 +27,9 @@ use http::{HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 
-struct Server {
-    bin: String,
-    port: u16,
-    child: Option<Child>,
-}
-
-impl Server {
-    fn start(bin: &str) -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut s = Server {
-            bin: bin.into(),
-            port,
-            child: None,
-        };
-        s.restart();
-        s
-    }
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-    fn restart(&mut self) {
-        let child = Command::new(&self.bin)
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        self.child = Some(child);
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(10) {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                std::thread::sleep(Duration::from_millis(50));
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("redis-server on port {} did not start", self.port);
-    }
-    fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
+#[path = "support/redis_server.rs"]
+mod redis_server;
+use redis_server::Server;
 
 struct Reply {
     status: StatusCode,
