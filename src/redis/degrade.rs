@@ -213,6 +213,23 @@ impl Backoff {
     }
 }
 
+/// Whether a failed call says the connection is gone or stuck (drop it and
+/// hold back reconnects for the interval), rather than that the server
+/// answered with an error (the connection is still good).
+pub(crate) fn is_transport(e: &::redis::RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
+}
+
+/// A failed call as this crate's error: [`Error::Timeout`] when the client
+/// gave up waiting, else the client's error as it is.
+pub(crate) fn call_error(e: ::redis::RedisError) -> Error {
+    if e.is_timeout() {
+        Error::Timeout
+    } else {
+        Error::Redis(e)
+    }
+}
+
 #[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
