@@ -20,7 +20,7 @@ use cellrate::redis::{
 };
 use cellrate::time::StdClock;
 use cellrate::tower::{
-    Backend, FallbackCounters, HeaderKey, RateLimitLayer, RedisAsync, RedisBlocking, Route,
+    Backend, FallbackCounters, HeaderKey, RateLimitLayer, RedisBackend, RedisClient, Route,
 };
 use cellrate::Quota;
 use http::{HeaderMap, Request, StatusCode};
@@ -241,8 +241,11 @@ fn failures() -> [FailurePolicy; 3] {
     ]
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn blocking_backend_through_an_outage() {
+/// Every failure policy through an outage of a server of the test's own,
+/// with the backend over the client `make` builds.
+async fn through_an_outage<L: RedisClient>(
+    make: fn(Target, RedisPolicy, RedisConfig) -> Result<L, cellrate::redis::Error>,
+) {
     let Ok(bin) = std::env::var("CELLRATE_REDIS_SERVER") else {
         eprintln!("NOTICE: CELLRATE_REDIS_SERVER is not set; skipping");
         return;
@@ -251,39 +254,26 @@ async fn blocking_backend_through_an_outage() {
     for failure in failures() {
         let url = server.url();
         run(&mut server, failure, |prefix, cfg| {
-            let rl =
-                RedisGcra::new(Target::standalone(&url).unwrap(), policy(prefix), cfg).unwrap();
-            let backend = RedisBlocking::new(rl);
+            let rl = make(Target::standalone(&url).unwrap(), policy(prefix), cfg).unwrap();
+            let backend = RedisBackend::new(rl);
             let counters = backend.counters();
             let (addr, task) = futures_block(serve(backend));
             (counters, task, addr)
         })
         .await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_backend_through_an_outage() {
+    through_an_outage::<RedisGcra>(RedisGcra::new).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_backend_through_an_outage() {
-    let Ok(bin) = std::env::var("CELLRATE_REDIS_SERVER") else {
-        eprintln!("NOTICE: CELLRATE_REDIS_SERVER is not set; skipping");
-        return;
-    };
-    let mut server = Server::start(&bin);
-    for failure in failures() {
-        let url = server.url();
-        run(&mut server, failure, |prefix, cfg| {
-            let rl = AsyncRedisGcra::new(Target::standalone(&url).unwrap(), policy(prefix), cfg)
-                .unwrap();
-            let backend = RedisAsync::new(rl);
-            let counters = backend.counters();
-            let (addr, task) = futures_block(serve(backend));
-            (counters, task, addr)
-        })
-        .await;
-    }
+    through_an_outage::<AsyncRedisGcra>(AsyncRedisGcra::new).await;
 }
 
-/// Runs the server set-up future to completion from inside the runtime.
 fn futures_block<F: std::future::Future>(f: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
 }
