@@ -10,12 +10,15 @@
 -- for a TAT the script wrote (larger only after the clock stepped back, and
 -- then capped at 2^53, where any request is denied anyway).
 local TWO53 = 9007199254740992
+-- The library functions a decision uses, as locals of the script (a
+-- global's table lookup at every use otherwise).
+local tonumber, floor, format, call = tonumber, math.floor, string.format, redis.call
 
 -- x = q*s + r with 0 <= r < s, for integers 0 <= x < 2^53, 1 <= s < 2^53:
 -- the quotient of two doubles may round up to the next integer; fix that.
 local function split(x, s)
   if s == 1 then return x, 0 end
-  local q = math.floor(x / s)
+  local q = floor(x / s)
   local r = x - q * s
   if r < 0 then
     q = q - 1
@@ -49,7 +52,7 @@ local function read(raw, now, scale)
       end
     end
   end
-  if not (us >= 0 and us < TWO53 and us == math.floor(us)) then return nil end
+  if not (us >= 0 and us < TWO53 and us == floor(us)) then return nil end
   if us < now then return 0 end
   local ahead = (us - now) * scale + f
   if ahead > TWO53 then ahead = TWO53 end
@@ -90,22 +93,22 @@ local memo = {}
 local function store(key, now, ahead, scale)
   if not fmt then
     fmt = '%d'
-    if string.format(fmt, 4503599627370497) ~= '4503599627370497' then fmt = '%.0f' end
+    if format(fmt, 4503599627370497) ~= '4503599627370497' then fmt = '%.0f' end
   end
   local q, f = ahead, 0
   if scale ~= 1 then q, f = split(ahead, scale) end
   local tat = now + q
   local v = memo[tat]
   if not v then
-    v = string.format(fmt, tat)
+    v = format(fmt, tat)
     memo[tat] = v
   end
-  if f > 0 then v = v .. '+' .. string.format(fmt, f) .. '/' .. string.format(fmt, scale) end
-  local px = math.floor(q / 1000) + 1
+  if f > 0 then v = v .. '+' .. format(fmt, f) .. '/' .. format(fmt, scale) end
+  local px = floor(q / 1000) + 1
   local p = memo[px]
   if not p then
-    p = string.format(fmt, px)
+    p = format(fmt, px)
     memo[px] = p
   end
-  redis.call('SET', key, v, 'PX', p)
+  call('SET', key, v, 'PX', p)
 end
