@@ -112,10 +112,11 @@
 //! # Cost
 //!
 //! One round trip and one script call per check, or per batch of up to
-//! [`MAX_KEYS_PER_CALL`] keys ([`RedisGcra::try_check_batch`], and
-//! concurrent [`AsyncRedisGcra`] checks, which coalesce into shared calls);
-//! each decision writes its changed keys with one `SET … PX`. Measured
-//! against `INCR` + `EXPIRE` on the same server: `docs/design/redis.md`.
+//! [`MAX_KEYS_PER_CALL`] keys ([`RedisGcra::try_check_batch`]; concurrent
+//! [`AsyncRedisGcra`] checks coalesce into such batches), and one `SET … PX`
+//! per changed key. Against `INCR` + `EXPIRE` on the same server: the
+//! `redis` table of `docs/benchmarks.md`; where the time goes:
+//! `docs/design/redis.md`.
 //!
 //! # Keys
 //!
