@@ -13,7 +13,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -24,6 +23,10 @@ use cellrate::redis::{
     Target,
 };
 use cellrate::{Gcra, Quota};
+
+#[path = "support/redis_server.rs"]
+mod redis_server;
+use redis_server::Server;
 
 fn env(name: &str) -> Option<String> {
     match std::env::var(name) {
@@ -109,6 +112,26 @@ fn assert_same_as_local(quota: Quota, mut log: Vec<(u64, u64, Outcome)>) -> usiz
         admitted += usize::from(expected.is_ok());
     }
     admitted
+}
+
+/// [`assert_same_as_local`] for each client's log; each admitted at least
+/// `least` requests.
+fn assert_each_same_as_local(
+    quota: Quota,
+    logs: BTreeMap<&str, Vec<(u64, u64, Outcome)>>,
+    least: usize,
+) {
+    for (client, log) in logs {
+        let admitted = assert_same_as_local(quota, log);
+        assert!(admitted >= least, "{client}: {admitted}");
+    }
+}
+
+/// Makes the server forget every script (`SCRIPT FLUSH`): the next call
+/// of each script is answered `NOSCRIPT`.
+fn script_flush(url: &str) {
+    let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
 }
 
 /// Puts a log of cost-1 checks whose order within a script call is not
@@ -287,11 +310,7 @@ fn noscript_is_reloaded() {
     let policy = RedisPolicy::single(unique("flush"), "t", Quota::per_second(10).at_hz(1)).unwrap();
     let rl = limiter(&url, policy, FailurePolicy::Closed);
     rl.try_check_n("c", None, 1).unwrap();
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+    script_flush(&url);
     let o = rl.try_check_n("c", None, 1).unwrap();
     assert_eq!(o.results()[0].unwrap().remaining(), 8);
 }
@@ -336,11 +355,7 @@ fn a_pipelined_batch_decides_like_single_calls() {
     let policy = RedisPolicy::single(unique("batch"), "t", quota).unwrap();
     let q = policy.tiers()[0].quota();
     let rl = limiter(&url, policy, FailurePolicy::Closed);
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+    script_flush(&url);
     let clients = ["a", "b", "c"];
     let requests: Vec<(&str, Option<&str>, u64)> = (0..60)
         .map(|i| (clients[i % 3], None, [1, 2, 0, 7, 1][i % 5]))
@@ -365,10 +380,7 @@ fn a_pipelined_batch_decides_like_single_calls() {
         }
         thread::sleep(Duration::from_millis(15));
     }
-    for (client, log) in per_client {
-        let admitted = assert_same_as_local(q, log);
-        assert!(admitted >= 6, "{client}: {admitted}");
-    }
+    assert_each_same_as_local(q, per_client, 6);
 }
 
 /// A multi-tier, per-scope batch (repeated clients inside one script call,
@@ -468,11 +480,7 @@ fn a_batch_split_over_several_calls_reloads_and_keeps_order() {
     let policy = RedisPolicy::single(unique("split"), "t", quota).unwrap();
     let q = policy.tiers()[0].quota();
     let rl = limiter(&url, policy, FailurePolicy::Closed);
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+    script_flush(&url);
     let n = 3 * cellrate::redis::MAX_KEYS_PER_CALL + 17;
     let requests: Vec<(&str, Option<&str>, u64)> = (0..n)
         .map(|i| (["x", "y", "z", "w"][i % 4], None, 1))
@@ -488,10 +496,7 @@ fn a_batch_split_over_several_calls_reloads_and_keeps_order() {
             .or_default()
             .push((o.server_time().unwrap(), cost, o));
     }
-    for (client, log) in per_client {
-        let admitted = assert_same_as_local(q, log);
-        assert!(admitted >= 50, "{client}: {admitted}");
-    }
+    assert_each_same_as_local(q, per_client, 50);
 }
 
 /// A key under the prefix that holds something that is not a TAT (another
@@ -1078,144 +1083,6 @@ fn a_poisoned_key_on_a_cluster_fails_its_checks_alone() {
 }
 
 // ---------------------------------------------------------------- faults
-
-/// A redis-server this test owns, on a fixed port so it can be restarted.
-struct Server {
-    bin: String,
-    port: u16,
-    child: Option<Child>,
-    /// More arguments (a one-node Cluster's).
-    extra: Vec<String>,
-    /// Its working directory, removed on drop (a one-node Cluster's).
-    dir: Option<std::path::PathBuf>,
-}
-
-impl Server {
-    fn start(bin: &str) -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut s = Server {
-            bin: bin.into(),
-            port,
-            child: None,
-            extra: Vec::new(),
-            dir: None,
-        };
-        s.restart();
-        s
-    }
-    /// A one-node Redis Cluster serving every slot, of its own.
-    fn start_cluster(bin: &str) -> Server {
-        // A port whose cluster bus port (port + 10 000) is free too.
-        let port = loop {
-            let l = TcpListener::bind("127.0.0.1:0").unwrap();
-            let p = l.local_addr().unwrap().port();
-            if p < 55_000 && TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok() {
-                break p;
-            }
-        };
-        let dir = std::env::temp_dir().join(unique("cellrate-node"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let conf = dir.join("nodes.conf");
-        let mut s = Server {
-            bin: bin.into(),
-            port,
-            child: None,
-            extra: vec![
-                "--cluster-enabled".into(),
-                "yes".into(),
-                "--cluster-config-file".into(),
-                conf.to_string_lossy().into_owned(),
-                "--dir".into(),
-                dir.to_string_lossy().into_owned(),
-            ],
-            dir: Some(dir),
-        };
-        s.restart();
-        let mut c = redis::Client::open(s.url())
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        let mut add = redis::cmd("CLUSTER");
-        add.arg("ADDSLOTS");
-        for slot in 0..16_384 {
-            add.arg(slot);
-        }
-        let _: () = add.query(&mut c).unwrap();
-        let start = Instant::now();
-        loop {
-            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c).unwrap();
-            if info.contains("cluster_state:ok") {
-                return s;
-            }
-            assert!(start.elapsed() < Duration::from_secs(10), "{info}");
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-    fn restart(&mut self) {
-        let child = Command::new(&self.bin)
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .args(&self.extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        self.child = Some(child);
-        let client = redis::Client::open(self.url()).unwrap();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(10) {
-            if let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(200)) {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return;
-                }
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        panic!("redis-server on port {} did not start", self.port);
-    }
-    /// Freezes the server (SIGSTOP): connections stay open, nothing answers.
-    fn pause(&self) {
-        self.signal("-STOP");
-    }
-    /// Thaws it (SIGCONT).
-    fn resume(&self) {
-        self.signal("-CONT");
-    }
-    fn signal(&self, sig: &str) {
-        let pid = self.child.as_ref().expect("running").id();
-        // The shell's own `kill`: no other binary needed.
-        let ok = Command::new("sh")
-            .args(["-c", &format!("kill {sig} {pid}")])
-            .status()
-            .expect("sh");
-        assert!(ok.success(), "kill {sig} {pid}");
-    }
-    fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = Command::new("sh")
-                .args(["-c", &format!("kill -CONT {}", c.id())])
-                .status();
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
-        if let Some(dir) = self.dir.take() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
 
 fn fault_run(server: &mut Server, failure: FailurePolicy, expect: Source) {
     let policy =
@@ -1869,4 +1736,139 @@ fn a_returned_lease_is_usable_by_another_server() {
     assert!(!c.check("c").unwrap().is_admitted(), "exactly 5 came back");
     c = mk();
     assert!(!c.check("c").unwrap().is_admitted());
+}
+
+/// The lease script decides by the same GCRA as the other scripts: every
+/// renewal (old lease given back, then up to `k` cells over two tiers of
+/// different scales) and every denial equals a replay on local [`Gcra`]s
+/// at the server's time. The model follows the client's lease: cells left
+/// are given back at the next renewal (a lease that outlived its lifetime),
+/// a denial leaves none.
+#[test]
+fn the_lease_script_decides_like_the_local_gcra() {
+    let Some(url) = standalone() else { return };
+    let prefix = unique("lgcra");
+    let policy = RedisPolicy::new(
+        &*prefix,
+        vec![
+            // T = 3 333⅓ µs, kept at 3 sub-ticks per µs; T = 1 400 µs.
+            RedisTier::new(
+                "a",
+                Quota::per_duration(3, Duration::from_millis(10))
+                    .with_burst(4)
+                    .at_hz(1_000),
+            )
+            .unwrap(),
+            RedisTier::new(
+                "b",
+                Quota::per_duration(5, Duration::from_millis(7))
+                    .with_burst(6)
+                    .at_hz(1_000),
+            )
+            .unwrap(),
+        ],
+    )
+    .unwrap();
+    let quotas: Vec<Quota> = policy.tiers().iter().map(|t| t.quota()).collect();
+    assert_eq!(quotas[0].scale(), 3);
+    let k = 3;
+    let leased = LeasedRedisGcra::new(
+        limiter(&url, policy, FailurePolicy::Closed),
+        k,
+        Duration::from_millis(2),
+    );
+    let local: Vec<Gcra> = quotas.iter().map(|q| Gcra::new(*q)).collect();
+    let mut left = 0u64;
+    let (mut full, mut partial, mut denied, mut refunds) = (0, 0, 0, 0);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..400 {
+        let o = leased.check("c").unwrap();
+        match o.source() {
+            Source::Lease if o.is_admitted() => left -= 1,
+            Source::Lease => {}
+            Source::Redis => {
+                let now = o.server_time().unwrap();
+                if left > 0 {
+                    refunds += 1;
+                    for g in &local {
+                        g.refund_n(now, left);
+                    }
+                }
+                let fits = local.iter().map(|g| g.peek(now).remaining()).min();
+                let grant = fits.unwrap().min(k);
+                let expected: Vec<_> = local
+                    .iter()
+                    .map(|g| match grant {
+                        0 if g.peek(now).remaining() > 0 => Ok(g.peek(now).to_decision()),
+                        0 => g.check_n(now, 1),
+                        _ => g.check_n(now, grant),
+                    })
+                    .collect();
+                assert_eq!(o.results(), &expected[..], "renewal {i} at {now}");
+                match grant {
+                    0 => denied += 1,
+                    g if g < k => partial += 1,
+                    _ => full += 1,
+                }
+                left = grant.saturating_sub(1);
+            }
+            other => panic!("{other:?}"),
+        }
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        thread::sleep(Duration::from_micros(seed % 3_000));
+    }
+    eprintln!(
+        "lease script: {full} full, {partial} partial, {denied} denied, {refunds} given back"
+    );
+    assert!(
+        full > 0 && partial > 0 && denied > 0 && refunds > 0,
+        "every path taken: {full} full, {partial} partial, {denied} denied, {refunds} given back"
+    );
+}
+
+/// The lease table is bounded: with room for 4 clients, 10 clients with
+/// live leases leave 4 leased and decide the 6 others on Redis, one round
+/// trip per check, with the same answers a leasing server would give them
+/// in cells (all admitted, the budget shared on the server). Once the
+/// leases have expired, new clients take their places.
+#[test]
+fn the_lease_table_keeps_at_most_its_clients() {
+    let Some(url) = standalone() else { return };
+    let prefix = unique("lcap");
+    let policy = RedisPolicy::single(&*prefix, "t", Quota::per_second(100).at_hz(1_000)).unwrap();
+    let lifetime = Duration::from_millis(400);
+    let leased = LeasedRedisGcra::new(limiter(&url, policy, FailurePolicy::Closed), 5, lifetime)
+        .with_max_clients(4);
+    let clients: Vec<String> = (0..10).map(|i| format!("c{i}")).collect();
+    let start = Instant::now();
+    for c in &clients {
+        assert_eq!(leased.check(c).unwrap().source(), Source::Redis, "{c}");
+    }
+    assert_eq!(leased.clients(), 4);
+    let trips = leased.round_trips();
+    for c in &clients {
+        let o = leased.check(c).unwrap();
+        assert!(o.is_admitted(), "{c}: {o:?}");
+        let leased_one = clients[..4].contains(c);
+        let expect = if leased_one {
+            Source::Lease
+        } else {
+            Source::Redis
+        };
+        assert_eq!(o.source(), expect, "{c}");
+    }
+    assert!(
+        start.elapsed() < lifetime,
+        "too slow a machine for this test"
+    );
+    assert_eq!(leased.round_trips() - trips, 6, "one per unleased check");
+    assert_eq!(leased.clients(), 4);
+    thread::sleep(lifetime);
+    // Every lease has expired: a new client takes a place, and its next
+    // check is spent from its lease.
+    assert_eq!(leased.check("new").unwrap().source(), Source::Redis);
+    assert_eq!(leased.check("new").unwrap().source(), Source::Lease);
+    assert!(leased.clients() <= 4);
 }

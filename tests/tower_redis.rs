@@ -8,8 +8,7 @@
 #![cfg(all(feature = "axum", feature = "redis"))]
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,69 +20,16 @@ use cellrate::redis::{
 };
 use cellrate::time::StdClock;
 use cellrate::tower::{
-    Backend, FallbackCounters, HeaderKey, RateLimitLayer, RedisAsync, RedisBlocking, Route,
+    Backend, FallbackCounters, HeaderKey, RateLimitLayer, RedisBackend, RedisClient, Route,
 };
 use cellrate::Quota;
 use http::{HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 
-struct Server {
-    bin: String,
-    port: u16,
-    child: Option<Child>,
-}
-
-impl Server {
-    fn start(bin: &str) -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut s = Server {
-            bin: bin.into(),
-            port,
-            child: None,
-        };
-        s.restart();
-        s
-    }
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-    fn restart(&mut self) {
-        let child = Command::new(&self.bin)
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        self.child = Some(child);
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(10) {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                std::thread::sleep(Duration::from_millis(50));
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("redis-server on port {} did not start", self.port);
-    }
-    fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
+#[path = "support/redis_server.rs"]
+mod redis_server;
+use redis_server::Server;
 
 struct Reply {
     status: StatusCode,
@@ -295,8 +241,11 @@ fn failures() -> [FailurePolicy; 3] {
     ]
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn blocking_backend_through_an_outage() {
+/// Every failure policy through an outage of a server of the test's own,
+/// with the backend over the client `make` builds.
+async fn through_an_outage<L: RedisClient>(
+    make: fn(Target, RedisPolicy, RedisConfig) -> Result<L, cellrate::redis::Error>,
+) {
     let Ok(bin) = std::env::var("CELLRATE_REDIS_SERVER") else {
         eprintln!("NOTICE: CELLRATE_REDIS_SERVER is not set; skipping");
         return;
@@ -305,39 +254,26 @@ async fn blocking_backend_through_an_outage() {
     for failure in failures() {
         let url = server.url();
         run(&mut server, failure, |prefix, cfg| {
-            let rl =
-                RedisGcra::new(Target::standalone(&url).unwrap(), policy(prefix), cfg).unwrap();
-            let backend = RedisBlocking::new(rl);
+            let rl = make(Target::standalone(&url).unwrap(), policy(prefix), cfg).unwrap();
+            let backend = RedisBackend::new(rl);
             let counters = backend.counters();
             let (addr, task) = futures_block(serve(backend));
             (counters, task, addr)
         })
         .await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_backend_through_an_outage() {
+    through_an_outage::<RedisGcra>(RedisGcra::new).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_backend_through_an_outage() {
-    let Ok(bin) = std::env::var("CELLRATE_REDIS_SERVER") else {
-        eprintln!("NOTICE: CELLRATE_REDIS_SERVER is not set; skipping");
-        return;
-    };
-    let mut server = Server::start(&bin);
-    for failure in failures() {
-        let url = server.url();
-        run(&mut server, failure, |prefix, cfg| {
-            let rl = AsyncRedisGcra::new(Target::standalone(&url).unwrap(), policy(prefix), cfg)
-                .unwrap();
-            let backend = RedisAsync::new(rl);
-            let counters = backend.counters();
-            let (addr, task) = futures_block(serve(backend));
-            (counters, task, addr)
-        })
-        .await;
-    }
+    through_an_outage::<AsyncRedisGcra>(AsyncRedisGcra::new).await;
 }
 
-/// Runs the server set-up future to completion from inside the runtime.
 fn futures_block<F: std::future::Future>(f: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
 }

@@ -7,6 +7,7 @@ use std::string::{String, ToString};
 use std::sync::{Arc, Mutex};
 use std::vec::Vec;
 
+use super::degrade::{call_error, is_transport};
 use super::{
     is_noscript, Backoff, Degrade, Error, Outcome, RedisConfig, RedisPolicy, Source, Target,
     MAX_KEYS_PER_CALL,
@@ -316,11 +317,7 @@ impl Inner {
             }
             Ok(Err(e)) => {
                 self.backoff.failed();
-                Err(if e.is_timeout() {
-                    Error::Timeout
-                } else {
-                    Error::Redis(e)
-                })
+                Err(call_error(e))
             }
             Err(_) => {
                 self.backoff.failed();
@@ -362,21 +359,13 @@ impl Inner {
         match reply {
             Ok(Ok(reply)) => self.policy.decode_checks(&reply, requests, out),
             Ok(Err(e)) => {
-                let transport = e.is_io_error()
-                    || e.is_timeout()
-                    || e.is_connection_dropped()
-                    || e.is_connection_refusal();
-                if transport {
+                if is_transport(&e) {
                     // The connection is gone or stuck: drop it, and hold
                     // back reconnects for the interval.
                     self.set(None);
                     self.backoff.failed();
                 }
-                Err(if e.is_timeout() {
-                    Error::Timeout
-                } else {
-                    Error::Redis(e)
-                })
+                Err(call_error(e))
             }
             Err(_) => {
                 self.set(None);

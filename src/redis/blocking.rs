@@ -10,9 +10,11 @@ use std::sync::Mutex;
 use std::time::Instant;
 use std::vec::Vec;
 
+use super::degrade::{call_error, is_transport};
+use super::scripts::lease_script;
 use super::{
-    is_noscript, lease_script, Backoff, Degrade, Error, Outcome, RedisConfig, RedisPolicy, Request,
-    Source, Target, MAX_KEYS_PER_CALL,
+    is_noscript, Backoff, Degrade, Error, Outcome, RedisConfig, RedisPolicy, Request, Source,
+    Target, MAX_KEYS_PER_CALL,
 };
 
 enum Conn {
@@ -441,22 +443,14 @@ impl RedisGcra {
     /// script error), else drop it, drop the idle ones (they share the fate
     /// of the server) and hold back reconnects for the interval.
     fn failed(&self, conn: Conn, e: ::redis::RedisError) -> Error {
-        let transport = e.is_io_error()
-            || e.is_timeout()
-            || e.is_connection_dropped()
-            || e.is_connection_refusal();
-        if transport {
+        if is_transport(&e) {
             drop(conn);
             self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
             self.backoff.failed();
         } else {
             self.put(conn);
         }
-        if e.is_timeout() {
-            Error::Timeout
-        } else {
-            Error::Redis(e)
-        }
+        call_error(e)
     }
 
     /// A new connection, made (handshake included) before `deadline`; at

@@ -19,6 +19,28 @@
 //! and nothing else: while one client waits on a slow or stalled server,
 //! every other client keeps spending its live lease.
 //!
+//! # Bounded memory
+//!
+//! The table keeps at most [`max_clients`](LeasedRedisGcra::with_max_clients)
+//! clients (65 536 unless set). When a new client finds it full, the table
+//! forgets every entry that is neither in use nor live (a lease past its
+//! lifetime or spent, a remembered denial that has passed); if none can
+//! go, the new client is decided on Redis without a lease (one round trip
+//! per check, the inner limiter's [`check`](RedisGcra::check)) and the
+//! table is not swept again before one lifetime has passed, when every
+//! lease in it has expired. Forgetting never admits more: a lease's cells
+//! were consumed on the server when granted, so an expired lease's unused
+//! cells forgotten stay consumed (at most `k` per client, as when a return
+//! fails), and a forgotten denial is asked again.
+//!
+//! Why not a [`KeyedBox`](crate::keyed::KeyedBox), as the fallback uses: a
+//! keyed slot is one 64-bit word changed by compare-and-swap, while a
+//! lease needs a lock held across its renewal's round trip (so concurrent
+//! callers of one client wait for one renewal instead of each taking a
+//! lease) and keeps the server's last denial to answer with; neither fits
+//! a word. The keyed tables' eviction rule is kept in spirit: only what is
+//! safe to forget is forgotten.
+//!
 //! # Bound on over-admission across the fleet
 //!
 //! Cells are consumed on the server when granted, so the fleet never admits
@@ -58,6 +80,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::{Error, Outcome, RedisGcra, Request, Source};
+
+/// The most clients a [`LeasedRedisGcra`] keeps a lease for, unless set
+/// with [`LeasedRedisGcra::with_max_clients`].
+///
+/// ```
+/// assert_eq!(cellrate::redis::lease::DEFAULT_MAX_CLIENTS, 65_536);
+/// ```
+pub const DEFAULT_MAX_CLIENTS: usize = 1 << 16;
 use crate::decision::Decision;
 
 #[derive(Clone, Debug)]
@@ -89,13 +119,68 @@ pub struct LeasedRedisGcra {
     inner: RedisGcra,
     size: u64,
     lifetime: Duration,
-    /// Each client's lease behind its own lock. The map's lock is held only
-    /// to find or add a client's entry, never across a round trip; a
+    /// Each client's lease behind its own lock. The table's lock is held
+    /// only to find or add a client's entry, never across a round trip; a
     /// client's own lock is held across its renewal, so a stalled server
     /// delays only the callers of the client being renewed, never a client
     /// spending a live lease.
-    leases: Mutex<HashMap<String, Arc<Mutex<Option<Lease>>>>>,
+    leases: Mutex<Table>,
+    max_clients: usize,
     round_trips: AtomicU64,
+}
+
+/// One client's lease, behind the lock its renewal holds.
+type Entry = Arc<Mutex<Option<Lease>>>;
+
+/// The leases by client, at most `max_clients` of them.
+#[derive(Debug, Default)]
+struct Table {
+    map: HashMap<String, Entry>,
+    /// No sweep before this: the last one found every entry in use or live.
+    next_sweep: Option<Instant>,
+}
+
+impl Table {
+    /// `client`'s entry, added if there is room (after forgetting what is
+    /// safe to forget, see the module docs); `None` if the table is full of
+    /// entries in use or live.
+    fn entry(&mut self, client: &str, max: usize, lifetime: Duration) -> Option<Entry> {
+        if let Some(entry) = self.map.get(client) {
+            return Some(Arc::clone(entry));
+        }
+        if self.map.len() >= max {
+            let now = Instant::now();
+            if self.next_sweep.map_or(true, |at| now >= at) {
+                // An entry only this table holds is in no caller's hands
+                // (entries are handed out under the table's lock), so its
+                // lock is free and no caller can reach it once removed.
+                self.map.retain(|_, entry| {
+                    Arc::strong_count(entry) > 1
+                        || lock(entry)
+                            .as_ref()
+                            .is_some_and(|l| l.is_live(now, lifetime))
+                });
+                self.next_sweep = (self.map.len() >= max).then(|| now + lifetime);
+            }
+            if self.map.len() >= max {
+                return None;
+            }
+        }
+        Some(Arc::clone(self.map.entry(client.to_string()).or_default()))
+    }
+}
+
+impl Lease {
+    /// Whether the lease still answers checks locally at `now`: cells
+    /// left within the lifetime, or a denial not yet passed.
+    fn is_live(&self, now: Instant, lifetime: Duration) -> bool {
+        match self {
+            Lease::Cells { left, granted_at } => {
+                *left > 0 && now.saturating_duration_since(*granted_at) < lifetime
+            }
+            Lease::Denied { until, .. } => now < *until,
+        }
+    }
 }
 
 /// Locks `m`; a poisoned lock only means another thread panicked while
@@ -106,15 +191,42 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl LeasedRedisGcra {
     /// Leases of up to `size` cells (at least 1), each spent within
-    /// `lifetime` of its grant or returned.
+    /// `lifetime` of its grant or returned, for up to
+    /// [`DEFAULT_MAX_CLIENTS`] clients at once.
     pub fn new(inner: RedisGcra, size: u64, lifetime: Duration) -> Self {
         LeasedRedisGcra {
             inner,
             size: size.max(1),
             lifetime,
-            leases: Mutex::new(HashMap::new()),
+            leases: Mutex::new(Table::default()),
+            max_clients: DEFAULT_MAX_CLIENTS,
             round_trips: AtomicU64::new(0),
         }
+    }
+
+    /// Keeps leases for at most `clients` clients (at least 1); see
+    /// *Bounded memory* in the [module docs](self).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use cellrate::redis::lease::LeasedRedisGcra;
+    /// use cellrate::redis::{FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, Target};
+    /// use cellrate::Quota;
+    ///
+    /// let policy = RedisPolicy::single("rl", "hot", Quota::per_second(10_000).at_hz(1_000)).unwrap();
+    /// let redis = RedisGcra::new(Target::standalone("redis://127.0.0.1/").unwrap(), policy,
+    ///     RedisConfig::new(FailurePolicy::Closed)).unwrap();
+    /// let leased = LeasedRedisGcra::new(redis, 50, Duration::from_millis(20)).with_max_clients(1_000);
+    /// assert!(leased.clients() <= 1_000);
+    /// ```
+    pub fn with_max_clients(mut self, clients: usize) -> Self {
+        self.max_clients = clients.max(1);
+        self
+    }
+
+    /// How many clients the table keeps a lease (or a denial) for now.
+    pub fn clients(&self) -> usize {
+        lock(&self.leases).map.len()
     }
 
     /// Script calls made so far.
@@ -132,12 +244,12 @@ impl LeasedRedisGcra {
     /// lease). Redis failures apply the inner limiter's failure policy.
     pub fn check(&self, client: &str) -> Result<Outcome, Error> {
         let keys = self.inner.policy().keys(client, None)?;
-        let slot = {
-            let mut map = lock(&self.leases);
-            match map.get(client) {
-                Some(slot) => Arc::clone(slot),
-                None => Arc::clone(map.entry(client.to_string()).or_default()),
-            }
+        let entry = lock(&self.leases).entry(client, self.max_clients, self.lifetime);
+        let Some(slot) = entry else {
+            // The table is full of leases in use or live: decide this
+            // client on Redis, without a lease.
+            self.round_trips.fetch_add(1, Ordering::Relaxed);
+            return self.inner.check(client);
         };
         let mut lease = lock(&slot);
         let old = lease.take();
@@ -209,8 +321,7 @@ impl LeasedRedisGcra {
     /// Returns every unused leased cell to Redis (for a graceful shutdown).
     /// Returns how many cells were given back.
     pub fn return_all(&self) -> u64 {
-        let drained: std::vec::Vec<(String, Arc<Mutex<Option<Lease>>>)> =
-            lock(&self.leases).drain().collect();
+        let drained: std::vec::Vec<(String, Entry)> = lock(&self.leases).map.drain().collect();
         let mut returned = 0;
         for (client, slot) in drained {
             let Some(Lease::Cells { left, .. }) = lock(&slot).take() else {

@@ -118,7 +118,9 @@ pub use key::{
     MAX_KEY_LEN, UNMATCHED_ROUTE,
 };
 #[cfg(feature = "redis")]
-pub use redis::{FallbackCounters, FallbackStats, RedisAsync, RedisBlocking};
+pub use redis::{
+    FallbackCounters, FallbackStats, RedisAsync, RedisBackend, RedisBlocking, RedisClient,
+};
 
 /// Which rate-limit header families a response carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

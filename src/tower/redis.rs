@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::vec::Vec;
 
-use crate::redis::{AsyncRedisGcra, Error, FailurePolicy, Outcome, RedisGcra, Source};
+use crate::redis::{AsyncRedisGcra, Error, FailurePolicy, Outcome, RedisGcra, RedisPolicy, Source};
 
 use super::backend::{owned, Backend, Check, Fault, Mode, TierInfo, Verdict};
 use super::key::RequestKey;
@@ -105,7 +105,7 @@ fn verdict(counters: &FallbackCounters, result: Result<Outcome, Error>) -> Verdi
     }
 }
 
-fn tiers_of(policy: &crate::redis::RedisPolicy) -> Vec<TierInfo> {
+fn tiers_of(policy: &RedisPolicy) -> Vec<TierInfo> {
     policy
         .tiers()
         .iter()
@@ -117,10 +117,7 @@ fn tiers_of(policy: &crate::redis::RedisPolicy) -> Vec<TierInfo> {
 /// re-expressed on the Redis clock (µs, with the tier's sub-µs scale)
 /// exactly as the client's fallback table re-expresses them, so `q` and `w`
 /// are those of the limiter that decides.
-fn fallback_of(
-    policy: &crate::redis::RedisPolicy,
-    failure: &FailurePolicy,
-) -> Option<Vec<TierInfo>> {
+fn fallback_of(policy: &RedisPolicy, failure: &FailurePolicy) -> Option<Vec<TierInfo>> {
     let FailurePolicy::Fallback(quotas) = failure else {
         return None;
     };
@@ -138,10 +135,85 @@ fn fallback_of(
 
 type Pending = Pin<Box<dyn Future<Output = Verdict> + Send>>;
 
-/// The blocking [`RedisGcra`] as a backend: each check runs on tokio's
-/// blocking pool (`spawn_blocking`), never on the runtime's worker threads.
+/// A Redis client a [`RedisBackend`] can drive: the blocking [`RedisGcra`]
+/// (each check on tokio's blocking pool, `spawn_blocking`, never on the
+/// runtime's worker threads) or the async [`AsyncRedisGcra`] (checks
+/// coalesced into shared script calls). Sealed: implemented for these two
+/// only.
+pub trait RedisClient: sealed::Client {}
+
+impl RedisClient for RedisGcra {}
+impl RedisClient for AsyncRedisGcra {}
+
+mod sealed {
+    use super::*;
+
+    /// What a backend needs of a client (not nameable outside the crate).
+    pub trait Client: Send + Sync + 'static {
+        /// The client's policy and failure policy.
+        fn parts(&self) -> (&RedisPolicy, &FailurePolicy);
+        /// One check of `cost` for `client` (and `scope`), with the failure
+        /// policy applied, as a verdict recorded in `counters`.
+        fn verdict(
+            self: Arc<Self>,
+            client: String,
+            scope: Option<String>,
+            cost: u64,
+            counters: Arc<FallbackCounters>,
+        ) -> Pending;
+    }
+
+    impl Client for RedisGcra {
+        fn parts(&self) -> (&RedisPolicy, &FailurePolicy) {
+            (self.policy(), self.config().failure())
+        }
+        fn verdict(
+            self: Arc<Self>,
+            client: String,
+            scope: Option<String>,
+            cost: u64,
+            counters: Arc<FallbackCounters>,
+        ) -> Pending {
+            Box::pin(async move {
+                let joined = tokio::task::spawn_blocking(move || {
+                    let result = self.check_n(&client, scope.as_deref(), cost);
+                    verdict(&counters, result)
+                })
+                .await;
+                joined.unwrap_or(Verdict::fault(Fault::Internal))
+            })
+        }
+    }
+
+    impl Client for AsyncRedisGcra {
+        fn parts(&self) -> (&RedisPolicy, &FailurePolicy) {
+            (self.policy(), self.config().failure())
+        }
+        fn verdict(
+            self: Arc<Self>,
+            client: String,
+            scope: Option<String>,
+            cost: u64,
+            counters: Arc<FallbackCounters>,
+        ) -> Pending {
+            Box::pin(async move {
+                let result = self.check_n(&client, scope.as_deref(), cost).await;
+                verdict(&counters, result)
+            })
+        }
+    }
+}
+
+/// A Redis client as a layer backend: [`RedisBlocking`] or [`RedisAsync`].
 /// The key is the request's client; the endpoint, if any, is the scope of
 /// the policy's per-scope tiers. Needs a tokio runtime.
+pub struct RedisBackend<L: RedisClient> {
+    limiter: Arc<L>,
+    counters: Arc<FallbackCounters>,
+}
+
+/// The blocking [`RedisGcra`] as a backend: each check runs on tokio's
+/// blocking pool (`spawn_blocking`), never on the runtime's worker threads.
 ///
 /// ```no_run
 /// use cellrate::redis::{FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, Target};
@@ -155,60 +227,16 @@ type Pending = Pin<Box<dyn Future<Output = Verdict> + Send>>;
 /// let backend = RedisBlocking::new(rl);
 /// # let _ = backend;
 /// ```
-pub struct RedisBlocking {
-    limiter: Arc<RedisGcra>,
-    counters: Arc<FallbackCounters>,
-}
-
-impl RedisBlocking {
-    /// A backend over `limiter`.
-    pub fn new(limiter: RedisGcra) -> Self {
-        RedisBlocking {
-            limiter: Arc::new(limiter),
-            counters: Arc::default(),
-        }
-    }
-    /// The failure-mode counters (keep the `Arc` to export them).
-    pub fn counters(&self) -> Arc<FallbackCounters> {
-        Arc::clone(&self.counters)
-    }
-}
-
-impl Backend for RedisBlocking {
-    type Future = Pending;
-    fn tiers(&self) -> Vec<TierInfo> {
-        tiers_of(self.limiter.policy())
-    }
-    fn fallback_tiers(&self) -> Option<Vec<TierInfo>> {
-        fallback_of(self.limiter.policy(), self.limiter.config().failure())
-    }
-    fn check(&self, key: &RequestKey<'_>, _now: u64, cost: u64) -> Check<Pending> {
-        let client: String = owned(key.client());
-        let scope: Option<String> = key.scope().map(owned);
-        let limiter = Arc::clone(&self.limiter);
-        let counters = Arc::clone(&self.counters);
-        Check::Pending(Box::pin(async move {
-            let joined = tokio::task::spawn_blocking(move || {
-                let result = limiter.check_n(&client, scope.as_deref(), cost);
-                verdict(&counters, result)
-            })
-            .await;
-            joined.unwrap_or(Verdict::fault(Fault::Internal))
-        }))
-    }
-}
+pub type RedisBlocking = RedisBackend<RedisGcra>;
 
 /// The async [`AsyncRedisGcra`] as a backend (checks coalesced into shared
-/// script calls; see its docs). Keys as [`RedisBlocking`].
-pub struct RedisAsync {
-    limiter: Arc<AsyncRedisGcra>,
-    counters: Arc<FallbackCounters>,
-}
+/// script calls; see its docs).
+pub type RedisAsync = RedisBackend<AsyncRedisGcra>;
 
-impl RedisAsync {
+impl<L: RedisClient> RedisBackend<L> {
     /// A backend over `limiter`.
-    pub fn new(limiter: AsyncRedisGcra) -> Self {
-        RedisAsync {
+    pub fn new(limiter: L) -> Self {
+        RedisBackend {
             limiter: Arc::new(limiter),
             counters: Arc::default(),
         }
@@ -219,22 +247,19 @@ impl RedisAsync {
     }
 }
 
-impl Backend for RedisAsync {
+impl<L: RedisClient> Backend for RedisBackend<L> {
     type Future = Pending;
     fn tiers(&self) -> Vec<TierInfo> {
-        tiers_of(self.limiter.policy())
+        tiers_of(self.limiter.parts().0)
     }
     fn fallback_tiers(&self) -> Option<Vec<TierInfo>> {
-        fallback_of(self.limiter.policy(), self.limiter.config().failure())
+        let (policy, failure) = self.limiter.parts();
+        fallback_of(policy, failure)
     }
     fn check(&self, key: &RequestKey<'_>, _now: u64, cost: u64) -> Check<Pending> {
         let client: String = owned(key.client());
         let scope: Option<String> = key.scope().map(owned);
         let limiter = Arc::clone(&self.limiter);
-        let counters = Arc::clone(&self.counters);
-        Check::Pending(Box::pin(async move {
-            let result = limiter.check_n(&client, scope.as_deref(), cost).await;
-            verdict(&counters, result)
-        }))
+        Check::Pending(limiter.verdict(client, scope, cost, Arc::clone(&self.counters)))
     }
 }

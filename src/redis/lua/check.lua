@@ -39,58 +39,43 @@ if #absent > 0 and redis.call('EXISTS', unpack(absent)) > 0 then
     if redis.call('TYPE', k)['ok'] ~= 'none' then foreign[k] = true end
   end
 end
--- Per key: its TAT (us, f) once read, or bad.
-local us_of, f_of, bad = {}, {}, {}
-local out, ahead, dirty, order, bads = {now}, {}, {}, {}, {}
+-- Per key: TAT - now (sub-ticks at its tier's scale) once read, or bad.
+-- Every request of the call is decided at the same `now`, so a key's
+-- TAT - now after a request is what the next request of that key reads.
+local ahead, bad = {}, {}
+local out, dirty, order, bads = {now}, {}, {}, {}
 -- The scale of each key written (the tier it belongs to).
 local scale_of = {}
 if m == 1 then
-  -- One tier: the same decisions without the inner loops, and whole
-  -- microseconds read without a function call.
+  -- One tier: the same decisions without the inner loops.
   local interval, span, scale = intervals[1], spans[1], scales[1]
   for r = 1, n do
     if not uniform then cost = tonumber(ARGV[first + r]) end
     local key = KEYS[r]
-    local us = us_of[key]
-    if not us and not bad[key] then
+    local a = ahead[key]
+    if not a and not bad[key] then
       local raw = raws[r]
-      local f = 0
       if raw then
-        us = tonumber(raw)
-        if not (us and us >= 0 and us < TWO53 and us == math.floor(us)) then
-          us, f = parse(raw, scale)
-        end
+        a = read(raw, now, scale)
       elseif not foreign[key] then
-        us = 0
+        a = 0
       end
-      if us then
-        us_of[key], f_of[key] = us, f
+      if a then
+        ahead[key] = a
       else
         bad[key] = true
       end
     end
-    if not us then
+    if not a then
       out[r + 1] = 0
       bads[#bads + 1] = r
     else
-      local a = 0
-      if us > now then
-        a = (us - now) * scale + f_of[key]
-        if a > TWO53 then a = TWO53 end
-      elseif us == now then
-        a = f_of[key]
-      end
-      local need = a + cost * interval
-      if need > span then
+      local need, over = step(a, cost, interval, span)
+      if over > 0 then
         out[r + 1] = -1 - a
       else
         if cost > 0 then
-          if scale == 1 then
-            us_of[key] = now + need
-          else
-            local q, f = split(need, scale)
-            us_of[key], f_of[key] = now + q, f
-          end
+          ahead[key] = need
           if not dirty[key] then
             dirty[key] = true
             order[#order + 1] = key
@@ -102,71 +87,65 @@ if m == 1 then
     end
   end
 else
-for r = 1, n do
-  if not uniform then cost = tonumber(ARGV[first + r]) end
-  local k0 = (r - 1) * m
-  local usable = true
-  for i = 1, m do
-    local j = k0 + i
-    local key = KEYS[j]
-    if not us_of[key] and not bad[key] then
-      local raw = raws[j]
-      if raw then
-        local us, f = parse(raw, scales[i])
-        if us then
-          us_of[key], f_of[key] = us, f
+  local needs = {}
+  for r = 1, n do
+    if not uniform then cost = tonumber(ARGV[first + r]) end
+    local k0 = (r - 1) * m
+    local usable = true
+    for i = 1, m do
+      local j = k0 + i
+      local key = KEYS[j]
+      if not ahead[key] and not bad[key] then
+        local raw = raws[j]
+        local a = nil
+        if raw then
+          a = read(raw, now, scales[i])
+        elseif not foreign[key] then
+          a = 0
+        end
+        if a then
+          ahead[key] = a
         else
           bad[key] = true
         end
-      elseif foreign[key] then
-        bad[key] = true
-      else
-        us_of[key], f_of[key] = 0, 0
+      end
+      if bad[key] then
+        usable = false
+        bads[#bads + 1] = j
       end
     end
-    if bad[key] then
-      usable = false
-      bads[#bads + 1] = j
-    end
-  end
-  if not usable then
-    for i = 1, m do out[k0 + i + 1] = 0 end
-  else
-    local admit = true
-    for i = 1, m do
-      local key = KEYS[k0 + i]
-      local a = ahead_of(us_of[key], f_of[key], now, scales[i])
-      ahead[i] = a
-      if a + cost * intervals[i] > spans[i] then admit = false end
-    end
-    for i = 1, m do
-      local a = ahead[i]
-      if not admit then
-        out[k0 + i + 1] = -1 - a
-      else
-        if cost > 0 then
-          local key = KEYS[k0 + i]
-          a = a + cost * intervals[i]
-          local q, f = split(a, scales[i])
-          us_of[key], f_of[key] = now + q, f
-          if not dirty[key] then
-            dirty[key] = true
-            order[#order + 1] = key
-            scale_of[key] = scales[i]
+    if not usable then
+      for i = 1, m do out[k0 + i + 1] = 0 end
+    else
+      -- Every tier is checked before any is charged.
+      local admit = true
+      for i = 1, m do
+        local need, over = step(ahead[KEYS[k0 + i]], cost, intervals[i], spans[i])
+        needs[i] = need
+        if over > 0 then admit = false end
+      end
+      for i = 1, m do
+        local key = KEYS[k0 + i]
+        if not admit then
+          out[k0 + i + 1] = -1 - ahead[key]
+        else
+          if cost > 0 then
+            ahead[key] = needs[i]
+            if not dirty[key] then
+              dirty[key] = true
+              order[#order + 1] = key
+              scale_of[key] = scales[i]
+            end
           end
+          out[k0 + i + 1] = needs[i]
         end
-        out[k0 + i + 1] = a
       end
     end
   end
-end
 end
 for j = 1, #order do
   local key = order[j]
-  local us, f = us_of[key], f_of[key]
-  local v = int(us)
-  if f > 0 then v = v .. '+' .. int(f) .. '/' .. int(scale_of[key]) end
-  redis.call('SET', key, v, 'PX', int(math.floor((us - now) / 1000) + 1))
+  store(key, now, ahead[key], scale_of[key])
 end
 for _, j in ipairs(bads) do out[#out + 1] = j end
 return out

@@ -10,12 +10,15 @@
 -- for a TAT the script wrote (larger only after the clock stepped back, and
 -- then capped at 2^53, where any request is denied anyway).
 local TWO53 = 9007199254740992
+-- The library functions a decision uses, as locals of the script (a
+-- global's table lookup at every use otherwise).
+local tonumber, floor, format, call = tonumber, math.floor, string.format, redis.call
 
 -- x = q*s + r with 0 <= r < s, for integers 0 <= x < 2^53, 1 <= s < 2^53:
 -- the quotient of two doubles may round up to the next integer; fix that.
 local function split(x, s)
   if s == 1 then return x, 0 end
-  local q = math.floor(x / s)
+  local q = floor(x / s)
   local r = x - q * s
   if r < 0 then
     q = q - 1
@@ -27,10 +30,12 @@ local function split(x, s)
   return q, r
 end
 
--- A stored TAT as (us, sub-ticks at `scale`), the fraction rounded up when
--- it was written at another scale (a later TAT admits less); nil when `raw`
--- is no TAT (not an integer in [0, 2^53), a malformed fraction).
-local function parse(raw, scale)
+-- TAT - now in sub-ticks at `scale` (0 when the TAT has passed, capped
+-- at 2^53) for a stored value `raw`, or nil when `raw` is no TAT (not an
+-- integer in [0, 2^53) nor a well-formed fraction). A fraction written at
+-- another scale (the quota changed) is rounded up to this one: a later TAT
+-- admits less.
+local function read(raw, now, scale)
   local us = tonumber(raw)
   local f = 0
   if not us then
@@ -47,41 +52,63 @@ local function parse(raw, scale)
       end
     end
   end
-  if not (us >= 0 and us < TWO53 and us == math.floor(us)) then return nil end
-  return us, f
-end
-
--- TAT - now in sub-ticks (0 when the TAT has passed), capped at 2^53.
-local function ahead_of(us, f, now, scale)
+  if not (us >= 0 and us < TWO53 and us == floor(us)) then return nil end
   if us < now then return 0 end
-  local a = (us - now) * scale + f
-  if a > TWO53 then a = TWO53 end
-  return a
+  local ahead = (us - now) * scale + f
+  if ahead > TWO53 then ahead = TWO53 end
+  return ahead
 end
 
--- Decimal integers: '%d' is exact below 2^63 where Lua's integer format is
--- 64-bit (checked once per call that writes), else '%.0f' (exact below 2^53).
-local fmt = nil
-local memo = {}
-local function int(x)
-  if not fmt then
-    fmt = '%d'
-    if string.format(fmt, 4503599627370497) ~= '4503599627370497' then fmt = '%.0f' end
-  end
-  local s = memo[x]
-  if not s then
-    s = string.format(fmt, x)
-    memo[x] = s
-  end
-  return s
+-- The GCRA step: the one rule every script decides by. With `ahead` =
+-- max(TAT, now) - now in sub-ticks (`read`), a request of `cost` cells of
+-- `interval` sub-ticks each against a tier whose span is burst*interval
+-- (tau + T) is admitted iff
+--   ahead + cost*interval <= span
+-- (the in-process GCRA's max(TAT, now) + cost*T - now <= tau + T). Returns
+-- TAT - now after the request (`need`, what an admitted request stores)
+-- and by how much it overshoots the span: 0 if admitted, else the wait
+-- until the same request, alone, would be.
+local function step(ahead, cost, interval, span)
+  local need = ahead + cost * interval
+  if need > span then return need, need - span end
+  return need, 0
+end
+
+-- The same rule solved for the cost: how many cells `step` would admit
+-- now, the largest g with ahead + g*interval <= span.
+local function room(ahead, interval, span)
+  if ahead >= span then return 0 end
+  return (split(span - ahead, interval))
 end
 
 -- Writes the TAT `ahead` sub-ticks after `now`, expiring within a
 -- millisecond after it has passed (never before: an expired key reads as
--- a full bucket).
+-- a full bucket). The one place a script formats a number: '%d', exact
+-- below 2^63 where Lua's integer format is 64-bit (checked once per call
+-- that writes), else '%.0f' (exact below 2^53); never tostring ('%.14g'),
+-- which would round. Strings are memoised per call (the expiries and the
+-- TATs of a batch repeat).
+local fmt = nil
+local memo = {}
 local function store(key, now, ahead, scale)
-  local q, f = split(ahead, scale)
-  local v = int(now + q)
-  if f > 0 then v = v .. '+' .. int(f) .. '/' .. int(scale) end
-  redis.call('SET', key, v, 'PX', int(math.floor(q / 1000) + 1))
+  if not fmt then
+    fmt = '%d'
+    if format(fmt, 4503599627370497) ~= '4503599627370497' then fmt = '%.0f' end
+  end
+  local q, f = ahead, 0
+  if scale ~= 1 then q, f = split(ahead, scale) end
+  local tat = now + q
+  local v = memo[tat]
+  if not v then
+    v = format(fmt, tat)
+    memo[tat] = v
+  end
+  if f > 0 then v = v .. '+' .. format(fmt, f) .. '/' .. format(fmt, scale) end
+  local px = floor(q / 1000) + 1
+  local p = memo[px]
+  if not p then
+    p = format(fmt, px)
+    memo[px] = p
+  end
+  call('SET', key, v, 'PX', p)
 end

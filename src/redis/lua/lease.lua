@@ -22,10 +22,10 @@ for i = 1, n do
   if type(raw) == 'table' then return {-1, now, i} end
   local a = 0
   if raw then
-    local us, f = parse(raw, scales[i])
-    if not us then return {-1, now, i} end
-    a = ahead_of(us, f, now, scales[i])
+    a = read(raw, now, scales[i])
+    if not a then return {-1, now, i} end
   end
+  -- Giving cells back: TAT <- max(now, TAT - refund*T).
   if refund > 0 and a > 0 then
     a = a - refund * intervals[i]
     if a < 0 then a = 0 end
@@ -35,13 +35,12 @@ for i = 1, n do
 end
 local grant = cost
 for i = 1, n do
-  local room = spans[i] - ahead[i]
   if upto then
-    local fits = 0
-    if room > 0 then fits = split(room, intervals[i]) end
+    local fits = room(ahead[i], intervals[i], spans[i])
     if fits < grant then grant = fits end
-  elseif cost * intervals[i] > room then
-    grant = 0
+  else
+    local _, over = step(ahead[i], cost, intervals[i], spans[i])
+    if over > 0 then grant = 0 end
   end
 end
 local out = {grant, now}
@@ -51,10 +50,10 @@ for i = 1, n do
   local a = ahead[i]
   local wait = 0
   if grant == 0 then
-    local need = a + want * intervals[i]
-    if need > spans[i] then wait = need - spans[i] end
+    local _, over = step(a, want, intervals[i], spans[i])
+    wait = over
   elseif cost > 0 then
-    a = a + grant * intervals[i]
+    a = step(a, grant, intervals[i], spans[i])
     changed[i] = true
   end
   if changed[i] then store(KEYS[i], now, a, scales[i]) end

@@ -14,20 +14,10 @@ local raw = redis.pcall('GET', KEYS[1])
 local ahead = 0
 if type(raw) == 'table' then return {now, 0, 1} end
 if raw then
-  local us, f = tonumber(raw), 0
-  if not (us and us >= 0 and us < TWO53 and us == math.floor(us)) then
-    us, f = parse(raw, scale)
-    if not us then return {now, 0, 1} end
-  end
-  ahead = ahead_of(us, f, now, scale)
+  ahead = read(raw, now, scale)
+  if not ahead then return {now, 0, 1} end
 end
-local need = ahead + cost * interval
-if need > span then return {now, -1 - ahead} end
-if cost > 0 then
-  if scale == 1 then
-    redis.call('SET', KEYS[1], int(now + need), 'PX', int(math.floor(need / 1000) + 1))
-  else
-    store(KEYS[1], now, need, scale)
-  end
-end
+local need, over = step(ahead, cost, interval, span)
+if over > 0 then return {now, -1 - ahead} end
+if cost > 0 then store(KEYS[1], now, need, scale) end
 return {now, need}
