@@ -1,9 +1,10 @@
 //! RFC 2697, the single rate three colour marker; see the [meter module
 //! docs](super) for the math (two TATs `C` and `A` on one `T = 1/CIR`).
 
-use super::sealed::Steps;
-use super::Arrivals;
-use super::{swap, Bucket, Color, Flow, MeterError, Slack};
+use super::batch::{Arrivals, Slack};
+use super::flow::swap;
+use super::steps::Steps;
+use super::{Bucket, Color, Flow, MeterError};
 use crate::quota::Quota;
 
 /// The srTCM of RFC 2697: committed information rate `CIR` (bytes per

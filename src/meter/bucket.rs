@@ -1,0 +1,255 @@
+//! One token bucket of a meter profile: the GCRA of its rate, and its size.
+//!
+//! # The math
+//!
+//! A bucket of `S` bytes refilled at `R` bytes per second is the GCRA with
+//! the emission interval `T = 1/R` (sub-ticks per byte, through
+//! [`Quota`]) and the span `S·T`:
+//!
+//! ```text
+//! tokens(now) = S − max(TAT − now, 0) / T
+//! take B:  conforms iff B ≤ S and max(TAT, now) + B·T − now ≤ S·T,
+//!          then TAT ← max(TAT, now) + B·T
+//! ```
+//!
+//! The span is the bucket's own: `S·T`, which is not always the quota's
+//! `burst·T` (a bucket of size 0 keeps a quota of burst 1 for its time
+//! base, and srTCM's committed bucket runs on the quota of both buckets
+//! together).
+//!
+//! At one `now` nothing refills, and a bucket is its *slack*
+//! `S·T − (max(TAT, now) − now)`: a take of `B` bytes conforms iff
+//! `B·T ≤ slack` and leaves `slack − B·T`. Its *room* in whole bytes is
+//! `⌊slack / T⌋`, by a reciprocal of `T` kept in the bucket (no division
+//! instruction on the packet path).
+//!
+//! # Invariants
+//!
+//! * Every take checks `B ≤ S` first, so `B·T ≤ S·T` fits a `u64` (the
+//!   constructor checked that `S·T` does); a TAT that would overflow does
+//!   not conform (fail closed).
+//! * A take that does not conform stores nothing.
+//! * The slack is formed only when `now + S·T` fits, so a batch's
+//!   `max(TAT, now) + spent` for `spent ≤ slack` fits too.
+
+use super::{Color, MeterError};
+use crate::quota::Quota;
+
+/// One token bucket of a profile: the GCRA of its rate, and its size.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Bucket {
+    /// `T = 1/rate` in sub-ticks per byte, and the scale of those sub-ticks.
+    pub(super) quota: Quota,
+    /// `S`, bytes.
+    pub(super) size: u64,
+    /// `S·T`, sub-ticks.
+    pub(super) span: u64,
+    /// `⌈2¹²⁸ / T⌉` (0 when `T = 1`): `⌊n / T⌋` is the top 64 bits of the
+    /// 192-bit `n · reciprocal` for every 64-bit `n` (Lemire, Kaser and
+    /// Kurz, "Faster remainder by direct computation", 2019, theorem 1:
+    /// 128 fraction bits ≥ 64 + log₂ T), so a batch's rooms cost two
+    /// multiplies instead of a division.
+    reciprocal: u128,
+}
+
+impl Bucket {
+    /// The bucket of `rate` bytes per second and `size` bytes at `hz`; a
+    /// bucket with rate and size 0 is disabled (passes only 0-byte packets).
+    pub(super) const fn new(rate: u64, size: u64, hz: u64) -> Result<Bucket, MeterError> {
+        if rate == 0 && size != 0 {
+            return Err(MeterError::ZeroRate);
+        }
+        // A disabled bucket still needs a valid time base; any rate will do.
+        let rate = if rate == 0 { 1 } else { rate };
+        let burst = if size == 0 { 1 } else { size };
+        let quota = match Quota::per_second(rate).with_burst(burst).try_at_hz(hz) {
+            Ok(q) => q,
+            Err(e) => return Err(MeterError::Quota(e)),
+        };
+        Self::with_size(quota, size)
+    }
+
+    /// A bucket on `quota`'s rate and time base with `size` bytes.
+    pub(super) const fn with_size(quota: Quota, size: u64) -> Result<Bucket, MeterError> {
+        match size.checked_mul(quota.emission_interval()) {
+            Some(span) => Ok(Bucket {
+                quota,
+                size,
+                span,
+                reciprocal: reciprocal(quota.emission_interval()),
+            }),
+            None => Err(MeterError::Overflow),
+        }
+    }
+
+    /// `now` (ticks) in this bucket's sub-ticks, saturating at the horizon.
+    #[inline(always)]
+    pub(super) fn now(&self, now: u64) -> u64 {
+        self.quota.sub_ticks(now)
+    }
+
+    /// The GCRA test and step of [`gcra`](crate::gcra): the TAT after taking
+    /// `bytes` at sub-tick time `now`, or `None` if the bucket holds fewer.
+    #[inline(always)]
+    pub(super) fn take(&self, tat: u64, now: u64, bytes: u64) -> Option<u64> {
+        if bytes > self.size {
+            return None;
+        }
+        let base = if tat > now { tat } else { now };
+        // bytes ≤ size, so bytes·T ≤ span fits.
+        match base.checked_add(bytes * self.quota.emission_interval()) {
+            Some(next) if next - now <= self.span => Some(next),
+            _ => None,
+        }
+    }
+
+    /// One bucket's pass over a burst at sub-tick `now`, one [`take`](Self::take)
+    /// per candidate in order: each packet `i` with `candidate(i, out[i])`
+    /// gets `pass` if the bucket (after the earlier passing candidates)
+    /// holds it and `fail` if not; others are left alone. Returns the TAT
+    /// after the pass. Only the shared flows' contention path uses it (to
+    /// redo one bucket's decisions on a fresh TAT), so it is the plain loop.
+    pub(super) fn pass(
+        &self,
+        tat: u64,
+        now: u64,
+        sizes: &[u64],
+        out: &mut [Color],
+        candidate: impl Fn(usize, Color) -> bool,
+        (pass, fail): (Color, Color),
+    ) -> u64 {
+        let mut tat = tat;
+        for (i, (&bytes, color)) in sizes.iter().zip(out.iter_mut()).enumerate() {
+            if candidate(i, *color) {
+                *color = match self.take(tat, now, bytes) {
+                    Some(next) => {
+                        tat = next;
+                        pass
+                    }
+                    None => fail,
+                };
+            }
+        }
+        tat
+    }
+
+    /// `⌊sub_ticks / T⌋`: whole bytes in `sub_ticks`, by the reciprocal.
+    #[inline(always)]
+    pub(super) fn whole_bytes(&self, sub_ticks: u64) -> u64 {
+        divide(sub_ticks, self.reciprocal)
+    }
+
+    /// `max(TAT, now)` and the bucket's slack at sub-tick `now`,
+    /// `S·T − (max(TAT, now) − now)`: `take(B)` succeeds iff `B·T ≤ slack`,
+    /// i.e. iff `B ≤ ⌊slack / T⌋`, and then leaves `slack − B·T`. `None` when
+    /// the state is past its span (nothing fits, not even 0 bytes: a clock
+    /// that stepped back) or `now + S·T` would overflow (the horizon);
+    /// batches then go packet by packet.
+    #[inline(always)]
+    pub(super) fn slack(&self, tat: u64, now: u64) -> Option<(u64, u64)> {
+        let base = if tat > now { tat } else { now };
+        let deficit = base - now;
+        if deficit > self.span || now.checked_add(self.span).is_none() {
+            return None;
+        }
+        Some((base, self.span - deficit))
+    }
+
+    /// The TAT after a batch spent `spent ≤ slack` sub-ticks from
+    /// `base = max(TAT, now)` (`base + spent ≤ now + S·T` fits), or the TAT
+    /// as it was if no packet passed (not even one of 0 bytes).
+    #[inline(always)]
+    pub(super) fn after(tat: u64, base: u64, spent: u64, touched: bool) -> u64 {
+        if touched {
+            base + spent
+        } else {
+            tat
+        }
+    }
+
+    /// Whole bytes in the bucket at sub-tick `now` (rounded down). Divides:
+    /// for inspection, not for the packet path.
+    pub(super) fn tokens(&self, tat: u64, now: u64) -> u64 {
+        let deficit = tat.saturating_sub(now);
+        self.span.saturating_sub(deficit) / self.quota.emission_interval()
+    }
+}
+
+/// `⌈2¹²⁸ / d⌉` for a divisor `d ≥ 2`, and 0 for `d ≤ 1` (see
+/// [`divide`]).
+const fn reciprocal(d: u64) -> u128 {
+    if d <= 1 {
+        0
+    } else {
+        // ⌊(2¹²⁸ − 1) / d⌋ + 1 = ⌈2¹²⁸ / d⌉ for every d ≥ 2.
+        u128::MAX / d as u128 + 1
+    }
+}
+
+/// `⌊n / d⌋` given `reciprocal(d)`: the top 64 bits of the 192-bit
+/// `n · ⌈2¹²⁸ / d⌉`, exact for every 64-bit `n` and `d` (Lemire, Kaser and
+/// Kurz, theorem 1, with 128 ≥ 64 + log₂ d fraction bits); `n` itself when
+/// `d = 1`.
+#[inline(always)]
+fn divide(n: u64, reciprocal: u128) -> u64 {
+    if reciprocal == 0 {
+        return n;
+    }
+    let n = n as u128;
+    let low = (reciprocal as u64) as u128 * n;
+    let high = (reciprocal >> 64) * n;
+    // high ≤ (2⁶⁴ − 1)², so adding the top half of low cannot overflow.
+    ((high + (low >> 64)) >> 64) as u64
+}
+
+#[cfg(all(test, not(feature = "loom")))]
+mod tests {
+    use super::{divide, reciprocal};
+    use proptest::prelude::*;
+
+    #[test]
+    fn divide_at_the_edges() {
+        let ds = [
+            1,
+            2,
+            3,
+            4,
+            5,
+            7,
+            1 << 32,
+            (1 << 32) + 1,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        let ns = [
+            0,
+            1,
+            2,
+            3,
+            4,
+            u32::MAX as u64,
+            1 << 63,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        for d in ds {
+            for n in ns
+                .into_iter()
+                .chain([d - 1, d, d.wrapping_add(1), d.wrapping_mul(3)])
+            {
+                assert_eq!(divide(n, reciprocal(d)), n / d, "{n} / {d}");
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn divide_is_division(n: u64, d in 1u64.., small in 1u64..100_000) {
+            prop_assert_eq!(divide(n, reciprocal(d)), n / d);
+            prop_assert_eq!(divide(n, reciprocal(small)), n / small);
+            let multiple = (n / small).wrapping_mul(small);
+            prop_assert_eq!(divide(multiple, reciprocal(small)), multiple / small);
+        }
+    }
+}
