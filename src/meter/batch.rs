@@ -6,8 +6,9 @@
 //! At one `now` nothing refills, so once `now` is in sub-ticks (one multiply
 //! per rate) each bucket's state reduces to its slack
 //! `S·T − (max(TAT, now) − now)`, and to its room in whole bytes
-//! `room = ⌊slack / T⌋` (two multiplies by a reciprocal of `T` kept in the
-//! profile, exact for every 64-bit slack; no division). A take of `B` bytes
+//! `room = ⌊slack / T⌋` (one multiply by a reciprocal of `T` kept in the
+//! profile, exact for every 64-bit slack, see `crate::divisor`; no
+//! division). A take of `B` bytes
 //! is then exactly `B ≤ room`, leaving `room − B` (`B·T ≤ slack` iff
 //! `B ≤ ⌊slack / T⌋`, and `⌊(slack − B·T) / T⌋ = ⌊slack / T⌋ − B`), and the
 //! RFC rules at one `now` become, for the two buckets of each profile:

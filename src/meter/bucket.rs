@@ -20,8 +20,8 @@
 //! At one `now` nothing refills, and a bucket is its *slack*
 //! `S·T − (max(TAT, now) − now)`: a take of `B` bytes conforms iff
 //! `B·T ≤ slack` and leaves `slack − B·T`. Its *room* in whole bytes is
-//! `⌊slack / T⌋`, by a reciprocal of `T` kept in the bucket (no division
-//! instruction on the packet path).
+//! `⌊slack / T⌋`, by a [`Divisor`] of `T` kept in the bucket (a multiply
+//! and shifts: no division instruction on the packet path).
 //!
 //! # Invariants
 //!
@@ -33,6 +33,7 @@
 //!   `max(TAT, now) + spent` for `spent ≤ slack` fits too.
 
 use super::{Color, MeterError};
+use crate::divisor::Divisor;
 use crate::quota::Quota;
 
 /// One token bucket of a profile: the GCRA of its rate, and its size.
@@ -45,12 +46,9 @@ pub(crate) struct Bucket {
     pub(super) size: u64,
     /// `S·T`, sub-ticks.
     pub(super) span: u64,
-    /// `⌈2¹²⁸ / T⌉` (0 when `T = 1`): `⌊n / T⌋` is the top 64 bits of the
-    /// 192-bit `n · reciprocal` for every 64-bit `n` (Lemire, Kaser and
-    /// Kurz, "Faster remainder by direct computation", 2019, theorem 1:
-    /// 128 fraction bits ≥ 64 + log₂ T), so a batch's rooms cost two
-    /// multiplies instead of a division.
-    reciprocal: u128,
+    /// Division by `T` without a division instruction (exact for every
+    /// 64-bit numerator), so a batch's rooms cost a multiply each.
+    per_byte: Divisor,
 }
 
 impl Bucket {
@@ -77,7 +75,7 @@ impl Bucket {
                 quota,
                 size,
                 span,
-                reciprocal: reciprocal(quota.emission_interval()),
+                per_byte: Divisor::new(quota.emission_interval()),
             }),
             None => Err(MeterError::Overflow),
         }
@@ -134,10 +132,10 @@ impl Bucket {
         tat
     }
 
-    /// `⌊sub_ticks / T⌋`: whole bytes in `sub_ticks`, by the reciprocal.
+    /// `⌊sub_ticks / T⌋`: whole bytes in `sub_ticks`, by the [`Divisor`].
     #[inline(always)]
     pub(super) fn whole_bytes(&self, sub_ticks: u64) -> u64 {
-        divide(sub_ticks, self.reciprocal)
+        self.per_byte.quotient(sub_ticks)
     }
 
     /// `max(TAT, now)` and the bucket's slack at sub-tick `now`,
@@ -168,88 +166,10 @@ impl Bucket {
         }
     }
 
-    /// Whole bytes in the bucket at sub-tick `now` (rounded down). Divides:
-    /// for inspection, not for the packet path.
+    /// Whole bytes in the bucket at sub-tick `now` (rounded down), for
+    /// inspection.
     pub(super) fn tokens(&self, tat: u64, now: u64) -> u64 {
         let deficit = tat.saturating_sub(now);
-        self.span.saturating_sub(deficit) / self.quota.emission_interval()
-    }
-}
-
-/// `⌈2¹²⁸ / d⌉` for a divisor `d ≥ 2`, and 0 for `d ≤ 1` (see
-/// [`divide`]).
-const fn reciprocal(d: u64) -> u128 {
-    if d <= 1 {
-        0
-    } else {
-        // ⌊(2¹²⁸ − 1) / d⌋ + 1 = ⌈2¹²⁸ / d⌉ for every d ≥ 2.
-        u128::MAX / d as u128 + 1
-    }
-}
-
-/// `⌊n / d⌋` given `reciprocal(d)`: the top 64 bits of the 192-bit
-/// `n · ⌈2¹²⁸ / d⌉`, exact for every 64-bit `n` and `d` (Lemire, Kaser and
-/// Kurz, theorem 1, with 128 ≥ 64 + log₂ d fraction bits); `n` itself when
-/// `d = 1`.
-#[inline(always)]
-fn divide(n: u64, reciprocal: u128) -> u64 {
-    if reciprocal == 0 {
-        return n;
-    }
-    let n = n as u128;
-    let low = (reciprocal as u64) as u128 * n;
-    let high = (reciprocal >> 64) * n;
-    // high ≤ (2⁶⁴ − 1)², so adding the top half of low cannot overflow.
-    ((high + (low >> 64)) >> 64) as u64
-}
-
-#[cfg(all(test, not(feature = "loom")))]
-mod tests {
-    use super::{divide, reciprocal};
-    use proptest::prelude::*;
-
-    #[test]
-    fn divide_at_the_edges() {
-        let ds = [
-            1,
-            2,
-            3,
-            4,
-            5,
-            7,
-            1 << 32,
-            (1 << 32) + 1,
-            u64::MAX - 1,
-            u64::MAX,
-        ];
-        let ns = [
-            0,
-            1,
-            2,
-            3,
-            4,
-            u32::MAX as u64,
-            1 << 63,
-            u64::MAX - 1,
-            u64::MAX,
-        ];
-        for d in ds {
-            for n in ns
-                .into_iter()
-                .chain([d - 1, d, d.wrapping_add(1), d.wrapping_mul(3)])
-            {
-                assert_eq!(divide(n, reciprocal(d)), n / d, "{n} / {d}");
-            }
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn divide_is_division(n: u64, d in 1u64.., small in 1u64..100_000) {
-            prop_assert_eq!(divide(n, reciprocal(d)), n / d);
-            prop_assert_eq!(divide(n, reciprocal(small)), n / small);
-            let multiple = (n / small).wrapping_mul(small);
-            prop_assert_eq!(divide(multiple, reciprocal(small)), multiple / small);
-        }
+        self.whole_bytes(self.span.saturating_sub(deficit))
     }
 }

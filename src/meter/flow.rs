@@ -122,7 +122,7 @@ impl Flow {
                 let short = debt - (bucket.span - want);
                 return Err(Quota::ticks_ceil(short, scale));
             }
-            let room = (bucket.span - debt) / t;
+            let room = bucket.whole_bytes(bucket.span - debt);
             let taken = (room / share.max(1)).max(least).min(most.max(least));
             // taken ≤ room: the new TAT is at most now + S·T.
             let next = base.checked_add(taken * t).ok_or(u64::MAX)?;

@@ -475,7 +475,7 @@ pub trait Meter: Steps {
 
     /// Whole bytes in the profile's two buckets at `now` for the state
     /// `words` ([`Flow::words`] or [`LocalFlow::words`]), in the order the
-    /// profile documents. For inspection: this divides.
+    /// profile documents. For inspection.
     ///
     /// ```
     /// use cellrate::meter::{LocalFlow, Meter, SrTcm};

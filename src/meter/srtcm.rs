@@ -397,7 +397,9 @@ impl Steps for SrTcm {
         let [c, a] = words;
         let c_base = if c > now { c } else { now };
         let excess_deficit = a.saturating_sub(c_base);
-        let te = self.ebs_span.saturating_sub(excess_deficit) / self.all.quota.emission_interval();
+        let te = self
+            .all
+            .whole_bytes(self.ebs_span.saturating_sub(excess_deficit));
         [self.committed.tokens(c, now), te]
     }
 }

@@ -185,51 +185,6 @@ impl fmt::Display for WindowError {
 
 impl core::error::Error for WindowError {}
 
-/// Division of 64-bit numbers by a divisor fixed at construction, by a
-/// multiplication and two shifts (see the [module docs](self)).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub(crate) struct Divisor {
-    d: u64,
-    m: u64,
-    sh1: u32,
-    sh2: u32,
-}
-
-impl Divisor {
-    /// `d` must be at least 1.
-    pub(crate) const fn new(d: u64) -> Self {
-        // l = ⌈log₂ d⌉
-        let l = if d <= 1 {
-            0
-        } else {
-            64 - (d - 1).leading_zeros()
-        };
-        // m = ⌊2⁶⁴ · (2^l − d) / d⌋ + 1 < 2⁶⁴ since 2^l < 2d.
-        let d128 = if d == 0 { 1 } else { d as u128 };
-        let m = ((((1u128 << l) - d128) << 64) / d128 + 1) as u64;
-        Divisor {
-            d: if d == 0 { 1 } else { d },
-            m,
-            sh1: if l < 1 { l } else { 1 },
-            sh2: l.saturating_sub(1),
-        }
-    }
-
-    /// The divisor.
-    #[inline(always)]
-    pub(crate) const fn get(&self) -> u64 {
-        self.d
-    }
-
-    /// `(⌊n / d⌋, n mod d)`.
-    #[inline(always)]
-    pub(crate) const fn div_rem(&self, n: u64) -> (u64, u64) {
-        let t = ((self.m as u128 * n as u128) >> 64) as u64;
-        let q = (t + ((n - t) >> self.sh1)) >> self.sh2;
-        (q, n - q * self.d)
-    }
-}
-
 /// The checks every window limiter makes of its parameters: a non-zero
 /// limit of at most `max`, and a non-zero window.
 pub(crate) const fn check_params(limit: u64, window: u64, max: u64) -> Result<(), WindowError> {
@@ -260,40 +215,3 @@ pub(crate) const fn low_mask(bits: u32) -> u64 {
 
 /// The fewest bits left for a window tag.
 pub(crate) const MIN_TAG_BITS: u32 = 16;
-
-#[cfg(all(test, not(feature = "loom")))]
-mod tests {
-    use super::Divisor;
-    use proptest::prelude::*;
-
-    #[test]
-    fn divisor_edges() {
-        for d in [
-            1u64,
-            2,
-            3,
-            7,
-            10,
-            1 << 32,
-            (1 << 63) - 1,
-            1 << 63,
-            (1 << 63) + 1,
-            u64::MAX,
-        ] {
-            let div = Divisor::new(d);
-            for n in [0u64, 1, d - 1, d, d.wrapping_add(1), u64::MAX - 1, u64::MAX] {
-                assert_eq!(div.div_rem(n), (n / d, n % d), "{n} / {d}");
-            }
-        }
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2_000))]
-        #[test]
-        fn divisor_matches_division(d in 1u64.., n: u64, small_d in 1u64..100_000, small_n in 0u64..10_000_000) {
-            prop_assert_eq!(Divisor::new(d).div_rem(n), (n / d, n % d));
-            prop_assert_eq!(Divisor::new(small_d).div_rem(n), (n / small_d, n % small_d));
-            prop_assert_eq!(Divisor::new(small_d).div_rem(small_n), (small_n / small_d, small_n % small_d));
-        }
-    }
-}

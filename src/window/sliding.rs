@@ -114,8 +114,9 @@
 
 use core::fmt;
 
-use super::{check_params, count_bits, low_mask, Divisor, WindowError, MIN_TAG_BITS};
+use super::{check_params, count_bits, low_mask, WindowError, MIN_TAG_BITS};
 use crate::decision::Usage;
+use crate::divisor::Divisor;
 use crate::sync::{loom_const_fn, StateWord};
 use crate::{Algorithm, Decision, Denied, Limited, Snapshot};
 
