@@ -140,10 +140,11 @@
 //! stays a linearizable GCRA and the bounds above hold for batches too; the
 //! loom models run batches against single packets.
 //!
-//!
 //! # Where the code is
 //!
-//! Each file states the math and the invariants of its part:
+//! A red packet changes no state (the shared srTCM's kept reservation
+//! aside, see above). Each file states the math and the invariants of its
+//! part:
 //!
 //! * `bucket.rs`: one token bucket, the crate's GCRA step with the bucket's
 //!   own span `S·T`, and its slack and room at one `now`;

@@ -1,5 +1,14 @@
 //! RFC 2697, the single rate three colour marker; see the [meter module
 //! docs](super) for the math (two TATs `C` and `A` on one `T = 1/CIR`).
+//!
+//! # Invariants
+//!
+//! * `A ≥ C` after every step, and `A − now ≤ (CBS + EBS)·T`,
+//!   `C − now ≤ CBS·T` at the `now` of the last take.
+//! * A shared packet reserves in `A` before it takes from `C`, so a
+//!   concurrent yellow test sees its bytes in `A` before it can see them in
+//!   `C`; a reservation that cannot stand is undone only by a
+//!   compare-and-swap that finds `A` exactly as the packet left it.
 
 use super::batch::{Arrivals, Slack};
 use super::flow::swap;
