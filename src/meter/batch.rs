@@ -45,7 +45,6 @@
 //!   on the value replaced; if the first swap fails nothing is stored (see
 //!   the [module docs](super) for the second).
 
-use super::flow::swap;
 use super::steps::Steps;
 use super::{Color, Flow};
 
@@ -142,10 +141,10 @@ pub(crate) fn batch_shared_pair<S: Steps>(
         let Some([next0, next1]) = profile.decide_batch([w0, w1], t, sizes, pre, out) else {
             return profile.batch_shared_slow(flow, t, sizes, pre, out);
         };
-        if next0 != w0 && !swap(first, w0, next0) {
+        if next0 != w0 && first.compare_exchange(w0, next0).is_err() {
             continue; // nothing stored: start again
         }
-        if next1 != w1 && !swap(second, w1, next1) {
+        if next1 != w1 && second.compare_exchange(w1, next1).is_err() {
             lost_second(out);
         }
         return;

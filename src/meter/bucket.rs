@@ -12,7 +12,9 @@
 //!          then TAT ← max(TAT, now) + B·T
 //! ```
 //!
-//! The span is the bucket's own: `S·T`, which is not always the quota's
+//! That is the crate's one GCRA step in its `max` form
+//! (`crate::gcra::step::admit_max`), with the increment `B·T` and the span
+//! `S·T`. The span is the bucket's own: which is not always the quota's
 //! `burst·T` (a bucket of size 0 keeps a quota of burst 1 for its time
 //! base, and srTCM's committed bucket runs on the quota of both buckets
 //! together).
@@ -34,6 +36,7 @@
 
 use super::{Color, MeterError};
 use crate::divisor::Divisor;
+use crate::gcra::step;
 use crate::quota::Quota;
 
 /// One token bucket of a profile: the GCRA of its rate, and its size.
@@ -87,19 +90,16 @@ impl Bucket {
         self.quota.sub_ticks(now)
     }
 
-    /// The GCRA test and step of [`gcra`](crate::gcra): the TAT after taking
-    /// `bytes` at sub-tick time `now`, or `None` if the bucket holds fewer.
+    /// The crate's GCRA step ([`step::admit_max`]) with the increment `B·T`
+    /// and the bucket's span `S·T`: the TAT after taking `bytes` at sub-tick
+    /// time `now`, or `None` if the bucket holds fewer.
     #[inline(always)]
     pub(super) fn take(&self, tat: u64, now: u64, bytes: u64) -> Option<u64> {
         if bytes > self.size {
             return None;
         }
-        let base = if tat > now { tat } else { now };
-        // bytes ≤ size, so bytes·T ≤ span fits.
-        match base.checked_add(bytes * self.quota.emission_interval()) {
-            Some(next) if next - now <= self.span => Some(next),
-            _ => None,
-        }
+        // bytes ≤ size, so bytes·T ≤ span fits (admit_max's requirement).
+        step::admit_max(tat, now, bytes * self.quota.emission_interval(), self.span).ok()
     }
 
     /// One bucket's pass over a burst at sub-tick `now`, one [`take`](Self::take)

@@ -220,11 +220,3 @@ impl LocalFlow {
         self.words
     }
 }
-
-/// Compare-and-swap through [`StateWord::update`]: `word` becomes `new` if
-/// it holds `current`.
-#[inline(always)]
-pub(super) fn swap(word: &StateWord, current: u64, new: u64) -> bool {
-    word.update(|v| if v == current { Ok((new, ())) } else { Err(()) })
-        .is_ok()
-}
