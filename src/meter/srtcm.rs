@@ -13,7 +13,6 @@
 use super::batch::{Arrivals, Slack};
 use super::steps::Steps;
 use super::{Bucket, Color, Flow, MeterError};
-use crate::gcra::step;
 use crate::quota::Quota;
 
 /// The srTCM of RFC 2697: committed information rate `CIR` (bytes per
@@ -234,13 +233,13 @@ impl Steps for SrTcm {
         }
         // bytes ≤ CBS + EBS, so B·T ≤ (CBS + EBS)·T fits.
         let cost = bytes * self.all.quota.emission_interval();
-        let Ok(a_next) = step::admit_max(a, now, cost, self.all.span) else {
+        let Some(a_next) = self.all.admit(a, now, cost) else {
             // Not even the two buckets together hold it.
             return Color::Red;
         };
         if pre == Color::Green && bytes <= self.committed.size {
             // bytes ≤ CBS, so B·T ≤ CBS·T.
-            if let Ok(c_next) = step::admit_max(c, now, cost, self.committed.span) {
+            if let Some(c_next) = self.committed.admit(c, now, cost) {
                 *words = [c_next, a_next];
                 return Color::Green;
             }
