@@ -101,22 +101,26 @@ impl Bucket {
         self.admit(tat, now, bytes * self.quota.emission_interval())
     }
 
-    /// The crate's GCRA step ([`step::admit`], the room form) on this
-    /// bucket's span `S·T`, for an `increment ≤ S·T`: the new TAT, or
-    /// `None`. The bucket needs no shortfall, so the step's denial is
-    /// dropped where it is made (the `max` form's out-of-line wait would
-    /// leave a call on the packet path).
+    /// The crate's GCRA step in its `max` form on this bucket's span `S·T`,
+    /// for an `increment ≤ S·T`: the new TAT `max(TAT, now) + increment`,
+    /// or `None` if it would be more than `S·T` after `now`. That is
+    /// [`step::admit_max`] without its shortfall, which the bucket does not
+    /// use (its out-of-line wait would leave a call on the packet path): the
+    /// room form's owing case [`step::owing`] on `max(TAT, now)`, which owes
+    /// by construction, so only the test `max(TAT, now) − now ≤ S·T −
+    /// increment` remains, as the `max` form has it.
     ///
     /// The room form needs `now + S·T` to fit. It always does but past the
     /// horizon: a quota's sub-tick `now` is at most `2⁶³ − 1` and a bucket's
     /// span at most the quota's, `2⁶³`, so only the saturated `now =
     /// u64::MAX` fails. There time has stopped and only a take of nothing
     /// fits, leaving the TAT at `now` (what [`step::admit_max`] answers
-    /// there).
+    /// there). The tests below hold this to [`step::admit_max`].
     #[inline(always)]
     pub(super) fn admit(&self, tat: u64, now: u64, increment: u64) -> Option<u64> {
         if step::within_horizon(now, self.span) {
-            step::admit(tat, now, increment, step::room(self.span, increment)).ok()
+            let base = if tat > now { tat } else { now };
+            step::owing(base, now, increment, step::room(self.span, increment))
         } else if increment == 0 {
             Some(now)
         } else {
