@@ -120,6 +120,17 @@ pub trait Algorithm {
 
 /// What [`Quota`]'s [`prepare`](Algorithm::prepare) computes: `now` in
 /// sub-ticks, the charge `cost·T` and the room `span − cost·T`.
+///
+/// ```
+/// use cellrate::{Algorithm, Quota};
+/// let q = Quota::per_second(1).with_burst(2).at_hz(1_000);
+/// let p = q.prepare(0, 2).unwrap();
+/// let (tat, d) = q.step(Quota::NEW, &p).unwrap();
+/// assert_eq!((d.remaining(), d.reset_after()), (0, 2_000));
+/// // A second request of 2 waits until the TAT is back within the room.
+/// let shortfall = q.step(tat, &p).unwrap_err();
+/// assert_eq!(q.denial(&p, shortfall).retry_after(), Some(2_000));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GcraPrepared {
     now: u64,
@@ -128,7 +139,8 @@ pub struct GcraPrepared {
 }
 
 /// What a denying GCRA step leaves: the TAT (`max(TAT, now)`) it left and
-/// the sub-ticks before the same request fits.
+/// the sub-ticks before the same request fits. See [`GcraPrepared`] for an
+/// example.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GcraShortfall(gcra_step::Shortfall);
 

@@ -303,6 +303,17 @@ impl FixedWindowQuota {
 /// What [`FixedWindowQuota`]'s [`prepare`](Algorithm::prepare) computes
 /// before the state is read: the window of `now` (its tag, its empty state,
 /// the ticks to its end) and the cost.
+///
+/// ```
+/// use cellrate::Algorithm;
+/// use cellrate::window::FixedWindowQuota;
+/// let q = FixedWindowQuota::new(3, 1_000);
+/// let p = q.prepare(10, 2).unwrap();
+/// let (s, d) = q.step(FixedWindowQuota::NEW, &p).unwrap();
+/// assert_eq!(d.remaining(), 1);
+/// let shortfall = q.step(s, &p).unwrap_err();
+/// assert_eq!(q.denial(&p, shortfall).retry_after(), Some(990));
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct FixedWindowPrepared {
     at: At,
@@ -310,7 +321,8 @@ pub struct FixedWindowPrepared {
 }
 
 /// What a denying [`FixedWindowQuota`] step leaves: the cells left in the
-/// judged window and the ticks until it ends.
+/// judged window and the ticks until it ends. See [`FixedWindowPrepared`]
+/// for an example.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FixedWindowShortfall {
     room: u64,

@@ -165,9 +165,11 @@ pub mod fixed;
 pub mod log;
 pub mod sliding;
 
-pub use self::fixed::{FixedWindow, FixedWindowQuota};
+pub use self::fixed::{FixedWindow, FixedWindowPrepared, FixedWindowQuota, FixedWindowShortfall};
 pub use self::log::SlidingLog;
-pub use self::sliding::{SlidingWindow, SlidingWindowQuota};
+pub use self::sliding::{
+    SlidingWindow, SlidingWindowPrepared, SlidingWindowQuota, SlidingWindowShortfall,
+};
 
 use core::fmt;
 

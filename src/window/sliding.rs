@@ -438,6 +438,16 @@ impl SlidingWindowQuota {
 /// What [`SlidingWindowQuota`]'s [`prepare`](Algorithm::prepare) computes
 /// before the state is read: the window of `now` (its tag, its empty state,
 /// the ticks elapsed in it) and the cost.
+///
+/// ```
+/// use cellrate::Algorithm;
+/// use cellrate::window::SlidingWindowQuota;
+/// let q = SlidingWindowQuota::new(10, 1_000);
+/// let (s, _) = q.check(SlidingWindowQuota::NEW, 900, 10).unwrap();
+/// let p = q.prepare(1_500, 6).unwrap();
+/// let shortfall = q.step(s, &p).unwrap_err();
+/// assert_eq!(q.denial(&p, shortfall).retry_after(), Some(100));
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct SlidingWindowPrepared {
     at: At,
@@ -446,7 +456,8 @@ pub struct SlidingWindowPrepared {
 
 /// What a denying [`SlidingWindowQuota`] step leaves: the counts it judged,
 /// from which [`denial`](Algorithm::denial) computes the wait (two
-/// divisions, only on a denial).
+/// divisions, only on a denial). See [`SlidingWindowPrepared`] for an
+/// example.
 #[derive(Clone, Copy, Debug)]
 pub struct SlidingWindowShortfall(View);
 
