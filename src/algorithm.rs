@@ -209,24 +209,26 @@ fn gcra_denial(quota: &Quota, now: u64, s: gcra_step::Shortfall) -> Denied {
 pub(crate) trait Params {
     /// The parameters a check applies.
     type Algorithm: Algorithm;
-    /// The parameters in force (a copy; the container reads them once per
-    /// operation, before the state word).
-    fn current(&self) -> Self::Algorithm;
+    /// Runs `f` on the parameters in force, read once per operation before
+    /// the state word. In place when they are fixed (no copy: an
+    /// out-of-line step reads them where they are), a copy read whole from
+    /// the [`QuotaCell`](crate::sync::QuotaCell) otherwise.
+    fn with<R>(&self, f: impl FnOnce(&Self::Algorithm) -> R) -> R;
 }
 
 impl<A: Algorithm + Copy> Params for A {
     type Algorithm = A;
     #[inline(always)]
-    fn current(&self) -> A {
-        *self
+    fn with<R>(&self, f: impl FnOnce(&A) -> R) -> R {
+        f(self)
     }
 }
 
 impl Params for crate::sync::QuotaCell {
     type Algorithm = Quota;
     #[inline(always)]
-    fn current(&self) -> Quota {
-        self.load()
+    fn with<R>(&self, f: impl FnOnce(&Quota) -> R) -> R {
+        f(&self.load())
     }
 }
 
@@ -270,8 +272,8 @@ impl<P: Params> Shared<P> {
     /// the denial. A cost of 0 is a peek (the state returned as read).
     #[inline(always)]
     pub(crate) fn admit(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
-        let algorithm = self.params.current();
-        apply(&self.state, &algorithm, now, cost)
+        self.params
+            .with(|algorithm| apply(&self.state, algorithm, now, cost))
     }
 
     /// [`admit`](Self::admit) without the stored state.
@@ -283,7 +285,8 @@ impl<P: Params> Shared<P> {
     /// The state at `now`, consuming nothing.
     #[inline]
     pub(crate) fn peek(&self, now: u64) -> Snapshot {
-        self.params.current().peek(self.state.load(), now)
+        self.params
+            .with(|algorithm| algorithm.peek(self.state.load(), now))
     }
 
     /// Makes the limiter full, as new.

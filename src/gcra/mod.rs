@@ -17,10 +17,13 @@
 //! the admit/deny path is one multiply, adds, compares and one
 //! compare-and-swap: no division, no floating point, no loop but the CAS retry.
 //!
-//! Every check ([`Gcra`], [`LocalGcra`], a keyed table's GCRA) evaluates
-//! the inequality in the equivalent form `TAT − now ≤ τ + T − cost·T` (for
-//! `TAT < now` it always holds, as `cost·T ≤ b·T`), whose right side is
-//! computed before the state is read.
+//! Every check ([`Gcra`], [`LocalGcra`], a keyed table's GCRA) runs the
+//! quota's [`Algorithm`] phases, which evaluate the inequality in the
+//! equivalent form `TAT − now ≤ τ + T − cost·T` (for `TAT < now` it always
+//! holds, as `cost·T ≤ b·T`): the right side in
+//! [`prepare`](Algorithm::prepare), before the state is read, the rest in
+//! [`step`](Algorithm::step), written once over plain numbers in the
+//! `step` submodule (which the meters' buckets share, with their own span).
 //! Between the load of `TAT` and the compare-and-swap there is then one
 //! subtract and compare, and one add to whichever of `TAT` and `now` is the
 //! larger; no `max` lies on the path from the load to the swap.

@@ -27,8 +27,8 @@
 //!   `max`. Valid while `now + span` fits in 64 bits ([`within_horizon`]);
 //!   past the horizon the caller denies with [`past_horizon`], a constant.
 //! * [`admit_max`]: written with `max`, branch-free but for the decision,
-//!   valid for every `now`. It suits a single owner whose TAT stays in a
-//!   register ([`LocalGcra`](crate::LocalGcra)) and the meters' buckets.
+//!   valid for every `now`, with no prepared room: the meters' buckets,
+//!   whose charge and span vary per packet and per bucket.
 //!
 //! Neither divides; [`reserve`] divides once, only to round a wait up to a
 //! whole tick when `scale > 1`.

@@ -254,7 +254,10 @@ impl FixedWindowQuota {
         state: u64,
         p: &FixedWindowPrepared,
     ) -> Result<(u64, Decision), FixedWindowShortfall> {
-        let v = self.view(state, &p.at);
+        // A copy of the window alone: only it goes to memory for the
+        // out-of-line decoder, not the whole prepared value.
+        let at = p.at;
+        let v = self.view(state, &at);
         let room = self.limit - v.count;
         if p.cost <= room {
             let count = v.count + p.cost;

@@ -383,7 +383,10 @@ impl SlidingWindowQuota {
         state: u64,
         p: &SlidingWindowPrepared,
     ) -> Result<(u64, Decision), SlidingWindowShortfall> {
-        let v = self.view(state, &p.at);
+        // A copy of the window alone: only it goes to memory for the
+        // out-of-line decoder, not the whole prepared value.
+        let at = p.at;
+        let v = self.view(state, &at);
         if self.fits(&v, p.cost) {
             let cur = v.cur + p.cost;
             Ok((
