@@ -209,26 +209,46 @@ fn gcra_denial(quota: &Quota, now: u64, s: gcra_step::Shortfall) -> Denied {
 pub(crate) trait Params {
     /// The parameters a check applies.
     type Algorithm: Algorithm;
-    /// Runs `f` on the parameters in force, read once per operation before
-    /// the state word. In place when they are fixed (no copy: an
-    /// out-of-line step reads them where they are), a copy read whole from
-    /// the [`QuotaCell`](crate::sync::QuotaCell) otherwise.
-    fn with<R>(&self, f: impl FnOnce(&Self::Algorithm) -> R) -> R;
+    /// A view of the parameters in force: a reference when they are fixed
+    /// (no copy: an out-of-line step reads them where they are), a copy
+    /// read whole from the [`QuotaCell`](crate::sync::QuotaCell) otherwise.
+    type Current<'a>: core::ops::Deref<Target = Self::Algorithm>
+    where
+        Self: 'a;
+    /// The parameters in force, read once per operation before the state
+    /// word.
+    fn current(&self) -> Self::Current<'_>;
 }
 
 impl<A: Algorithm + Copy> Params for A {
     type Algorithm = A;
+    type Current<'a>
+        = &'a A
+    where
+        A: 'a;
     #[inline(always)]
-    fn with<R>(&self, f: impl FnOnce(&A) -> R) -> R {
-        f(self)
+    fn current(&self) -> &A {
+        self
     }
 }
 
 impl Params for crate::sync::QuotaCell {
     type Algorithm = Quota;
+    type Current<'a> = Loaded;
     #[inline(always)]
-    fn with<R>(&self, f: impl FnOnce(&Quota) -> R) -> R {
-        f(&self.load())
+    fn current(&self) -> Loaded {
+        Loaded(self.load())
+    }
+}
+
+/// A quota read whole from a [`QuotaCell`](crate::sync::QuotaCell).
+pub(crate) struct Loaded(Quota);
+
+impl core::ops::Deref for Loaded {
+    type Target = Quota;
+    #[inline(always)]
+    fn deref(&self) -> &Quota {
+        &self.0
     }
 }
 
@@ -272,8 +292,7 @@ impl<P: Params> Shared<P> {
     /// the denial. A cost of 0 is a peek (the state returned as read).
     #[inline(always)]
     pub(crate) fn admit(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
-        self.params
-            .with(|algorithm| apply(&self.state, algorithm, now, cost))
+        apply(&self.state, &*self.params.current(), now, cost)
     }
 
     /// [`admit`](Self::admit) without the stored state.
@@ -285,8 +304,7 @@ impl<P: Params> Shared<P> {
     /// The state at `now`, consuming nothing.
     #[inline]
     pub(crate) fn peek(&self, now: u64) -> Snapshot {
-        self.params
-            .with(|algorithm| algorithm.peek(self.state.load(), now))
+        self.params.current().peek(self.state.load(), now)
     }
 
     /// Makes the limiter full, as new.
