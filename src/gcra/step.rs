@@ -127,9 +127,11 @@ pub(crate) fn admit_max(tat: u64, now: u64, increment: u64, span: u64) -> Result
 /// The wait when `base + increment` overflows 64 bits: still exact when the
 /// TAT is far ahead (`base − now` past the room `span − increment`);
 /// `u64::MAX` (never) only past the horizon, where time has stopped.
+// Inlinable, though cold: a caller that drops the shortfall (the meters'
+// buckets) is then left with no call on its path.
 #[allow(dead_code)]
 #[cold]
-#[inline(never)]
+#[inline]
 fn overflow_wait(base: u64, now: u64, increment: u64, span: u64) -> u64 {
     match (base - now).checked_sub(span - increment) {
         Some(wait) if wait > 0 => wait,

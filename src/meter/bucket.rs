@@ -12,9 +12,9 @@
 //!          then TAT ← max(TAT, now) + B·T
 //! ```
 //!
-//! That is the crate's one GCRA step (`crate::gcra::step`), with the
-//! increment `B·T` and the span `S·T`: its room form `admit` within the
-//! horizon, its `max` form past it. The span is the bucket's own: which is not always the quota's
+//! That is the crate's one GCRA step in its `max` form
+//! (`crate::gcra::step::admit_max`), with the increment `B·T` and the span
+//! `S·T`. The span is the bucket's own: which is not always the quota's
 //! `burst·T` (a bucket of size 0 keeps a quota of burst 1 for its time
 //! base, and srTCM's committed bucket runs on the quota of both buckets
 //! together).
@@ -91,7 +91,8 @@ impl Bucket {
     }
 
     /// The GCRA step with the increment `B·T`: the TAT after taking `bytes`
-    /// at sub-tick time `now`, or `None` if the bucket holds fewer.
+    /// at sub-tick time `now`, or `None` if the bucket holds fewer (always
+    /// when `bytes > S`).
     #[inline(always)]
     pub(super) fn take(&self, tat: u64, now: u64, bytes: u64) -> Option<u64> {
         if bytes > self.size {
@@ -101,31 +102,15 @@ impl Bucket {
         self.admit(tat, now, bytes * self.quota.emission_interval())
     }
 
-    /// The crate's GCRA step in its `max` form on this bucket's span `S·T`,
-    /// for an `increment ≤ S·T`: the new TAT `max(TAT, now) + increment`,
-    /// or `None` if it would be more than `S·T` after `now`. That is
-    /// [`step::admit_max`] without its shortfall, which the bucket does not
-    /// use (its out-of-line wait would leave a call on the packet path): the
-    /// room form's owing case [`step::owing`] on `max(TAT, now)`, which owes
-    /// by construction, so only the test `max(TAT, now) − now ≤ S·T −
-    /// increment` remains, as the `max` form has it.
-    ///
-    /// The room form needs `now + S·T` to fit. It always does but past the
-    /// horizon: a quota's sub-tick `now` is at most `2⁶³ − 1` and a bucket's
-    /// span at most the quota's, `2⁶³`, so only the saturated `now =
-    /// u64::MAX` fails. There time has stopped and only a take of nothing
-    /// fits, leaving the TAT at `now` (what [`step::admit_max`] answers
-    /// there). The tests below hold this to [`step::admit_max`].
+    /// The crate's GCRA step in its `max` form ([`step::admit_max`]) on
+    /// this bucket's span `S·T`, for an `increment ≤ S·T`: the new TAT
+    /// `max(TAT, now) + increment`, or `None` if it would be more than `S·T`
+    /// after `now`. The bucket drops the step's shortfall where it is made;
+    /// nothing of it is left on the packet path (its overflow wait is
+    /// inlinable, so the compiler removes it with the unused shortfall).
     #[inline(always)]
     pub(super) fn admit(&self, tat: u64, now: u64, increment: u64) -> Option<u64> {
-        if step::within_horizon(now, self.span) {
-            let base = if tat > now { tat } else { now };
-            step::owing(base, now, increment, step::room(self.span, increment))
-        } else if increment == 0 {
-            Some(now)
-        } else {
-            None
-        }
+        step::admit_max(tat, now, increment, self.span).ok()
     }
 
     /// One bucket's pass over a burst at sub-tick `now`, one [`take`](Self::take)
@@ -197,61 +182,5 @@ impl Bucket {
     pub(super) fn tokens(&self, tat: u64, now: u64) -> u64 {
         let deficit = tat.saturating_sub(now);
         self.whole_bytes(self.span.saturating_sub(deficit))
-    }
-}
-
-#[cfg(all(test, not(feature = "loom")))]
-mod tests {
-    use super::Bucket;
-    use crate::gcra::step;
-    use proptest::prelude::*;
-
-    /// A bucket of span `span` (its rate and size do not matter to `admit`).
-    fn with_span(span: u64) -> Bucket {
-        Bucket {
-            span,
-            ..Bucket::new(1_000, 1, 1_000).unwrap()
-        }
-    }
-
-    /// The sub-tick times a quota gives: up to `2⁶³ − 1`, or saturated.
-    fn times() -> impl Strategy<Value = u64> {
-        prop_oneof![
-            4 => 0u64..1 << 63,
-            1 => Just((1u64 << 63) - 1),
-            1 => Just(u64::MAX),
-        ]
-    }
-
-    #[test]
-    fn admit_is_the_max_form_at_the_edges() {
-        let spans = [0, 1, 1_000, 1 << 62, 1 << 63];
-        let nows = [0, 1, 999, 1_000, (1 << 63) - 1, u64::MAX];
-        let tats = [0, 1, 500, 1_000, 2_000, 1 << 63, u64::MAX - 1, u64::MAX];
-        for span in spans {
-            let bucket = with_span(span);
-            for now in nows {
-                for tat in tats {
-                    for increment in [0, 1.min(span), span / 2, span] {
-                        assert_eq!(
-                            bucket.admit(tat, now, increment),
-                            step::admit_max(tat, now, increment, span).ok(),
-                            "tat {tat} now {now} increment {increment} span {span}"
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn admit_is_the_max_form(tat: u64, now in times(), span in 0u64..=1 << 63, share in 0u64..=1_000) {
-            let increment = (span as u128 * share as u128 / 1_000) as u64;
-            prop_assert_eq!(
-                with_span(span).admit(tat, now, increment),
-                step::admit_max(tat, now, increment, span).ok()
-            );
-        }
     }
 }

@@ -233,6 +233,7 @@ impl Steps for SrTcm {
         }
         // bytes ≤ CBS + EBS, so B·T ≤ (CBS + EBS)·T fits.
         let cost = bytes * self.all.quota.emission_interval();
+        let c_base = if c > now { c } else { now };
         let Some(a_next) = self.all.admit(a, now, cost) else {
             // Not even the two buckets together hold it.
             return Color::Red;
@@ -244,7 +245,6 @@ impl Steps for SrTcm {
                 return Color::Green;
             }
         }
-        let c_base = if c > now { c } else { now };
         if bytes <= self.ebs && a_next.saturating_sub(c_base) <= self.ebs_span {
             words[1] = a_next;
             return Color::Yellow;
