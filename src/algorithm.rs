@@ -36,8 +36,9 @@
 //!   it returns the state unchanged (a peek).
 //! * `prepare` reads no state; `step` depends only on the state and what
 //!   `prepare` returned, so a container may run it again on a fresher state.
-//!   `step` admitting returns the state to store; denying, nothing is
-//!   stored.
+//!   `step` admitting returns the state to store, which differs from the
+//!   state it was given (a cost above 0 always changes it; a container
+//!   stores it without testing); denying, nothing is stored.
 //! * [`is_idle`](Algorithm::is_idle) is true only when the state is
 //!   indistinguishable from `NEW` at `now` and at every later time: a table may
 //!   then reuse the slot without giving the client anything back.
@@ -328,7 +329,9 @@ pub(crate) fn apply<A: Algorithm>(
         return Ok((algorithm.peek(state, now).to_decision(), state));
     }
     let prepared = algorithm.prepare(now, cost)?;
-    let stepped = word.update(|state| {
+    // A step that admits a cost above 0 changes the state (the contract),
+    // so no test for an unchanged value stands between it and the swap.
+    let stepped = word.update_storing(|state| {
         algorithm
             .step(state, &prepared)
             .map(|(next, decision)| (next, (decision, next)))

@@ -80,13 +80,32 @@ pub(crate) const fn past_horizon(now: u64) -> Shortfall {
 pub(crate) const fn admit(tat: u64, now: u64, increment: u64, room: u64) -> Result<u64, Shortfall> {
     if let Some(new_tat) = owing(tat, now, increment, room) {
         Ok(new_tat)
-    } else if tat < now {
-        Ok(now + increment)
+    } else if let Some(new_tat) = restart(tat, now, increment) {
+        Ok(new_tat)
     } else {
-        Err(Shortfall {
-            base: tat,
-            wait: tat - now - room,
-        })
+        Err(shortfall(tat, now, room))
+    }
+}
+
+/// [`admit`]'s second case alone: a full limiter (`TAT < now`) restarts
+/// from `now`: `now + increment`. Same requirements as [`admit`].
+#[inline(always)]
+pub(crate) const fn restart(tat: u64, now: u64, increment: u64) -> Option<u64> {
+    if tat < now {
+        Some(now + increment)
+    } else {
+        None
+    }
+}
+
+/// [`admit`]'s third case alone: the TAT is more than `room` ahead of
+/// `now` (neither [`owing`] nor [`restart`] admitted), and the request
+/// waits `TAT − now − room`.
+#[inline(always)]
+pub(crate) const fn shortfall(tat: u64, now: u64, room: u64) -> Shortfall {
+    Shortfall {
+        base: tat,
+        wait: tat - now - room,
     }
 }
 
