@@ -85,6 +85,7 @@ extern crate alloc;
 pub mod algorithm;
 pub mod compose;
 pub mod decision;
+mod divisor;
 #[cfg(feature = "embassy-time")]
 pub mod embassy;
 pub mod firmware;

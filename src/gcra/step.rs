@@ -27,8 +27,8 @@
 //!   `max`. Valid while `now + span` fits in 64 bits ([`within_horizon`]);
 //!   past the horizon the caller denies with [`past_horizon`], a constant.
 //! * [`admit_max`]: written with `max`, branch-free but for the decision,
-//!   valid for every `now`. It suits a single owner whose TAT stays in a
-//!   register ([`LocalGcra`](crate::LocalGcra)) and the meters' buckets.
+//!   valid for every `now`, with no prepared room: the meters' buckets,
+//!   whose charge and span vary per packet and per bucket.
 //!
 //! Neither divides; [`reserve`] divides once, only to round a wait up to a
 //! whole tick when `scale > 1`.
@@ -80,13 +80,32 @@ pub(crate) const fn past_horizon(now: u64) -> Shortfall {
 pub(crate) const fn admit(tat: u64, now: u64, increment: u64, room: u64) -> Result<u64, Shortfall> {
     if let Some(new_tat) = owing(tat, now, increment, room) {
         Ok(new_tat)
-    } else if tat < now {
-        Ok(now + increment)
+    } else if let Some(new_tat) = restart(tat, now, increment) {
+        Ok(new_tat)
     } else {
-        Err(Shortfall {
-            base: tat,
-            wait: tat - now - room,
-        })
+        Err(shortfall(tat, now, room))
+    }
+}
+
+/// [`admit`]'s second case alone: a full limiter (`TAT < now`) restarts
+/// from `now`: `now + increment`. Same requirements as [`admit`].
+#[inline(always)]
+pub(crate) const fn restart(tat: u64, now: u64, increment: u64) -> Option<u64> {
+    if tat < now {
+        Some(now + increment)
+    } else {
+        None
+    }
+}
+
+/// [`admit`]'s third case alone: the TAT is more than `room` ahead of
+/// `now` (neither [`owing`] nor [`restart`] admitted), and the request
+/// waits `TAT − now − room`.
+#[inline(always)]
+pub(crate) const fn shortfall(tat: u64, now: u64, room: u64) -> Shortfall {
+    Shortfall {
+        base: tat,
+        wait: tat - now - room,
     }
 }
 
@@ -105,7 +124,9 @@ pub(crate) const fn owing(tat: u64, now: u64, increment: u64, room: u64) -> Opti
 
 /// One step in the `max` form: `max(TAT, now) + increment` if it is at most
 /// `now + span`, else the shortfall. Valid for every `now`; requires
-/// `increment ≤ span`.
+/// `increment ≤ span`. (The form the meters' buckets take, with their own
+/// span `S·T`.)
+#[allow(dead_code)]
 #[inline(always)]
 pub(crate) fn admit_max(tat: u64, now: u64, increment: u64, span: u64) -> Result<u64, Shortfall> {
     let base = if tat > now { tat } else { now };
@@ -125,8 +146,11 @@ pub(crate) fn admit_max(tat: u64, now: u64, increment: u64, span: u64) -> Result
 /// The wait when `base + increment` overflows 64 bits: still exact when the
 /// TAT is far ahead (`base − now` past the room `span − increment`);
 /// `u64::MAX` (never) only past the horizon, where time has stopped.
+// Inlinable, though cold: a caller that drops the shortfall (the meters'
+// buckets) is then left with no call on its path.
+#[allow(dead_code)]
 #[cold]
-#[inline(never)]
+#[inline]
 fn overflow_wait(base: u64, now: u64, increment: u64, span: u64) -> u64 {
     match (base - now).checked_sub(span - increment) {
         Some(wait) if wait > 0 => wait,

@@ -2,9 +2,9 @@
 //! in-profile traffic; see the [meter module docs](super) for the math (two
 //! independent TATs, each on its own rate).
 
-use super::sealed::Steps;
-use super::Arrivals;
-use super::{batch_shared_pair, Bucket, Color, Flow, MeterError, Pair, Slack};
+use super::batch::{batch_shared_pair, Arrivals, Slack};
+use super::steps::{pair_steps, Pair, Steps};
+use super::{Bucket, Color, Flow, MeterError};
 use crate::quota::Quota;
 
 /// The marker of RFC 4115: committed rate `CIR` with burst `CBS`, excess

@@ -1,9 +1,18 @@
 //! RFC 2697, the single rate three colour marker; see the [meter module
 //! docs](super) for the math (two TATs `C` and `A` on one `T = 1/CIR`).
+//!
+//! # Invariants
+//!
+//! * `A ≥ C` after every step, and `A − now ≤ (CBS + EBS)·T`,
+//!   `C − now ≤ CBS·T` at the `now` of the last take.
+//! * A shared packet reserves in `A` before it takes from `C`, so a
+//!   concurrent yellow test sees its bytes in `A` before it can see them in
+//!   `C`; a reservation that cannot stand is undone only by a
+//!   compare-and-swap that finds `A` exactly as the packet left it.
 
-use super::sealed::Steps;
-use super::Arrivals;
-use super::{swap, Bucket, Color, Flow, MeterError, Slack};
+use super::batch::{Arrivals, Slack};
+use super::steps::Steps;
+use super::{Bucket, Color, Flow, MeterError};
 use crate::quota::Quota;
 
 /// The srTCM of RFC 2697: committed information rate `CIR` (bytes per
@@ -152,7 +161,7 @@ impl SrTcm {
         let (c, c_next, largest_lost) = loop {
             let c = committed.load();
             let (c_next, lost) = self.greens_on(c, now, sizes, out, None);
-            if c_next == c || swap(committed, c, c_next) {
+            if c_next == c || committed.compare_exchange(c, c_next).is_ok() {
                 break (c, c_next, lost);
             }
         };
@@ -214,8 +223,8 @@ impl Steps for SrTcm {
     #[inline(always)]
     fn step(&self, words: &mut [u64; 2], t: [u64; 2], bytes: u64, pre: Color) -> Color {
         // The same tests as `Bucket::take` on C and A and as `yellow`, with
-        // the shared parts computed once: one multiply `B·T` (both buckets
-        // run on `T = 1/CIR`) and one `max(A, now) + B·T`.
+        // the one multiply `B·T` shared (both buckets run on `T = 1/CIR`)
+        // and A's step taken once, for green and yellow alike.
         let now = t[0];
         let [c, a] = *words;
         if bytes > self.all.size || pre == Color::Red {
@@ -224,21 +233,16 @@ impl Steps for SrTcm {
         }
         // bytes ≤ CBS + EBS, so B·T ≤ (CBS + EBS)·T fits.
         let cost = bytes * self.all.quota.emission_interval();
-        let a_base = if a > now { a } else { now };
         let c_base = if c > now { c } else { now };
-        let Some(a_next) = a_base.checked_add(cost) else {
-            return Color::Red;
-        };
-        if a_next - now > self.all.span {
+        let Some(a_next) = self.all.admit(a, now, cost) else {
             // Not even the two buckets together hold it.
             return Color::Red;
-        }
+        };
         if pre == Color::Green && bytes <= self.committed.size {
-            if let Some(c_next) = c_base.checked_add(cost) {
-                if c_next - now <= self.committed.span {
-                    *words = [c_next, a_next];
-                    return Color::Green;
-                }
+            // bytes ≤ CBS, so B·T ≤ CBS·T.
+            if let Some(c_next) = self.committed.admit(c, now, cost) {
+                *words = [c_next, a_next];
+                return Color::Green;
             }
         }
         if bytes <= self.ebs && a_next.saturating_sub(c_base) <= self.ebs_span {
@@ -289,13 +293,7 @@ impl Steps for SrTcm {
                     // Red: give the reservation back if A is as we left it
                     // (then it is exactly undone); otherwise keep it, which
                     // only withholds tokens from later packets.
-                    let _ = all.update(|a| {
-                        if a == a_after {
-                            Ok((a_before, ()))
-                        } else {
-                            Err(())
-                        }
-                    });
+                    let _ = all.compare_exchange(a_after, a_before);
                     return Color::Red;
                 }
             }
@@ -375,15 +373,15 @@ impl Steps for SrTcm {
             };
             // The single packet's order: reserve everything in A first, then
             // take the greens from C.
-            if a_next != a && !swap(all, a, a_next) {
+            if a_next != a && all.compare_exchange(a, a_next).is_err() {
                 continue; // nothing stored: start again
             }
-            if c_next == c || swap(committed, c, c_next) {
+            if c_next == c || committed.compare_exchange(c, c_next).is_ok() {
                 return;
             }
             // A concurrent green took from C since we read it. Undo the
             // reservation if A is as we left it, and start again.
-            if a_next == a || swap(all, a_next, a) {
+            if a_next == a || all.compare_exchange(a_next, a).is_ok() {
                 continue;
             }
             // A moved on: our reservation stays (see the module docs).
@@ -396,7 +394,9 @@ impl Steps for SrTcm {
         let [c, a] = words;
         let c_base = if c > now { c } else { now };
         let excess_deficit = a.saturating_sub(c_base);
-        let te = self.ebs_span.saturating_sub(excess_deficit) / self.all.quota.emission_interval();
+        let te = self
+            .all
+            .whole_bytes(self.ebs_span.saturating_sub(excess_deficit));
         [self.committed.tokens(c, now), te]
     }
 }

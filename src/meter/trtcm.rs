@@ -1,9 +1,9 @@
 //! RFC 2698, the two rate three colour marker; see the [meter module
 //! docs](super) for the math (two independent TATs, each on its own rate).
 
-use super::sealed::Steps;
-use super::Arrivals;
-use super::{batch_shared_pair, Bucket, Color, Flow, MeterError, Pair, Slack};
+use super::batch::{batch_shared_pair, Arrivals, Slack};
+use super::steps::{pair_steps, Pair, Steps};
+use super::{Bucket, Color, Flow, MeterError};
 use crate::quota::Quota;
 
 /// The trTCM of RFC 2698: committed rate `CIR` with burst `CBS`, peak rate

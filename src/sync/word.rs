@@ -9,6 +9,9 @@
 //!   respect to every other access (a compare-and-swap loop retrying `f` on a
 //!   fresh value, or one critical section). When `f` declines (`Err`) nothing
 //!   is stored, and when it returns the value it saw the store is skipped.
+//! * [`update_storing`](StateWord::update_storing): the same, storing on
+//!   every `Ok` (no test that the value changed), for steps that always
+//!   change the state when they admit.
 //! * [`compare_exchange`](StateWord::compare_exchange): replaces `current` by
 //!   `new` if the word still holds `current`; `Ok(current)` or `Err(seen)`.
 //! * [`fetch_add`](StateWord::fetch_add): adds `delta` (wrapping) and returns
@@ -55,6 +58,29 @@ word_atomic! {
                 if new == current {
                     return Ok(out);
                 }
+                match self.0.compare_exchange_weak(current, new, AcqRel, Acquire) {
+                    Ok(_) => return Ok(out),
+                    Err(actual) => current = actual,
+                }
+            }
+        }
+
+        /// [`update`](Self::update) that stores whatever `f` returns on
+        /// `Ok`, with no test that it differs from the value read: for
+        /// steps that always change the state when they admit (a limiter's
+        /// [`step`](crate::Algorithm::step) with a cost above 0), where that
+        /// test is a compare and branch on the path to the swap that the
+        /// compiler cannot prove away. Storing an unchanged value is still
+        /// correct, only not skipped.
+        #[inline(always)]
+        pub(crate) fn update_storing<T, E>(
+            &self,
+            mut f: impl FnMut(u64) -> Result<(u64, T), E>,
+        ) -> Result<T, E> {
+            use super::atomic::Ordering::{AcqRel, Acquire};
+            let mut current = self.0.load(Acquire);
+            loop {
+                let (new, out) = f(current)?;
                 match self.0.compare_exchange_weak(current, new, AcqRel, Acquire) {
                     Ok(_) => return Ok(out),
                     Err(actual) => current = actual,
@@ -112,6 +138,21 @@ word_section! {
                 if new != current {
                     cell.set(new);
                 }
+                Ok(out)
+            })
+        }
+
+        /// [`update`](Self::update) that stores whatever `f` returns on
+        /// `Ok`, with no test that it differs from the value read.
+        #[inline]
+        pub(crate) fn update_storing<T, E>(
+            &self,
+            mut f: impl FnMut(u64) -> Result<(u64, T), E>,
+        ) -> Result<T, E> {
+            critical_section::with(|cs| {
+                let cell = self.0.borrow(cs);
+                let (new, out) = f(cell.get())?;
+                cell.set(new);
                 Ok(out)
             })
         }

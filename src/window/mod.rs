@@ -9,8 +9,9 @@
 //! The parameters of the two counters ([`FixedWindowQuota`],
 //! [`SlidingWindowQuota`]) are small `Copy` values that implement
 //! [`Algorithm`](crate::Algorithm): pure steps on one state word. The shared
-//! limiters are those parameters plus one [`StateWord`](crate::sync) updated
-//! by compare-and-swap, exactly as [`Gcra`](crate::Gcra) is a quota plus a TAT.
+//! limiters are those parameters plus one state word updated by
+//! compare-and-swap, in the same container as [`Gcra`](crate::Gcra)'s quota
+//! and TAT.
 //!
 //! # Time to windows, without a division
 //!
@@ -51,37 +52,72 @@
 //! counts "too old" and starts from zero: the windows rely on the clock being
 //! monotonic more than [`Gcra`](crate::Gcra) does.
 
-/// What [`FixedWindow`] and [`SlidingWindow`] share around their own
-/// admission step: the quota accessor, revocation, peek, reset, the
-/// [`RateLimiter`](crate::RateLimiter) impl and the `Debug`/`defmt` output.
-/// `$limiter` has fields `quota: $quota` and `state: StateWord`; `$quota`
-/// has `NEW`, `revoke` and (from [`Algorithm`](crate::Algorithm)) `peek`.
+/// What [`FixedWindow`] and [`SlidingWindow`] share around the container
+/// ([`Shared`](crate::algorithm) over their quota): the quota accessor,
+/// admission with the tag counted under, revocation, refunds, peek, reset,
+/// the [`RateLimiter`](crate::RateLimiter) impl and the `Debug`/`defmt`
+/// output. `$limiter` has a field `shared: Shared<$quota>`; `$quota` has
+/// `tag_of`, `tag_at` and `revoke`.
 macro_rules! window_limiter {
     ($limiter:ident, $quota:ident) => {
         impl $limiter {
             /// The parameters in force.
             pub fn quota(&self) -> $quota {
-                self.quota
+                *self.shared.params()
+            }
+
+            /// Admits `cost` cells at `now`, or denies and stores nothing.
+            #[inline(always)]
+            pub fn check_n(&self, now: u64, cost: u64) -> Result<$crate::Decision, $crate::Denied> {
+                self.shared.check_n(now, cost)
+            }
+
+            /// Admits and returns the tag the cells were counted under.
+            #[inline(always)]
+            pub(crate) fn admit_at(
+                &self,
+                now: u64,
+                cost: u64,
+            ) -> Result<($crate::Decision, u64), $crate::Denied> {
+                let (decision, state) = self.shared.admit(now, cost)?;
+                Ok((decision, self.shared.params().tag_of(state)))
             }
 
             /// Gives back `cost` cells counted under `tag` (only while that
             /// window still counts; older cells have expired anyway).
             pub(crate) fn revoke_at(&self, tag: u64, cost: u64) {
-                let quota = &self.quota;
+                let quota = self.shared.params();
                 let step = |s: u64| -> Result<(u64, ()), core::convert::Infallible> {
                     Ok((quota.revoke(s, tag, cost), ()))
                 };
-                let _ = self.state.update(step);
+                let _ = self.shared.state().update(step);
+            }
+
+            /// Gives back `cost` cells admitted in the window of `now` (for
+            /// example for a request admitted but never served); cells of a
+            /// window that has passed have expired anyway. The limiter never
+            /// becomes fuller than full. Returns the state after the refund.
+            ///
+            /// ```
+            #[doc = concat!("use cellrate::window::", stringify!($limiter), ";")]
+            #[doc = concat!("let w = ", stringify!($limiter), "::new(10, 1_000);")]
+            /// w.check_n(0, 10).unwrap();
+            /// assert_eq!(w.refund_n(0, 3).remaining(), 3);
+            /// assert_eq!(w.refund_n(0, 100).remaining(), 10);
+            /// ```
+            pub fn refund_n(&self, now: u64, cost: u64) -> $crate::Snapshot {
+                self.revoke_at(self.shared.params().tag_at(now), cost);
+                self.peek(now)
             }
 
             /// The state at `now`, consuming nothing.
             pub fn peek(&self, now: u64) -> $crate::Snapshot {
-                $crate::Algorithm::peek(&self.quota, self.state.load(), now)
+                self.shared.peek(now)
             }
 
             /// Makes the limiter full, as new.
             pub fn reset(&self) {
-                self.state.store($quota::NEW)
+                self.shared.reset()
             }
         }
 
@@ -104,8 +140,8 @@ macro_rules! window_limiter {
         impl core::fmt::Debug for $limiter {
             fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
                 f.debug_struct(stringify!($limiter))
-                    .field("quota", &self.quota)
-                    .field("state", &self.state.load())
+                    .field("quota", self.shared.params())
+                    .field("state", &self.shared.state().load())
                     .finish()
             }
         }
@@ -117,8 +153,8 @@ macro_rules! window_limiter {
                     f,
                     "{=str} {{ quota: {}, state: {=u64} }}",
                     stringify!($limiter),
-                    self.quota,
-                    self.state.load()
+                    self.shared.params(),
+                    self.shared.state().load()
                 )
             }
         }
@@ -129,9 +165,11 @@ pub mod fixed;
 pub mod log;
 pub mod sliding;
 
-pub use self::fixed::{FixedWindow, FixedWindowQuota};
+pub use self::fixed::{FixedWindow, FixedWindowPrepared, FixedWindowQuota, FixedWindowShortfall};
 pub use self::log::SlidingLog;
-pub use self::sliding::{SlidingWindow, SlidingWindowQuota};
+pub use self::sliding::{
+    SlidingWindow, SlidingWindowPrepared, SlidingWindowQuota, SlidingWindowShortfall,
+};
 
 use core::fmt;
 
@@ -185,51 +223,6 @@ impl fmt::Display for WindowError {
 
 impl core::error::Error for WindowError {}
 
-/// Division of 64-bit numbers by a divisor fixed at construction, by a
-/// multiplication and two shifts (see the [module docs](self)).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub(crate) struct Divisor {
-    d: u64,
-    m: u64,
-    sh1: u32,
-    sh2: u32,
-}
-
-impl Divisor {
-    /// `d` must be at least 1.
-    pub(crate) const fn new(d: u64) -> Self {
-        // l = ⌈log₂ d⌉
-        let l = if d <= 1 {
-            0
-        } else {
-            64 - (d - 1).leading_zeros()
-        };
-        // m = ⌊2⁶⁴ · (2^l − d) / d⌋ + 1 < 2⁶⁴ since 2^l < 2d.
-        let d128 = if d == 0 { 1 } else { d as u128 };
-        let m = ((((1u128 << l) - d128) << 64) / d128 + 1) as u64;
-        Divisor {
-            d: if d == 0 { 1 } else { d },
-            m,
-            sh1: if l < 1 { l } else { 1 },
-            sh2: l.saturating_sub(1),
-        }
-    }
-
-    /// The divisor.
-    #[inline(always)]
-    pub(crate) const fn get(&self) -> u64 {
-        self.d
-    }
-
-    /// `(⌊n / d⌋, n mod d)`.
-    #[inline(always)]
-    pub(crate) const fn div_rem(&self, n: u64) -> (u64, u64) {
-        let t = ((self.m as u128 * n as u128) >> 64) as u64;
-        let q = (t + ((n - t) >> self.sh1)) >> self.sh2;
-        (q, n - q * self.d)
-    }
-}
-
 /// The checks every window limiter makes of its parameters: a non-zero
 /// limit of at most `max`, and a non-zero window.
 pub(crate) const fn check_params(limit: u64, window: u64, max: u64) -> Result<(), WindowError> {
@@ -260,40 +253,3 @@ pub(crate) const fn low_mask(bits: u32) -> u64 {
 
 /// The fewest bits left for a window tag.
 pub(crate) const MIN_TAG_BITS: u32 = 16;
-
-#[cfg(all(test, not(feature = "loom")))]
-mod tests {
-    use super::Divisor;
-    use proptest::prelude::*;
-
-    #[test]
-    fn divisor_edges() {
-        for d in [
-            1u64,
-            2,
-            3,
-            7,
-            10,
-            1 << 32,
-            (1 << 63) - 1,
-            1 << 63,
-            (1 << 63) + 1,
-            u64::MAX,
-        ] {
-            let div = Divisor::new(d);
-            for n in [0u64, 1, d - 1, d, d.wrapping_add(1), u64::MAX - 1, u64::MAX] {
-                assert_eq!(div.div_rem(n), (n / d, n % d), "{n} / {d}");
-            }
-        }
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2_000))]
-        #[test]
-        fn divisor_matches_division(d in 1u64.., n: u64, small_d in 1u64..100_000, small_n in 0u64..10_000_000) {
-            prop_assert_eq!(Divisor::new(d).div_rem(n), (n / d, n % d));
-            prop_assert_eq!(Divisor::new(small_d).div_rem(n), (n / small_d, n % small_d));
-            prop_assert_eq!(Divisor::new(small_d).div_rem(small_n), (small_n / small_d, small_n % small_d));
-        }
-    }
-}
