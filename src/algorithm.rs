@@ -132,6 +132,7 @@ pub trait Algorithm {
 /// let shortfall = q.step(tat, &p).unwrap_err();
 /// assert_eq!(q.denial(&p, shortfall).retry_after(), Some(2_000));
 /// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GcraPrepared {
     now: u64,
@@ -142,6 +143,7 @@ pub struct GcraPrepared {
 /// What a denying GCRA step leaves: the TAT (`max(TAT, now)`) it left and
 /// the sub-ticks before the same request fits. See [`GcraPrepared`] for an
 /// example.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GcraShortfall(gcra_step::Shortfall);
 

@@ -36,6 +36,7 @@
 /// A denied step: the state it left unchanged, as `base = max(TAT, now)`,
 /// and the sub-ticks `wait` before the same request fits (`u64::MAX`:
 /// never, past the horizon).
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Shortfall {
     /// `max(TAT, now)`.

@@ -87,6 +87,7 @@ pub struct FixedWindowQuota {
 
 /// What depends on `now` alone, computed before the state word is read (so
 /// the compare-and-swap loop runs only the few operations that need it).
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 struct At {
     tag: u64,
@@ -318,6 +319,7 @@ impl FixedWindowQuota {
 /// let shortfall = q.step(s, &p).unwrap_err();
 /// assert_eq!(q.denial(&p, shortfall).retry_after(), Some(990));
 /// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 pub struct FixedWindowPrepared {
     at: At,
@@ -327,6 +329,7 @@ pub struct FixedWindowPrepared {
 /// What a denying [`FixedWindowQuota`] step leaves: the cells left in the
 /// judged window and the ticks until it ends. See [`FixedWindowPrepared`]
 /// for an example.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FixedWindowShortfall {
     room: u64,

@@ -121,6 +121,7 @@ pub struct SlidingWindowQuota {
 
 /// What depends on `now` alone, computed before the state word is read (so
 /// the compare-and-swap loop runs only the few operations that need it).
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct At {
     tag: u64,
@@ -130,6 +131,7 @@ pub(crate) struct At {
 }
 
 /// What a state word means at some `now`.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct View {
     tag: u64,
@@ -425,6 +427,7 @@ impl SlidingWindowQuota {
 /// let shortfall = q.step(s, &p).unwrap_err();
 /// assert_eq!(q.denial(&p, shortfall).retry_after(), Some(100));
 /// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 pub struct SlidingWindowPrepared {
     at: At,
@@ -435,6 +438,7 @@ pub struct SlidingWindowPrepared {
 /// from which [`denial`](Algorithm::denial) computes the wait (two
 /// divisions, only on a denial). See [`SlidingWindowPrepared`] for an
 /// example.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 pub struct SlidingWindowShortfall(View);
 
