@@ -61,6 +61,9 @@ macro_rules! loom_const_fn {
 }
 pub(crate) use loom_const_fn;
 
+mod slot;
+pub(crate) use slot::{repeat, Counter, PairWord};
+
 #[cfg(any(target_has_atomic = "64", all(feature = "loom", test)))]
 mod atomic {
     #[cfg(all(feature = "loom", test))]

@@ -5,7 +5,11 @@
 
 extern crate std;
 
+use super::hash::identify;
+use super::probe::home;
+use super::slot::*;
 use super::*;
+use crate::Algorithm;
 use crate::Quota;
 use loom::sync::Arc;
 use loom::thread;
@@ -555,13 +559,13 @@ fn monotone_split_protocol_without_refunds_keeps_keys_apart() {
 }
 
 /// The same protocol once a state can be *lowered*: A is charged and then
-/// refunded at 0 (as `check_both` does when the other tier denies), while a
+/// refunded at 0 (as a tuple of entries does when the other tier denies), while a
 /// check of A at 0 may read the charged value 1 000. A is idle again, an
 /// evictor takes the slot for B at tick 1, and B is charged and refunded at
 /// 1 000, which leaves B at exactly 1 000. Loom finds the interleaving in
 /// which A's stale compare-and-swap, expecting 1 000, lands in B's state.
 /// This is why the keyed table keeps one 16-byte unit per slot: its states
-/// are lowered by refunds (`refund_n`, `check_both`), and the window
+/// are lowered by refunds (`refund_n`, a tuple revoking an entry), and the window
 /// limiters' packed states wrap, so no state sequence is monotone.
 #[test]
 #[should_panic(expected = "stale check wrote another key's state")]

@@ -1,6 +1,10 @@
 extern crate std;
 
+use super::hash::identify;
+use super::probe::home;
+use super::slot::*;
 use super::*;
+use crate::Denied;
 use crate::Quota;
 
 const HZ: u64 = 1_000;
@@ -128,27 +132,21 @@ fn small_tables_are_one_window() {
 }
 
 #[test]
-fn check_both_is_all_or_nothing() {
+fn entries_compose_all_or_nothing() {
+    use crate::compose::AllTiers;
     let global: Keyed<Quota, 8> = Keyed::new(quota(10, 3), WhenFull::Deny, Seed::new(1, 2));
     let endpoint: Keyed<Quota, 8> = Keyed::new(quota(1, 1), WhenFull::Deny, Seed::new(3, 4));
-    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 1u16)), 0, 1).is_admitted());
+    let both = |route: u16| (global.entry(&1u32), endpoint.entry(&(1u32, route)));
+    assert!(both(1).check_tiers(0, 1).is_admitted());
     for _ in 0..5 {
-        assert!(
-            check_both((&global, &1u32), (&endpoint, &(1u32, 1u16)), 0, 1)
-                .refused()
-                .is_some()
-        );
+        assert!(both(1).check_tiers(0, 1).refused().is_some());
     }
     assert_eq!(global.peek(&1u32, 0).remaining(), 2);
     // Denied by the first tier: the second is not charged.
-    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 2u16)), 0, 1).is_admitted());
-    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 3u16)), 0, 1).is_admitted());
+    assert!(both(2).check_tiers(0, 1).is_admitted());
+    assert!(both(3).check_tiers(0, 1).is_admitted());
     assert_eq!(global.peek(&1u32, 0).remaining(), 0);
-    assert!(
-        check_both((&global, &1u32), (&endpoint, &(1u32, 4u16)), 0, 1)
-            .refused()
-            .is_some()
-    );
+    assert!(both(4).check_tiers(0, 1).refused().is_some());
     assert_eq!(endpoint.peek(&(1u32, 4u16), 0).remaining(), 1);
     assert!(!endpoint.contains(&(1u32, 4u16), 0));
 }
