@@ -136,11 +136,10 @@ impl<L> Adaptive<L> {
         let since = self.last_denial.load();
         if now >= since.saturating_add(self.penalty.good_period) {
             // Restore, unless another check changed the status meanwhile.
-            let step = |s: u64| if s == status { Ok((0, ())) } else { Err(()) };
-            if self.status.update(step).is_ok() {
-                return 0;
-            }
-            return (self.status.load() >> 32) as u32;
+            return match self.status.compare_exchange(status, 0) {
+                Ok(_) => 0,
+                Err(seen) => (seen >> 32) as u32,
+            };
         }
         (status >> 32) as u32
     }

@@ -10,9 +10,9 @@ use crate::{Decision, Denied, RateLimiter, Snapshot};
 /// A limiter that counts its admitted and denied requests and cells.
 ///
 /// The four counters are 64-bit words updated through the crate's
-/// [`sync`](crate::sync) facade (atomic adds by compare-and-swap, or a
-/// critical section on targets without 64-bit CAS), saturating at
-/// `u64::MAX`. Each counter is exact; [`stats`](Self::stats) reads them one
+/// [`sync`](crate::sync) facade (atomic adds, or a critical section on
+/// targets without 64-bit CAS); the cell counts saturate at `u64::MAX`
+/// (the request counts would need 2⁶⁴ requests to). Each counter is exact; [`stats`](Self::stats) reads them one
 /// after another, so under concurrency the four numbers may come from
 /// slightly different instants. A check of cost 0 (a peek) counts as
 /// nothing. A revoked admission (see
@@ -50,6 +50,14 @@ pub struct MeterStats {
     pub denied_cells: u64,
 }
 
+/// One more request: a single atomic add (a count of requests cannot reach
+/// `u64::MAX`, so it never needs to saturate).
+fn count(word: &StateWord) {
+    word.fetch_add(1);
+}
+
+/// Adds `n` cells, saturating (one denied cost can be as large as
+/// `u64::MAX`).
 fn add(word: &StateWord, n: u64) {
     let step = |v: u64| -> Result<(u64, ()), Infallible> { Ok((v.saturating_add(n), ())) };
     let _ = word.update(step);
@@ -112,11 +120,11 @@ impl<L> Metered<L> {
         }
         match result {
             Ok(_) => {
-                add(&self.admitted, 1);
+                count(&self.admitted);
                 add(&self.admitted_cells, cost);
             }
             Err(_) => {
-                add(&self.denied, 1);
+                count(&self.denied);
                 add(&self.denied_cells, cost);
             }
         }
@@ -147,7 +155,7 @@ impl<L: Revocable> Revocable for Metered<L> {
         if cost > 0 {
             sub(&self.admitted, 1);
             sub(&self.admitted_cells, cost);
-            add(&self.denied, 1);
+            count(&self.denied);
             add(&self.denied_cells, cost);
         }
     }

@@ -76,7 +76,7 @@ impl<A: Algorithm, O: Overrides<A>, const N: usize> Keyed<A, N, O> {
                 seed,
                 overflow: StateWord::new(A::NEW),
                 counters: Counters::new(),
-                slots: crate::sync::repeat!(Slot::new(0); N),
+                slots: crate::sync::repeat_const!(Slot::new(0); N),
             }
         }
     }

@@ -77,6 +77,8 @@ use crate::quota::{Quota, QuotaError, Rate};
 use crate::sync::{loom_const_fn, QuotaCell, StateWord};
 use crate::{Algorithm, RateLimiter};
 
+pub(crate) mod step;
+
 /// The charge of `cost` cells in sub-ticks, `cost·T`, or the refusal of a
 /// cost above the burst. Computed before any critical section or CAS loop.
 #[inline(always)]
@@ -98,17 +100,23 @@ fn limited(quota: &Quota, base: u64, now: u64, wait: u64) -> Denied {
     Denied::Limited(Limited::from_usage(Usage::gcra(quota, base - now), wait))
 }
 
+/// The denial of a step's [`Shortfall`](step::Shortfall).
+#[inline(always)]
+fn short(quota: &Quota, now: u64, shortfall: step::Shortfall) -> Denied {
+    limited(quota, shortfall.base, now, shortfall.wait)
+}
+
+/// The decision after an admission that left `new_tat`.
+#[inline(always)]
+fn admitted(quota: &Quota, new_tat: u64, now: u64) -> Decision {
+    Decision::from_usage(Usage::gcra(quota, new_tat - now))
+}
+
 /// One GCRA step at sub-tick time `now` for a [`charge`] of `increment`
 /// sub-ticks: the new TAT and the decision, or the denial. This is all a
-/// critical section or CAS loop runs.
-///
-/// `max(TAT, now) + increment − now ≤ span` holds iff
-/// `TAT − now ≤ room = span − increment` (for `TAT < now` it always holds, as
-/// `increment ≤ span`). `room` and whether `now + span` fits depend on
-/// neither `TAT` nor anything the loop changes, so the compiler computes them
-/// before the loop; between the load and the swap there is then a subtract
-/// and a compare, and one add on the one value each case needs (no `max` on
-/// that path).
+/// critical section or CAS loop runs: [`step::admit`], whose `room` and
+/// horizon test depend on neither `TAT` nor anything the loop changes, so
+/// the compiler computes them before the loop.
 #[inline(always)]
 pub(crate) fn admit_charged(
     quota: &Quota,
@@ -116,37 +124,22 @@ pub(crate) fn admit_charged(
     now: u64,
     increment: u64,
 ) -> Result<(u64, Decision), Denied> {
-    let room = quota.span() - increment;
+    let room = step::room(quota.span(), increment);
     // `now + span` fits, so no new TAT below overflows. Only past the
     // horizon (`now` saturated) does it not: the general step denies.
-    if now.checked_add(quota.span()).is_none() {
+    if !step::within_horizon(now, quota.span()) {
         return admit_past_horizon(quota, tat, now, increment);
     }
-    let admitted = |new_tat: u64| {
-        Ok((
-            new_tat,
-            Decision::from_usage(Usage::gcra(quota, new_tat - now)),
-        ))
-    };
-    if tat.wrapping_sub(now) <= room {
-        // Owing (now ≤ TAT ≤ now + room): the usual case under load.
-        admitted(tat + increment)
-    } else if tat < now {
-        // Full: the TAT restarts from now.
-        admitted(now + increment)
-    } else {
-        // TAT > now + room: the new TAT would be over the span by
-        // TAT − now − room.
-        Err(limited(quota, tat, now, tat - now - room))
+    match step::admit(tat, now, increment, room) {
+        Ok(new_tat) => Ok((new_tat, admitted(quota, new_tat, now))),
+        Err(shortfall) => Err(short(quota, now, shortfall)),
     }
 }
 
-/// [`admit_charged`] for a `now` so late that `now + span` overflows. Within
-/// the horizon `now ≤ 2⁶³ − 1` and `span ≤ 2⁶³`, so that happens only for
-/// the saturated `now = u64::MAX` (past the horizon): time has stopped,
-/// `max(TAT, now) = now`, and every admission would need a TAT beyond
-/// `u64::MAX`, so it denies with no wait to announce. A constant: no call
-/// and no use of the quota beyond the denial's numbers inside the loop.
+/// [`admit_charged`] for a `now` so late that `now + span` overflows
+/// ([`step::past_horizon`]): it denies with no wait to announce. A
+/// constant: no call and no use of the quota beyond the denial's numbers
+/// inside the loop.
 #[cold]
 #[inline(always)]
 fn admit_past_horizon(
@@ -155,43 +148,19 @@ fn admit_past_horizon(
     now: u64,
     _increment: u64,
 ) -> Result<(u64, Decision), Denied> {
-    Err(limited(quota, now, now, u64::MAX))
+    Err(short(quota, now, step::past_horizon(now)))
 }
 
-/// The same step as [`admit_charged`], written with `max`: the new TAT
-/// `max(TAT, now) + increment`, admitted iff it is at most `now + span`.
-/// Branch-free but for the decision, which suits a single owner whose TAT
-/// stays in a register from one call to the next ([`LocalGcra`], where the
-/// two-case form's extra branches cost more than the `max` they save);
-/// valid for every `now`, including past the horizon.
+/// The same step in the `max` form ([`step::admit_max`]). Branch-free but
+/// for the decision, which suits a single owner whose TAT stays in a
+/// register from one call to the next ([`LocalGcra`], where the two-case
+/// form's extra branches cost more than the `max` they save); valid for
+/// every `now`, including past the horizon.
 #[inline(always)]
 fn admit_max(quota: &Quota, tat: u64, now: u64, increment: u64) -> Result<(u64, Decision), Denied> {
-    let base = if tat > now { tat } else { now };
-    match base.checked_add(increment) {
-        Some(new_tat) if new_tat - now <= quota.span() => Ok((
-            new_tat,
-            Decision::from_usage(Usage::gcra(quota, new_tat - now)),
-        )),
-        Some(new_tat) => Err(limited(quota, base, now, new_tat - now - quota.span())),
-        None => Err(limited(
-            quota,
-            base,
-            now,
-            overflow_wait(quota, base, now, increment),
-        )),
-    }
-}
-
-/// The wait when `base + increment` overflows 64 bits: still exact when
-/// the TAT is far ahead (`base − now` past the room `span − increment`);
-/// `u64::MAX` (never) only past the horizon, where time has stopped.
-#[cold]
-#[inline(never)]
-fn overflow_wait(quota: &Quota, base: u64, now: u64, increment: u64) -> u64 {
-    let room = quota.span() - increment;
-    match (base - now).checked_sub(room) {
-        Some(wait) if wait > 0 => wait,
-        _ => u64::MAX,
+    match step::admit_max(tat, now, increment, quota.span()) {
+        Ok(new_tat) => Ok((new_tat, admitted(quota, new_tat, now))),
+        Err(shortfall) => Err(short(quota, now, shortfall)),
     }
 }
 
@@ -207,13 +176,11 @@ pub(crate) fn admit(
     let increment = charge(quota, cost)?;
     // The owing case as in `admit_charged` (one subtract, compare and add,
     // laid out straight), every other case by the `max` form.
-    let room = quota.span() - increment;
-    if now.checked_add(quota.span()).is_some() && tat.wrapping_sub(now) <= room {
-        let new_tat = tat + increment;
-        return Ok((
-            new_tat,
-            Decision::from_usage(Usage::gcra(quota, new_tat - now)),
-        ));
+    let room = step::room(quota.span(), increment);
+    if step::within_horizon(now, quota.span()) {
+        if let Some(new_tat) = step::owing(tat, now, increment, room) {
+            return Ok((new_tat, admitted(quota, new_tat, now)));
+        }
     }
     admit_other(quota, tat, now, increment)
 }
@@ -270,8 +237,7 @@ pub(crate) fn take_up_to(
 #[inline]
 pub(crate) fn snapshot(quota: &Quota, tat: u64, now: u64) -> Snapshot {
     let until_full = tat.saturating_sub(now);
-    // until_full + T − span, without a sum that could overflow (span ≥ T).
-    let wait = until_full.saturating_sub(quota.span() - quota.emission_interval());
+    let wait = step::wait_for_one(until_full, quota.emission_interval(), quota.span());
     Snapshot::from_usage(Usage::gcra(quota, until_full), wait)
 }
 
@@ -295,43 +261,16 @@ pub(crate) fn reserve(
     max_wait: u64,
 ) -> Result<(u64, Reservation), Denied> {
     let increment = charge(quota, cost)?;
-    let base = tat.max(now);
-    // Sub-ticks after `now` before the cost conforms: base − now + cost·T −
-    // span, computed without a sum that could overflow (cost·T ≤ span).
-    let wait = (base - now).saturating_sub(quota.span() - increment);
-    if wait > max_wait {
-        // `max_wait` is whole ticks, so ⌈wait/scale⌉ ≤ max_wait/scale ⇔ wait ≤ max_wait.
-        return Err(limited(quota, base, now, wait - max_wait));
-    }
-    if cost == 0 {
-        return Ok((
-            tat,
+    match step::reserve(tat, now, increment, quota.span(), quota.scale(), max_wait) {
+        Ok(r) => Ok((
+            r.tat,
             Reservation {
-                usage: Usage::gcra(quota, base - now),
-                wait,
+                usage: Usage::gcra(quota, r.until_full),
+                wait: r.wait,
             },
-        ));
+        )),
+        Err(shortfall) => Err(short(quota, now, shortfall)),
     }
-    let scale = quota.scale();
-    let aligned = if scale == 1 || wait == 0 {
-        Some(wait)
-    } else {
-        wait.div_ceil(scale).checked_mul(scale)
-    };
-    let send = aligned.and_then(|wait| now.checked_add(wait).map(|send| (wait, send)));
-    let Some((wait, send)) = send else {
-        return Err(limited(quota, base, now, u64::MAX));
-    };
-    let Some(new_tat) = tat.max(send).checked_add(increment) else {
-        return Err(limited(quota, base, now, u64::MAX));
-    };
-    Ok((
-        new_tat,
-        Reservation {
-            usage: Usage::gcra(quota, new_tat - now),
-            wait,
-        },
-    ))
 }
 
 /// The TAT after giving back `cost` cells at sub-tick time `now`: never
@@ -339,15 +278,7 @@ pub(crate) fn reserve(
 /// already full.
 #[inline]
 pub(crate) fn refund(quota: &Quota, tat: u64, now: u64, cost: u64) -> u64 {
-    if tat <= now {
-        return tat;
-    }
-    let back = tat.saturating_sub(cost.saturating_mul(quota.emission_interval()));
-    if back > now {
-        back
-    } else {
-        now
-    }
+    step::refund(tat, now, cost.saturating_mul(quota.emission_interval()))
 }
 
 /// A shaped send: when it may go, and the limiter's state after it.

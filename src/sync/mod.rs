@@ -1,0 +1,73 @@
+//! How a limiter's state is shared: the place that chooses native atomics,
+//! critical sections or loom for one 64-bit word, for a quota under
+//! `set_quota`, for state larger than a word, and for the keyed tables'
+//! 128-bit slot word and counters.
+//!
+//! | file | what |
+//! |---|---|
+//! | `loom.rs` | the loom facade: `atomic` (loom's atomics in models, `core`'s otherwise), `loom_const_fn!`, and the cfg predicates, spelled once |
+//! | `word.rs` | `StateWord`: `load`, `store`, `update`, `compare_exchange`, `fetch_add` |
+//! | `quota_cell.rs` | `QuotaCell`: the quota `set_quota` replaces |
+//! | `seqlock.rs` | `Guarded`: state larger than a word |
+//! | `slot.rs` | `PairWord` (a keyed slot's 128-bit word: load, compare-and-swap) and `Counter` (relaxed statistics) |
+//!
+//! | target | state word | quota under `set_quota` |
+//! |---|---|---|
+//! | has 64-bit CAS (`target_has_atomic = "64"`: x86_64, aarch64, riscv64…) | one `AtomicU64`, compare-and-swap loop: **lock-free** | two seqlocked slots, readers never wait for a writer |
+//! | no 64-bit CAS (thumbv6m, thumbv7m/7em, thumbv8m, riscv32) | `u64` in a [`critical_section::Mutex`] | the same mutex |
+//! | this crate's unit tests with `--features loom` | loom's `AtomicU64` | loom's atomics |
+//!
+//! State larger than a word (the sliding log's ring) is a `Guarded`: a
+//! sequence lock where the `std` feature is on and the target has 64-bit
+//! atomics (reads never write; a write is one compare-and-swap, a few
+//! relaxed stores and one release store), and a critical section everywhere
+//! else (bare metal, where a handler could preempt a writer).
+//!
+//! # Why not `portable-atomic`'s `AtomicU64` on Cortex-M3/M4/M7?
+//!
+//! On thumbv7m/thumbv7em `portable_atomic::AtomicU64` falls back to a global
+//! spin lock, also with its `critical-section` feature. A thread holding it
+//! that is interrupted by a handler touching the same atomic spins forever.
+//! A `critical_section` instead masks interrupts for the few instructions of
+//! the update, so an interrupt handler and thread mode can share a limiter
+//! with neither deadlock nor lost update. The critical section covers only a
+//! load, the GCRA arithmetic (adds, compares, one multiply; no division, no
+//! loop) and a store.
+//!
+//! The binary, never this library, chooses the critical-section
+//! implementation (`cortex-m`'s `critical-section-single-core`, a HAL's
+//! multi-core one, `riscv`'s `critical-section-single-hart`, or `std`'s on a
+//! host). This crate enables no `unsafe-assume-single-core` anywhere.
+//!
+//! # Invariants
+//!
+//! * `StateWord::compare_exchange` and `StateWord::fetch_add` are single
+//!   atomic steps on both paths (one instruction sequence, or one critical
+//!   section); `fetch_add` wraps.
+//! * `StateWord::update` applies `f` to the current value and stores its
+//!   result atomically with respect to every other access of the word: on the
+//!   atomic path by compare-and-swap (retrying `f` on a fresh value), on the
+//!   critical-section path by holding the section. When `f` declines (`Err`)
+//!   nothing is stored, and when it returns the value it saw the store is
+//!   skipped.
+//! * `QuotaCell::load` returns a quota that some `store` wrote whole (or the
+//!   initial one), never a mix of two. It never waits for a writer: the
+//!   writer saves the current quota in a second seqlocked copy before it
+//!   rewrites the first, and a reader that catches the first mid-write reads
+//!   the second. Two writers at once are refused (`QuotaCell::try_store`
+//!   returns `false`) rather than waited for, so an interrupt handler can never
+//!   spin on a preempted writer.
+
+mod loom;
+mod quota_cell;
+mod seqlock;
+mod slot;
+mod word;
+
+pub(crate) use self::loom::atomic;
+#[allow(unused_imports)]
+pub(crate) use self::loom::{loom_const_fn, repeat_const, word_atomic, word_section};
+pub(crate) use self::quota_cell::QuotaCell;
+pub(crate) use self::seqlock::{guarded_zeros, Guarded, GuardedU64};
+pub(crate) use self::slot::{Counter, PairWord};
+pub(crate) use self::word::StateWord;
