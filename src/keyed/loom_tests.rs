@@ -602,3 +602,40 @@ fn monotone_split_protocol_with_a_refund_lets_a_stale_check_write_another_keys_s
         );
     });
 }
+
+/// Two threads check a tuple of two tables' entries (compose's
+/// all-or-nothing rule) whose second tier has room for one: exactly one is
+/// admitted, and the first tier ends charged for exactly that one (the
+/// denied request's charge was refunded through the entry).
+#[test]
+fn a_tuple_of_entries_charges_only_what_it_admitted() {
+    model(|| {
+        let global = Arc::new(Keyed::<Quota, 4>::new(
+            quota(4),
+            WhenFull::Deny,
+            Seed::new(1, 2),
+        ));
+        let endpoint = Arc::new(Keyed::<Quota, 4>::new(
+            quota(2),
+            WhenFull::Deny,
+            Seed::new(3, 4),
+        ));
+        // Both keys in place first, so the model explores the charges and
+        // the refund rather than the insert protocol.
+        global.check(&1u32, 0).unwrap();
+        endpoint.check(&(1u32, 1u16), 0).unwrap();
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let (g, e) = (Arc::clone(&global), Arc::clone(&endpoint));
+                thread::spawn(move || {
+                    crate::RateLimiter::check(&(g.entry(&1u32), e.entry(&(1u32, 1u16))), 0).is_ok()
+                        as u64
+                })
+            })
+            .collect();
+        let admitted: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(admitted, 1);
+        assert_eq!(global.peek(&1u32, 0).remaining(), 3 - admitted);
+        assert_eq!(endpoint.peek(&(1u32, 1u16), 0).remaining(), 0);
+    });
+}

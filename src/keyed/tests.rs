@@ -221,3 +221,25 @@ fn an_inserted_key_is_charged_at_once() {
     let s = t.stats();
     assert_eq!((s.inserted, s.reused, s.overflow_denied), (1, 0, 1));
 }
+
+/// An entry is a part like any other: beside a shared `Gcra`, a request the
+/// `Gcra` refuses consumes nothing from the key, and a key the table has
+/// never seen is answered without being inserted.
+#[test]
+fn an_entry_composes_with_other_limiters() {
+    use crate::compose::AllTiers;
+    use crate::{Gcra, RateLimiter};
+    let gate = Gcra::new(quota(1, 1));
+    let table: Keyed<Quota, 8> = Keyed::new(quota(1, 2), WhenFull::Deny, Seed::new(1, 2));
+    assert!((&gate, table.entry(&7u32)).check(0).is_ok());
+    assert_eq!(table.peek(&7u32, 0).remaining(), 1);
+    let refused = (&gate, table.entry(&7u32)).check_tiers(0, 1);
+    assert_eq!(refused.refused(), Some(0));
+    assert_eq!(refused.results()[1].unwrap().remaining(), 1);
+    assert_eq!(table.peek(&7u32, 0).remaining(), 1);
+    let refused = (&gate, table.entry(&8u32)).check_tiers(0, 1);
+    assert_eq!(refused.results()[1].unwrap().remaining(), 2);
+    assert!(!table.contains(&8u32, 0));
+    // The table's own view and the entry's agree.
+    assert_eq!(table.entry(&7u32).peek(0), table.peek(&7u32, 0));
+}
