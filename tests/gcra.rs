@@ -481,7 +481,7 @@ fn set_quota_keeps_the_burst_or_refuses_a_lossy_rounding() {
     let mut local = LocalGcra::new(Quota::per_second(1).at_hz(10));
     assert_eq!(
         local.set_quota(Quota::per_ticks(2, 511).with_burst(28).at_hz(61_760_000)),
-        Err(QuotaError::Unrepresentable)
+        Err(SetQuotaError::Quota(QuotaError::Unrepresentable))
     );
 }
 

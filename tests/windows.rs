@@ -296,3 +296,55 @@ fn threads_never_over_admit() {
         assert_eq!(admitted, 1_000);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// `refund_n` gives back what `check_n` took at the same `now`, in every
+    /// window limiter and in GCRA: the reference is the limiter's own state
+    /// before the admission (a peek), which the refund must restore whole,
+    /// and a refund of more than was taken never makes it fuller than full.
+    #[test]
+    fn a_refund_undoes_an_admission_at_the_same_now(
+        limit in 1u64..50,
+        window in 1u64..1_000,
+        steps in proptest::collection::vec((0u64..300, 1u64..60, any::<bool>()), 1..40),
+    ) {
+        let fixed = FixedWindow::new(limit, window);
+        let sliding = SlidingWindow::new(limit, window);
+        let log = SlidingLog::<64>::new(limit, window);
+        let gcra = cellrate::Gcra::new(
+            cellrate::Quota::per_ticks(limit, window).with_burst(limit).at_hz(1_000),
+        );
+        let mut now = 0;
+        for (advance, cost, keep) in steps {
+            now += advance;
+            let cost = cost.min(limit);
+            let before = [fixed.peek(now), sliding.peek(now), log.peek(now), gcra.peek(now)];
+            let admitted = [
+                fixed.check_n(now, cost).is_ok(),
+                sliding.check_n(now, cost).is_ok(),
+                log.check_n(now, cost).is_ok(),
+                gcra.check_n(now, cost).is_ok(),
+            ];
+            if keep {
+                continue;
+            }
+            let after = [
+                if admitted[0] { fixed.refund_n(now, cost) } else { fixed.peek(now) },
+                if admitted[1] { sliding.refund_n(now, cost) } else { sliding.peek(now) },
+                if admitted[2] { log.refund_n(now, cost) } else { log.peek(now) },
+                if admitted[3] { gcra.refund_n(now, cost) } else { gcra.peek(now) },
+            ];
+            for (i, (b, a)) in before.iter().zip(after.iter()).enumerate() {
+                prop_assert_eq!(b.remaining(), a.remaining(), "limiter {} at {}", i, now);
+                prop_assert_eq!(b.retry_after(), a.retry_after(), "limiter {} at {}", i, now);
+            }
+            // More than was taken: never fuller than full.
+            prop_assert!(fixed.refund_n(now, limit + 1).remaining() <= limit);
+            prop_assert!(sliding.refund_n(now, limit + 1).remaining() <= limit);
+            prop_assert!(log.refund_n(now, limit + 1).remaining() <= limit);
+            prop_assert!(gcra.refund_n(now, limit + 1).remaining() <= limit);
+        }
+    }
+}

@@ -311,8 +311,12 @@ impl<const N: usize> AnyLimiter<N> {
     pub fn reconfigure(&mut self, now: u64, config: LimiterConfig) -> Result<(), ConfigError> {
         let fresh = Self::build(&config)?;
         match (&mut self.inner, fresh) {
-            (Inner::Fixed(w), Inner::Fixed(new)) => w.set_quota(now, new.quota()),
-            (Inner::Sliding(w), Inner::Sliding(new)) => w.set_quota(now, new.quota()),
+            (Inner::Fixed(w), Inner::Fixed(new)) => {
+                w.set_quota(now, new.quota());
+            }
+            (Inner::Sliding(w), Inner::Sliding(new)) => {
+                w.set_quota(now, new.quota());
+            }
             (Inner::Log(log), Inner::Log(_)) => log
                 .set_limit(config.limit, config.window)
                 .map_err(ConfigError::Window)?,

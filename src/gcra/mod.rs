@@ -72,9 +72,10 @@ use core::cell::Cell;
 use core::convert::Infallible;
 use core::fmt;
 
+use crate::algorithm::Shared;
 use crate::decision::{usage_accessors, Decision, Denied, Limited, Snapshot, Usage};
 use crate::quota::{Quota, QuotaError, Rate};
-use crate::sync::{loom_const_fn, QuotaCell, StateWord};
+use crate::sync::{loom_const_fn, QuotaCell};
 use crate::{Algorithm, RateLimiter};
 
 pub(crate) mod step;
@@ -104,101 +105,6 @@ fn limited(quota: &Quota, base: u64, now: u64, wait: u64) -> Denied {
 #[inline(always)]
 fn short(quota: &Quota, now: u64, shortfall: step::Shortfall) -> Denied {
     limited(quota, shortfall.base, now, shortfall.wait)
-}
-
-/// The decision after an admission that left `new_tat`.
-#[inline(always)]
-fn admitted(quota: &Quota, new_tat: u64, now: u64) -> Decision {
-    Decision::from_usage(Usage::gcra(quota, new_tat - now))
-}
-
-/// One GCRA step at sub-tick time `now` for a [`charge`] of `increment`
-/// sub-ticks: the new TAT and the decision, or the denial. This is all a
-/// critical section or CAS loop runs: [`step::admit`], whose `room` and
-/// horizon test depend on neither `TAT` nor anything the loop changes, so
-/// the compiler computes them before the loop.
-#[inline(always)]
-pub(crate) fn admit_charged(
-    quota: &Quota,
-    tat: u64,
-    now: u64,
-    increment: u64,
-) -> Result<(u64, Decision), Denied> {
-    let room = step::room(quota.span(), increment);
-    // `now + span` fits, so no new TAT below overflows. Only past the
-    // horizon (`now` saturated) does it not: the general step denies.
-    if !step::within_horizon(now, quota.span()) {
-        return admit_past_horizon(quota, tat, now, increment);
-    }
-    match step::admit(tat, now, increment, room) {
-        Ok(new_tat) => Ok((new_tat, admitted(quota, new_tat, now))),
-        Err(shortfall) => Err(short(quota, now, shortfall)),
-    }
-}
-
-/// [`admit_charged`] for a `now` so late that `now + span` overflows
-/// ([`step::past_horizon`]): it denies with no wait to announce. A
-/// constant: no call and no use of the quota beyond the denial's numbers
-/// inside the loop.
-#[cold]
-#[inline(always)]
-fn admit_past_horizon(
-    quota: &Quota,
-    _tat: u64,
-    now: u64,
-    _increment: u64,
-) -> Result<(u64, Decision), Denied> {
-    Err(short(quota, now, step::past_horizon(now)))
-}
-
-/// The same step in the `max` form ([`step::admit_max`]). Branch-free but
-/// for the decision, which suits a single owner whose TAT stays in a
-/// register from one call to the next ([`LocalGcra`], where the two-case
-/// form's extra branches cost more than the `max` they save); valid for
-/// every `now`, including past the horizon.
-#[inline(always)]
-fn admit_max(quota: &Quota, tat: u64, now: u64, increment: u64) -> Result<(u64, Decision), Denied> {
-    match step::admit_max(tat, now, increment, quota.span()) {
-        Ok(new_tat) => Ok((new_tat, admitted(quota, new_tat, now))),
-        Err(shortfall) => Err(short(quota, now, shortfall)),
-    }
-}
-
-/// One GCRA step at sub-tick time `now`: the new TAT and the decision, or the
-/// denial. `cost` must be non-zero.
-#[inline(always)]
-pub(crate) fn admit(
-    quota: &Quota,
-    tat: u64,
-    now: u64,
-    cost: u64,
-) -> Result<(u64, Decision), Denied> {
-    let increment = charge(quota, cost)?;
-    // The owing case as in `admit_charged` (one subtract, compare and add,
-    // laid out straight), every other case by the `max` form.
-    let room = step::room(quota.span(), increment);
-    if step::within_horizon(now, quota.span()) {
-        if let Some(new_tat) = step::owing(tat, now, increment, room) {
-            return Ok((new_tat, admitted(quota, new_tat, now)));
-        }
-    }
-    admit_other(quota, tat, now, increment)
-}
-
-/// [`admit`] when the state does not owe within the room: full, denied or
-/// past the horizon. The same body as [`admit_past_horizon`], kept as its
-/// own function on purpose: sharing one made the compiler lay out the
-/// shared check's loop differently, measured 1.13× the CAS floor against
-/// 1.04× (`benches/gcra.rs`, paired ratios).
-#[cold]
-#[inline(always)]
-fn admit_other(
-    quota: &Quota,
-    tat: u64,
-    now: u64,
-    increment: u64,
-) -> Result<(u64, Decision), Denied> {
-    admit_max(quota, tat, now, increment)
 }
 
 /// A lease's step ([`lease`](crate::lease)): take `g` cells at sub-tick time
@@ -338,15 +244,15 @@ impl core::error::Error for SetQuotaError {}
 /// assert_eq!(denied.retry_after(), Some(10_000)); // one message per 10 s
 /// ```
 pub struct Gcra {
-    tat: StateWord,
-    quota: QuotaCell,
+    /// The quota (replaceable through `&self`) and the TAT.
+    shared: Shared<QuotaCell>,
 }
 
 impl Gcra {
     loom_const_fn! {
         /// A full limiter for `quota`.
         pub fn new(quota: Quota) -> Self {
-            Gcra { tat: StateWord::new(0), quota: QuotaCell::new(quota) }
+            Gcra { shared: Shared::new(QuotaCell::new(quota), 0) }
         }
     }
 
@@ -407,7 +313,7 @@ impl Gcra {
 
     /// The quota in force (as re-expressed by the last `set_quota`).
     pub fn quota(&self) -> Quota {
-        self.quota.load()
+        self.shared.params().load()
     }
 
     /// Admits one cell at `now`.
@@ -434,25 +340,15 @@ impl Gcra {
     /// ```
     #[inline(always)]
     pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        let quota = self.quota.load();
-        if cost == 0 {
-            return Ok(quota.peek(self.tat.load(), now).to_decision());
-        }
-        // The multiplications happen here, outside the critical section or CAS loop.
-        let now = quota.sub_ticks(now);
-        // cost ≥ 1 and T ≥ 1, so the charge is ≥ 1. Saying so lets the
-        // compiler see that an admission always changes the TAT, and drop
-        // the equality test `update` makes before its swap.
-        let increment = charge(&quota, cost)?.max(1);
-        // So is the bound `admit_charged` compares with (loop-invariant).
-        self.tat
-            .update(|tat| admit_charged(&quota, tat, now, increment))
+        // The quota's phases (see [`Algorithm`]): the multiplications
+        // before the CAS loop or critical section, one subtract, compare and
+        // add inside it.
+        self.shared.check_n(now, cost)
     }
 
     /// The state at `now`, consuming nothing.
     pub fn peek(&self, now: u64) -> Snapshot {
-        let quota = self.quota.load();
-        snapshot(&quota, self.tat.load(), quota.sub_ticks(now))
+        self.shared.peek(now)
     }
 
     /// Shaping (the leaky bucket as a queue): reserves `cost` cells at the
@@ -468,10 +364,11 @@ impl Gcra {
     /// assert_eq!(waits, [0, 0, 100, 200, u64::MAX]); // the fifth would wait 300 > 250
     /// ```
     pub fn reserve_n(&self, now: u64, cost: u64, max_wait: u64) -> Result<Reservation, Denied> {
-        let quota = self.quota.load();
+        let quota = self.quota();
         let now = quota.sub_ticks(now);
         let max_wait = max_wait.saturating_mul(quota.scale());
-        self.tat
+        self.shared
+            .state()
             .update(|tat| reserve(&quota, tat, now, cost, max_wait))
     }
 
@@ -487,13 +384,13 @@ impl Gcra {
     /// assert_eq!(g.refund_n(0, 100).remaining(), 10);
     /// ```
     pub fn refund_n(&self, now: u64, cost: u64) -> Snapshot {
-        let quota = self.quota.load();
+        let quota = self.quota();
         let now = quota.sub_ticks(now);
         let step = |tat: u64| -> Result<(u64, Snapshot), Infallible> {
             let tat = refund(&quota, tat, now, cost);
             Ok((tat, snapshot(&quota, tat, now)))
         };
-        match self.tat.update(step) {
+        match self.shared.state().update(step) {
             Ok(snapshot) => snapshot,
             Err(never) => match never {},
         }
@@ -509,16 +406,17 @@ impl Gcra {
         most: u64,
         share: u64,
     ) -> Result<(u64, u64), Denied> {
-        let quota = self.quota.load();
+        let quota = self.quota();
         let now = quota.sub_ticks(now);
         let least = least.max(1);
-        self.tat
+        self.shared
+            .state()
             .update(|tat| take_up_to(&quota, tat, now, (least, most, share)))
     }
 
     /// Makes the limiter full, as new.
     pub fn reset(&self) {
-        self.tat.store(0)
+        self.shared.reset()
     }
 
     /// Replaces the quota at run time. Checks never block on it and each sees
@@ -536,11 +434,12 @@ impl Gcra {
     /// assert_eq!(g.check(0).unwrap().remaining(), 3); // 1 000 ticks of debt = 1 cell of 5
     /// ```
     pub fn set_quota(&self, quota: Quota) -> Result<Quota, SetQuotaError> {
-        let fixed = self.quota.fixed();
+        let cell = self.shared.params();
+        let fixed = cell.fixed();
         let quota = quota
             .rescaled(fixed.scale(), fixed.hz())
             .map_err(SetQuotaError::Quota)?;
-        if self.quota.try_store(&quota) {
+        if cell.try_store(&quota) {
             Ok(quota)
         } else {
             Err(SetQuotaError::Busy)
@@ -565,7 +464,7 @@ impl RateLimiter for Gcra {
 impl fmt::Debug for Gcra {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Gcra")
-            .field("tat", &self.tat.load())
+            .field("tat", &self.shared.state().load())
             .field("quota", &self.quota())
             .finish()
     }
@@ -657,10 +556,20 @@ impl LocalGcra {
         self.tat.set(0)
     }
 
-    /// Replaces the quota; see [`Gcra::set_quota`] (the same rescaling and
-    /// debt rule; never busy here).
-    pub fn set_quota(&mut self, quota: Quota) -> Result<Quota, QuotaError> {
-        self.quota = quota.rescaled(self.fixed.scale(), self.fixed.hz())?;
+    /// Replaces the quota; see [`Gcra::set_quota`] (the same rescaling,
+    /// debt rule and result; never [`Busy`](SetQuotaError::Busy) here).
+    ///
+    /// ```
+    /// use cellrate::{LocalGcra, Quota};
+    /// let mut g = LocalGcra::new(Quota::per_second(1).at_hz(1_000));
+    /// assert!(g.check(0).is_ok() && g.check(0).is_err());
+    /// g.set_quota(Quota::per_second(1).with_burst(5).at_hz(1_000)).unwrap();
+    /// assert_eq!(g.check(0).unwrap().remaining(), 3); // 1 000 ticks of debt = 1 cell of 5
+    /// ```
+    pub fn set_quota(&mut self, quota: Quota) -> Result<Quota, SetQuotaError> {
+        self.quota = quota
+            .rescaled(self.fixed.scale(), self.fixed.hz())
+            .map_err(SetQuotaError::Quota)?;
         Ok(self.quota)
     }
 
@@ -697,7 +606,7 @@ impl defmt::Format for Gcra {
         defmt::write!(
             f,
             "Gcra {{ tat: {=u64}, quota: {} }}",
-            self.tat.load(),
+            self.shared.state().load(),
             self.quota()
         )
     }
@@ -775,7 +684,7 @@ mod loom_tests {
         for &(op, out) in order {
             let now = q.sub_ticks(NOW);
             match op {
-                Op::Check(cost) => match admit(&q, tat, now, cost) {
+                Op::Check(cost) => match q.check(tat, NOW, cost) {
                     Ok((next, _)) if out => tat = next,
                     Err(_) if !out => {}
                     _ => return None,
@@ -841,7 +750,7 @@ mod loom_tests {
             }
             let mut logs = std::vec![run(&g, &threads[0])];
             logs.extend(handles.into_iter().map(|h| h.join().unwrap()));
-            let end = (g.tat.load(), g.quota());
+            let end = (g.shared.state().load(), g.quota());
             assert!(
                 explained(&logs, start, end),
                 "no sequential order explains {logs:?} ending in {end:?}"

@@ -105,7 +105,9 @@ pub(crate) const fn owing(tat: u64, now: u64, increment: u64, room: u64) -> Opti
 
 /// One step in the `max` form: `max(TAT, now) + increment` if it is at most
 /// `now + span`, else the shortfall. Valid for every `now`; requires
-/// `increment ≤ span`.
+/// `increment ≤ span`. (The form the meters' buckets take, with their own
+/// span `S·T`.)
+#[allow(dead_code)]
 #[inline(always)]
 pub(crate) fn admit_max(tat: u64, now: u64, increment: u64, span: u64) -> Result<u64, Shortfall> {
     let base = if tat > now { tat } else { now };
@@ -125,6 +127,7 @@ pub(crate) fn admit_max(tat: u64, now: u64, increment: u64, span: u64) -> Result
 /// The wait when `base + increment` overflows 64 bits: still exact when the
 /// TAT is far ahead (`base − now` past the room `span − increment`);
 /// `u64::MAX` (never) only past the horizon, where time has stopped.
+#[allow(dead_code)]
 #[cold]
 #[inline(never)]
 fn overflow_wait(base: u64, now: u64, increment: u64, span: u64) -> u64 {

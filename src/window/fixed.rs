@@ -57,7 +57,8 @@
 use core::fmt;
 
 use super::{check_params, count_bits, low_mask, Divisor, WindowError, MIN_TAG_BITS};
-use crate::sync::{loom_const_fn, StateWord};
+use crate::algorithm::Shared;
+use crate::sync::loom_const_fn;
 use crate::{Algorithm, Decision, Denied, Limited, Snapshot};
 
 /// The parameters of a fixed window: `limit` cells per window of `window`
@@ -85,7 +86,7 @@ pub struct FixedWindowQuota {
 
 /// What depends on `now` alone, computed before the state word is read (so
 /// the compare-and-swap loop runs only the few operations that need it).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct At {
     tag: u64,
     /// `tag << count_bits`: the state of this window with a count of 0.
@@ -233,50 +234,36 @@ impl FixedWindowQuota {
         Decision::new(self.limit, self.limit - count, reset)
     }
 
-    /// Refuses a cost that can never fit; checked once, before any state is
-    /// read ([`admit`](Self::admit) relies on it).
-    #[inline(always)]
-    fn can_fit(&self, cost: u64) -> Result<(), Denied> {
-        if cost > self.limit {
-            Err(Denied::CostTooLarge {
-                cost,
-                limit: self.limit,
-            })
-        } else {
-            Ok(())
-        }
+    /// The tag of `now`'s window.
+    #[inline]
+    pub(crate) fn tag_at(&self, now: u64) -> u64 {
+        self.at(now).tag
     }
 
-    /// One step for `cost ≤ limit` cells: the next state, the decision and
-    /// the tag counted under, or the denial.
+    /// The tag of the window a state word was written in.
     #[inline(always)]
-    fn admit(&self, state: u64, at: &At, cost: u64) -> Result<(u64, (Decision, u64)), Denied> {
-        // The common case: the state is this window's and has room. Its count
-        // is `state − base`, and adding `cost` to the word adds it to the
-        // count (which stays ≤ limit, so nothing carries into the tag).
-        let count = state.wrapping_sub(at.base);
-        if count <= self.limit - cost {
-            let next = count + cost;
-            return Ok((state + cost, (self.decision(next, at.until_end), at.tag)));
-        }
-        let v = self.view(state, at);
-        if cost == 0 {
-            return Ok((state, (self.decision(v.count, v.until_end), v.tag)));
-        }
+    pub(crate) const fn tag_of(&self, state: u64) -> u64 {
+        state >> self.count_bits
+    }
+
+    /// [`step`](Algorithm::step) when the state is not this window's with
+    /// room: another window's, or full.
+    #[inline(always)]
+    fn step_other(
+        &self,
+        state: u64,
+        p: &FixedWindowPrepared,
+    ) -> Result<(u64, Decision), FixedWindowShortfall> {
+        let v = self.view(state, &p.at);
         let room = self.limit - v.count;
-        if cost <= room {
-            let count = v.count + cost;
-            Ok((
-                self.pack(v.tag, count),
-                (self.decision(count, v.until_end), v.tag),
-            ))
+        if p.cost <= room {
+            let count = v.count + p.cost;
+            Ok((self.pack(v.tag, count), self.decision(count, v.until_end)))
         } else {
-            Err(Denied::Limited(Limited::with_remaining(
-                self.limit,
+            Err(FixedWindowShortfall {
                 room,
-                v.until_end,
-                v.until_end,
-            )))
+                until_end: v.until_end,
+            })
         }
     }
 
@@ -313,12 +300,85 @@ impl FixedWindowQuota {
     }
 }
 
+/// What [`FixedWindowQuota`]'s [`prepare`](Algorithm::prepare) computes
+/// before the state is read: the window of `now` (its tag, its empty state,
+/// the ticks to its end) and the cost.
+///
+/// ```
+/// use cellrate::Algorithm;
+/// use cellrate::window::FixedWindowQuota;
+/// let q = FixedWindowQuota::new(3, 1_000);
+/// let p = q.prepare(10, 2).unwrap();
+/// let (s, d) = q.step(FixedWindowQuota::NEW, &p).unwrap();
+/// assert_eq!(d.remaining(), 1);
+/// let shortfall = q.step(s, &p).unwrap_err();
+/// assert_eq!(q.denial(&p, shortfall).retry_after(), Some(990));
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct FixedWindowPrepared {
+    at: At,
+    cost: u64,
+}
+
+/// What a denying [`FixedWindowQuota`] step leaves: the cells left in the
+/// judged window and the ticks until it ends. See [`FixedWindowPrepared`]
+/// for an example.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FixedWindowShortfall {
+    room: u64,
+    until_end: u64,
+}
+
 impl Algorithm for FixedWindowQuota {
+    type Prepared = FixedWindowPrepared;
+    type Shortfall = FixedWindowShortfall;
+
+    /// The window of `now`; refuses a cost above the limit ([`step`]
+    /// relies on it).
+    ///
+    /// [`step`]: Algorithm::step
     #[inline(always)]
-    fn check(&self, state: u64, now: u64, cost: u64) -> Result<(u64, Decision), Denied> {
-        self.can_fit(cost)?;
-        self.admit(state, &self.at(now), cost)
-            .map(|(s, (d, _))| (s, d))
+    fn prepare(&self, now: u64, cost: u64) -> Result<FixedWindowPrepared, Denied> {
+        if cost > self.limit {
+            return Err(Denied::CostTooLarge {
+                cost,
+                limit: self.limit,
+            });
+        }
+        Ok(FixedWindowPrepared {
+            at: self.at(now),
+            cost,
+        })
+    }
+
+    /// The common case is one subtract and compare: the state is this
+    /// window's and has room. Its count is `state − base`, and adding
+    /// `cost` to the word adds it to the count (which stays ≤ limit, so
+    /// nothing carries into the tag).
+    #[inline(always)]
+    fn step(
+        &self,
+        state: u64,
+        p: &FixedWindowPrepared,
+    ) -> Result<(u64, Decision), FixedWindowShortfall> {
+        let count = state.wrapping_sub(p.at.base);
+        if count <= self.limit - p.cost {
+            return Ok((
+                state + p.cost,
+                self.decision(count + p.cost, p.at.until_end),
+            ));
+        }
+        self.step_other(state, p)
+    }
+
+    #[inline(always)]
+    fn denial(&self, _: &FixedWindowPrepared, s: FixedWindowShortfall) -> Denied {
+        Denied::Limited(Limited::with_remaining(
+            self.limit,
+            s.room,
+            s.until_end,
+            s.until_end,
+        ))
     }
 
     fn peek(&self, state: u64, now: u64) -> Snapshot {
@@ -367,8 +427,7 @@ impl defmt::Format for FixedWindowQuota {
 /// assert_eq!(API.check(1_000).unwrap().remaining(), 1);
 /// ```
 pub struct FixedWindow {
-    quota: FixedWindowQuota,
-    state: StateWord,
+    shared: Shared<FixedWindowQuota>,
 }
 
 impl FixedWindow {
@@ -385,7 +444,7 @@ impl FixedWindow {
     loom_const_fn! {
         /// A full limiter for `quota`.
         pub fn with_quota(quota: FixedWindowQuota) -> Self {
-            FixedWindow { quota, state: StateWord::new(FixedWindowQuota::NEW) }
+            FixedWindow { shared: Shared::new(quota, FixedWindowQuota::NEW) }
         }
     }
 
@@ -397,21 +456,6 @@ impl FixedWindow {
     /// ```
     pub fn try_new(limit: u64, window: u64) -> Result<Self, WindowError> {
         Ok(Self::with_quota(FixedWindowQuota::try_new(limit, window)?))
-    }
-
-    /// Admits `cost` cells at `now`, or denies and stores nothing.
-    #[inline(always)]
-    pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        self.admit_at(now, cost).map(|(d, _)| d)
-    }
-
-    /// Admits and returns the tag the cells were counted under.
-    #[inline(always)]
-    pub(crate) fn admit_at(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
-        let quota = &self.quota;
-        quota.can_fit(cost)?;
-        let at = quota.at(now);
-        self.state.update(|s| quota.admit(s, &at, cost))
     }
 
     /// Replaces the parameters at `now`. The count of the window holding
@@ -426,10 +470,15 @@ impl FixedWindow {
     /// w.set_quota(500, FixedWindowQuota::new(20, 2_000));
     /// assert_eq!(w.peek(500).remaining(), 13);
     /// ```
-    pub fn set_quota(&mut self, now: u64, quota: FixedWindowQuota) {
-        let state = self.quota.translate(self.state.load(), now, &quota);
-        self.quota = quota;
-        self.state.store(state);
+    ///
+    /// Returns the parameters now in force (`quota`: it was checked when
+    /// built, so nothing can refuse it here).
+    pub fn set_quota(&mut self, now: u64, quota: FixedWindowQuota) -> FixedWindowQuota {
+        let (params, word) = self.shared.parts_mut();
+        let state = params.translate(word.load(), now, &quota);
+        *params = quota;
+        word.store(state);
+        quota
     }
 }
 

@@ -421,6 +421,24 @@ impl<const N: usize> SlidingLog<N> {
         self.admit_at(now, cost).map(|(d, _)| d)
     }
 
+    /// Gives back `cost` cells admitted at `now` (the newest such; for
+    /// example for a request admitted but never served), as if never
+    /// admitted. Returns the state after the refund.
+    ///
+    /// ```
+    /// use cellrate::window::SlidingLog;
+    /// let log = SlidingLog::<8>::new(4, 1_000);
+    /// log.check_n(0, 4).unwrap();
+    /// assert_eq!(log.refund_n(0, 3).remaining(), 3);
+    /// assert_eq!(log.refund_n(0, 100).remaining(), 4);
+    /// ```
+    pub fn refund_n(&self, now: u64, cost: u64) -> Snapshot {
+        if cost > 0 {
+            self.revoke_at(now, cost);
+        }
+        self.peek(now)
+    }
+
     /// Removes `cost` cells recorded at `recorded` (the newest such), as if
     /// never admitted; the ring stays sorted (older cells move up, empty
     /// slots enter at the old end).

@@ -9,8 +9,9 @@
 //! The parameters of the two counters ([`FixedWindowQuota`],
 //! [`SlidingWindowQuota`]) are small `Copy` values that implement
 //! [`Algorithm`](crate::Algorithm): pure steps on one state word. The shared
-//! limiters are those parameters plus one [`StateWord`](crate::sync) updated
-//! by compare-and-swap, exactly as [`Gcra`](crate::Gcra) is a quota plus a TAT.
+//! limiters are those parameters plus one state word updated by
+//! compare-and-swap, in the same container as [`Gcra`](crate::Gcra)'s quota
+//! and TAT.
 //!
 //! # Time to windows, without a division
 //!
@@ -51,37 +52,72 @@
 //! counts "too old" and starts from zero: the windows rely on the clock being
 //! monotonic more than [`Gcra`](crate::Gcra) does.
 
-/// What [`FixedWindow`] and [`SlidingWindow`] share around their own
-/// admission step: the quota accessor, revocation, peek, reset, the
-/// [`RateLimiter`](crate::RateLimiter) impl and the `Debug`/`defmt` output.
-/// `$limiter` has fields `quota: $quota` and `state: StateWord`; `$quota`
-/// has `NEW`, `revoke` and (from [`Algorithm`](crate::Algorithm)) `peek`.
+/// What [`FixedWindow`] and [`SlidingWindow`] share around the container
+/// ([`Shared`](crate::algorithm) over their quota): the quota accessor,
+/// admission with the tag counted under, revocation, refunds, peek, reset,
+/// the [`RateLimiter`](crate::RateLimiter) impl and the `Debug`/`defmt`
+/// output. `$limiter` has a field `shared: Shared<$quota>`; `$quota` has
+/// `tag_of`, `tag_at` and `revoke`.
 macro_rules! window_limiter {
     ($limiter:ident, $quota:ident) => {
         impl $limiter {
             /// The parameters in force.
             pub fn quota(&self) -> $quota {
-                self.quota
+                *self.shared.params()
+            }
+
+            /// Admits `cost` cells at `now`, or denies and stores nothing.
+            #[inline(always)]
+            pub fn check_n(&self, now: u64, cost: u64) -> Result<$crate::Decision, $crate::Denied> {
+                self.shared.check_n(now, cost)
+            }
+
+            /// Admits and returns the tag the cells were counted under.
+            #[inline(always)]
+            pub(crate) fn admit_at(
+                &self,
+                now: u64,
+                cost: u64,
+            ) -> Result<($crate::Decision, u64), $crate::Denied> {
+                let (decision, state) = self.shared.admit(now, cost)?;
+                Ok((decision, self.shared.params().tag_of(state)))
             }
 
             /// Gives back `cost` cells counted under `tag` (only while that
             /// window still counts; older cells have expired anyway).
             pub(crate) fn revoke_at(&self, tag: u64, cost: u64) {
-                let quota = &self.quota;
+                let quota = self.shared.params();
                 let step = |s: u64| -> Result<(u64, ()), core::convert::Infallible> {
                     Ok((quota.revoke(s, tag, cost), ()))
                 };
-                let _ = self.state.update(step);
+                let _ = self.shared.state().update(step);
+            }
+
+            /// Gives back `cost` cells admitted in the window of `now` (for
+            /// example for a request admitted but never served); cells of a
+            /// window that has passed have expired anyway. The limiter never
+            /// becomes fuller than full. Returns the state after the refund.
+            ///
+            /// ```
+            #[doc = concat!("use cellrate::window::", stringify!($limiter), ";")]
+            #[doc = concat!("let w = ", stringify!($limiter), "::new(10, 1_000);")]
+            /// w.check_n(0, 10).unwrap();
+            /// assert_eq!(w.refund_n(0, 3).remaining(), 3);
+            /// assert_eq!(w.refund_n(0, 100).remaining(), 10);
+            /// ```
+            pub fn refund_n(&self, now: u64, cost: u64) -> $crate::Snapshot {
+                self.revoke_at(self.shared.params().tag_at(now), cost);
+                self.peek(now)
             }
 
             /// The state at `now`, consuming nothing.
             pub fn peek(&self, now: u64) -> $crate::Snapshot {
-                $crate::Algorithm::peek(&self.quota, self.state.load(), now)
+                self.shared.peek(now)
             }
 
             /// Makes the limiter full, as new.
             pub fn reset(&self) {
-                self.state.store($quota::NEW)
+                self.shared.reset()
             }
         }
 
@@ -104,8 +140,8 @@ macro_rules! window_limiter {
         impl core::fmt::Debug for $limiter {
             fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
                 f.debug_struct(stringify!($limiter))
-                    .field("quota", &self.quota)
-                    .field("state", &self.state.load())
+                    .field("quota", self.shared.params())
+                    .field("state", &self.shared.state().load())
                     .finish()
             }
         }
@@ -117,8 +153,8 @@ macro_rules! window_limiter {
                     f,
                     "{=str} {{ quota: {}, state: {=u64} }}",
                     stringify!($limiter),
-                    self.quota,
-                    self.state.load()
+                    self.shared.params(),
+                    self.shared.state().load()
                 )
             }
         }
@@ -129,9 +165,11 @@ pub mod fixed;
 pub mod log;
 pub mod sliding;
 
-pub use self::fixed::{FixedWindow, FixedWindowQuota};
+pub use self::fixed::{FixedWindow, FixedWindowPrepared, FixedWindowQuota, FixedWindowShortfall};
 pub use self::log::SlidingLog;
-pub use self::sliding::{SlidingWindow, SlidingWindowQuota};
+pub use self::sliding::{
+    SlidingWindow, SlidingWindowPrepared, SlidingWindowQuota, SlidingWindowShortfall,
+};
 
 use core::fmt;
 

@@ -115,8 +115,9 @@
 use core::fmt;
 
 use super::{check_params, count_bits, low_mask, Divisor, WindowError, MIN_TAG_BITS};
+use crate::algorithm::Shared;
 use crate::decision::Usage;
-use crate::sync::{loom_const_fn, StateWord};
+use crate::sync::loom_const_fn;
 use crate::{Algorithm, Decision, Denied, Limited, Snapshot};
 
 /// The parameters of a sliding window counter: at most `limit` cells in any
@@ -362,74 +363,35 @@ impl SlidingWindowQuota {
         wait.saturating_add(v.lead)
     }
 
-    /// Refuses a cost that can never fit; checked once, before any state is
-    /// read ([`step`](Self::step) relies on it).
-    #[inline(always)]
-    pub(crate) fn can_fit(&self, cost: u64) -> Result<(), Refused> {
-        if cost > self.limit {
-            Err(Refused::TooLarge)
-        } else {
-            Ok(())
-        }
+    /// The tag of `now`'s window.
+    #[inline]
+    pub(crate) fn tag_at(&self, now: u64) -> u64 {
+        self.at(now).tag
     }
 
-    /// One step for `cost ≤ limit` cells, without the (division-costing)
-    /// denial details.
+    /// The tag of the window a state word was written in.
     #[inline(always)]
-    pub(crate) fn step(
+    pub(crate) const fn tag_of(&self, state: u64) -> u64 {
+        state >> (2 * self.count_bits)
+    }
+
+    /// [`step`](Algorithm::step) when the counts do not all fit beside the
+    /// cost: another window's state, or a multiplication needed.
+    #[inline(always)]
+    fn step_other(
         &self,
         state: u64,
-        at: &At,
-        cost: u64,
-    ) -> Result<(u64, (Decision, u64)), Refused> {
-        // The common case: the state is this window's, and even the whole
-        // previous count fits beside the current one (p + c + cost ≤ limit
-        // implies p·(W − e) ≤ (limit − c − cost)·W, since W − e ≤ W), so no
-        // multiplication is needed. Adding `cost` to the word adds it to `c`.
-        // One test covers both: a state from another window leaves tag bits
-        // in `counts >> count_bits`, which then exceeds any limit (and the
-        // sum cannot overflow: it is below 2^(64 − count_bits) + 2^(count_bits + 1)).
-        let counts = state.wrapping_sub(at.base);
-        let (prev, cur) = (counts >> self.count_bits, counts & self.count_mask);
-        if prev + cur + cost <= self.limit {
-            let v = View {
-                tag: at.tag,
-                prev,
-                cur,
-                elapsed: at.elapsed,
-                lead: 0,
-            };
-            let usage = self.usage(&v, cur + cost);
-            return Ok((state + cost, (Decision::from_usage(usage), at.tag)));
-        }
-        let v = self.view(state, at);
-        if cost == 0 {
-            return Ok((state, (Decision::from_usage(self.usage(&v, v.cur)), v.tag)));
-        }
-        if self.fits(&v, cost) {
-            let cur = v.cur + cost;
+        p: &SlidingWindowPrepared,
+    ) -> Result<(u64, Decision), SlidingWindowShortfall> {
+        let v = self.view(state, &p.at);
+        if self.fits(&v, p.cost) {
+            let cur = v.cur + p.cost;
             Ok((
                 self.pack(v.tag, v.prev, cur),
-                (Decision::from_usage(self.usage(&v, cur)), v.tag),
+                Decision::from_usage(self.usage(&v, cur)),
             ))
         } else {
-            Err(Refused::Limited(v))
-        }
-    }
-
-    /// The denial for a refused step.
-    #[inline(always)]
-    pub(crate) fn denial(&self, refused: Refused, cost: u64) -> Denied {
-        match refused {
-            Refused::TooLarge => Denied::CostTooLarge {
-                cost,
-                limit: self.limit,
-            },
-            // `remaining` stays lazy (divided only when read).
-            Refused::Limited(v) => Denied::Limited(Limited::from_usage(
-                self.usage(&v, v.cur),
-                self.wait_for(&v, cost),
-            )),
+            Err(SlidingWindowShortfall(v))
         }
     }
 
@@ -473,23 +435,92 @@ impl SlidingWindowQuota {
     }
 }
 
-/// A step that did not admit; see [`SlidingWindowQuota::denial`].
+/// What [`SlidingWindowQuota`]'s [`prepare`](Algorithm::prepare) computes
+/// before the state is read: the window of `now` (its tag, its empty state,
+/// the ticks elapsed in it) and the cost.
+///
+/// ```
+/// use cellrate::Algorithm;
+/// use cellrate::window::SlidingWindowQuota;
+/// let q = SlidingWindowQuota::new(10, 1_000);
+/// let (s, _) = q.check(SlidingWindowQuota::NEW, 900, 10).unwrap();
+/// let p = q.prepare(1_500, 6).unwrap();
+/// let shortfall = q.step(s, &p).unwrap_err();
+/// assert_eq!(q.denial(&p, shortfall).retry_after(), Some(100));
+/// ```
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Refused {
-    TooLarge,
-    Limited(View),
+pub struct SlidingWindowPrepared {
+    at: At,
+    cost: u64,
 }
 
+/// What a denying [`SlidingWindowQuota`] step leaves: the counts it judged,
+/// from which [`denial`](Algorithm::denial) computes the wait (two
+/// divisions, only on a denial). See [`SlidingWindowPrepared`] for an
+/// example.
+#[derive(Clone, Copy, Debug)]
+pub struct SlidingWindowShortfall(View);
+
 impl Algorithm for SlidingWindowQuota {
+    type Prepared = SlidingWindowPrepared;
+    type Shortfall = SlidingWindowShortfall;
+
+    /// The window of `now`; refuses a cost above the limit ([`step`]
+    /// relies on it).
+    ///
+    /// [`step`]: Algorithm::step
     #[inline(always)]
-    fn check(&self, state: u64, now: u64, cost: u64) -> Result<(u64, Decision), Denied> {
-        let stepped = self
-            .can_fit(cost)
-            .and_then(|()| self.step(state, &self.at(now), cost));
-        match stepped {
-            Ok((s, (d, _))) => Ok((s, d)),
-            Err(r) => Err(self.denial(r, cost)),
+    fn prepare(&self, now: u64, cost: u64) -> Result<SlidingWindowPrepared, Denied> {
+        if cost > self.limit {
+            return Err(Denied::CostTooLarge {
+                cost,
+                limit: self.limit,
+            });
         }
+        Ok(SlidingWindowPrepared {
+            at: self.at(now),
+            cost,
+        })
+    }
+
+    /// The common case: the state is this window's, and even the whole
+    /// previous count fits beside the current one (`p + c + cost ≤ limit`
+    /// implies `p·(W − e) ≤ (limit − c − cost)·W`, since `W − e ≤ W`), so no
+    /// multiplication is needed. Adding `cost` to the word adds it to `c`.
+    /// One test covers both: a state from another window leaves tag bits in
+    /// `counts >> count_bits`, which then exceeds any limit (and the sum
+    /// cannot overflow: it is below `2^(64 − count_bits) + 2^(count_bits + 1)`).
+    #[inline(always)]
+    fn step(
+        &self,
+        state: u64,
+        p: &SlidingWindowPrepared,
+    ) -> Result<(u64, Decision), SlidingWindowShortfall> {
+        let counts = state.wrapping_sub(p.at.base);
+        let (prev, cur) = (counts >> self.count_bits, counts & self.count_mask);
+        if prev + cur + p.cost <= self.limit {
+            let v = View {
+                tag: p.at.tag,
+                prev,
+                cur,
+                elapsed: p.at.elapsed,
+                lead: 0,
+            };
+            let usage = self.usage(&v, cur + p.cost);
+            return Ok((state + p.cost, Decision::from_usage(usage)));
+        }
+        self.step_other(state, p)
+    }
+
+    /// `remaining` stays lazy (divided only when read); the wait is
+    /// computed here, after the loop.
+    #[inline(always)]
+    fn denial(&self, p: &SlidingWindowPrepared, s: SlidingWindowShortfall) -> Denied {
+        let v = s.0;
+        Denied::Limited(Limited::from_usage(
+            self.usage(&v, v.cur),
+            self.wait_for(&v, p.cost),
+        ))
     }
 
     fn peek(&self, state: u64, now: u64) -> Snapshot {
@@ -542,8 +573,7 @@ impl defmt::Format for SlidingWindowQuota {
 /// assert_eq!(API.peek(1_000).retry_after(), 250); // weight 3/4 at 1 250
 /// ```
 pub struct SlidingWindow {
-    quota: SlidingWindowQuota,
-    state: StateWord,
+    shared: Shared<SlidingWindowQuota>,
 }
 
 impl SlidingWindow {
@@ -560,7 +590,7 @@ impl SlidingWindow {
     loom_const_fn! {
         /// A full limiter for `quota`.
         pub fn with_quota(quota: SlidingWindowQuota) -> Self {
-            SlidingWindow { quota, state: StateWord::new(SlidingWindowQuota::NEW) }
+            SlidingWindow { shared: Shared::new(quota, SlidingWindowQuota::NEW) }
         }
     }
 
@@ -576,25 +606,6 @@ impl SlidingWindow {
         )?))
     }
 
-    /// Admits `cost` cells at `now`, or denies and stores nothing.
-    #[inline(always)]
-    pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        self.admit_at(now, cost).map(|(d, _)| d)
-    }
-
-    /// Admits and returns the tag the cells were counted under.
-    #[inline(always)]
-    pub(crate) fn admit_at(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
-        let quota = &self.quota;
-        let at = quota.at(now);
-        if let Err(refused) = quota.can_fit(cost) {
-            return Err(quota.denial(refused, cost));
-        }
-        self.state
-            .update(|s| quota.step(s, &at, cost))
-            .map_err(|r| quota.denial(r, cost))
-    }
-
     /// Replaces the parameters at `now`. The previous and current counts are
     /// kept (clamped to the new limit) and assigned to the new grid's
     /// previous and current windows: the estimate right after is the old
@@ -608,10 +619,15 @@ impl SlidingWindow {
     /// w.set_quota(0, SlidingWindowQuota::new(8, 1_000));
     /// assert_eq!(w.peek(0).remaining(), 2);
     /// ```
-    pub fn set_quota(&mut self, now: u64, quota: SlidingWindowQuota) {
-        let state = self.quota.translate(self.state.load(), now, &quota);
-        self.quota = quota;
-        self.state.store(state);
+    ///
+    /// Returns the parameters now in force (`quota`: it was checked when
+    /// built, so nothing can refuse it here).
+    pub fn set_quota(&mut self, now: u64, quota: SlidingWindowQuota) -> SlidingWindowQuota {
+        let (params, word) = self.shared.parts_mut();
+        let state = params.translate(word.load(), now, &quota);
+        *params = quota;
+        word.store(state);
+        quota
     }
 }
 
