@@ -112,12 +112,14 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         hash: u64,
         now: u64,
         cost: u64,
+        prepared: &A::Prepared,
     ) -> Result<(usize, u128), Result<Decision, Denied>> {
         // Never insert a key for a request that a new client would be denied
         // (a cost above the burst): it would take a slot for nothing.
-        let (charged, decision) = match self.algorithm_for(id).check(A::NEW, now, cost) {
+        let algorithm = self.algorithm_for(id);
+        let (charged, decision) = match algorithm.step(A::NEW, prepared) {
             Ok(charged) => charged,
-            Err(denied) => return Err(Err(denied)),
+            Err(shortfall) => return Err(Err(algorithm.denial(prepared, shortfall))),
         };
         match self.insert(id, hash, now, charged) {
             Located::Live(index, value) => Ok((index, value)),
