@@ -112,14 +112,12 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         hash: u64,
         now: u64,
         cost: u64,
-        prepared: &A::Prepared,
     ) -> Result<(usize, u128), Result<Decision, Denied>> {
         // Never insert a key for a request that a new client would be denied
         // (a cost above the burst): it would take a slot for nothing.
-        let algorithm = self.algorithm_for(id);
-        let (charged, decision) = match algorithm.step(A::NEW, prepared) {
+        let (charged, decision) = match self.algorithm_for(id).check(A::NEW, now, cost) {
             Ok(charged) => charged,
-            Err(shortfall) => return Err(Err(algorithm.denial(prepared, shortfall))),
+            Err(denied) => return Err(Err(denied)),
         };
         match self.insert(id, hash, now, charged) {
             Located::Live(index, value) => Ok((index, value)),

@@ -285,26 +285,23 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         if cost == 0 {
             return Ok(algorithm.peek(self.state_id(id, hash), now).to_decision());
         }
-        // The algorithm's three phases: prepare once, step inside the
-        // slot's compare-and-swap loop, build a denial only after it.
-        let prepared = algorithm.prepare(now, cost)?;
         let slots = self.slots.slots();
         loop {
             let (index, value) = match self.locate(id, hash) {
                 Some(found) => found,
                 // A new key is inserted already charged, so that it is never
                 // idle (evictable) between its insertion and its first charge.
-                None => match self.check_new(id, hash, now, cost, &prepared) {
+                None => match self.check_new(id, hash, now, cost) {
                     Ok(found) => found,
                     Err(result) => return result,
                 },
             };
-            match slots[index].update(LIVE | id.0, value, |state| algorithm.step(state, &prepared))
-            {
-                Some(Ok(decision)) => return Ok(decision),
-                Some(Err(shortfall)) => return Err(algorithm.denial(&prepared, shortfall)),
-                None => {} // evicted while idle: look again
+            if let Some(result) = slots[index].update(LIVE | id.0, value, |state| {
+                algorithm.check(state, now, cost)
+            }) {
+                return result;
             }
+            // Evicted while idle: look again.
         }
     }
 }
