@@ -296,6 +296,9 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                     Err(result) => return result,
                 },
             };
+            // `check` (the algorithm's prepare, step and denial in order)
+            // inside the loop: hoisting `prepare` out of it measured slower
+            // on a hot key (docs/design/keyed.md).
             if let Some(result) = slots[index].update(LIVE | id.0, value, |state| {
                 algorithm.check(state, now, cost)
             }) {
