@@ -14,16 +14,9 @@
 //!   `Hashed` (SipHash-1-3 placement and fingerprint).
 //! * `floor_slot16/*`: the least any table of 16-byte slots can do per
 //!   check (mix, probe from the home, one 16-byte load and
-//!   compare-and-swap); `floor_split8/*`: the same with a `u32` key array,
-//!   a `u64` state array and an 8-byte compare-and-swap on the state alone,
-//!   the design the keyed module rejects (a stale check can write a reused
-//!   slot's new state; see its docs and loom models). Both bound what a
-//!   design could reach, neither is a limiter.
-//! * Paired pass only, more floors (see [`Floor`]): `direct16` (a 16-byte
-//!   slot at the home, no probe, no key compare), `bucket5` (five keys and
-//!   five states per cache line, 16 bytes a key), `compact` (`bucket5` with
-//!   the GCRA step and the key re-read), `touch12` (one 8-byte
-//!   compare-and-swap, no key).
+//!   compare-and-swap): a bound, not a limiter. The floors of the layouts
+//!   the keyed design rejected, and their last figures, are in
+//!   docs/design/keyed.md.
 //! * `keyed_floor/*`: a 16-byte and an 8-byte atomic load +
 //!   compare-and-swap over 1 024 words in turn, and `KeyId` of a `u32`.
 //!
@@ -34,19 +27,12 @@
 //! the figure is the median over 600 pairs of governor's time ÷ the
 //! contender's (above 1: faster than governor), with quartiles. Each side's
 //! check is inlined into its own loop (`ratio` is generic), as in a
-//! criterion loop. These are the figures the docs report: five runs of
-//! `bench-runner --runs 5 keyed` (docs/benchmarks.md) are tabled in the keyed
-//! module docs ("Sizing, memory and speed") and the README. The criterion
-//! timings that follow measure each case's contenders back to back.
-//!
-//! A single run can land far from the median: in five runs of the current
-//! code (default build), `hot` ranged 2.93–3.55 and `rr_1k` 2.08–2.82
-//! around medians of 3.08 and 2.20. For the build with the 16-byte
-//! compare-and-swap inlined, run `RUSTFLAGS="-C target-cpu=x86-64-v2"
-//! bench-runner --runs 5 keyed` (see docs/benchmarks.md; in its own
-//! `CARGO_TARGET_DIR`, so that the default build's artifacts are kept). Report medians over several runs, from one build. An earlier version of this harness called both sides through
-//! `&dyn Fn`. That slowed governor more than cellrate and overstated the
-//! ratios by 10–40 %; both sides are now monomorphic.
+//! criterion loop. These are the figures docs/benchmarks.md tables
+//! (`bench-runner --runs 5 keyed`); the criterion timings that follow
+//! measure each case's contenders back to back. A single run can land far
+//! from the median: compare medians of several runs from one build
+//! (docs/design/keyed.md has what the harness learned, and how to time the
+//! `x86-64-v2` build).
 //!
 //! Fairness: every key is inserted before measuring; neither loop allocates
 //! or hashes anything the library would not. Each cellrate table has its
@@ -66,7 +52,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicIsize, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
 use std::time::Duration;
 
 use cellrate::keyed::{Hashed, Keyed, Seed, WhenFull};
@@ -257,49 +243,14 @@ fn mix(x: u64) -> u64 {
     )
 }
 
-/// Floors: what a keyed check could reach with a given layout, over `slots`
-/// slots holding keys `0..n`. None of them is a limiter; they bound what a
-/// design could do (see "Sizing, memory and speed" in the keyed module docs).
-///
-/// * `slot16(key)`: the least a keyed check can do with 16-byte slots: mix
-///   the key, find its slot by linear probing from its home (each key at the
-///   first free slot from its home, as the real table places them), one
-///   16-byte load and compare-and-swap. No limiter math, no policies.
-/// * `direct16(key)`: one 16-byte load and compare-and-swap at the key's
-///   home, with no key compare and no probing: more than any table of
-///   16-byte slots can do (a lookup must compare keys).
-/// * `split8(key)`: `slot16` with a `u32` key array beside a `u64` state
-///   array and an 8-byte compare-and-swap on the state alone, the layout the
-///   keyed module rejects (a stale check can write a reused slot's new
-///   state; see its docs and loom models).
-/// * `bucket5(key)`: the most compact split layout found: 64-byte buckets of
-///   five `u32` keys and five `u64` states (12.8 bytes a slot, 16 bytes a key
-///   at the 80 % load used here), the key found by a branch-free compare of
-///   the bucket's five keys, then an 8-byte compare-and-swap in the same
-///   cache line.
-/// * `compact(key)`: `bucket5` plus what a limiter on that layout adds: the
-///   GCRA step, a tag test on the state, and the key read again after the
-///   state (the validation of the refund-free protocol in the loom model
-///   `monotone_split_protocol_without_refunds_keeps_keys_apart`).
-/// * `touch12(key)`: one 8-byte compare-and-swap at a word chosen by the
-///   key's mix, in an array of 12 bytes per key, with no key at all: the cost
-///   of the memory traffic alone.
+/// The floor of the table's layout: what a keyed check with 16-byte slots
+/// could reach over `slots` slots holding keys `0..n`: mix the key, find
+/// its slot by linear probing from its home (each key at the first free
+/// slot from its home, as the real table places them), one 16-byte load and
+/// compare-and-swap. No limiter math, no policies: a bound, not a limiter.
 struct Floor {
     slots: usize,
     wide: Vec<portable_atomic::AtomicU128>,
-    key_words: Vec<AtomicU32>,
-    states: Vec<AtomicU64>,
-    buckets: Vec<Bucket>,
-    touch: Vec<AtomicU64>,
-}
-
-/// One cache line of the compact floor: five `u32` keys, five `u64` states.
-#[repr(C, align(64))]
-#[derive(Default)]
-struct Bucket {
-    keys: [AtomicU32; 5],
-    _pad: u32,
-    states: [AtomicU64; 5],
 }
 
 impl Floor {
@@ -309,13 +260,6 @@ impl Floor {
             wide: (0..slots)
                 .map(|_| portable_atomic::AtomicU128::new(0))
                 .collect(),
-            key_words: (0..slots).map(|_| AtomicU32::new(0)).collect(),
-            states: (0..slots).map(|_| AtomicU64::new(0)).collect(),
-            // 1.25 slots per key: 80 % load.
-            buckets: (0..(n as usize * 5 / 4).div_ceil(5))
-                .map(|_| Bucket::default())
-                .collect(),
-            touch: (0..n as usize * 3 / 2).map(|_| AtomicU64::new(0)).collect(),
         };
         for key in 0..n {
             let mut at = f.home(key);
@@ -323,18 +267,6 @@ impl Floor {
                 at += 1;
             }
             f.wide[at].store(((key as u128 + 1) << 64) | 1, Ordering::Relaxed);
-            f.key_words[at].store(key + 1, Ordering::Relaxed);
-            // The first free lane from the key's bucket on.
-            let mut b = f.bucket(key);
-            'placed: loop {
-                for lane in &f.buckets[b].keys {
-                    if lane.load(Ordering::Relaxed) == 0 {
-                        lane.store(key + 1, Ordering::Relaxed);
-                        break 'placed;
-                    }
-                }
-                b = if b + 1 == f.buckets.len() { 0 } else { b + 1 };
-            }
         }
         f
     }
@@ -342,11 +274,6 @@ impl Floor {
     #[inline(always)]
     fn home(&self, key: u32) -> usize {
         ((mix(key as u64) as u128 * (self.slots - 15) as u128) >> 64) as usize
-    }
-
-    #[inline(always)]
-    fn bucket(&self, key: u32) -> usize {
-        ((mix(key as u64) as u128 * self.buckets.len() as u128) >> 64) as usize
     }
 
     #[inline(always)]
@@ -361,82 +288,6 @@ impl Floor {
             at += 1;
         }
     }
-
-    #[inline(always)]
-    fn direct16(&self, key: u32) -> bool {
-        let slot = &self.wide[self.home(key)];
-        bump16(slot, slot.load(Ordering::Acquire))
-    }
-
-    #[inline(always)]
-    fn split8(&self, key: u32) -> bool {
-        let mut at = self.home(key);
-        loop {
-            if self.key_words[at].load(Ordering::Acquire) == key + 1 {
-                return bump(&self.states[at]);
-            }
-            at += 1;
-        }
-    }
-
-    /// The lane of `key + 1` in `bucket` as a bit mask (branch-free).
-    #[inline(always)]
-    fn lanes(bucket: &Bucket, key: u32) -> u32 {
-        let mut mask = 0;
-        for (i, k) in bucket.keys.iter().enumerate() {
-            mask |= ((k.load(Ordering::Relaxed) == key + 1) as u32) << i;
-        }
-        mask
-    }
-
-    /// The bucket holding `key` and its lane there, walking on from the
-    /// key's bucket (every key of the floor is placed, so this ends).
-    #[inline(always)]
-    fn find(&self, key: u32) -> (&Bucket, usize) {
-        let mut b = self.bucket(key);
-        loop {
-            let bucket = &self.buckets[b];
-            let mask = Self::lanes(bucket, key);
-            if mask != 0 {
-                return (bucket, mask.trailing_zeros() as usize);
-            }
-            b = if b + 1 == self.buckets.len() {
-                0
-            } else {
-                b + 1
-            };
-        }
-    }
-
-    #[inline(always)]
-    fn bucket5(&self, key: u32) -> bool {
-        let (bucket, lane) = self.find(key);
-        bump(&bucket.states[lane])
-    }
-
-    #[inline(always)]
-    fn compact(&self, key: u32) -> bool {
-        use cellrate::Algorithm;
-        const QUOTA: Quota = admitting();
-        let (bucket, lane) = self.find(key);
-        let state = &bucket.states[lane];
-        let value = state.load(Ordering::Acquire);
-        if value >> 63 != 0 || bucket.keys[lane].load(Ordering::Acquire) != key + 1 {
-            return false;
-        }
-        match QUOTA.check(value, NOW, 1) {
-            Ok((new, _)) => state
-                .compare_exchange(value, new, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok(),
-            Err(_) => false,
-        }
-    }
-
-    #[inline(always)]
-    fn touch12(&self, key: u32) -> bool {
-        let n = self.touch.len();
-        bump(&self.touch[((mix(key as u64) as u128 * n as u128) >> 64) as usize])
-    }
 }
 
 /// The 16-byte compare-and-swap of a frozen-clock check on a slot read as
@@ -445,20 +296,6 @@ impl Floor {
 fn bump16(slot: &portable_atomic::AtomicU128, value: u128) -> bool {
     let new = (value & !(u64::MAX as u128)) | ((value as u64).max(NOW) + 1) as u128;
     slot.compare_exchange(value, new, Ordering::AcqRel, Ordering::Acquire)
-        .is_ok()
-}
-
-/// One 8-byte load and compare-and-swap, as a frozen-clock check would do.
-#[inline(always)]
-fn bump(state: &AtomicU64) -> bool {
-    let value = state.load(Ordering::Acquire);
-    state
-        .compare_exchange(
-            value,
-            value.max(NOW) + 1,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        )
         .is_ok()
 }
 
@@ -500,7 +337,7 @@ fn walk(
     }
 }
 
-/// Every case measures cellrate, the two floors and governor back to back
+/// Every case measures cellrate, the floor and governor back to back
 /// (the machine is shared, so pairs measured far apart in time drift).
 fn speed(c: &mut Criterion) {
     let mut g = c.benchmark_group("keyed");
@@ -548,14 +385,6 @@ fn speed(c: &mut Criterion) {
         );
         walk(
             &mut g,
-            format!("floor_split8/{case}"),
-            order,
-            SMALL,
-            keys,
-            |k| small_floor.split8(k),
-        );
-        walk(
-            &mut g,
             format!("governor/{case}"),
             order,
             SMALL,
@@ -591,14 +420,6 @@ fn speed(c: &mut Criterion) {
             LARGE,
             keys,
             |k| large_floor.slot16(k),
-        );
-        walk(
-            &mut g,
-            format!("floor_split8/{case}"),
-            order,
-            LARGE,
-            keys,
-            |k| large_floor.split8(k),
         );
         walk(
             &mut g,
@@ -791,46 +612,6 @@ fn paired() {
             gov,
             |k| small_floor.slot16(k),
         );
-        ratio(
-            &format!("floor_split8 {label}_1k"),
-            order,
-            SMALL,
-            keys,
-            gov,
-            |k| small_floor.split8(k),
-        );
-        ratio(
-            &format!("floor_direct16 {label}_1k"),
-            order,
-            SMALL,
-            keys,
-            gov,
-            |k| small_floor.direct16(k),
-        );
-        ratio(
-            &format!("floor_bucket5 {label}_1k"),
-            order,
-            SMALL,
-            keys,
-            gov,
-            |k| small_floor.bucket5(k),
-        );
-        ratio(
-            &format!("floor_compact {label}_1k"),
-            order,
-            SMALL,
-            keys,
-            gov,
-            |k| small_floor.compact(k),
-        );
-        ratio(
-            &format!("floor_touch12 {label}_1k"),
-            order,
-            SMALL,
-            keys,
-            gov,
-            |k| small_floor.touch12(k),
-        );
     }
     for (order, label) in [(Order::RoundRobin, "rr"), (Order::Random, "random")] {
         let gov = |k: u32| large_gov.check_key(&k).is_ok();
@@ -858,46 +639,6 @@ fn paired() {
             keys,
             gov,
             |k| large_floor.slot16(k),
-        );
-        ratio(
-            &format!("floor_split8 {label}_100k"),
-            order,
-            LARGE,
-            keys,
-            gov,
-            |k| large_floor.split8(k),
-        );
-        ratio(
-            &format!("floor_direct16 {label}_100k"),
-            order,
-            LARGE,
-            keys,
-            gov,
-            |k| large_floor.direct16(k),
-        );
-        ratio(
-            &format!("floor_bucket5 {label}_100k"),
-            order,
-            LARGE,
-            keys,
-            gov,
-            |k| large_floor.bucket5(k),
-        );
-        ratio(
-            &format!("floor_compact {label}_100k"),
-            order,
-            LARGE,
-            keys,
-            gov,
-            |k| large_floor.compact(k),
-        );
-        ratio(
-            &format!("floor_touch12 {label}_100k"),
-            order,
-            LARGE,
-            keys,
-            gov,
-            |k| large_floor.touch12(k),
         );
     }
 }

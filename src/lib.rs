@@ -48,8 +48,8 @@
 //!
 //! ## Firmware: which targets share state how
 //!
-//! [`sync`] decides for every 64-bit state word (the keyed tables' 16-byte
-//! slots make the same choice in their own module). Targets with a 64-bit
+//! [`sync`] decides for every 64-bit state word (and for the keyed tables'
+//! 16-byte slots, lock-free on x86_64 and aarch64). Targets with a 64-bit
 //! compare-and-swap (x86_64, aarch64, riscv64, …) use native atomics and are
 //! lock-free. Targets without one (thumbv6m, thumbv7m, thumbv7em, thumbv8m,
 //! riscv32) update the state word inside a [`critical_section`], which is

@@ -89,7 +89,6 @@ mod tiers;
 pub use self::adaptive::{Adaptive, Penalty};
 pub use self::any::{AlgorithmKind, AnyLimiter, ConfigError, LimiterConfig};
 pub use self::metered::{MeterStats, Metered};
-pub(crate) use self::tiers::unchecked as tiers_unchecked;
 pub use self::tiers::{AllTiers, Tiers};
 
 use crate::window::{FixedWindow, SlidingLog, SlidingWindow};
@@ -118,6 +117,32 @@ pub trait Revocable: RateLimiter {
     /// (see the [module docs](self) for what "exactly" means per limiter).
     /// Revoke each receipt at most once.
     fn revoke(&self, receipt: Self::Receipt);
+
+    /// The answer [`admit_n`](Self::admit_n) would give `cost` at `now`,
+    /// leaving the limiter as it was: what a tier after the refusing one
+    /// reports in [`AllTiers::check_tiers`]. By default the cells are
+    /// charged and at once revoked, and the unchanged state is reported; a
+    /// limiter that can answer without writing says so by overriding it (a
+    /// keyed table's [`Entry`](crate::keyed::Entry), so that asking never
+    /// inserts a key).
+    ///
+    /// ```
+    /// use cellrate::compose::Revocable;
+    /// use cellrate::{RateLimiter, window::FixedWindow};
+    /// let w = FixedWindow::new(3, 1_000);
+    /// assert_eq!(w.probe_n(0, 2).unwrap().remaining(), 3);
+    /// assert!(w.probe_n(0, 4).is_err());
+    /// assert_eq!(w.peek(0).remaining(), 3);
+    /// ```
+    fn probe_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        match self.admit_n(now, cost) {
+            Ok((_, receipt)) => {
+                self.revoke(receipt);
+                Ok(self.peek(now).to_decision())
+            }
+            Err(denied) => Err(denied),
+        }
+    }
 }
 
 /// The receipt of one admission by a single limiter: where it was counted,
@@ -150,6 +175,9 @@ impl<L: Revocable + ?Sized> Revocable for &L {
     }
     fn revoke(&self, receipt: Self::Receipt) {
         (**self).revoke(receipt)
+    }
+    fn probe_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        (**self).probe_n(now, cost)
     }
 }
 

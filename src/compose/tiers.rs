@@ -1,7 +1,7 @@
 //! Every tier's numbers from an all-or-nothing check; see the
 //! [module docs](super#every-tiers-numbers-tiers).
 
-use crate::decision::{Decision, Denied, Limited, Snapshot};
+use crate::decision::{Decision, Denied};
 use crate::headers;
 
 use super::Revocable;
@@ -87,39 +87,6 @@ pub trait AllTiers<const N: usize> {
     fn check_tiers(&self, now: u64, cost: u64) -> Tiers<N>;
 }
 
-/// What a tier after the refusing one reports: its own answer to `cost`,
-/// charged and at once revoked when it admits (so its numbers are exact,
-/// and it ends as it was).
-fn probe<L: Revocable>(tier: &L, now: u64, cost: u64) -> Result<Decision, Denied> {
-    match tier.admit_n(now, cost) {
-        Ok((_, receipt)) => {
-            tier.revoke(receipt);
-            Ok(tier.peek(now).to_decision())
-        }
-        Err(denied) => Err(denied),
-    }
-}
-
-/// What a tier that was not charged reports: its state, as a [`Decision`]
-/// if `cost` more would fit it, else as a denial with the peek's wait.
-pub(crate) fn unchecked(snapshot: Snapshot, cost: u64) -> Result<Decision, Denied> {
-    if cost > snapshot.limit() {
-        return Err(Denied::CostTooLarge {
-            cost,
-            limit: snapshot.limit(),
-        });
-    }
-    if snapshot.remaining() >= cost {
-        return Ok(snapshot.to_decision());
-    }
-    Err(Denied::Limited(Limited::with_remaining(
-        snapshot.limit(),
-        snapshot.remaining(),
-        snapshot.retry_after().max(1),
-        snapshot.reset_after(),
-    )))
-}
-
 impl<L: Revocable, const N: usize> AllTiers<N> for [L; N] {
     fn check_tiers(&self, now: u64, cost: u64) -> Tiers<N> {
         let mut results = [Ok(Decision::new(0, 0, 0)); N];
@@ -146,7 +113,7 @@ impl<L: Revocable, const N: usize> AllTiers<N> for [L; N] {
                 results[i] = Ok(self[i].peek(now).to_decision());
             }
             for i in at + 1..N {
-                results[i] = probe(&self[i], now, cost);
+                results[i] = self[i].probe_n(now, cost);
             }
         }
         Tiers::new(results)
@@ -174,7 +141,7 @@ macro_rules! tuple_tiers {
                     return Tiers::new([$(match tried.$idx {
                         Some(Ok((d, _))) => Ok(d),
                             Some(Err(e)) => Err(e),
-                        None => probe(&self.$idx, now, cost),
+                        None => self.$idx.probe_n(now, cost),
                     }),+]);
                 }
                 $(
@@ -185,7 +152,7 @@ macro_rules! tuple_tiers {
                 Tiers::new([$(match tried.$idx {
                     Some(Ok(_)) => Ok(self.$idx.peek(now).to_decision()),
                     Some(Err(e)) => Err(e),
-                    None => probe(&self.$idx, now, cost),
+                    None => self.$idx.probe_n(now, cost),
                 }),+])
             }
         }

@@ -5,7 +5,11 @@
 
 extern crate std;
 
+use super::hash::identify;
+use super::probe::home;
+use super::slot::*;
 use super::*;
+use crate::Algorithm;
 use crate::Quota;
 use loom::sync::Arc;
 use loom::thread;
@@ -555,13 +559,13 @@ fn monotone_split_protocol_without_refunds_keeps_keys_apart() {
 }
 
 /// The same protocol once a state can be *lowered*: A is charged and then
-/// refunded at 0 (as `check_both` does when the other tier denies), while a
+/// refunded at 0 (as a tuple of entries does when the other tier denies), while a
 /// check of A at 0 may read the charged value 1 000. A is idle again, an
 /// evictor takes the slot for B at tick 1, and B is charged and refunded at
 /// 1 000, which leaves B at exactly 1 000. Loom finds the interleaving in
 /// which A's stale compare-and-swap, expecting 1 000, lands in B's state.
 /// This is why the keyed table keeps one 16-byte unit per slot: its states
-/// are lowered by refunds (`refund_n`, `check_both`), and the window
+/// are lowered by refunds (`refund_n`, a tuple revoking an entry), and the window
 /// limiters' packed states wrap, so no state sequence is monotone.
 #[test]
 #[should_panic(expected = "stale check wrote another key's state")]
@@ -596,5 +600,42 @@ fn monotone_split_protocol_with_a_refund_lets_a_stale_check_write_another_keys_s
             !landed_after_eviction,
             "stale check wrote another key's state"
         );
+    });
+}
+
+/// Two threads check a tuple of two tables' entries (compose's
+/// all-or-nothing rule) whose second tier has room for one: exactly one is
+/// admitted, and the first tier ends charged for exactly that one (the
+/// denied request's charge was refunded through the entry).
+#[test]
+fn a_tuple_of_entries_charges_only_what_it_admitted() {
+    model(|| {
+        let global = Arc::new(Keyed::<Quota, 4>::new(
+            quota(4),
+            WhenFull::Deny,
+            Seed::new(1, 2),
+        ));
+        let endpoint = Arc::new(Keyed::<Quota, 4>::new(
+            quota(2),
+            WhenFull::Deny,
+            Seed::new(3, 4),
+        ));
+        // Both keys in place first, so the model explores the charges and
+        // the refund rather than the insert protocol.
+        global.check(&1u32, 0).unwrap();
+        endpoint.check(&(1u32, 1u16), 0).unwrap();
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let (g, e) = (Arc::clone(&global), Arc::clone(&endpoint));
+                thread::spawn(move || {
+                    crate::RateLimiter::check(&(g.entry(&1u32), e.entry(&(1u32, 1u16))), 0).is_ok()
+                        as u64
+                })
+            })
+            .collect();
+        let admitted: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(admitted, 1);
+        assert_eq!(global.peek(&1u32, 0).remaining(), 3 - admitted);
+        assert_eq!(endpoint.peek(&(1u32, 1u16), 0).remaining(), 0);
     });
 }

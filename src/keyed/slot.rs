@@ -1,17 +1,28 @@
 //! One table slot: a key word and a state word, read and replaced as one
-//! 128-bit unit.
+//! 128-bit unit ([`PairWord`], which [`sync`](crate::sync) shares), and the
+//! one loop that updates a key's state in its slot.
 //!
-//! | target | slot | counters |
-//! |---|---|---|
-//! | x86_64 (`cmpxchg16b`, detected at run time), aarch64 (`ldxp`/`stxp` or LSE `casp`) | `portable_atomic::AtomicU128`: **lock-free** | `AtomicUsize` |
-//! | every other target | `u128` in a [`critical_section::Mutex`] | `AtomicUsize` where the target has it, else the same |
-//! | this crate's unit tests with `--features loom` | a loom `Mutex<u128>` (each access is one atomic step) | loom's `AtomicUsize` |
+//! The key word is the high half, the state word the low half:
 //!
-//! The key word is the high half, the state word the low half. A slot's
-//! whole meaning is its 128-bit value, so a compare-and-swap that succeeds
-//! proves that neither the key nor the state changed since the value was
-//! read: there is no window in which a check of one key can write into a slot
-//! another key has taken over (no ABA between the two words).
+//! | key word | meaning |
+//! |---|---|
+//! | `0` | [`EMPTY`]: never used |
+//! | `1` | [`TOMB`]: a claim that lost a race; free |
+//! | `10·id` (tag `0b10`, then the 62-bit [`KeyId`](super::KeyId)) | [`LIVE`]: the slot of `id` |
+//! | `11·id` | [`CLAIMING`]: `id` is being inserted; the state word holds a unique ticket |
+//!
+//! A compare-and-swap of the slot that succeeds proves that neither the key
+//! nor the state changed since the value was read: there is no window in
+//! which a check of one key can write into a slot another key has taken
+//! over.
+
+use crate::sync::PairWord;
+
+pub(crate) const EMPTY: u64 = 0;
+pub(crate) const TOMB: u64 = 1;
+pub(crate) const LIVE: u64 = 1 << 63;
+pub(crate) const CLAIMING: u64 = 3 << 62;
+pub(crate) const TAG_MASK: u64 = 3 << 62;
 
 /// One slot of a keyed table: 16 bytes holding a key (or fingerprint) and
 /// the limiter's state word. Opaque; it appears only as the storage type of
@@ -20,7 +31,7 @@
 /// ```
 /// assert_eq!(core::mem::size_of::<cellrate::keyed::Slot>(), 16);
 /// ```
-pub struct Slot(Inner);
+pub struct Slot(PairWord);
 
 #[cfg(feature = "defmt")]
 impl defmt::Format for Slot {
@@ -29,21 +40,6 @@ impl defmt::Format for Slot {
         defmt::write!(f, "Slot")
     }
 }
-
-#[cfg(all(feature = "loom", test))]
-type Inner = loom::sync::Mutex<u128>;
-
-#[cfg(all(
-    not(all(feature = "loom", test)),
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
-type Inner = portable_atomic::AtomicU128;
-
-#[cfg(all(
-    not(all(feature = "loom", test)),
-    not(any(target_arch = "x86_64", target_arch = "aarch64"))
-))]
-type Inner = critical_section::Mutex<core::cell::Cell<u128>>;
 
 /// Packs a key word and a state word.
 #[inline(always)]
@@ -67,153 +63,54 @@ impl Slot {
     crate::sync::loom_const_fn! {
         /// A slot holding `value`.
         pub(crate) fn new(value: u128) -> Self {
-            Slot(new_inner(value))
+            Slot(PairWord::new(value))
         }
     }
 
     /// The slot's value.
     #[inline(always)]
     pub(crate) fn load(&self) -> u128 {
-        #[cfg(all(feature = "loom", test))]
-        {
-            *self.0.lock().unwrap()
-        }
-        #[cfg(all(
-            not(all(feature = "loom", test)),
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        ))]
-        {
-            self.0.load(portable_atomic::Ordering::Acquire)
-        }
-        #[cfg(all(
-            not(all(feature = "loom", test)),
-            not(any(target_arch = "x86_64", target_arch = "aarch64"))
-        ))]
-        {
-            critical_section::with(|cs| self.0.borrow(cs).get())
-        }
+        self.0.load()
     }
 
     /// Replaces `current` by `new` if the slot still holds `current`;
     /// otherwise returns what it holds.
     #[inline(always)]
     pub(crate) fn compare_exchange(&self, current: u128, new: u128) -> Result<(), u128> {
-        #[cfg(all(feature = "loom", test))]
-        {
-            let mut guard = self.0.lock().unwrap();
-            if *guard == current {
-                *guard = new;
-                Ok(())
-            } else {
-                Err(*guard)
-            }
-        }
-        #[cfg(all(
-            not(all(feature = "loom", test)),
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        ))]
-        {
-            use portable_atomic::Ordering::{AcqRel, Acquire};
-            self.0
-                .compare_exchange(current, new, AcqRel, Acquire)
-                .map(|_| ())
-        }
-        #[cfg(all(
-            not(all(feature = "loom", test)),
-            not(any(target_arch = "x86_64", target_arch = "aarch64"))
-        ))]
-        {
-            critical_section::with(|cs| {
-                let cell = self.0.borrow(cs);
-                let seen = cell.get();
-                if seen == current {
-                    cell.set(new);
-                    Ok(())
-                } else {
-                    Err(seen)
-                }
-            })
-        }
-    }
-}
-
-crate::sync::loom_const_fn! {
-    fn new_inner(value: u128) -> Inner {
-        #[cfg(all(feature = "loom", test))]
-        {
-            loom::sync::Mutex::new(value)
-        }
-        #[cfg(all(
-            not(all(feature = "loom", test)),
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        ))]
-        {
-            portable_atomic::AtomicU128::new(value)
-        }
-        #[cfg(all(
-            not(all(feature = "loom", test)),
-            not(any(target_arch = "x86_64", target_arch = "aarch64"))
-        ))]
-        {
-            critical_section::Mutex::new(core::cell::Cell::new(value))
-        }
-    }
-}
-
-/// A statistics counter: relaxed increments, read for reports only.
-pub(crate) struct Counter(CounterInner);
-
-#[cfg(all(feature = "loom", test))]
-type CounterInner = loom::sync::atomic::AtomicUsize;
-#[cfg(all(not(all(feature = "loom", test)), target_has_atomic = "ptr"))]
-type CounterInner = core::sync::atomic::AtomicUsize;
-#[cfg(all(not(all(feature = "loom", test)), not(target_has_atomic = "ptr")))]
-type CounterInner = critical_section::Mutex<core::cell::Cell<usize>>;
-
-impl Counter {
-    crate::sync::loom_const_fn! {
-        pub(crate) fn new() -> Self {
-            #[cfg(all(not(all(feature = "loom", test)), not(target_has_atomic = "ptr")))]
-            {
-                Counter(critical_section::Mutex::new(core::cell::Cell::new(0)))
-            }
-            #[cfg(any(all(feature = "loom", test), target_has_atomic = "ptr"))]
-            {
-                Counter(CounterInner::new(0))
-            }
-        }
+        self.0.compare_exchange(current, new)
     }
 
-    /// Adds `n` and returns the previous value (wrapping).
+    /// Replaces the state `s` of the key whose key word is `key` by
+    /// `step(s).0`, starting from `value` (read from this slot), by
+    /// compare-and-swap; `step` returning `Err`, or the state it returns
+    /// being `s`, stores nothing. `step` may run more than once (on
+    /// contention).
+    ///
+    /// `None` when the slot no longer holds `key` (evicted while idle: the
+    /// caller looks the key up again). The expected value of every
+    /// compare-and-swap carries the key word, so a state is only ever
+    /// written into its own key's slot.
     #[inline(always)]
-    pub(crate) fn add(&self, n: usize) -> usize {
-        #[cfg(any(all(feature = "loom", test), target_has_atomic = "ptr"))]
-        {
-            #[cfg(not(all(feature = "loom", test)))]
-            use core::sync::atomic::Ordering::Relaxed;
-            #[cfg(all(feature = "loom", test))]
-            use loom::sync::atomic::Ordering::Relaxed;
-            self.0.fetch_add(n, Relaxed)
+    pub(crate) fn update<T, E>(
+        &self,
+        key: u64,
+        mut value: u128,
+        mut step: impl FnMut(u64) -> Result<(u64, T), E>,
+    ) -> Option<Result<T, E>> {
+        loop {
+            let state = state_of(value);
+            let (new, out) = match step(state) {
+                Ok(stepped) => stepped,
+                Err(e) => return Some(Err(e)),
+            };
+            if new == state {
+                return Some(Ok(out));
+            }
+            match self.compare_exchange(value, pack(key, new)) {
+                Ok(()) => return Some(Ok(out)),
+                Err(actual) if key_of(actual) == key => value = actual,
+                Err(_) => return None,
+            }
         }
-        #[cfg(all(not(all(feature = "loom", test)), not(target_has_atomic = "ptr")))]
-        critical_section::with(|cs| {
-            let c = self.0.borrow(cs);
-            let before = c.get();
-            c.set(before.wrapping_add(n));
-            before
-        })
-    }
-
-    pub(crate) fn get(&self) -> usize {
-        #[cfg(any(all(feature = "loom", test), target_has_atomic = "ptr"))]
-        {
-            #[cfg(not(all(feature = "loom", test)))]
-            use core::sync::atomic::Ordering::Relaxed;
-            #[cfg(all(feature = "loom", test))]
-            use loom::sync::atomic::Ordering::Relaxed;
-            self.0.load(Relaxed)
-        }
-        #[cfg(all(not(all(feature = "loom", test)), not(target_has_atomic = "ptr")))]
-        critical_section::with(|cs| self.0.borrow(cs).get())
     }
 }

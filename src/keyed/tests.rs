@@ -1,6 +1,10 @@
 extern crate std;
 
+use super::hash::identify;
+use super::probe::home;
+use super::slot::*;
 use super::*;
+use crate::Denied;
 use crate::Quota;
 
 const HZ: u64 = 1_000;
@@ -128,27 +132,21 @@ fn small_tables_are_one_window() {
 }
 
 #[test]
-fn check_both_is_all_or_nothing() {
+fn entries_compose_all_or_nothing() {
+    use crate::compose::AllTiers;
     let global: Keyed<Quota, 8> = Keyed::new(quota(10, 3), WhenFull::Deny, Seed::new(1, 2));
     let endpoint: Keyed<Quota, 8> = Keyed::new(quota(1, 1), WhenFull::Deny, Seed::new(3, 4));
-    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 1u16)), 0, 1).is_admitted());
+    let both = |route: u16| (global.entry(&1u32), endpoint.entry(&(1u32, route)));
+    assert!(both(1).check_tiers(0, 1).is_admitted());
     for _ in 0..5 {
-        assert!(
-            check_both((&global, &1u32), (&endpoint, &(1u32, 1u16)), 0, 1)
-                .refused()
-                .is_some()
-        );
+        assert!(both(1).check_tiers(0, 1).refused().is_some());
     }
     assert_eq!(global.peek(&1u32, 0).remaining(), 2);
     // Denied by the first tier: the second is not charged.
-    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 2u16)), 0, 1).is_admitted());
-    assert!(check_both((&global, &1u32), (&endpoint, &(1u32, 3u16)), 0, 1).is_admitted());
+    assert!(both(2).check_tiers(0, 1).is_admitted());
+    assert!(both(3).check_tiers(0, 1).is_admitted());
     assert_eq!(global.peek(&1u32, 0).remaining(), 0);
-    assert!(
-        check_both((&global, &1u32), (&endpoint, &(1u32, 4u16)), 0, 1)
-            .refused()
-            .is_some()
-    );
+    assert!(both(4).check_tiers(0, 1).refused().is_some());
     assert_eq!(endpoint.peek(&(1u32, 4u16), 0).remaining(), 1);
     assert!(!endpoint.contains(&(1u32, 4u16), 0));
 }
@@ -222,4 +220,26 @@ fn an_inserted_key_is_charged_at_once() {
     assert!(t.check(&2u32, 0).is_err());
     let s = t.stats();
     assert_eq!((s.inserted, s.reused, s.overflow_denied), (1, 0, 1));
+}
+
+/// An entry is a part like any other: beside a shared `Gcra`, a request the
+/// `Gcra` refuses consumes nothing from the key, and a key the table has
+/// never seen is answered without being inserted.
+#[test]
+fn an_entry_composes_with_other_limiters() {
+    use crate::compose::AllTiers;
+    use crate::{Gcra, RateLimiter};
+    let gate = Gcra::new(quota(1, 1));
+    let table: Keyed<Quota, 8> = Keyed::new(quota(1, 2), WhenFull::Deny, Seed::new(1, 2));
+    assert!((&gate, table.entry(&7u32)).check(0).is_ok());
+    assert_eq!(table.peek(&7u32, 0).remaining(), 1);
+    let refused = (&gate, table.entry(&7u32)).check_tiers(0, 1);
+    assert_eq!(refused.refused(), Some(0));
+    assert_eq!(refused.results()[1].unwrap().remaining(), 1);
+    assert_eq!(table.peek(&7u32, 0).remaining(), 1);
+    let refused = (&gate, table.entry(&8u32)).check_tiers(0, 1);
+    assert_eq!(refused.results()[1].unwrap().remaining(), 2);
+    assert!(!table.contains(&8u32, 0));
+    // The table's own view and the entry's agree.
+    assert_eq!(table.entry(&7u32).peek(0), table.peek(&7u32, 0));
 }

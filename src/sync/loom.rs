@@ -20,6 +20,11 @@ pub(crate) mod atomic {
     #[cfg(all(feature = "loom", test))]
     pub(crate) use ::loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
+    /// loom has no 128-bit atomic: in models the keyed slot word is
+    /// [`AtomicU128`](super::model::AtomicU128), a loom `Mutex<u128>` with
+    /// the atomic's interface.
+    #[cfg(all(feature = "loom", test))]
+    pub(crate) use super::model::AtomicU128;
     #[cfg(all(not(all(feature = "loom", test)), target_has_atomic = "64"))]
     pub(crate) use core::sync::atomic::AtomicU64;
     #[cfg(all(not(all(feature = "loom", test)), target_has_atomic = "ptr"))]
@@ -122,3 +127,79 @@ macro_rules! section_guarded {
     )*};
 }
 pub(crate) use section_guarded;
+
+/// Stand-ins for atomics loom does not model.
+#[cfg(all(feature = "loom", test))]
+mod model {
+    use super::atomic::Ordering;
+
+    /// A 128-bit word in models: a loom `Mutex<u128>`, so that each access
+    /// is one step loom can interleave.
+    pub(crate) struct AtomicU128(::loom::sync::Mutex<u128>);
+
+    impl AtomicU128 {
+        pub(crate) fn new(value: u128) -> Self {
+            AtomicU128(::loom::sync::Mutex::new(value))
+        }
+
+        pub(crate) fn load(&self, _: Ordering) -> u128 {
+            *self.0.lock().unwrap()
+        }
+
+        pub(crate) fn compare_exchange(
+            &self,
+            current: u128,
+            new: u128,
+            _: Ordering,
+            _: Ordering,
+        ) -> Result<u128, u128> {
+            let mut guard = self.0.lock().unwrap();
+            if *guard == current {
+                *guard = new;
+                Ok(current)
+            } else {
+                Err(*guard)
+            }
+        }
+    }
+}
+
+/// Items for where a 128-bit word (a keyed slot) is an atomic: x86_64
+/// (`cmpxchg16b`) and aarch64 through `portable-atomic`, and loom.
+macro_rules! pair_atomic {
+    ($($item:item)*) => {$(
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", all(feature = "loom", test)))]
+        $item
+    )*};
+}
+pub(crate) use pair_atomic;
+
+/// Items for where a 128-bit word sits in a critical section (the
+/// complement of [`pair_atomic!`]).
+macro_rules! pair_section {
+    ($($item:item)*) => {$(
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", all(feature = "loom", test))))]
+        $item
+    )*};
+}
+pub(crate) use pair_section;
+
+/// Items for where a `usize` counter is an atomic: targets with
+/// pointer-sized compare-and-swap, and loom.
+macro_rules! counter_atomic {
+    ($($item:item)*) => {$(
+        #[cfg(any(target_has_atomic = "ptr", all(feature = "loom", test)))]
+        $item
+    )*};
+}
+pub(crate) use counter_atomic;
+
+/// Items for where a `usize` counter sits in a critical section (the
+/// complement of [`counter_atomic!`]).
+macro_rules! counter_section {
+    ($($item:item)*) => {$(
+        #[cfg(not(any(target_has_atomic = "ptr", all(feature = "loom", test))))]
+        $item
+    )*};
+}
+pub(crate) use counter_section;

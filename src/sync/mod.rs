@@ -1,8 +1,7 @@
 //! How a limiter's state is shared: the place that chooses native atomics,
 //! critical sections or loom for one 64-bit word, for a quota under
-//! `set_quota` and for state larger than a word. (One choice is still made
-//! elsewhere: the keyed tables' 16-byte slots choose for their 128-bit word
-//! in `keyed/slot.rs`, which takes its atomics from this module's facade.)
+//! `set_quota`, for state larger than a word, and for the keyed tables'
+//! 128-bit slot word and counters.
 //!
 //! | file | what |
 //! |---|---|
@@ -10,6 +9,7 @@
 //! | `word.rs` | `StateWord`: `load`, `store`, `update`, `compare_exchange`, `fetch_add` |
 //! | `quota_cell.rs` | `QuotaCell`: the quota `set_quota` replaces |
 //! | `seqlock.rs` | `Guarded`: state larger than a word |
+//! | `slot.rs` | `PairWord` (a keyed slot's 128-bit word: load, compare-and-swap) and `Counter` (relaxed statistics) |
 //!
 //! | target | state word | quota under `set_quota` |
 //! |---|---|---|
@@ -61,6 +61,7 @@
 mod loom;
 mod quota_cell;
 mod seqlock;
+mod slot;
 mod word;
 
 pub(crate) use self::loom::atomic;
@@ -68,4 +69,5 @@ pub(crate) use self::loom::atomic;
 pub(crate) use self::loom::{loom_const_fn, repeat_const, word_atomic, word_section};
 pub(crate) use self::quota_cell::QuotaCell;
 pub(crate) use self::seqlock::{guarded_zeros, Guarded, GuardedU64};
+pub(crate) use self::slot::{Counter, PairWord};
 pub(crate) use self::word::StateWord;

@@ -1,0 +1,115 @@
+//! One key of a table as a limiter of its own, so that keyed tiers compose
+//! with [`compose`](crate::compose)'s all-or-nothing tuples.
+
+use super::hash::{identify, Key, KeyId};
+use super::policy::{NoOverrides, Overrides};
+use super::storage::Storage;
+use super::table::KeyedTable;
+use crate::compose::{Receipt, Revocable};
+use crate::{Algorithm, Decision, Denied, Quota, RateLimiter, Snapshot};
+
+/// One key of a [`KeyedTable`], identified (hashed) once: a
+/// [`RateLimiter`] that checks and peeks that key's state, and, for a GCRA
+/// table, a [`Revocable`] one, so it can be a part of an all-or-nothing tuple
+/// (see [`compose`](crate::compose)).
+///
+/// Made by [`KeyedTable::entry`]. It borrows the table, not the key.
+///
+/// ```
+/// use cellrate::compose::AllTiers;
+/// use cellrate::keyed::{Keyed, Seed, WhenFull};
+/// use cellrate::Quota;
+/// static GLOBAL: Keyed<Quota, 64> = Keyed::new(Quota::per_second(5).at_hz(1_000), WhenFull::Deny, Seed::new(1, 2));
+/// static ENDPOINT: Keyed<Quota, 64> = Keyed::new(Quota::per_second(2).at_hz(1_000), WhenFull::Deny, Seed::new(3, 4));
+/// let client = 9u32;
+/// let tiers = (GLOBAL.entry(&client), ENDPOINT.entry(&(client, 1u16)));
+/// assert!(tiers.check_tiers(0, 1).is_admitted());
+/// assert!(tiers.check_tiers(0, 1).is_admitted());
+/// // The endpoint tier is exhausted; the global tier is not charged for the denial.
+/// let refused = tiers.check_tiers(0, 1);
+/// assert_eq!(refused.refused(), Some(1));
+/// assert_eq!(refused.results()[0].unwrap().remaining(), 3);
+/// assert_eq!(GLOBAL.peek(&client, 0).remaining(), 3);
+/// ```
+pub struct Entry<'t, A, S, O = NoOverrides> {
+    table: &'t KeyedTable<A, S, O>,
+    id: KeyId,
+    hash: u64,
+}
+
+impl<A, S, O> Clone for Entry<'_, A, S, O> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<A, S, O> Copy for Entry<'_, A, S, O> {}
+
+impl<A, S, O> core::fmt::Debug for Entry<'_, A, S, O> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Entry")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
+    /// `key` of this table as a limiter of its own (see [`Entry`]): its
+    /// checks are this table's checks of `key`.
+    ///
+    /// ```
+    /// use cellrate::keyed::{Keyed, Seed, WhenFull};
+    /// use cellrate::{Quota, RateLimiter};
+    /// let t: Keyed<Quota, 16> = Keyed::new(Quota::per_second(2).at_hz(1_000), WhenFull::Deny, Seed::new(1, 2));
+    /// let alice = t.entry("alice");
+    /// assert_eq!(alice.check(0).unwrap().remaining(), 1);
+    /// assert_eq!(t.peek("alice", 0).remaining(), 1);
+    /// ```
+    pub fn entry<K: Key + ?Sized>(&self, key: &K) -> Entry<'_, A, S, O> {
+        let (id, hash) = identify(key, &self.seed);
+        Entry {
+            table: self,
+            id,
+            hash,
+        }
+    }
+}
+
+impl<A: Algorithm, S: Storage, O: Overrides<A>> RateLimiter for Entry<'_, A, S, O> {
+    #[inline(always)]
+    fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        self.table.check_id(self.id, self.hash, now, cost)
+    }
+
+    fn peek(&self, now: u64) -> Snapshot {
+        self.table.peek_id(self.id, self.hash, now)
+    }
+}
+
+impl<S: Storage, O: Overrides<Quota>> Revocable for Entry<'_, Quota, S, O> {
+    type Receipt = Receipt;
+
+    #[inline]
+    fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, Receipt), Denied> {
+        self.check_n(now, cost)
+            .map(|d| (d, Receipt::new(now, cost)))
+    }
+
+    /// Refunds the key's cells ([`KeyedTable::refund_n`]).
+    fn revoke(&self, receipt: Receipt) {
+        if receipt.cost() > 0 {
+            self.table
+                .refund_id(self.id, self.hash, receipt.at(), receipt.cost());
+        }
+    }
+
+    /// Answers from the key's state without writing it: a key not in the
+    /// table is answered as a new client and not inserted.
+    fn probe_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        let quota = self.table.algorithm_for(self.id);
+        let state = self.table.state_id(self.id, self.hash);
+        quota
+            .check(state, now, cost)
+            .map(|_| quota.peek(state, now).to_decision())
+    }
+}
