@@ -8,11 +8,11 @@ probe window). Keys arrive once each, homes uniformly at random; no key is
 evicted (every key in the benches owes). Prints, per window and load, the
 share of keys that find a slot and the table's bytes per tracked key.
 
-This is the memory side of "Sizing, memory and speed" in the keyed module
-docs: with windows of three or four buckets the layout holds 16 bytes per
+This is the memory side of "Sizing, memory and speed" in
+docs/design/keyed.md: with windows of three or four buckets the layout holds 16 bytes per
 tracked key only at about 85 % load, where 3-4 % of keys find no slot.
 
-usage: scripts/keyed_placement.py [KEYS]
+usage: docs/design/keyed_placement.py [KEYS]
 """
 import random
 import sys
