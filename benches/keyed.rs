@@ -154,13 +154,15 @@ fn tracked<const N: usize>(table: &Keyed<Quota, N>, n: u32) -> usize {
 
 /// Prints bytes per tracked key for both, measured the same way.
 fn memory() {
-    for n in [SMALL, LARGE] {
+    let mut governor_per_key = [0.0f64; 2];
+    for (i, n) in [SMALL, LARGE].into_iter().enumerate() {
         let before = allocated();
         let limiter = governor_limiter();
         for key in 0..n {
             let _ = limiter.check_key(&key);
         }
         let bytes = allocated() - before;
+        governor_per_key[i] = bytes as f64 / n as f64;
         println!(
             "memory: governor {n} keys: {bytes} bytes, {:.1} bytes/key (len {})",
             bytes as f64 / n as f64,
@@ -169,6 +171,14 @@ fn memory() {
         drop(limiter);
     }
     let report = |name: &str, size: usize, capacity: usize, tracked: usize, n: u32| {
+        let per_key = size as f64 / tracked as f64;
+        let governor = governor_per_key[usize::from(n == LARGE)];
+        // The same shape as the speed ratios (governor ÷ cellrate, above 1:
+        // cellrate uses less), so the runner tables it with them.
+        println!(
+            "ratio: memory per tracked key, {name} table, {n} keys: governor ÷ contender {:.2}",
+            governor / per_key
+        );
         println!(
             "memory: cellrate {name} {n} keys: {size} bytes, {capacity} slots of {} bytes, {tracked} tracked, {:.1} bytes/tracked key",
             size_of::<cellrate::keyed::Slot>(),

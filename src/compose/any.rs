@@ -373,8 +373,8 @@ impl<const N: usize> AnyLimiter<N> {
 }
 
 /// The sliding log's check, out of line: inlined, its ring code would grow
-/// the dispatch that the one-word limiters' checks share (measured: 1.15× →
-/// 1.23× for the GCRA arm in `benches/family.rs`).
+/// the dispatch that the one-word limiters' checks share (it slowed the
+/// GCRA arm measurably in `benches/family.rs`).
 #[inline(never)]
 fn log_check<const N: usize>(log: &SlidingLog<N>, now: u64, cost: u64) -> Result<Decision, Denied> {
     log.check_n(now, cost)

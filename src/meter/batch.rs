@@ -247,8 +247,8 @@ pub(super) fn decide(
 /// from (marking the bucket `touched`). Plain branches and an early return
 /// per colour, as the per-packet step has: the stage's cost is the few
 /// packets after the run's end, and in this form they ran faster than as
-/// masked subtractions and a colour table (`benches/meter.rs`, RFC 4115
-/// over-rate local batches: 2.56× → 3.3× the per-packet calls).
+/// masked subtractions and a colour table (`benches/meter.rs`, most of all
+/// in RFC 4115 over-rate local batches).
 #[inline(always)]
 fn take(
     both: bool,
