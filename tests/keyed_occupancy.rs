@@ -14,7 +14,9 @@ const SEED: Seed = Seed::new(0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344);
 const NOW: u64 = 1_000;
 
 static CURVE: Keyed<Quota, 131_072> = Keyed::new(
-    Quota::per_ticks(1, 1).with_burst(u32::MAX as u64).at_hz(1_000_000_000),
+    Quota::per_ticks(1, 1)
+        .with_burst(u32::MAX as u64)
+        .at_hz(1_000_000_000),
     WhenFull::Admit,
     SEED,
 );
