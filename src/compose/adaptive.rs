@@ -1,4 +1,15 @@
 //! A progressive penalty for clients that keep hitting the limit.
+//!
+//! The penalty's status word (`level << 32 | strikes`) is not limiter
+//! state, so it does not run on the one container of the one-word limiters
+//! (the [`algorithm`](crate::algorithm) module's `Shared` and `apply`): it
+//! admits and denies nothing, so there is no [`Decision`], denial or idle
+//! state for an [`Algorithm`](crate::Algorithm) step to return; it records
+//! what the inner limiter answered. Its transitions are not one step on one
+//! word either: a strike follows an inner denial (one `StateWord::update`),
+//! and a restore is decided from a second word, the time of the last
+//! denial, read before it (one compare-exchange that yields to a strike
+//! landing meanwhile).
 
 use core::convert::Infallible;
 use core::fmt;

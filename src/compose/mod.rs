@@ -89,7 +89,7 @@ mod tiers;
 pub use self::adaptive::{Adaptive, Penalty};
 pub use self::any::{AlgorithmKind, AnyLimiter, ConfigError, LimiterConfig};
 pub use self::metered::{MeterStats, Metered};
-pub use self::tiers::{AllTiers, Tiers};
+pub use self::tiers::{check_all, AllTiers, Tiers};
 
 use crate::window::{FixedWindow, SlidingLog, SlidingWindow};
 use crate::{Decision, Denied, Gcra, RateLimiter, Snapshot};
@@ -383,6 +383,36 @@ mod loom_tests {
             assert!(admitted <= 2);
             assert_eq!(tuple.0.peek(10).remaining(), 3 - admitted);
             assert_eq!(tuple.1.peek(10).remaining(), 2 - admitted);
+        });
+    }
+
+    /// The run-time form ([`check_all`](super::check_all), here over an
+    /// array): three threads, the same guarantee as the tuples'. No tier
+    /// admits beyond its limit, and when all are done each tier has
+    /// consumed exactly the cells of the requests admitted by all.
+    #[test]
+    fn check_all_denied_requests_consume_from_no_tier() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(2);
+        builder.check(|| {
+            let tiers = Arc::new([FixedWindow::new(3, 100), FixedWindow::new(2, 100)]);
+            let costs = [1u64, 1, 2];
+            let handles: Vec<_> = costs
+                .iter()
+                .map(|&cost| {
+                    let t = Arc::clone(&tiers);
+                    thread::spawn(move || {
+                        let mut results = [Ok(crate::Decision::new(0, 0, 0)); 2];
+                        let n = super::check_all(t.iter(), 10, cost, &mut results);
+                        assert_eq!(n, 2);
+                        results.iter().all(Result::is_ok).then_some(cost)
+                    })
+                })
+                .collect();
+            let admitted: u64 = handles.into_iter().filter_map(|h| h.join().unwrap()).sum();
+            assert!(admitted <= 2);
+            assert_eq!(tiers[0].peek(10).remaining(), 3 - admitted);
+            assert_eq!(tiers[1].peek(10).remaining(), 2 - admitted);
         });
     }
 

@@ -3,6 +3,7 @@
 
 use crate::decision::{Decision, Denied};
 use crate::headers;
+use crate::RateLimiter;
 
 use super::Revocable;
 
@@ -90,33 +91,108 @@ pub trait AllTiers<const N: usize> {
 impl<L: Revocable, const N: usize> AllTiers<N> for [L; N] {
     fn check_tiers(&self, now: u64, cost: u64) -> Tiers<N> {
         let mut results = [Ok(Decision::new(0, 0, 0)); N];
-        let mut receipts: [Option<L::Receipt>; N] = [None; N];
-        let mut refused = None;
-        for (i, tier) in self.iter().enumerate() {
-            match tier.admit_n(now, cost) {
-                Ok((d, r)) => {
-                    results[i] = Ok(d);
-                    receipts[i] = Some(r);
-                }
-                Err(d) => {
-                    results[i] = Err(d);
-                    refused = Some(i);
-                    break;
-                }
-            }
-        }
-        if let Some(at) = refused {
-            for i in (0..at).rev() {
-                if let Some(r) = receipts[i] {
-                    self[i].revoke(r);
-                }
-                results[i] = Ok(self[i].peek(now).to_decision());
-            }
-            for i in at + 1..N {
-                results[i] = self[i].probe_n(now, cost);
-            }
-        }
+        check_all(self, now, cost, &mut results);
         Tiers::new(results)
+    }
+}
+
+/// All or nothing over a run-time number of tiers: the one implementation
+/// behind arrays of tiers, the HTTP layer's keyed tiers and the Redis
+/// fallback. Decides `cost` at `now` like a tuple's `check_n` and writes one
+/// result per tier into `results`, as [`AllTiers::check_tiers`] reports
+/// them (see the [module docs](super#every-tiers-numbers-tiers)); returns
+/// how many tiers it checked: as many as `tiers` yields and `results` holds
+/// (a tier beyond `results` is not asked). Admitted iff every written result
+/// is `Ok`.
+///
+/// The tiers come from any iterator of [`Revocable`] limiters, so each can
+/// be made when it is reached (a keyed table's [`Entry`](crate::keyed::Entry)
+/// hashes its key once, when it is made). Each tier is charged in turn;
+/// at a denial the earlier tiers are revoked, last first, and report their
+/// state after the revocation, then the later tiers are asked with
+/// [`probe_n`](Revocable::probe_n). No receipt is stored: each one stays
+/// in the frame of the call that charged its tier, one frame per charged
+/// tier.
+///
+/// ```
+/// use cellrate::compose::check_all;
+/// use cellrate::keyed::{Keyed, Seed, WhenFull};
+/// use cellrate::{Decision, Quota};
+/// let per_client: Keyed<Quota, 16> = Keyed::new(Quota::per_second(5).at_hz(1_000), WhenFull::Deny, Seed::new(1, 2));
+/// let per_route: Keyed<Quota, 16> = Keyed::new(Quota::per_second(1).at_hz(1_000), WhenFull::Deny, Seed::new(3, 4));
+/// let tiers = || [per_client.entry("alice"), per_route.entry(&("alice", "/orders"))];
+/// let mut results = [Ok(Decision::new(0, 0, 0)); 2];
+/// assert_eq!(check_all(tiers(), 0, 1, &mut results), 2);
+/// assert!(results.iter().all(Result::is_ok));
+/// check_all(tiers(), 0, 1, &mut results);
+/// assert!(results[1].is_err()); // the route tier refused…
+/// assert_eq!(results[0].unwrap().remaining(), 4); // …and the client tier was not charged
+/// ```
+pub fn check_all<I>(
+    tiers: I,
+    now: u64,
+    cost: u64,
+    results: &mut [Result<Decision, Denied>],
+) -> usize
+where
+    I: IntoIterator,
+    I::Item: Revocable,
+{
+    let mut tiers = tiers.into_iter();
+    match charge(&mut tiers, now, cost, results, 0) {
+        Charged::All(n) => n,
+        Charged::Refused(at) => {
+            let mut n = at + 1;
+            for (result, tier) in results[n..].iter_mut().zip(tiers) {
+                *result = tier.probe_n(now, cost);
+                n += 1;
+            }
+            n
+        }
+    }
+}
+
+/// How [`charge`] ended.
+enum Charged {
+    /// Every tier admitted: this many.
+    All(usize),
+    /// The tier at this index refused; the ones before it were revoked.
+    Refused(usize),
+}
+
+/// Charges the next tier into `results[i]`, then the rest (recursively);
+/// revokes it if a later tier refused.
+fn charge<I>(
+    tiers: &mut I,
+    now: u64,
+    cost: u64,
+    results: &mut [Result<Decision, Denied>],
+    i: usize,
+) -> Charged
+where
+    I: Iterator,
+    I::Item: Revocable,
+{
+    let Some(slot) = results.get_mut(i) else {
+        return Charged::All(i);
+    };
+    let Some(tier) = tiers.next() else {
+        return Charged::All(i);
+    };
+    match tier.admit_n(now, cost) {
+        Err(denied) => {
+            *slot = Err(denied);
+            Charged::Refused(i)
+        }
+        Ok((decision, receipt)) => {
+            *slot = Ok(decision);
+            let rest = charge(tiers, now, cost, results, i + 1);
+            if let Charged::Refused(_) = rest {
+                tier.revoke(receipt);
+                results[i] = Ok(tier.peek(now).to_decision());
+            }
+            rest
+        }
     }
 }
 
@@ -241,6 +317,46 @@ mod tests {
                             Err(Denied::CostTooLarge { limit, .. }) => prop_assert!(cost > *limit),
                         }
                     }
+                }
+            }
+        }
+    }
+
+    proptest! {
+        /// `check_all` over any number of tiers (fixed windows of one long
+        /// window) against the model: admission, every tier's remaining,
+        /// and a tier beyond `results` is neither asked nor charged.
+        #[test]
+        fn check_all_matches_the_model(
+            limits in prop::collection::vec(1u64..8, 0..6),
+            room in 0usize..7,
+            costs in prop::collection::vec(1u64..5, 1..20),
+        ) {
+            let tiers: Vec<FixedWindow> =
+                limits.iter().map(|&l| FixedWindow::new(l, 1_000_000)).collect();
+            let checked = limits.len().min(room);
+            let mut model = Model {
+                limits: limits[..checked].to_vec(),
+                used: std::vec![0; checked],
+            };
+            for cost in costs {
+                let (admit, _) = model.check(cost);
+                let mut results = std::vec![Ok(Decision::new(0, 0, 0)); room];
+                prop_assert_eq!(check_all(&tiers, 0, cost, &mut results), checked);
+                prop_assert_eq!(results[..checked].iter().all(Result::is_ok), admit);
+                for (i, r) in results[..checked].iter().enumerate() {
+                    let left = model.limits[i] - model.used[i];
+                    match r {
+                        Ok(d) => prop_assert_eq!(d.remaining(), left),
+                        Err(Denied::Limited(l)) => {
+                            prop_assert_eq!(l.remaining(), left);
+                            prop_assert!(left < cost);
+                        }
+                        Err(Denied::CostTooLarge { limit, .. }) => prop_assert!(cost > *limit),
+                    }
+                }
+                for (i, t) in tiers.iter().enumerate().skip(checked) {
+                    prop_assert_eq!(t.peek(0).remaining(), limits[i]);
                 }
             }
         }

@@ -139,13 +139,14 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                 algorithm.check(A::NEW, now, cost).map(|(_, d)| d)
             }
             WhenFull::Shared => {
-                let shared = &self.algorithm;
-                let result = self.overflow.update(|state| shared.check(state, now, cost));
+                // The overflow word is a shared one-word limiter: the one
+                // container path applies the table's default algorithm.
+                let result = crate::algorithm::apply(&self.overflow, &self.algorithm, now, cost);
                 match result {
                     Ok(_) => self.counters.shared_admitted.add(1),
                     Err(_) => self.counters.shared_denied.add(1),
                 };
-                result
+                result.map(|(decision, _)| decision)
             }
         }
     }

@@ -7,9 +7,11 @@
 //! the tier's Redis key, on the tier's fallback quota re-expressed on the
 //! µs clock as a [`RedisTier`](super::RedisTier) would be: bounded memory
 //! with the keyed tables' lossless eviction (a client that owes is never
-//! forgotten) and their full-table policies. Its tiers are all or nothing:
-//! a tier that denies gives the earlier tiers their cells back, so a denied
-//! request consumes from none, as on Redis. Fail-open admits with full
+//! forgotten) and their full-table policies. Its tiers are all or nothing,
+//! by the crate's one all-or-nothing composition
+//! ([`compose::check_all`](crate::compose::check_all) over each table's
+//! entry): a tier that denies gives the earlier tiers their cells back, so
+//! a denied request consumes from none, as on Redis. Fail-open admits with full
 //! tiers; fail-closed denies with `retry_after` = the reconnect interval.
 //!
 //! [`Backoff`] keeps when the last attempt failed: after a failure the
@@ -27,6 +29,7 @@ use std::vec::Vec;
 
 use super::policy::on_server_clock;
 use super::{Error, FailurePolicy, Outcome, RedisConfig, RedisPolicy, Source};
+use crate::compose::check_all;
 use crate::decision::{Decision, Denied, Limited};
 use crate::keyed::{KeyedBox, Seed};
 use crate::quota::Quota;
@@ -132,44 +135,18 @@ impl Degrade {
         }
     }
 
-    /// All or nothing over the tiers' tables: each tier is charged in turn;
-    /// a tier that denies gives the earlier ones their cells back (so a
-    /// denied request consumes from none), and the tiers not yet tried
-    /// report their state (their own denial, if they would deny too).
+    /// All or nothing over the tiers' tables
+    /// ([`check_all`] over each table's entry for its key): each tier is
+    /// charged in turn; a tier that denies gives the earlier ones their
+    /// cells back (so a denied request consumes from none), and the tiers
+    /// not yet tried are asked without being charged (their state, or their
+    /// own denial if they would deny too).
     fn local(&self, tables: &[KeyedBox<Quota>], keys: &[String], cost: u64) -> Outcome {
         let now = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
-        let mut results: Vec<Result<Decision, Denied>> = Vec::with_capacity(tables.len());
-        let mut denied_at = None;
-        for (i, (table, key)) in tables.iter().zip(keys).enumerate() {
-            let r = table.check_n(key.as_str(), now, cost);
-            if r.is_err() {
-                denied_at = Some(i);
-                results.push(r);
-                break;
-            }
-            results.push(r);
-        }
-        if let Some(j) = denied_at {
-            for (i, (table, key)) in tables.iter().zip(keys).enumerate() {
-                if i < j {
-                    results[i] = Ok(table.refund_n(key.as_str(), now, cost).to_decision());
-                } else if i > j {
-                    // Would this tier admit? Its state, or its own denial.
-                    let s = table.peek(key.as_str(), now);
-                    if s.remaining() >= cost {
-                        results.push(Ok(s.to_decision()));
-                    } else {
-                        let r = table.check_n(key.as_str(), now, cost);
-                        if r.is_ok() {
-                            // Freed meanwhile by another thread: undo.
-                            results.push(Ok(table.refund_n(key.as_str(), now, cost).to_decision()));
-                        } else {
-                            results.push(r);
-                        }
-                    }
-                }
-            }
-        }
+        let mut results = std::vec![Ok(Decision::new(0, 0, 0)); tables.len().min(keys.len())];
+        let entries = tables.iter().zip(keys).map(|(t, k)| t.entry(k.as_str()));
+        let n = check_all(entries, now, cost, &mut results);
+        results.truncate(n);
         Outcome::new(results, Source::Fallback)
     }
 }

@@ -1,12 +1,14 @@
 //! What decides: in-process keyed tiers, one shared limiter, or Redis.
 
+use std::boxed::Box;
 use std::future::Future;
 use std::string::{String, ToString};
 use std::vec::Vec;
 
+use crate::compose::check_all;
 use crate::decision::{Decision, Denied};
 use crate::headers::Policy;
-use crate::keyed::{KeyedBox, Seed, WhenFull};
+use crate::keyed::{Entry, KeyedBox, Seed, Slot, WhenFull};
 use crate::{Quota, RateLimiter};
 
 #[cfg(feature = "redis")]
@@ -191,9 +193,11 @@ struct KeyedTier {
 /// All-or-nothing in-process tiers, each a keyed GCRA table keyed by the
 /// client or by (client, endpoint): a request is admitted only if every
 /// tier admits it, and a request refused by one tier consumes from none
-/// (charged in order, refunded on refusal; the tiers after the refusing one
-/// are asked and refunded too, so every tier reports its own exact answer
-/// and `Retry-After` is the longest wait of all).
+/// ([`compose::check_all`](crate::compose::check_all) over the request's
+/// [`Entry`] in each table: charged in order, revoked on refusal; the tiers
+/// after the refusing one are asked without being charged, so every tier
+/// reports its own exact answer and `Retry-After` is the longest wait of
+/// all).
 ///
 /// Each table holds at most `capacity` live keys (bounded memory); a key
 /// that finds no room is handled as [`WhenFull`] says.
@@ -279,26 +283,11 @@ impl KeyedTiers {
         self.add(name, quota, capacity, Scope::ClientAndEndpoint)
     }
 
-    fn charge(
-        tier: &KeyedTier,
-        key: &RequestKey<'_>,
-        now: u64,
-        cost: u64,
-    ) -> Result<Decision, Denied> {
+    /// `key`'s entry in `tier`'s table: the client, or (client, endpoint).
+    fn entry<'t>(tier: &'t KeyedTier, key: &RequestKey<'_>) -> Entry<'t, Quota, Box<[Slot]>> {
         match (tier.scope, key.scope()) {
-            (Scope::ClientAndEndpoint, Some(scope)) => {
-                tier.table.check_n(&(key.client(), scope), now, cost)
-            }
-            _ => tier.table.check_n(&key.client(), now, cost),
-        }
-    }
-    fn refund(tier: &KeyedTier, key: &RequestKey<'_>, now: u64, cost: u64) -> Decision {
-        match (tier.scope, key.scope()) {
-            (Scope::ClientAndEndpoint, Some(scope)) => tier
-                .table
-                .refund_n(&(key.client(), scope), now, cost)
-                .to_decision(),
-            _ => tier.table.refund_n(&key.client(), now, cost).to_decision(),
+            (Scope::ClientAndEndpoint, Some(scope)) => tier.table.entry(&(key.client(), scope)),
+            _ => tier.table.entry(&key.client()),
         }
     }
     /// Every tier's result for `cost` cells of `key` at `now`, all or nothing.
@@ -316,27 +305,8 @@ impl KeyedTiers {
     /// ```
     pub fn decide(&self, key: &RequestKey<'_>, now: u64, cost: u64) -> Verdict {
         let mut results = [Ok(Decision::new(0, 0, 0)); MAX_TIERS];
-        let n = self.tiers.len();
-        let mut refused = None;
-        for (i, tier) in self.tiers.iter().enumerate() {
-            results[i] = Self::charge(tier, key, now, cost);
-            if results[i].is_err() {
-                refused = Some(i);
-                break;
-            }
-        }
-        if let Some(at) = refused {
-            for i in (0..at).rev() {
-                results[i] = Ok(Self::refund(&self.tiers[i], key, now, cost));
-            }
-            for (result, tier) in results[at + 1..n].iter_mut().zip(&self.tiers[at + 1..]) {
-                // Asked and given back: each tier's own exact answer.
-                *result = match Self::charge(tier, key, now, cost) {
-                    Ok(_) => Ok(Self::refund(tier, key, now, cost)),
-                    Err(denied) => Err(denied),
-                };
-            }
-        }
+        let tiers = self.tiers.iter().map(|tier| Self::entry(tier, key));
+        let n = check_all(tiers, now, cost, &mut results);
         Verdict::decided(&results[..n], Mode::Normal)
     }
 }
