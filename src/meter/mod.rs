@@ -16,7 +16,7 @@
 //! ```
 //!
 //! The rates are converted **once** into a profile ([`SrTcm`], [`TrTcm`],
-//! [`TrTcm4115`]) through [`Quota`]: `T` becomes an integer
+//! [`TrTcm4115`]) through [`Quota`](crate::Quota): `T` becomes an integer
 //! number of sub-ticks (`now · scale`, see [`quota`](crate::quota)), so the
 //! per-packet path is one multiply of `now` per rate, one multiply `B·T`
 //! per bucket touched, adds and compares: no division, no floating point.
