@@ -21,7 +21,7 @@ use super::loom::{counter_atomic, counter_section, pair_atomic, pair_section};
 pair_atomic! {
     /// A 128-bit value shared by `&self`: loaded, and replaced by
     /// compare-and-swap, as one unit.
-    pub(crate) struct PairWord(super::atomic::AtomicU128);
+    pub(crate) struct PairWord(pub(super) super::atomic::AtomicU128);
 
     impl PairWord {
         super::loom_const_fn! {
