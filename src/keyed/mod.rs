@@ -11,8 +11,10 @@
 //! A table is `capacity` [`Slot`]s of 16 bytes. A slot holds a **key word**
 //! and the limiter's **state word** (one [`Algorithm`] state, e.g. a GCRA
 //! TAT), read and replaced together by one 128-bit compare-and-swap: a
-//! `portable_atomic::AtomicU128` on x86_64 (`cmpxchg16b`, detected at run
-//! time) and aarch64, and a `u128` inside a [`critical_section`] on every
+//! `portable_atomic::AtomicU128` on x86_64 (`cmpxchg16b`, detected once at
+//! run time; a check then runs a copy of its path with the slot's 16-byte
+//! load and compare-and-swap inline) and aarch64, and a `u128` inside a
+//! [`critical_section`] on every
 //! other target (thumbv6m/7m/7em, riscv32, …), which is safe against
 //! interrupt handlers and never deadlocks ([`sync`](crate::sync) makes that
 //! choice). The key word is
@@ -128,9 +130,10 @@
 //! *owing* at once (idle clients' slots are reused).
 //!
 //! **Cost:** a check is one keyed hash, one to `W` 16-byte loads (most keys
-//! sit in their home slot) and one 16-byte compare-and-swap; on x86_64 build
-//! with `-C target-cpu=x86-64-v2` (or `+cmpxchg16b`) to inline that
-//! compare-and-swap (docs/benchmarks.md).
+//! sit in their home slot) and one 16-byte compare-and-swap. On x86_64 they
+//! are inline in every build: after one cached `cmpxchg16b` detection per
+//! check in the default build, at compile time with `-C
+//! target-cpu=x86-64-v2` (or `+cmpxchg16b`) (docs/benchmarks.md).
 //!
 //! # All or nothing over several tables
 //!

@@ -184,6 +184,26 @@ macro_rules! pair_section {
 }
 pub(crate) use pair_section;
 
+/// Items for where a 128-bit word may also be reached by inline
+/// `cmpxchg16b` / `movdqa` ([`cx16`](super::cx16)): x86_64 outside SGX
+/// enclaves (which trap CPUID), never in loom models.
+macro_rules! pair_inline {
+    ($($item:item)*) => {$(
+        #[cfg(all(target_arch = "x86_64", not(target_env = "sgx"), not(all(feature = "loom", test))))]
+        $item
+    )*};
+}
+pub(crate) use pair_inline;
+
+/// Items for where it may not (the complement of [`pair_inline!`]).
+macro_rules! pair_portable_only {
+    ($($item:item)*) => {$(
+        #[cfg(not(all(target_arch = "x86_64", not(target_env = "sgx"), not(all(feature = "loom", test)))))]
+        $item
+    )*};
+}
+pub(crate) use pair_portable_only;
+
 /// Items for where a `usize` counter is an atomic: targets with
 /// pointer-sized compare-and-swap, and loom.
 macro_rules! counter_atomic {

@@ -3,7 +3,7 @@
 //!
 //! | target | [`PairWord`] | [`Counter`] |
 //! |---|---|---|
-//! | x86_64 (`cmpxchg16b`, detected at run time), aarch64 (`ldxp`/`stxp` or LSE `casp`) | `portable_atomic::AtomicU128`: **lock-free** | `AtomicUsize` |
+//! | x86_64 (`cmpxchg16b`, detected at run time), aarch64 (`ldxp`/`stxp` or LSE `casp`) | `portable_atomic::AtomicU128`: **lock-free**; on x86_64 a hot path may also reach it by inline `lock cmpxchg16b` / `movdqa` once the CPU is known to have them ([`cx16`](super::cx16)) | `AtomicUsize` |
 //! | every other target | `u128` in a [`critical_section::Mutex`] | `AtomicUsize` where the target has it, else the same |
 //! | this crate's unit tests with `--features loom` | a loom `Mutex<u128>` (each access is one step) | loom's `AtomicUsize` |
 //!
@@ -21,7 +21,7 @@ use super::loom::{counter_atomic, counter_section, pair_atomic, pair_section};
 pair_atomic! {
     /// A 128-bit value shared by `&self`: loaded, and replaced by
     /// compare-and-swap, as one unit.
-    pub(crate) struct PairWord(super::atomic::AtomicU128);
+    pub(crate) struct PairWord(pub(super) super::atomic::AtomicU128);
 
     impl PairWord {
         super::loom_const_fn! {
