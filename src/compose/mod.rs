@@ -155,19 +155,6 @@ pub struct Receipt {
 }
 
 impl Receipt {
-    /// The receipt of `cost` cells counted under `at` (a window tag, a
-    /// recording time, or the `now` of a GCRA admission: what the limiter's
-    /// revocation needs). For limiters elsewhere in the crate that join
-    /// tuples (a keyed table's entry).
-    pub(crate) const fn new(at: u64, cost: u64) -> Self {
-        Receipt { at, cost }
-    }
-
-    /// Where the cells were counted (see [`new`](Self::new)).
-    pub(crate) const fn at(&self) -> u64 {
-        self.at
-    }
-
     /// The cells admitted.
     ///
     /// ```

@@ -3,9 +3,10 @@
 
 use super::hash::{identify, Key, KeyId};
 use super::policy::{NoOverrides, Overrides};
+use super::probe::Charged;
 use super::storage::Storage;
 use super::table::KeyedTable;
-use crate::compose::{Receipt, Revocable};
+use crate::compose::Revocable;
 use crate::{Algorithm, Decision, Denied, Quota, RateLimiter, Snapshot};
 
 /// One key of a [`KeyedTable`], identified (hashed) once: a
@@ -86,20 +87,63 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> RateLimiter for Entry<'_, A, S, 
     }
 }
 
+/// What undoing an [`Entry`]'s admission needs: the cells, when, and where
+/// the table charged them (the key's slot, or the shared overflow limiter
+/// of [`WhenFull::Shared`](super::WhenFull::Shared) when the key had no slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryReceipt {
+    at: u64,
+    cost: u64,
+    charged: Charged,
+}
+
+impl EntryReceipt {
+    /// The cells admitted.
+    ///
+    /// ```
+    /// use cellrate::compose::Revocable;
+    /// use cellrate::keyed::{Keyed, Seed, WhenFull};
+    /// use cellrate::Quota;
+    /// let t: Keyed<Quota, 4> = Keyed::new(Quota::per_second(5).at_hz(1_000), WhenFull::Deny, Seed::new(1, 2));
+    /// let (_, receipt) = t.entry(&1u32).admit_n(0, 3).unwrap();
+    /// assert_eq!(receipt.cost(), 3);
+    /// ```
+    pub const fn cost(&self) -> u64 {
+        self.cost
+    }
+}
+
 impl<S: Storage, O: Overrides<Quota>> Revocable for Entry<'_, Quota, S, O> {
-    type Receipt = Receipt;
+    type Receipt = EntryReceipt;
 
     #[inline]
-    fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, Receipt), Denied> {
-        self.check_n(now, cost)
-            .map(|d| (d, Receipt::new(now, cost)))
+    fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, EntryReceipt), Denied> {
+        let (result, charged) = self.table.check_id_charged(self.id, self.hash, now, cost);
+        result.map(|d| {
+            (
+                d,
+                EntryReceipt {
+                    at: now,
+                    cost,
+                    charged,
+                },
+            )
+        })
     }
 
-    /// Refunds the key's cells ([`KeyedTable::refund_n`]).
-    fn revoke(&self, receipt: Receipt) {
-        if receipt.cost() > 0 {
-            self.table
-                .refund_id(self.id, self.hash, receipt.at(), receipt.cost());
+    /// Gives the cells back where they were charged: the key's slot
+    /// ([`KeyedTable::refund_n`]) or the shared overflow limiter.
+    fn revoke(&self, receipt: EntryReceipt) {
+        if receipt.cost == 0 {
+            return;
+        }
+        match receipt.charged {
+            Charged::Slot => {
+                self.table
+                    .refund_id(self.id, self.hash, receipt.at, receipt.cost);
+            }
+            Charged::Overflow => self.table.refund_overflow(receipt.at, receipt.cost),
+            Charged::Nothing => {}
         }
     }
 

@@ -179,7 +179,7 @@ mod stats;
 mod storage;
 mod table;
 
-pub use entry::Entry;
+pub use entry::{Entry, EntryReceipt};
 pub use hash::{Hashed, Key, KeyHasher, KeyId, Seed};
 pub use policy::{NoOverrides, Overrides, WhenFull};
 pub use probe::PROBE_WINDOW;

@@ -4,6 +4,7 @@
 
 use super::hash::{identify, Key, KeyId, Seed};
 use super::policy::{NoOverrides, Overrides, WhenFull};
+use super::probe::Charged;
 use super::slot::{state_of, Slot, LIVE};
 use super::stats::Counters;
 use super::storage::Storage;
@@ -298,6 +299,23 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         }
     }
 
+    /// [`check_id`](Self::check_id), also saying where the cells were
+    /// charged (what a revocation must give them back to).
+    #[inline(always)]
+    pub(super) fn check_id_charged(
+        &self,
+        id: KeyId,
+        hash: u64,
+        now: u64,
+        cost: u64,
+    ) -> (Result<Decision, Denied>, Charged) {
+        match PairPath::choose() {
+            PairPath::Portable(ops) => self.check_id_charged_with(ops, id, hash, now, cost),
+            PairPath::Cx16(ops) => self.check_id_charged_with(ops, id, hash, now, cost),
+            PairPath::Movdqa(ops) => self.check_id_charged_with(ops, id, hash, now, cost),
+        }
+    }
+
     /// A check of an identified key, reading and swapping its slot through
     /// `ops` (inserting a new key stays on the portable path: it is cold).
     #[inline(always)]
@@ -309,10 +327,23 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         now: u64,
         cost: u64,
     ) -> Result<Decision, Denied> {
+        self.check_id_charged_with(ops, id, hash, now, cost).0
+    }
+
+    /// [`check_id_with`](Self::check_id_with) and where it charged.
+    #[inline(always)]
+    fn check_id_charged_with<P: PairOps>(
+        &self,
+        ops: P,
+        id: KeyId,
+        hash: u64,
+        now: u64,
+        cost: u64,
+    ) -> (Result<Decision, Denied>, Charged) {
         let algorithm = self.algorithm_for(id);
         if cost == 0 {
             let state = self.state_id_with(ops, id, hash);
-            return Ok(algorithm.peek(state, now).to_decision());
+            return (Ok(algorithm.peek(state, now).to_decision()), Charged::Slot);
         }
         let slots = self.slots.slots();
         loop {
@@ -322,7 +353,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                 // idle (evictable) between its insertion and its first charge.
                 None => match self.check_new(id, hash, now, cost) {
                     Ok(found) => found,
-                    Err(result) => return result,
+                    Err(answer) => return answer,
                 },
             };
             // `check` (the algorithm's prepare, step and denial in order)
@@ -331,7 +362,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
             if let Some(result) = slots[index].update(ops, LIVE | id.0, value, |state| {
                 algorithm.check(state, now, cost)
             }) {
-                return result;
+                return (result, Charged::Slot);
             }
             // Evicted while idle: look again.
         }
@@ -369,6 +400,17 @@ impl<S: Storage, O: Overrides<Quota>> KeyedTable<Quota, S, O> {
     pub fn refund_n<K: Key + ?Sized>(&self, key: &K, now: u64, cost: u64) -> Snapshot {
         let (id, hash) = identify(key, &self.seed);
         self.refund_id(id, hash, now, cost)
+    }
+
+    /// Gives back `cost` cells charged at `now` to the shared overflow
+    /// limiter of [`WhenFull::Shared`].
+    pub(super) fn refund_overflow(&self, now: u64, cost: u64) {
+        let quota = self.algorithm;
+        let sub_now = quota.sub_ticks(now);
+        let _ = self.overflow.update(|state| {
+            let back = gcra::refund(&quota, state, sub_now, cost);
+            Ok::<_, core::convert::Infallible>((back, ()))
+        });
     }
 
     /// [`refund_n`](Self::refund_n) of an identified key.

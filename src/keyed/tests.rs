@@ -341,3 +341,22 @@ crate::sync::pair_inline! {
         }
     }
 }
+
+/// A request that a later tier refuses gives its cells back wherever the
+/// table charged them: to the shared overflow limiter too, when the key
+/// had no slot. Otherwise every such refusal would spend cells of the
+/// budget all untracked clients share.
+#[test]
+fn a_revoked_entry_gives_the_overflow_limiter_its_cells_back() {
+    use crate::compose::AllTiers;
+    let first: Keyed<Quota, 1> = Keyed::new(quota(1, 2), WhenFull::Shared, Seed::new(1, 2));
+    let second: Keyed<Quota, 8> = Keyed::new(quota(1, 1), WhenFull::Deny, Seed::new(3, 4));
+    assert!(first.check(&1u32, 0).is_ok()); // the one slot, owing
+    assert!(second.check(&2u32, 0).is_ok()); // key 2 has spent its second tier
+    let refused = (first.entry(&2u32), second.entry(&2u32)).check_tiers(0, 1);
+    assert_eq!(refused.refused(), Some(1));
+    // The overflow limiter (burst 2) is whole again: two untracked keys fit.
+    assert!(first.check(&3u32, 0).is_ok());
+    assert!(first.check(&4u32, 0).is_ok());
+    assert!(first.check(&5u32, 0).is_err());
+}
