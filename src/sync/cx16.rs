@@ -7,7 +7,8 @@
 //! Why: without `-C target-feature=+cmpxchg16b` (or `target-cpu=x86-64-v2`)
 //! portable-atomic cannot inline its `AtomicU128` operations; it detects the
 //! instruction at run time and calls each load and compare-and-swap through
-//! a function pointer (together about 1.5 ns of a keyed check). Here
+//! a function pointer (a measurable share of a keyed check; see
+//! `docs/design/keyed.md`). Here
 //! detection runs once (CPUID leaf 1, ECX bit 13, cached in an `AtomicU8`),
 //! and a caller branches once on the cached answer to a copy of its path
 //! whose operations are inline:
@@ -26,7 +27,7 @@
 //! * load, elsewhere: `lock cmpxchg16b` of 0 by 0 (which never changes the
 //!   value), the only 16-byte atomic load such a CPU has (also what
 //!   portable-atomic's detected load does there). It is much slower than
-//!   `movdqa` (measured on an AVX CPU: a keyed check slowed by a quarter).
+//!   `movdqa` on an AVX CPU (`docs/design/keyed.md` has the measurement).
 //!
 //! | target / build | [`PairPath::choose`] |
 //! |---|---|
