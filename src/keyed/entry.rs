@@ -90,6 +90,19 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> RateLimiter for Entry<'_, A, S, 
 /// What undoing an [`Entry`]'s admission needs: the cells, when, and where
 /// the table charged them (the key's slot, or the shared overflow limiter
 /// of [`WhenFull::Shared`](super::WhenFull::Shared) when the key had no slot).
+///
+/// ```
+/// use cellrate::compose::Revocable;
+/// use cellrate::keyed::{Keyed, Seed, WhenFull};
+/// use cellrate::Quota;
+/// // One slot; a second key is charged to the shared overflow limiter.
+/// let t: Keyed<Quota, 1> = Keyed::new(Quota::per_second(1).with_burst(2).at_hz(1_000), WhenFull::Shared, Seed::new(1, 2));
+/// t.check(&1u32, 0).unwrap();
+/// let (_, receipt) = t.entry(&2u32).admit_n(0, 2).unwrap();
+/// assert!(t.check(&3u32, 0).is_err()); // the overflow limiter is spent
+/// t.entry(&2u32).revoke(receipt); // gives its cells back there
+/// assert!(t.check(&3u32, 0).is_ok());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EntryReceipt {
     at: u64,

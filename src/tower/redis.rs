@@ -231,6 +231,20 @@ pub type RedisBlocking = RedisBackend<RedisGcra>;
 
 /// The async [`AsyncRedisGcra`] as a backend (checks coalesced into shared
 /// script calls; see its docs).
+///
+/// ```no_run
+/// use cellrate::redis::{AsyncRedisGcra, FailurePolicy, RedisConfig, RedisPolicy, Target};
+/// use cellrate::tower::RedisAsync;
+/// use cellrate::Quota;
+/// let rl = AsyncRedisGcra::new(
+///     Target::standalone("redis://127.0.0.1/").unwrap(),
+///     RedisPolicy::single("rl", "api", Quota::per_minute(10).at_hz(1_000)).unwrap(),
+///     RedisConfig::new(FailurePolicy::Open),
+/// ).unwrap();
+/// let backend = RedisAsync::new(rl);
+/// let counters = backend.counters(); // what the failure mode decided, for metrics
+/// # let _ = (backend, counters);
+/// ```
 pub type RedisAsync = RedisBackend<AsyncRedisGcra>;
 
 impl<L: RedisClient> RedisBackend<L> {
