@@ -2,7 +2,7 @@
 //! ratio, the median over the runs and the lowest and highest run.
 //!
 //! ```text
-//! bench-runner [--runs N] [--json] [--write DOC] BENCH [CARGO_ARGS ...]
+//! bench-runner [--runs N] [--json] [--write DOC] [--name NAME] BENCH [CARGO_ARGS ...]
 //! bench-runner --check [README DOC]
 //! ```
 //!
@@ -13,7 +13,10 @@
 //! `ratio:` lines and honours `--paired-only` works. Progress goes to
 //! stderr, the result to stdout: a markdown table, or with `--json` one JSON
 //! object. `--write DOC` also puts the table between DOC's
-//! `<!-- generated:BENCH -->` and `<!-- end:BENCH -->` lines.
+//! `<!-- generated:BENCH -->` and `<!-- end:BENCH -->` lines, or NAME's
+//! with `--name NAME` (a second table of one bench, say built with other
+//! `RUSTFLAGS`; the flags in the environment are written into the table's
+//! command line).
 //!
 //! `--check` lists every figure README (default `README.md`) quotes that is
 //! not a median in DOC's (default `docs/benchmarks.md`) generated tables,
@@ -31,14 +34,16 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, ExitCode, Stdio};
 
 const USAGE: &str = "\
-usage: bench-runner [--runs N] [--json] [--write DOC] BENCH [CARGO_ARGS ...]
+usage: bench-runner [--runs N] [--json] [--write DOC] [--name NAME] BENCH [CARGO_ARGS ...]
        bench-runner --check [README DOC]
 
 Runs `cargo bench --quiet --bench BENCH CARGO_ARGS -- --paired-only` N times
 (default 5) from the current directory (the repository root) and prints, per
 `ratio:` line, the median over runs and the lowest and highest run: a markdown
 table, or one JSON object with --json. --write DOC also replaces the text
-between DOC's `<!-- generated:BENCH -->` and `<!-- end:BENCH -->` lines.
+between DOC's `<!-- generated:BENCH -->` and `<!-- end:BENCH -->` lines
+(NAME's instead of BENCH's with --name NAME). RUSTFLAGS, if set, is
+written into the table's command line.
 
 --check lists the figures (`1.04×`) README (default README.md) quotes that
 are not medians in DOC's (default docs/benchmarks.md) generated tables.";
@@ -50,6 +55,8 @@ enum Task {
         runs: usize,
         json: bool,
         write: Option<String>,
+        /// The region `--write` fills: the bench's name unless `--name`.
+        name: String,
         bench: String,
         cargo_args: Vec<String>,
     },
@@ -73,7 +80,7 @@ fn parse_args(args: &[String]) -> Result<Task, String> {
             _ => Err("--check takes no paths or both README and DOC".into()),
         };
     }
-    let (mut runs, mut json, mut write) = (5, false, None);
+    let (mut runs, mut json, mut write, mut name) = (5, false, None, None);
     let mut rest = args;
     while let Some((first, tail)) = rest.split_first() {
         match first.as_str() {
@@ -94,6 +101,18 @@ fn parse_args(args: &[String]) -> Result<Task, String> {
                 write = Some(tail.first().ok_or("--write needs a file")?.clone());
                 rest = &tail[1..];
             }
+            "--name" => {
+                let n = tail.first().ok_or("--name needs a table name")?;
+                if n.is_empty()
+                    || !n
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+                {
+                    return Err(format!("--name {n}: use letters, digits, `-` and `_`"));
+                }
+                name = Some(n.clone());
+                rest = &tail[1..];
+            }
             "-h" | "--help" => return Err(String::new()),
             flag if flag.starts_with('-') => return Err(format!("unknown option {flag}")),
             _ => break,
@@ -104,6 +123,7 @@ fn parse_args(args: &[String]) -> Result<Task, String> {
         runs,
         json,
         write,
+        name: name.unwrap_or_else(|| bench.clone()),
         bench: bench.clone(),
         cargo_args: cargo_args.to_vec(),
     })
@@ -213,6 +233,7 @@ fn run(task: Task) -> Result<(), String> {
             runs,
             json,
             write,
+            name,
             bench,
             cargo_args,
         } => {
@@ -220,7 +241,7 @@ fn run(task: Task) -> Result<(), String> {
             let doc_text = match &write {
                 Some(path) => {
                     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-                    doc::replace_region(&text, &bench, "").map_err(|e| format!("{path}: {e}"))?;
+                    doc::replace_region(&text, &name, "").map_err(|e| format!("{path}: {e}"))?;
                     Some(text)
                 }
                 None => None,
@@ -231,10 +252,13 @@ fn run(task: Task) -> Result<(), String> {
                 all.push(run_once(&bench, &cargo_args, &format!("run {i}/{runs}"))?);
             }
             let summaries = ratios::summarise(&all).map_err(|e| format!("{bench}: {e}"))?;
-            let command = std::iter::once(format!("bench-runner --runs {runs} {bench}"))
-                .chain(cargo_args.iter().cloned())
-                .collect::<Vec<_>>()
-                .join(" ");
+            let command = command_line(
+                std::env::var("RUSTFLAGS").ok().as_deref(),
+                runs,
+                &name,
+                &bench,
+                &cargo_args,
+            );
             let table = doc::render(&command, &provenance, &summaries);
             if json {
                 println!("{}", ratios::to_json(&bench, &cargo_args, &summaries));
@@ -242,13 +266,36 @@ fn run(task: Task) -> Result<(), String> {
                 print!("{table}");
             }
             if let (Some(path), Some(text)) = (write, doc_text) {
-                let new = doc::replace_region(&text, &bench, &table)?;
+                let new = doc::replace_region(&text, &name, &table)?;
                 std::fs::write(&path, new).map_err(|e| format!("{path}: {e}"))?;
-                eprintln!("wrote the `{bench}` table into {path}");
+                eprintln!("wrote the `{name}` table into {path}");
             }
             Ok(())
         }
     }
+}
+
+/// The command a table says it was made by: the flags it was built with
+/// (non-empty `RUSTFLAGS`), the runs, the table's name when it is not the
+/// bench's, the bench and cargo's arguments.
+fn command_line(
+    rustflags: Option<&str>,
+    runs: usize,
+    name: &str,
+    bench: &str,
+    cargo_args: &[String],
+) -> String {
+    let mut words = Vec::new();
+    if let Some(flags) = rustflags.map(str::trim).filter(|f| !f.is_empty()) {
+        words.push(format!("RUSTFLAGS='{flags}'"));
+    }
+    words.push(format!("bench-runner --runs {runs}"));
+    if name != bench {
+        words.push(format!("--name {name}"));
+    }
+    words.push(bench.to_string());
+    words.extend(cargo_args.iter().cloned());
+    words.join(" ")
 }
 
 fn main() -> ExitCode {
@@ -290,6 +337,7 @@ mod tests {
                 runs: 3,
                 json: true,
                 write: Some("docs/b.md".into()),
+                name: "family".into(),
                 bench: "family".into(),
                 cargo_args: args("--features std"),
             })
@@ -300,9 +348,43 @@ mod tests {
                 runs: 5,
                 json: false,
                 write: None,
+                name: "gcra".into(),
                 bench: "gcra".into(),
                 cargo_args: args("--runs 3"),
             })
+        );
+        assert_eq!(
+            parse_args(&args("--name keyed-v2 --write d.md keyed")),
+            Ok(Task::Run {
+                runs: 5,
+                json: false,
+                write: Some("d.md".into()),
+                name: "keyed-v2".into(),
+                bench: "keyed".into(),
+                cargo_args: vec![],
+            })
+        );
+    }
+
+    #[test]
+    fn the_command_line_names_the_flags_and_the_table() {
+        assert_eq!(
+            command_line(
+                Some(" -C target-cpu=x86-64-v2 "),
+                5,
+                "keyed-v2",
+                "keyed",
+                &[]
+            ),
+            "RUSTFLAGS='-C target-cpu=x86-64-v2' bench-runner --runs 5 --name keyed-v2 keyed"
+        );
+        assert_eq!(
+            command_line(Some(""), 3, "family", "family", &args("--features std")),
+            "bench-runner --runs 3 family --features std"
+        );
+        assert_eq!(
+            command_line(None, 5, "gcra", "gcra", &[]),
+            "bench-runner --runs 5 gcra"
         );
     }
 
@@ -334,6 +416,8 @@ mod tests {
             "--runs x gcra",
             "--write",
             "--fast gcra",
+            "--name",
+            "--name a<b gcra",
         ] {
             assert!(parse_args(&args(bad)).is_err(), "{bad:?}");
         }
