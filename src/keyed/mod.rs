@@ -133,7 +133,9 @@
 //! sit in their home slot) and one 16-byte compare-and-swap. On x86_64 they
 //! are inline in every build: after one cached `cmpxchg16b` detection per
 //! check in the default build, at compile time with `-C
-//! target-cpu=x86-64-v2` (or `+cmpxchg16b`) (docs/benchmarks.md).
+//! target-cpu=x86-64-v2` (or `+cmpxchg16b`). docs/benchmarks.md has the
+//! speed of both builds against `governor` (its `keyed` and `keyed-v2`
+//! tables).
 //!
 //! # All or nothing over several tables
 //!
