@@ -38,8 +38,10 @@
 //! lease needs a lock held across its renewal's round trip (so concurrent
 //! callers of one client wait for one renewal instead of each taking a
 //! lease) and keeps the server's last denial to answer with; neither fits
-//! a word. The keyed tables' eviction rule is kept in spirit: only what is
-//! safe to forget is forgotten.
+//! a word. And a keyed table keeps a 64-bit identity per client, not the
+//! client's name, while [`return_all`](LeasedRedisGcra::return_all) must
+//! name each client's Redis keys to give its unused cells back. The keyed
+//! tables' eviction rule is kept: only what is safe to forget is forgotten.
 //!
 //! # Bound on over-admission across the fleet
 //!
