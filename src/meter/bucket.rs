@@ -102,15 +102,14 @@ impl Bucket {
         self.admit(tat, now, bytes * self.quota.emission_interval())
     }
 
-    /// The crate's GCRA step in its `max` form ([`step::admit_max`]) on
-    /// this bucket's span `S·T`, for an `increment ≤ S·T`: the new TAT
-    /// `max(TAT, now) + increment`, or `None` if it would be more than `S·T`
-    /// after `now`. The bucket drops the step's shortfall where it is made;
-    /// nothing of it is left on the packet path (its overflow wait is
-    /// inlinable, so the compiler removes it with the unused shortfall).
+    /// The crate's GCRA step in its `max` form ([`step::fits_max`], the
+    /// admission of [`step::admit_max`]) on this bucket's span `S·T`, for
+    /// an `increment ≤ S·T`: the new TAT `max(TAT, now) + increment`, or
+    /// `None` if it would be more than `S·T` after `now`. A packet needs no
+    /// shortfall, so none is built.
     #[inline(always)]
     pub(super) fn admit(&self, tat: u64, now: u64, increment: u64) -> Option<u64> {
-        step::admit_max(tat, now, increment, self.span).ok()
+        step::fits_max(tat, now, increment, self.span)
     }
 
     /// One bucket's pass over a burst at sub-tick `now`, one [`take`](Self::take)
