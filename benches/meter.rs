@@ -58,6 +58,9 @@ use criterion::{BenchmarkGroup, Criterion, Throughput};
 #[path = "common/paired.rs"]
 mod paired;
 use paired::ratio_calls;
+#[path = "common/traffic.rs"]
+mod traffic;
+use traffic::{Traffic, SIZES};
 
 const HZ: u64 = 1_000_000_000;
 const CIR: u64 = 1_250_000_000;
@@ -66,11 +69,6 @@ const CBS: u64 = 65_536;
 const EBS: u64 = 65_536;
 const PBS: u64 = 131_072;
 const FLOWS: usize = 10_000;
-
-/// Packet sizes: a 64..1 500 byte mix.
-const SIZES: [u64; 16] = [
-    64, 1_500, 576, 64, 1_500, 128, 1_500, 64, 256, 1_500, 64, 1_024, 1_500, 64, 512, 1_500,
-];
 
 /// The plain meters' profile, read from memory at run time like this
 /// crate's profiles (not folded into the code as constants): rates in bytes
@@ -184,24 +182,6 @@ fn trtcm() -> TrTcm {
 /// that brings the total to the trTCM's peak.
 fn rfc4115() -> TrTcm4115 {
     TrTcm4115::new(CIR, CBS, PIR - CIR, EBS, HZ).unwrap()
-}
-
-/// A packet generator shared by all variants: size and `now` per call.
-struct Traffic {
-    i: usize,
-    now: u64,
-}
-
-impl Traffic {
-    fn new() -> Self {
-        Traffic { i: 0, now: 1 }
-    }
-    #[inline(always)]
-    fn next(&mut self) -> (u64, u64) {
-        self.i = self.i.wrapping_add(1);
-        self.now += 400;
-        (self.now, SIZES[self.i % SIZES.len()])
-    }
 }
 
 fn single_flow(c: &mut Criterion) {

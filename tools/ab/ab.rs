@@ -24,6 +24,9 @@ use std::hint::black_box;
 #[allow(dead_code)]
 mod paired;
 use paired::{ratio, ratio_calls, Side};
+#[path = "../../benches/common/traffic.rs"]
+mod traffic;
+use traffic::Traffic;
 
 const HZ: u64 = 1_000_000_000;
 /// `now` for the single-limiter cases.
@@ -74,28 +77,6 @@ where
 fn both_calls(name: &str, reps: u32, old: &mut impl FnMut(), new: &mut impl FnMut()) {
     ratio_calls(&format!("{name}: new ÷ old"), reps, old, new);
     ratio_calls(&format!("{name}: old ÷ new"), reps, new, old);
-}
-
-/// Packet sizes and arrival times, as `benches/meter.rs` generates them.
-struct Traffic {
-    i: usize,
-    now: u64,
-}
-
-const SIZES: [u64; 16] = [
-    64, 1_500, 576, 64, 1_500, 128, 1_500, 64, 256, 1_500, 64, 1_024, 1_500, 64, 512, 1_500,
-];
-
-impl Traffic {
-    fn new() -> Self {
-        Traffic { i: 0, now: 1 }
-    }
-    #[inline(always)]
-    fn next(&mut self) -> (u64, u64) {
-        self.i = self.i.wrapping_add(1);
-        self.now += 400;
-        (self.now, SIZES[self.i % SIZES.len()])
-    }
 }
 
 /// Per-packet marking of one flow, local (`&mut`) and shared, old against
