@@ -10,3 +10,9 @@ cargo test --features std
 cargo build --features axum --example gateway
 cargo test --features axum,tracing --test tower --test tower_fields --test gateway --test wait
 cargo test --features axum --doc -- tower wait compose headers
+# A keyed table's hot loop built in release, where the x86_64 fast path's
+# inline assembly meets the optimizer's register allocation (a release build
+# of this loop once crashed; see src/sync/cx16.rs). It fails on a crash or a
+# wrong count.
+cargo run --release --features std --example keyed_loop
+cargo run --release --features std --example keyed_loop -- 262144

@@ -328,15 +328,23 @@ pair_inline! {
             let (seen_low, seen_high): (u64, u64);
             // SAFETY: the caller's contract. The instruction compares
             // rdx:rax with the 16 bytes at `address` and, if equal, stores
-            // rcx:rbx, else loads them into rdx:rax. LLVM reserves rbx, so
-            // the new low word comes in another register, is swapped into
-            // rbx and swapped back after.
+            // rcx:rbx, else loads them into rdx:rax. `asm!` may not name
+            // rbx as an operand (LLVM can reserve it), so the new low word
+            // comes in another register, is swapped into rbx and swapped
+            // back after. The address is pinned to rdi: as a `reg` operand
+            // the register allocator may give it rbx (it is reserved only
+            // in some frames), and after the swap the instruction would
+            // then take the new low word for the address (a release build
+            // of a plain check loop did exactly that and crashed;
+            // `examples/keyed_loop.rs`, which stage 20 runs, is that loop).
+            // The new low word's own register may be rbx: the swap is then
+            // a no-op and rbx holds it, as the instruction needs.
             unsafe {
                 core::arch::asm!(
                     "xchg {new_low}, rbx",
-                    "lock cmpxchg16b xmmword ptr [{address}]",
+                    "lock cmpxchg16b xmmword ptr [rdi]",
                     "mov rbx, {new_low}",
-                    address = in(reg) address,
+                    in("rdi") address,
                     new_low = inout(reg) new as u64 => _,
                     in("rcx") (new >> 64) as u64,
                     inout("rax") current as u64 => seen_low,
