@@ -275,6 +275,26 @@ mod tests {
                 Some(i) => (false, Some(i)),
             }
         }
+
+        /// Whether tier `i`'s answer to a request of `cost` reports the
+        /// model's remaining, and a denial only where the cost cannot fit.
+        fn agrees(
+            &self,
+            i: usize,
+            result: &Result<Decision, Denied>,
+            cost: u64,
+        ) -> Result<(), TestCaseError> {
+            let left = self.limits[i] - self.used[i];
+            match result {
+                Ok(d) => prop_assert_eq!(d.remaining(), left),
+                Err(Denied::Limited(l)) => {
+                    prop_assert_eq!(l.remaining(), left);
+                    prop_assert!(left < cost);
+                }
+                Err(Denied::CostTooLarge { limit, .. }) => prop_assert!(cost > *limit),
+            }
+            Ok(())
+        }
     }
 
     proptest! {
@@ -307,15 +327,7 @@ mod tests {
                         prop_assert!(i >= first.unwrap());
                     }
                     for (i, r) in t.results().iter().enumerate() {
-                        let left = model.limits[i] - model.used[i];
-                        match r {
-                            Ok(d) => prop_assert_eq!(d.remaining(), left),
-                            Err(Denied::Limited(l)) => {
-                                prop_assert_eq!(l.remaining(), left);
-                                prop_assert!(left < cost);
-                            }
-                            Err(Denied::CostTooLarge { limit, .. }) => prop_assert!(cost > *limit),
-                        }
+                        model.agrees(i, r, cost)?;
                     }
                 }
             }
@@ -345,15 +357,7 @@ mod tests {
                 prop_assert_eq!(check_all(&tiers, 0, cost, &mut results), checked);
                 prop_assert_eq!(results[..checked].iter().all(Result::is_ok), admit);
                 for (i, r) in results[..checked].iter().enumerate() {
-                    let left = model.limits[i] - model.used[i];
-                    match r {
-                        Ok(d) => prop_assert_eq!(d.remaining(), left),
-                        Err(Denied::Limited(l)) => {
-                            prop_assert_eq!(l.remaining(), left);
-                            prop_assert!(left < cost);
-                        }
-                        Err(Denied::CostTooLarge { limit, .. }) => prop_assert!(cost > *limit),
-                    }
+                    model.agrees(i, r, cost)?;
                 }
                 for (i, t) in tiers.iter().enumerate().skip(checked) {
                     prop_assert_eq!(t.peek(0).remaining(), limits[i]);

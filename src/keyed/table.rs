@@ -70,6 +70,17 @@ impl<A: Algorithm, O: Overrides<A>, const N: usize> Keyed<A, N, O> {
         /// assert_eq!(t.check(&1u32, 0).unwrap().limit(), 3);
         /// ```
         pub fn with_overrides(algorithm: A, overrides: O, when_full: WhenFull, seed: Seed) -> Self {
+            let slots = crate::sync::repeat_const!(Slot::new(0); N);
+            Self::from_parts(algorithm, overrides, when_full, seed, slots)
+        }
+    }
+}
+
+impl<A: Algorithm, S, O> KeyedTable<A, S, O> {
+    crate::sync::loom_const_fn! {
+        /// A table over empty `slots`, its overflow limiter new and its
+        /// counters at zero: what every constructor builds.
+        fn from_parts(algorithm: A, overrides: O, when_full: WhenFull, seed: Seed, slots: S) -> Self {
             KeyedTable {
                 algorithm,
                 overrides,
@@ -77,7 +88,7 @@ impl<A: Algorithm, O: Overrides<A>, const N: usize> Keyed<A, N, O> {
                 seed,
                 overflow: StateWord::new(A::NEW),
                 counters: Counters::new(),
-                slots: crate::sync::repeat_const!(Slot::new(0); N),
+                slots,
             }
         }
     }
@@ -124,15 +135,8 @@ impl<A: Algorithm, O: Overrides<A>> KeyedBox<A, O> {
         when_full: WhenFull,
         seed: Seed,
     ) -> Self {
-        KeyedTable {
-            algorithm,
-            overrides,
-            when_full,
-            seed,
-            overflow: StateWord::new(A::NEW),
-            counters: Counters::new(),
-            slots: super::storage::boxed(capacity),
-        }
+        let slots = super::storage::boxed(capacity);
+        KeyedTable::from_parts(algorithm, overrides, when_full, seed, slots)
     }
 }
 
@@ -292,11 +296,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         now: u64,
         cost: u64,
     ) -> Result<Decision, Denied> {
-        match PairPath::choose() {
-            PairPath::Portable(ops) => self.check_id_with(ops, id, hash, now, cost),
-            PairPath::Cx16(ops) => self.check_id_with(ops, id, hash, now, cost),
-            PairPath::Movdqa(ops) => self.check_id_with(ops, id, hash, now, cost),
-        }
+        self.check_id_charged(id, hash, now, cost).0
     }
 
     /// [`check_id`](Self::check_id), also saying where the cells were
@@ -317,22 +317,10 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     }
 
     /// A check of an identified key, reading and swapping its slot through
-    /// `ops` (inserting a new key stays on the portable path: it is cold).
+    /// `ops` (inserting a new key stays on the portable path: it is cold),
+    /// and where it charged.
     #[inline(always)]
-    pub(super) fn check_id_with<P: PairOps>(
-        &self,
-        ops: P,
-        id: KeyId,
-        hash: u64,
-        now: u64,
-        cost: u64,
-    ) -> Result<Decision, Denied> {
-        self.check_id_charged_with(ops, id, hash, now, cost).0
-    }
-
-    /// [`check_id_with`](Self::check_id_with) and where it charged.
-    #[inline(always)]
-    fn check_id_charged_with<P: PairOps>(
+    pub(super) fn check_id_charged_with<P: PairOps>(
         &self,
         ops: P,
         id: KeyId,

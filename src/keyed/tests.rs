@@ -273,8 +273,8 @@ crate::sync::pair_inline! {
                 let now = step as u64 * 7;
                 let cost = x >> 60 & 3;
                 let (id, hash) = identify(&key, &seed);
-                let a = fast.check_id_with(ops, id, hash, now, cost);
-                let b = portable.check_id_with(Portable, id, hash, now, cost);
+                let a = fast.check_id_charged_with(ops, id, hash, now, cost).0;
+                let b = portable.check_id_charged_with(Portable, id, hash, now, cost).0;
                 assert_eq!(a, b, "step {step}: key {key} at {now}, cost {cost}");
             }
             assert_eq!(
@@ -314,9 +314,9 @@ crate::sync::pair_inline! {
                                 for key in 0..KEYS {
                                     let (id, hash) = identify(&key, &seed);
                                     let result = if (thread + round) % 2 == 0 {
-                                        table.check_id_with(ops, id, hash, 0, 1)
+                                        table.check_id_charged_with(ops, id, hash, 0, 1).0
                                     } else {
-                                        table.check_id_with(Portable, id, hash, 0, 1)
+                                        table.check_id_charged_with(Portable, id, hash, 0, 1).0
                                     };
                                     admitted[key as usize] += result.is_ok() as u64;
                                 }
