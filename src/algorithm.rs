@@ -15,8 +15,7 @@
 //! 1. [`prepare`](Algorithm::prepare), before the state is read: everything
 //!    that depends on `now` and `cost` alone (GCRA: `now` in sub-ticks, the
 //!    charge `cost·T` and the room `span − cost·T`; a window: the window of
-//!    `now`). It refuses what no state can admit (a cost above the limit,
-//!    a GCRA `now` past the horizon).
+//!    `now`). It refuses what no state can admit (a cost above the limit).
 //! 2. [`step`](Algorithm::step), inside the compare-and-swap loop or the
 //!    critical section: the new state and the decision, or a small
 //!    [`Shortfall`](Algorithm::Shortfall). Only this phase may run more than
@@ -46,8 +45,13 @@
 //! * Every method is total over any `u64` state, including a word the
 //!   parameters did not write (say, saved under another limit without
 //!   `translate`): it never panics and never admits more than the quota
-//!   from it. GCRA reads any word as a TAT; the window quotas judge a count
-//!   above their limit as a full window, which the next window clears.
+//!   from it. GCRA reads an even word as a new client and an odd one as a
+//!   TAT (see [`gcra`](crate::gcra#serial-time)); the window quotas judge a
+//!   count above their limit as a full window, which the next window clears.
+//! * Every method depends on `now` only through differences between the
+//!   `now`s it sees (GCRA: modulo 2⁶³ sub-ticks, in serial order; the
+//!   windows: modulo their window, see [`window`](crate::window)), so any
+//!   clock works: one that starts anywhere, Unix time, one that wraps.
 
 use crate::decision::{Limited, Usage};
 use crate::gcra::step as gcra_step;
@@ -119,8 +123,9 @@ pub trait Algorithm {
     fn is_idle(&self, state: u64, now: u64) -> bool;
 }
 
-/// What [`Quota`]'s [`prepare`](Algorithm::prepare) computes: `now` in
-/// sub-ticks, the charge `cost·T` and the room `span − cost·T`.
+/// What [`Quota`]'s [`prepare`](Algorithm::prepare) computes: `now` as a
+/// state word (its sub-ticks, see [`gcra`](crate::gcra#serial-time)), the
+/// charge `cost·T` and the room `span − cost·T`.
 ///
 /// ```
 /// use cellrate::{Algorithm, Quota};
@@ -140,8 +145,8 @@ pub struct GcraPrepared {
     room: u64,
 }
 
-/// What a denying GCRA step leaves: the TAT (`max(TAT, now)`) it left and
-/// the sub-ticks before the same request fits. See [`GcraPrepared`] for an
+/// What a denying GCRA step leaves: the debt `TAT − now` it saw and the
+/// sub-ticks before the same request fits. See [`GcraPrepared`] for an
 /// example.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,19 +156,15 @@ impl Algorithm for Quota {
     type Prepared = GcraPrepared;
     type Shortfall = GcraShortfall;
 
-    /// `now · scale`, the charge (refusing a cost above the burst) and the
-    /// room; past the quota's horizon (`now + span` overflows, only for a
-    /// saturated `now`) the denial, with no wait to announce.
+    /// `now · scale` as a word, the charge (refusing a cost above the
+    /// burst) and the room. Every `now` is valid: time is serial.
     #[inline(always)]
     fn prepare(&self, now: u64, cost: u64) -> Result<GcraPrepared, Denied> {
-        let now = self.sub_ticks(now);
+        let now = self.now_word(now);
         // cost ≥ 1 and T ≥ 1, so the charge is ≥ 1. Saying so lets the
-        // compiler see that an admission always changes the TAT, and drop
+        // compiler see that an admission always changes the state, and drop
         // the equality test `StateWord::update` makes before its swap.
         let increment = crate::gcra::charge(self, cost)?.max(1);
-        if !gcra_step::within_horizon(now, self.span()) {
-            return Err(gcra_denial(self, now, gcra_step::past_horizon(now)));
-        }
         Ok(GcraPrepared {
             now,
             increment,
@@ -171,38 +172,36 @@ impl Algorithm for Quota {
         })
     }
 
-    /// [`gcra::step::admit`](crate::gcra#the-math): a subtract, a compare
-    /// and one add between the load and the store.
+    /// [`gcra::step::admit`](crate::gcra#the-math): a subtract, a rotate,
+    /// a compare and one add between the load and the store (and a second
+    /// compare for a state that is not owing).
     #[inline(always)]
     fn step(&self, state: u64, p: &GcraPrepared) -> Result<(u64, Decision), GcraShortfall> {
         match gcra_step::admit(state, p.now, p.increment, p.room) {
-            Ok(tat) => Ok((tat, Decision::from_usage(Usage::gcra(self, tat - p.now)))),
+            Ok((next, debt)) => Ok((next, Decision::from_usage(Usage::gcra(self, debt)))),
             Err(shortfall) => Err(GcraShortfall(shortfall)),
         }
     }
 
     #[inline(always)]
-    fn denial(&self, p: &GcraPrepared, shortfall: GcraShortfall) -> Denied {
-        gcra_denial(self, p.now, shortfall.0)
+    fn denial(&self, _: &GcraPrepared, shortfall: GcraShortfall) -> Denied {
+        gcra_denial(self, shortfall.0)
     }
 
     fn peek(&self, state: u64, now: u64) -> Snapshot {
-        crate::gcra::snapshot(self, state, self.sub_ticks(now))
+        crate::gcra::snapshot(self, state, self.now_word(now))
     }
 
     #[inline]
     fn is_idle(&self, state: u64, now: u64) -> bool {
-        state <= self.sub_ticks(now)
+        gcra_step::is_idle(state, self.now_word(now))
     }
 }
 
-/// The GCRA denial at sub-tick `now`.
+/// The GCRA denial of a step's shortfall.
 #[inline(always)]
-fn gcra_denial(quota: &Quota, now: u64, s: gcra_step::Shortfall) -> Denied {
-    Denied::Limited(Limited::from_usage(
-        Usage::gcra(quota, s.base - now),
-        s.wait,
-    ))
+fn gcra_denial(quota: &Quota, s: gcra_step::Shortfall) -> Denied {
+    Denied::Limited(Limited::from_usage(Usage::gcra(quota, s.debt), s.wait))
 }
 
 /// Where a shared limiter's parameters live: in the limiter, fixed between

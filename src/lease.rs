@@ -221,7 +221,8 @@ impl<S: CellSource + ?Sized> CellSource for alloc::sync::Arc<S> {
 /// bound), the smallest target `min_cells`, the `lifetime` and `idle`
 /// bounds in ticks, and the `share` of the shared room one take may claim.
 /// Every value is accepted: sizes are clamped to `1 ≤ min ≤ max`, `share`
-/// to at least 1.
+/// to at least 1, `lifetime` and `idle` to at most [`MAX_LEASE_TICKS`]
+/// (deadlines are compared in serial order, so any clock works).
 ///
 /// ```
 /// use cellrate::lease::LeasePolicy;
@@ -239,6 +240,34 @@ pub struct LeasePolicy {
     share: u64,
 }
 
+/// The longest `lifetime` and `idle` a [`LeasePolicy`] keeps: 2⁶² ticks
+/// (146 years at 1 GHz). A lease's deadline is compared with `now` in
+/// serial order (`deadline − now` as a signed number), which is exact for
+/// deadlines less than 2⁶³ ticks ahead, so `now` may come from any clock,
+/// Unix time or a counter that wraps past `2⁶⁴` included.
+///
+/// ```
+/// use cellrate::lease::{LeasePolicy, MAX_LEASE_TICKS};
+/// assert_eq!(LeasePolicy::new(8, u64::MAX).lifetime(), MAX_LEASE_TICKS);
+/// ```
+pub const MAX_LEASE_TICKS: u64 = 1 << 62;
+
+/// `ticks`, at most [`MAX_LEASE_TICKS`].
+const fn lease_ticks(ticks: u64) -> u64 {
+    if ticks > MAX_LEASE_TICKS {
+        MAX_LEASE_TICKS
+    } else {
+        ticks
+    }
+}
+
+/// Whether `now` is not after `deadline`, in serial order: `deadline − now`
+/// (wrapping) read as a signed number is not negative.
+#[inline(always)]
+const fn not_after(now: u64, deadline: u64) -> bool {
+    deadline.wrapping_sub(now) < 1 << 63
+}
+
 impl LeasePolicy {
     /// Leases of at most `max_cells` cells, each spent within `lifetime`
     /// ticks of its take (and within `lifetime` ticks of the last use:
@@ -246,6 +275,7 @@ impl LeasePolicy {
     /// `share` of 1.
     pub const fn new(max_cells: u64, lifetime: u64) -> Self {
         let max_cells = if max_cells == 0 { 1 } else { max_cells };
+        let lifetime = lease_ticks(lifetime);
         LeasePolicy {
             min_cells: 1,
             max_cells,
@@ -271,7 +301,7 @@ impl LeasePolicy {
     /// A lease not used for more than `idle` ticks lapses (its cells go
     /// back at the next call).
     pub const fn with_idle(mut self, idle: u64) -> Self {
-        self.idle = idle;
+        self.idle = lease_ticks(idle);
         self
     }
 
@@ -311,7 +341,8 @@ impl LeasePolicy {
 struct Lot {
     /// Cells in hand.
     held: u64,
-    /// Spendable while `now ≤ deadline` (`min(expires, last use + idle)`).
+    /// Spendable while `now ≤ deadline` (`min(expires, last use + idle)`;
+    /// both compared in serial order, see [`not_after`]).
     deadline: u64,
     /// The take's `now` plus `lifetime`.
     expires: u64,
@@ -346,13 +377,13 @@ impl Lot {
     /// live at `now`.
     #[inline(always)]
     fn spend(&mut self, now: u64, cost: u64, policy: &LeasePolicy) -> bool {
-        if cost <= self.held && now <= self.deadline {
+        if cost <= self.held && not_after(now, self.deadline) {
             self.held -= cost;
             // The idle bound moves the deadline only when it is shorter than
             // the lifetime (a branch on the policy, the same every call).
             if policy.idle < policy.lifetime {
-                let until = now.saturating_add(policy.idle);
-                self.deadline = if until < self.expires {
+                let until = now.wrapping_add(policy.idle);
+                self.deadline = if not_after(until, self.expires) {
                     until
                 } else {
                     self.expires
@@ -377,7 +408,7 @@ impl Lot {
         mut give_back: impl FnMut(u64),
     ) -> Result<(), E> {
         let used = self.granted - self.held.min(self.granted);
-        let live = self.granted > 0 && now <= self.deadline;
+        let live = self.granted > 0 && not_after(now, self.deadline);
         if live {
             // Used up before the deadline: busy, lease more next time.
             self.size = self.size.saturating_mul(2).min(policy.max_cells);
@@ -405,18 +436,24 @@ impl Lot {
                 // that without asking, so the next check asks again (the
                 // shared limiter's answer is exact; a remembered denial
                 // refused cells that were there, found by tests/lease_model.rs).
-                self.last = self.last.max(now);
+                if not_after(self.last, now) {
+                    self.last = now;
+                }
                 return Err(e);
             }
         };
         self.taken += got;
         self.held += got;
         self.granted = self.held;
-        self.expires = now.saturating_add(policy.lifetime);
+        self.expires = now.wrapping_add(policy.lifetime);
         self.last = now;
         self.held -= cost;
-        let until = now.saturating_add(policy.idle);
-        self.deadline = until.min(self.expires);
+        let until = now.wrapping_add(policy.idle);
+        self.deadline = if not_after(until, self.expires) {
+            until
+        } else {
+            self.expires
+        };
         Ok(())
     }
 
@@ -441,7 +478,7 @@ impl Lot {
     }
 
     fn spendable(&self, now: u64) -> u64 {
-        if now <= self.deadline {
+        if not_after(now, self.deadline) {
             self.held
         } else {
             0

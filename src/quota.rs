@@ -30,28 +30,45 @@
 //! | 1.25·10⁹ per s (bytes) | 3 GHz | 12/5 | 5 | 12 |
 //! | 100 per s | 1 MHz | 10 000 | 1 | 10 000 |
 //!
-//! # The horizon
+//! # Serial time: any clock, one limit
 //!
-//! Sub-tick times and the span share one `u64`: time may use the lower half
-//! of its range and the span the upper half, so `now·scale + span` never
-//! overflows while `now` is within the horizon
+//! `now` may come from any clock: a counter that starts at 0 or anywhere
+//! else, Unix time in nanoseconds, microseconds or milliseconds, a counter
+//! that wraps past `2⁶⁴`. A limiter's answers depend only on the
+//! differences between the `now`s it sees: inside it, `now · scale` is
+//! taken modulo 2⁶⁴ and TATs are kept modulo 2⁶³ and compared in
+//! serial-number order (RFC 1982), as [`gcra`](crate::gcra#serial-time)
+//! describes and proves.
 //!
-//! ```text
-//! horizon_ticks = (2⁶³ − 1) / scale          span ≤ 2⁶³
-//! ```
+//! What remains is one limit, on the **gap between two checks** of one
+//! limiter (one key of a table): while consecutive `now`s are at most
+//! `2⁶² / scale` ticks apart ([`Quota::horizon_ticks`]), every answer is
+//! exact. A quota is represented exactly when its `scale` keeps at least
+//! [`HORIZON_SECS`] (2²⁸ s, about 8.5 years) of ticks in that gap, i.e.
+//! `scale ≤ (2⁶³ − 1) / (2²⁹ · hz)`: 17 179 869 at 1 kHz, 17 179 at 1 MHz,
+//! 17 at 1 GHz, 5 at 3 GHz. The guarantee holds for clocks below `2³⁴` Hz
+//! (about 17.2 GHz); a faster clock leaves room for scale 1 only, and its
+//! gap is `2⁶²` ticks, i.e. `2⁶² / hz` seconds (53 days at 1 THz), which
+//! [`Quota::horizon_ticks`] reports. A rate whose scale would be larger is
+//! rounded: `scale` is set to that bound and `T` rounded **up**, so the
+//! limiter admits less than asked, never more. [`Quota::is_exact`] and
+//! [`Quota::effective_rate`] report it, and a rounding that would lose more
+//! than 1 % of the rate is refused with [`QuotaError::Unrepresentable`].
 //!
-//! A quota is represented exactly when its `scale` keeps at least
-//! [`HORIZON_SECS`] (2²⁹ s, about 17 years) of ticks in that half, i.e.
-//! `scale ≤ 2⁶³ / (2²⁹ · hz)`: 17 179 869 at 1 kHz, 17 179 at 1 MHz, 17 at
-//! 1 GHz, 5 at 3 GHz. The guarantee holds for clocks below `2³⁴` Hz (about
-//! 17.2 GHz); a faster clock leaves room for scale 1 only, and its horizon
-//! is `(2⁶³ − 1)` ticks, i.e. `2⁶³ / hz` seconds (107 days at 1 THz), which
-//! [`Quota::horizon_ticks`] reports. A rate whose scale would be larger is rounded: `scale`
-//! is set to that bound and `T` rounded **up**, so the limiter admits less
-//! than asked, never more. [`Quota::is_exact`] and [`Quota::effective_rate`]
-//! report it, and a rounding that would lose more than 1 % of the rate is
-//! refused with [`QuotaError::Unrepresentable`].
+//! | hz | scale 1 (e.g. 100/s) | any exact or rounded quota |
+//! |---|---|---|
+//! | 1 kHz | 1.5·10⁸ years | ≥ 8.5 years |
+//! | 1 MHz | 146 136 years | ≥ 8.5 years |
+//! | 1 GHz | 146 years | ≥ 8.5 years |
+//! | 1 THz | 53 days | 53 days (scale 1 only) |
 //!
+//! Past that gap a client's state may read as owing when it is in truth
+//! full: the limiter then refuses that client until its debt, as read,
+//! drains (at most the gap again), and never admits more than the quota.
+//! A clock that steps **back** is judged conservatively (denied, with the
+//! exact wait) by up to `2⁶¹ / scale` ticks, half the gap; see
+//! [`gcra`](crate::gcra#serial-time) for what lies beyond.
+
 //! # Rounding keeps the burst
 //!
 //! A rounded quota keeps the burst that was asked for: only `T` is rounded
@@ -102,36 +119,33 @@
 //! that would lose more than 1 % of the given quota's rate), keyed
 //! overrides, meters and every limiter built from a [`Quota`].
 //!
-//! [`Quota::horizon_ticks`] gives a quota's horizon:
-//!
-//! | hz | scale 1 (e.g. 100/s) | any exact or rounded quota |
-//! |---|---|---|
-//! | 1 kHz | 2.9·10⁸ years | ≥ 17 years |
-//! | 1 MHz | 292 471 years | ≥ 17 years |
-//! | 1 GHz | 292 years | ≥ 17 years |
-//! | 1 THz | 107 days | 107 days (scale 1 only) |
-//!
-//! Past the horizon `now` saturates: time stops advancing for the limiter,
-//! which then admits nothing more (it fails closed, it never wraps). The same
-//! holds for a reservation or a TAT that would pass `u64::MAX`.
-//!
 //! # Invariants
 //!
 //! For every `Quota` value: `scale ≥ 1`, `emission_interval ≥ 1`,
-//! `burst ≥ 1` is the burst asked for, `span = burst · emission_interval
-//! ≤ 2⁶³`, and
-//! `max_now · scale + span ≤ u64::MAX`. Hence `cost · emission_interval ≤ span` never
-//! overflows for `cost ≤ burst`, which is what lets the hot path skip overflow
-//! checks on that product.
+//! `burst ≥ 1` is the burst asked for, and `span = burst · emission_interval
+//! ≤ 2⁶¹` ([`MAX_SPAN`], the reach of a state word). Hence
+//! `cost · emission_interval ≤ span` never overflows for `cost ≤ burst`,
+//! which is what lets the hot path skip overflow checks on that product.
 
 use core::fmt;
 use core::time::Duration;
 
-/// The largest span `burst · T` (in sub-ticks) a quota accepts: 2⁶³.
-pub const MAX_SPAN: u64 = 1 << 63;
+/// The largest span `burst · T` (in sub-ticks) a quota accepts: 2⁶¹, the
+/// farthest ahead of `now` a state may be written and read back exactly
+/// (see [`gcra`](crate::gcra#serial-time)).
+pub const MAX_SPAN: u64 = 1 << 61;
 
-/// The guaranteed minimum horizon of any quota, in seconds (2²⁹ s ≈ 17 years).
-pub const HORIZON_SECS: u64 = 1 << 29;
+/// The guaranteed longest gap between two checks of one limiter, for any
+/// quota on a clock below 2³⁴ Hz, in seconds (2²⁸ s ≈ 8.5 years); a
+/// quota's own is [`Quota::horizon_ticks`].
+pub const HORIZON_SECS: u64 = 1 << 28;
+
+/// `max_scale`'s budget: 2²⁹ s of ticks times the scale fit in 2⁶³, so the
+/// gap `2⁶² / scale` ticks is at least 2²⁸ s ([`HORIZON_SECS`]).
+const SCALE_BUDGET_SECS: u128 = 1 << 29;
+
+/// The longest gap between two checks, in sub-ticks: 2⁶².
+const GAP: u64 = crate::gcra::step::AHEAD;
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
@@ -151,8 +165,9 @@ pub enum QuotaError {
     /// The emission interval does not fit in 64 bits, or `burst · T` exceeds
     /// [`MAX_SPAN`] sub-ticks.
     Overflow,
-    /// The rate is too fine for the tick frequency: representing it within the
-    /// horizon would lose more than 1 % of it. Use a slower rate, a coarser
+    /// The rate is too fine for the tick frequency: representing it with
+    /// the longest gap between checks kept ([`HORIZON_SECS`]) would lose more
+    /// than 1 % of it. Use a slower rate, a coarser
     /// unit of cost, or a faster tick.
     Unrepresentable,
 }
@@ -350,7 +365,8 @@ impl QuotaBuilder {
 
 /// An emission interval and a tolerance in sub-ticks, ready for GCRA.
 ///
-/// See the [module docs](self) for the representation and its horizon.
+/// See the [module docs](self) for the representation and the longest gap
+/// between two checks.
 ///
 /// ```
 /// use cellrate::Quota;
@@ -369,7 +385,6 @@ pub struct Quota {
     span: u64,
     burst: u64,
     scale: u64,
-    max_now: u64,
     hz: u64,
     exact: bool,
 }
@@ -400,12 +415,13 @@ const fn round_up_within_bound(scaled: u128, den: u128) -> Result<u128, QuotaErr
     Ok(interval)
 }
 
-/// The largest scale that keeps [`HORIZON_SECS`] of ticks at `hz` in the
-/// lower half of the sub-tick range.
+/// The largest scale that keeps [`HORIZON_SECS`] of ticks at `hz` within
+/// the longest gap between two checks (2⁶² sub-ticks).
 const fn max_scale(hz: u64) -> u64 {
-    let horizon_ticks = HORIZON_SECS as u128 * hz as u128;
-    // horizon_ticks · scale ≤ 2⁶³ − 1, so (2⁶³ − 1) / scale ≥ horizon_ticks.
-    let bound = ((1u128 << 63) - 1) / horizon_ticks;
+    let budget_ticks = SCALE_BUDGET_SECS * hz as u128;
+    // budget_ticks · scale ≤ 2⁶³ − 1, so 2⁶² / scale > budget_ticks / 2,
+    // which is HORIZON_SECS of ticks.
+    let bound = ((1u128 << 63) - 1) / budget_ticks;
     if bound == 0 {
         1
     } else if bound > u64::MAX as u128 {
@@ -471,14 +487,15 @@ impl Quota {
     }
 
     /// Builds from `T = num/den` ticks (lowest terms), rounding `T` up when
-    /// `den` exceeds the horizon's bound; the burst is kept as asked.
+    /// `den` exceeds the scale bound ([`max_scale`]); the burst is kept as
+    /// asked.
     const fn from_fraction(num: u128, den: u128, burst: u64, hz: u64) -> Result<Quota, QuotaError> {
         let bound = max_scale(hz);
         if den <= bound as u128 {
             // Exact: T = num sub-ticks at scale den, span = burst·T.
             return Self::assemble(num, burst, den as u64, hz, true);
         }
-        // Rounded at the coarsest scale the horizon allows: T·bound sub-ticks,
+        // Rounded at the finest scale the gap allows: T·bound sub-ticks,
         // rounded up.
         let Some(scaled) = num.checked_mul(bound as u128) else {
             return Err(QuotaError::Overflow);
@@ -489,8 +506,8 @@ impl Quota {
         }
     }
 
-    /// Checks the bounds and fills in the span `burst · interval` and the
-    /// horizon. `interval` is in sub-ticks.
+    /// Checks the bounds and fills in the span `burst · interval`.
+    /// `interval` is in sub-ticks.
     const fn assemble(
         interval: u128,
         burst: u64,
@@ -512,7 +529,6 @@ impl Quota {
             span: span as u64,
             burst,
             scale,
-            max_now: (MAX_SPAN - 1) / scale,
             hz,
             exact,
         })
@@ -572,17 +588,24 @@ impl Quota {
     pub const fn is_exact(&self) -> bool {
         self.exact
     }
-    /// The largest `now` (ticks) before time saturates for this quota:
-    /// `(2⁶³ − 1) / scale`.
+    /// The longest gap between two checks of one limiter (or one key of a
+    /// table) for which every answer is exact, in ticks: `2⁶² / scale`. It
+    /// is a gap, not a date: `now` may start anywhere and wrap past `2⁶⁴`.
+    ///
+    /// ```
+    /// use cellrate::Quota;
+    /// let q = Quota::per_second(7).at_hz(1_000_000_000); // scale 7
+    /// assert_eq!(q.horizon_ticks(), (1u64 << 62) / 7); // about 20.8 years of ns
+    /// ```
     pub const fn horizon_ticks(&self) -> u64 {
-        self.max_now
+        GAP / self.scale
     }
     /// The rate the limiter really enforces: `scale` cells per
     /// `emission_interval` ticks.
     ///
     /// ```
     /// use cellrate::Quota;
-    /// // 999 999 937 per second cannot be exact on a 1 GHz clock with a 34-year horizon.
+    /// // 999 999 937 per second cannot be exact on a 1 GHz clock with an 8.5-year gap.
     /// let q = Quota::per_second(999_999_937).try_at_hz(1_000_000_000);
     /// assert!(q.is_err()); // rounding would lose more than 1 %
     /// let q = Quota::per_second(999_937).at_hz(1_000_000_000);
@@ -598,14 +621,11 @@ impl Quota {
     pub const fn emission_interval_ticks(&self) -> u64 {
         self.emission_interval.div_ceil(self.scale)
     }
-    /// `now` in sub-ticks, saturating at the horizon.
+    /// `now` as a state word (see [`gcra`](crate::gcra#serial-time)): its
+    /// sub-ticks `now · scale` modulo 2⁶⁴ (then 2⁶³), never saturated.
     #[inline(always)]
-    pub(crate) const fn sub_ticks(&self, now: u64) -> u64 {
-        if now > self.max_now {
-            u64::MAX
-        } else {
-            now * self.scale
-        }
+    pub(crate) const fn now_word(&self, now: u64) -> u64 {
+        crate::gcra::step::word(now.wrapping_mul(self.scale))
     }
     /// Sub-ticks to whole ticks, rounding up. Not on the admit/deny path: the
     /// results call it lazily.
@@ -633,7 +653,6 @@ impl Quota {
             burst: (words[2] & !(1 << 63)) + 1,
             exact: words[2] >> 63 == 1,
             scale: fixed.scale,
-            max_now: fixed.max_now,
             hz: fixed.hz,
         }
     }

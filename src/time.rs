@@ -35,7 +35,9 @@ use crate::sync::{loom_const_fn, StateWord};
 /// assert_eq!(elapsed(&clock, 10), 5);
 /// ```
 pub trait Clock {
-    /// The current tick count. Must never decrease.
+    /// The current tick count. Must never go backwards; it may wrap past
+    /// `u64::MAX` to 0 (limiters read differences between `now`s modulo
+    /// 2⁶⁴).
     fn now(&self) -> u64;
 }
 
@@ -67,11 +69,18 @@ impl ManualClock {
         }
     }
 
-    /// Moves the clock forward by `ticks`, saturating at `u64::MAX`; returns
-    /// the new reading.
+    /// Moves the clock forward by `ticks`, wrapping past `u64::MAX` as a
+    /// hardware counter does (limiters compare differences, so a wrapping
+    /// clock is a valid clock); returns the new reading.
+    ///
+    /// ```
+    /// use cellrate::ManualClock;
+    /// let clock = ManualClock::new(u64::MAX - 1);
+    /// assert_eq!(clock.advance(3), 1);
+    /// ```
     pub fn advance(&self, ticks: u64) -> u64 {
         let step = |t: u64| -> Result<(u64, u64), core::convert::Infallible> {
-            let next = t.saturating_add(ticks);
+            let next = t.wrapping_add(ticks);
             Ok((next, next))
         };
         match self.now.update(step) {
@@ -201,7 +210,9 @@ mod std_clock {
 
     impl super::Clock for StdClock {
         fn now(&self) -> u64 {
-            u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+            // Nanoseconds modulo 2⁶⁴ (584 years): a wrapping counter, which
+            // every limiter reads by differences.
+            self.origin.elapsed().as_nanos() as u64
         }
     }
 }

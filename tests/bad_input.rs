@@ -125,29 +125,26 @@ fn a_foreign_window_word_is_judged_full_not_over_admitted() {
 
 #[test]
 fn every_type_reports_the_same_wait_far_ahead() {
-    // 1 a day with a burst of 100 000 on a nanosecond Unix clock: two full
-    // bursts put the TAT beyond 2⁶⁴ sub-ticks, where the wait used to
-    // saturate to u64::MAX for all but `Gcra`.
-    let q = Quota::per_day(1).with_burst(100_000).at_hz(1_000_000_000);
+    // 1 a day with a burst of 20 000 on a nanosecond Unix clock: a span of
+    // 1.7·10¹⁸ ns (55 years), near the largest a quota accepts (2⁶¹
+    // sub-ticks); the waits used to saturate for all but `Gcra`.
+    let q = Quota::per_day(1).with_burst(20_000).at_hz(1_000_000_000);
     assert!(q.is_exact());
     let now = 1_750_000_000_000_000_000u64;
-    let span_ticks = q.span() / q.scale(); // 8.64·10¹⁸ ns
+    let span_ticks = q.span() / q.scale(); // 1.728·10¹⁸ ns
     let shared = Gcra::new(q);
     let local = LocalGcra::new(q);
     let keyed: Keyed<Quota, 4> = Keyed::new(q, WhenFull::Deny, Seed::new(1, 2));
     let mut word = Quota::NEW;
-    assert!(shared.check_n(now, 100_000).is_ok());
-    assert!(local.check_n(now, 100_000).is_ok());
-    assert!(keyed.check_n(&7u32, now, 100_000).is_ok());
-    word = q.check(word, now, 100_000).unwrap().0;
+    assert!(shared.check_n(now, 20_000).is_ok());
+    assert!(local.check_n(now, 20_000).is_ok());
+    assert!(keyed.check_n(&7u32, now, 20_000).is_ok());
+    word = q.check(word, now, 20_000).unwrap().0;
     let waits = [
-        shared.check_n(now, 100_000).unwrap_err().retry_after(),
-        local.check_n(now, 100_000).unwrap_err().retry_after(),
-        keyed
-            .check_n(&7u32, now, 100_000)
-            .unwrap_err()
-            .retry_after(),
-        q.check(word, now, 100_000).unwrap_err().retry_after(),
+        shared.check_n(now, 20_000).unwrap_err().retry_after(),
+        local.check_n(now, 20_000).unwrap_err().retry_after(),
+        keyed.check_n(&7u32, now, 20_000).unwrap_err().retry_after(),
+        q.check(word, now, 20_000).unwrap_err().retry_after(),
     ];
     assert_eq!(waits, [Some(span_ticks); 4]);
     // A peek from a clock that stepped back: the wait for one cell is the
@@ -161,5 +158,5 @@ fn every_type_reports_the_same_wait_far_ahead() {
     assert_eq!(keyed.peek(&7u32, back).retry_after(), want);
     assert_eq!(q.peek(word, back).retry_after(), want);
     // And a shaper refuses with the same exact wait.
-    assert!(shared.reserve_n(now, 100_000, 0).is_err());
+    assert!(shared.reserve_n(now, 20_000, 0).is_err());
 }

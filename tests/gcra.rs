@@ -83,28 +83,41 @@ fn a_clock_stepping_back_never_admits_more() {
 }
 
 #[test]
-fn the_horizon_is_fail_closed() {
-    // 3 per 10 s on a 1 MHz clock has scale 3: time saturates past (2⁶³−1)/3 ticks.
+fn any_now_works_and_a_longer_gap_never_admits_more() {
+    // 3 per 10 s on a 1 MHz clock has scale 3: the longest gap between two
+    // checks is 2⁶²/3 ticks.
     let q = Quota::per_duration(3, Duration::from_secs(10)).at_hz(1_000_000);
-    assert_eq!(q.horizon_ticks(), ((1u64 << 63) - 1) / 3);
-    let g = Gcra::new(q);
-    let late = [q.horizon_ticks() + 1, u64::MAX - 1, u64::MAX];
-    let admitted: u64 = late
-        .iter()
-        .cycle()
-        .take(30)
-        .filter(|&&now| g.check(now).is_ok())
-        .count() as u64;
-    assert!(
-        admitted <= q.burst(),
-        "{admitted} admitted past the horizon"
-    );
-    // And with scale 1, `now` right at u64::MAX never wraps into admitting.
-    let g = Gcra::new(Quota::per_second(100).with_burst(2).at_hz(KHZ));
-    let admitted = (0..50)
-        .filter(|i| g.check(u64::MAX - (i % 3)).is_ok())
-        .count() as u64;
-    assert!(admitted <= 2);
+    assert_eq!(q.horizon_ticks(), (1u64 << 62) / 3);
+    let t = q.emission_interval_ticks(); // ⌈10⁷/3⌉ ticks
+                                         // Any `now` is a time like 0: past the old horizon, at the top of the
+                                         // range, and across the wrap of the counter.
+    for start in [0, q.horizon_ticks() + 1, 1 << 63, u64::MAX - 1, u64::MAX] {
+        let g = Gcra::new(q);
+        assert_eq!(
+            (0..5).filter(|_| g.check(start).is_ok()).count(),
+            3,
+            "at {start}"
+        );
+        assert!(g.check(start.wrapping_add(t - 1)).is_err(), "at {start}");
+        assert!(g.check(start.wrapping_add(t)).is_ok(), "at {start}");
+    }
+    // Two checks further apart than the gap may find a full client owing;
+    // at one instant it is never given more than the burst.
+    for gap in [
+        q.horizon_ticks() + 1,
+        2 * q.horizon_ticks(),
+        u64::MAX / 2,
+        u64::MAX,
+    ] {
+        let g = Gcra::new(q);
+        g.check_n(7, 3).unwrap();
+        let later = 7u64.wrapping_add(gap);
+        let admitted = (0..10).filter(|_| g.check(later).is_ok()).count() as u64;
+        assert!(
+            admitted <= q.burst(),
+            "{admitted} admitted after a gap of {gap}"
+        );
+    }
 }
 
 #[test]
@@ -372,7 +385,7 @@ fn algorithm_steps_match_the_shared_limiter() {
 fn manual_clock_and_conversions() {
     let clock = ManualClock::new(7);
     assert_eq!(clock.advance(3), 10);
-    assert_eq!(clock.advance(u64::MAX), u64::MAX);
+    assert_eq!(clock.advance(u64::MAX), 9); // wraps, as a counter does
     clock.set(5);
     assert_eq!(clock.now(), 5);
     assert_eq!(ticks_to_duration(1_500, KHZ), Duration::from_millis(1_500));
@@ -486,17 +499,28 @@ fn set_quota_keeps_the_burst_or_refuses_a_lossy_rounding() {
 }
 
 #[test]
-fn a_burst_of_two_to_the_63_is_kept_whole() {
-    let q = Quota::per_ticks(1 << 63, 1 << 63).at_hz(1_000);
-    assert_eq!(q.burst(), 1 << 63);
+fn a_burst_of_two_to_the_61_is_kept_whole() {
+    // The largest span a quota accepts (MAX_SPAN = 2⁶¹ sub-ticks), all burst.
+    let q = Quota::per_ticks(1 << 61, 1 << 61).at_hz(1_000);
+    assert_eq!(q.burst(), 1 << 61);
+    assert_eq!(q.span(), cellrate::quota::MAX_SPAN);
     let g = Gcra::new(q);
-    assert_eq!(g.check(0).map(|d| d.limit()), Ok(1 << 63));
+    assert_eq!(g.check(0).map(|d| d.limit()), Ok(1 << 61));
+    // A whole burst again one gap (2⁶² ticks) later.
+    assert_eq!(g.check_n(1 << 62, 1 << 61).map(|d| d.remaining()), Ok(0));
     let local = LocalGcra::new(q);
-    assert_eq!(local.check(0).map(|d| d.limit()), Ok(1 << 63));
+    assert_eq!(local.check(0).map(|d| d.limit()), Ok(1 << 61));
     // Through runtime reconfiguration too (the stored word keeps the flag apart).
     let g = Gcra::new(Quota::per_second(1).at_hz(1_000));
     g.set_quota(q).unwrap();
-    assert_eq!(g.check(0).map(|d| d.limit()), Ok(1 << 63));
+    assert_eq!(g.check(0).map(|d| d.limit()), Ok(1 << 61));
+    // One more cell of span is refused.
+    assert_eq!(
+        Quota::per_ticks(1, 1)
+            .with_burst((1 << 61) + 1)
+            .try_at_hz(1_000),
+        Err(QuotaError::Overflow)
+    );
 }
 
 #[test]
@@ -534,7 +558,7 @@ fn quota_construction_never_overflows() {
 
 #[test]
 fn the_horizon_is_guaranteed_below_two_to_the_34_hz() {
-    // Below 2³⁴ Hz every quota keeps at least 2²⁹ s of ticks.
+    // Below 2³⁴ Hz every quota keeps at least 2²⁸ s of ticks between checks.
     for hz in [
         1_000,
         32_768,
@@ -557,8 +581,8 @@ fn the_horizon_is_guaranteed_below_two_to_the_34_hz() {
             );
         }
     }
-    // Beyond it only scale 1 fits, and the documented horizon is 2⁶³ ticks.
+    // Beyond it only scale 1 fits, and the documented gap is 2⁶² ticks.
     let q = Quota::per_second(7).at_hz(1_000_000_000_000);
-    assert_eq!(q.horizon_ticks(), (1 << 63) - 1);
-    assert_eq!(q.horizon_ticks() / 1_000_000_000_000 / 86_400, 106); // 106.75 days
+    assert_eq!(q.horizon_ticks(), 1 << 62);
+    assert_eq!(q.horizon_ticks() / 1_000_000_000_000 / 86_400, 53); // 53.4 days
 }

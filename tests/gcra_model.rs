@@ -5,10 +5,18 @@
 //! interval exactly as asked (never reduced, never rounded), and `retry_after`
 //! is found by searching for the first tick that conforms rather than by a
 //! formula.
+//!
+//! Every case runs at origin 0 and again at two other origins of the clock
+//! (`support/origin.rs`): the limiters see `origin + now` (wrapping), the
+//! reference `now`, and every answer must be the same.
 use core::time::Duration;
 
 use cellrate::{Decision, Denied, Gcra, LocalGcra, Quota, QuotaError};
 use proptest::prelude::*;
+
+#[path = "support/origin.rs"]
+mod origin;
+use origin::{origins, with_zero};
 
 /// The ideal GCRA of ITU-T I.371's virtual scheduling algorithm.
 #[derive(Clone, Debug)]
@@ -106,6 +114,18 @@ impl Ideal {
         lo
     }
 
+    /// Gives back `cost` cells at `now`: the TAT moves back by `cost·T`,
+    /// never before `now`; a full limiter stays as it is.
+    fn refund(&mut self, now: u64, cost: u64) {
+        let now = self.units(now);
+        if self.tat > now {
+            self.tat = self
+                .tat
+                .saturating_sub(cost as u128 * self.interval)
+                .max(now);
+        }
+    }
+
     fn check(&mut self, now: u64, cost: u64) -> Outcome {
         if cost as u128 > self.burst {
             return Outcome::TooLarge;
@@ -197,6 +217,9 @@ struct Step {
     /// Extra raw ticks, to land between multiples of T.
     jitter: u64,
     cost: u64,
+    /// Give `cost` cells back instead of checking them (where a test
+    /// refunds).
+    refund: bool,
 }
 
 fn steps(burst_hint: u64) -> impl Strategy<Value = Vec<Step>> {
@@ -209,63 +232,84 @@ fn steps(burst_hint: u64) -> impl Strategy<Value = Vec<Step>> {
             1 => Just(0u64),
             1 => 0u64..=burst_hint.saturating_add(2),
         ],
+        prop_oneof![7 => Just(false), 1 => Just(true)],
     )
-        .prop_map(|(frac, jitter, cost)| Step { frac, jitter, cost });
+        .prop_map(|(frac, jitter, cost, refund)| Step {
+            frac,
+            jitter,
+            cost,
+            refund,
+        });
     prop::collection::vec(step, 1..80)
 }
 
-fn case() -> impl Strategy<Value = (Spec, u64, Vec<Step>)> {
+fn case() -> impl Strategy<Value = (Spec, u64, Vec<Step>, [u64; 2])> {
     spec().prop_flat_map(|s| {
         let b = s.burst;
-        (Just(s), 0u64..=1_000_000_000_000, steps(b))
+        (Just(s), 0u64..=1_000_000_000_000, steps(b), origins())
     })
 }
 
-/// The next `now`, kept within the quota's horizon (past it the limiter
-/// deliberately fails closed; `horizon_is_fail_closed` in tests/gcra.rs covers that).
-fn advance(spec: &Spec, quota: &Quota, now: u64, step: &Step) -> u64 {
+/// The next `now` of the reference (from 0; the limiters see it shifted by
+/// the origin). Steps are at most three emission intervals, far below the
+/// longest gap between checks ([`Quota::horizon_ticks`]), and the clock
+/// steps back by at most two.
+fn advance(spec: &Spec, now: u64, step: &Step) -> u64 {
     let delta = spec
         .ticks(step.frac.unsigned_abs())
         .saturating_add(step.jitter);
-    let next = if step.frac < 0 {
+    if step.frac < 0 {
         now.saturating_sub(delta)
     } else {
         now.saturating_add(delta)
-    };
-    next.min(quota.horizon_ticks())
+    }
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 1000, max_global_rejects: 1_000_000, ..ProptestConfig::default() })]
 
-    /// Exact quotas: every decision and every number is the ideal one, and
-    /// `retry_after` is exact (admits at `now + retry_after`, denies a tick earlier).
+    /// Exact quotas: every decision, every peek and every refund is the
+    /// ideal one, at every origin, and `retry_after` is exact (admits at
+    /// `now + retry_after`, denies a tick earlier).
     #[test]
-    fn exact_quotas_match_the_ideal((spec, start, steps) in case()) {
+    fn exact_quotas_match_the_ideal((spec, start, steps, drawn) in case()) {
         let quota = spec.quota();
         prop_assume!(matches!(quota, Ok(q) if q.is_exact()));
         let quota = quota.unwrap();
-        let shared = Gcra::new(quota);
-        let mut local = LocalGcra::new(quota);
-        let mut ideal = Ideal::new(spec.cells, spec.period_ns, spec.hz, spec.burst);
-        let mut now = start.min(quota.horizon_ticks());
-        for step in &steps {
-            now = advance(&spec, &quota, now, step);
-            let peek = shared.peek(now);
-            prop_assert_eq!(peek.remaining() as u128, ideal.remaining(now));
-            prop_assert_eq!(peek.reset_after() as u128, ideal.reset_after(now));
-            prop_assert_eq!(peek.retry_after() as u128, ideal.retry_after(now, 1));
+        for origin in with_zero(drawn) {
+            let at = |now: u64| origin.wrapping_add(now);
+            let shared = Gcra::new(quota);
+            let mut local = LocalGcra::new(quota);
+            let mut ideal = Ideal::new(spec.cells, spec.period_ns, spec.hz, spec.burst);
+            let mut now = start;
+            for step in &steps {
+                now = advance(&spec, now, step);
+                let peek = shared.peek(at(now));
+                prop_assert_eq!(peek.remaining() as u128, ideal.remaining(now), "origin {}", origin);
+                prop_assert_eq!(peek.reset_after() as u128, ideal.reset_after(now), "origin {}", origin);
+                prop_assert_eq!(peek.retry_after() as u128, ideal.retry_after(now, 1), "origin {}", origin);
+                prop_assert_eq!(local.peek(at(now)), peek);
 
-            let before = ideal.clone();
-            let want = ideal.check(now, step.cost);
-            let got = shared.check_n(now, step.cost);
-            prop_assert_eq!(&observed(got), &want, "shared at now={} cost={}", now, step.cost);
-            prop_assert_eq!(&observed(LocalGcra::check_n(&mut local, now, step.cost)), &want, "local");
-            if let Outcome::Denied { retry_after, .. } = want {
-                // Exactness of retry_after, on the reference itself.
-                let at = now + retry_after as u64;
-                prop_assert!(before.conforms(at, step.cost));
-                prop_assert!(retry_after == 0 || !before.conforms(at - 1, step.cost));
+                if step.refund {
+                    ideal.refund(now, step.cost);
+                    let back = shared.refund_n(at(now), step.cost);
+                    prop_assert_eq!(local.refund_n(at(now), step.cost), back);
+                    prop_assert_eq!(back.remaining() as u128, ideal.remaining(now), "refund, origin {}", origin);
+                    prop_assert_eq!(back.reset_after() as u128, ideal.reset_after(now), "refund, origin {}", origin);
+                    prop_assert_eq!(back.retry_after() as u128, ideal.retry_after(now, 1), "refund, origin {}", origin);
+                    continue;
+                }
+                let before = ideal.clone();
+                let want = ideal.check(now, step.cost);
+                let got = shared.check_n(at(now), step.cost);
+                prop_assert_eq!(&observed(got), &want, "shared at now={} cost={} origin {}", now, step.cost, origin);
+                prop_assert_eq!(&observed(LocalGcra::check_n(&mut local, at(now), step.cost)), &want, "local, origin {}", origin);
+                if let Outcome::Denied { retry_after, .. } = want {
+                    // Exactness of retry_after, on the reference itself.
+                    let at = now + retry_after as u64;
+                    prop_assert!(before.conforms(at, step.cost));
+                    prop_assert!(retry_after == 0 || !before.conforms(at - 1, step.cost));
+                }
             }
         }
     }
@@ -274,16 +318,18 @@ proptest! {
     /// the limiter admits is a stream the ideal GCRA of the quota *as asked*
     /// also admits, request by request.
     #[test]
-    fn never_admits_more_than_the_ideal_on_a_forward_clock((spec, start, steps) in case()) {
+    fn never_admits_more_than_the_ideal_on_a_forward_clock((spec, start, steps, drawn) in case()) {
         let Ok(quota) = spec.quota() else { return Ok(()) };
-        let shared = Gcra::new(quota);
-        let mut ideal = Ideal::new(spec.cells, spec.period_ns, spec.hz, spec.burst);
-        let mut now = start.min(quota.horizon_ticks());
-        for step in &steps {
-            now = advance(&spec, &quota, now, step).max(now);
-            if step.cost > 0 && shared.check_n(now, step.cost).is_ok() {
-                prop_assert!(ideal.conforms(now, step.cost), "over-admission at now={} cost={}", now, step.cost);
-                ideal.check(now, step.cost);
+        for origin in with_zero(drawn) {
+            let shared = Gcra::new(quota);
+            let mut ideal = Ideal::new(spec.cells, spec.period_ns, spec.hz, spec.burst);
+            let mut now = start;
+            for step in &steps {
+                now = advance(&spec, now, step).max(now);
+                if step.cost > 0 && shared.check_n(origin.wrapping_add(now), step.cost).is_ok() {
+                    prop_assert!(ideal.conforms(now, step.cost), "over-admission at now={} cost={} origin {}", now, step.cost, origin);
+                    ideal.check(now, step.cost);
+                }
             }
         }
     }
@@ -293,8 +339,9 @@ proptest! {
     /// bound `E = (1 − T/T′)·δ`, `δ` the largest step behind the latest
     /// admitted `now` (zero for exact quotas, so they never over-admit).
     #[test]
-    fn never_admits_more_than_the_ideal((spec, start, steps) in case()) {
+    fn never_admits_more_than_the_ideal((spec, start, steps, drawn) in case()) {
         let Ok(quota) = spec.quota() else { return Ok(()) };
+        for origin in with_zero(drawn) {
         let shared = Gcra::new(quota);
         let mut ideal = Ideal::new(spec.cells, spec.period_ns, spec.hz, spec.burst);
         // 1 − T/T′ in the ideal's units: E = δ·(den·T′ − T·scale)/T′ units,
@@ -302,12 +349,12 @@ proptest! {
         let rounded = quota.emission_interval() as u128;
         let gap = ideal.den * rounded - ideal.interval * quota.scale() as u128;
         prop_assert_eq!(gap == 0, quota.is_exact());
-        let mut now = start.min(quota.horizon_ticks());
+        let mut now = start;
         let mut latest: Option<u64> = None;
         let mut largest_step_back = 0u64;
         for step in &steps {
-            now = advance(&spec, &quota, now, step);
-            if step.cost > 0 && shared.check_n(now, step.cost).is_ok() {
+            now = advance(&spec, now, step);
+            if step.cost > 0 && shared.check_n(origin.wrapping_add(now), step.cost).is_ok() {
                 let behind = latest.map_or(0, |l| l.saturating_sub(now));
                 largest_step_back = largest_step_back.max(behind);
                 ideal.extra = (largest_step_back as u128 * gap).div_ceil(rounded);
@@ -320,16 +367,18 @@ proptest! {
         if (largest_step_back as u128) * ideal.den < 100 * ideal.interval {
             prop_assert!(ideal.extra < ideal.interval || ideal.extra == 0);
         }
+        }
     }
 
     /// Every quota: the requested burst is the quota's burst, `b` cells at
     /// once from full are admitted (one call or `b` calls at one `now`), and
     /// no cost up to the burst is ever "too large".
     #[test]
-    fn the_burst_is_what_was_asked((spec, start, steps) in case()) {
+    fn the_burst_is_what_was_asked((spec, start, steps, drawn) in case()) {
         let Ok(quota) = spec.quota() else { return Ok(()) };
         prop_assert_eq!(quota.burst(), spec.burst);
-        let now = start.min(quota.horizon_ticks());
+        // Any `now` will do: the first check of a new limiter, at any origin.
+        let now = start.wrapping_add(drawn[1]);
         prop_assert!(Gcra::new(quota).check_n(now, spec.burst).is_ok());
         prop_assert!(LocalGcra::new(quota).check_n(now, spec.burst).is_ok());
         if spec.burst <= 1_000 {
@@ -342,7 +391,7 @@ proptest! {
         let g = Gcra::new(quota);
         let mut t = now;
         for step in &steps {
-            t = advance(&spec, &quota, t, step);
+            t = advance(&spec, t, step);
             if step.cost <= spec.burst {
                 let too_large = matches!(g.check_n(t, step.cost), Err(Denied::CostTooLarge { .. }));
                 prop_assert!(!too_large, "cost {} of burst {} called too large", step.cost, spec.burst);
@@ -355,24 +404,27 @@ proptest! {
     /// `retry_after` is exact (admits at `now + retry_after`, denies a tick
     /// earlier).
     #[test]
-    fn rounded_quotas_match_their_effective_gcra((spec, start, steps) in case()) {
+    fn rounded_quotas_match_their_effective_gcra((spec, start, steps, drawn) in case()) {
         let quota = spec.quota();
         prop_assume!(matches!(quota, Ok(q) if !q.is_exact()));
         let quota = quota.unwrap();
-        let shared = Gcra::new(quota);
-        let mut local = LocalGcra::new(quota);
-        let mut model = Ideal::effective(&quota);
-        let mut now = start.min(quota.horizon_ticks());
-        for step in &steps {
-            now = advance(&spec, &quota, now, step);
-            let before = model.clone();
-            let want = model.check(now, step.cost);
-            prop_assert_eq!(&observed(shared.check_n(now, step.cost)), &want, "shared at now={} cost={}", now, step.cost);
-            prop_assert_eq!(&observed(LocalGcra::check_n(&mut local, now, step.cost)), &want, "local");
-            if let Outcome::Denied { retry_after, .. } = want {
-                let at = now + retry_after as u64;
-                prop_assert!(before.conforms(at, step.cost));
-                prop_assert!(retry_after == 0 || !before.conforms(at - 1, step.cost));
+        for origin in with_zero(drawn) {
+            let at = |now: u64| origin.wrapping_add(now);
+            let shared = Gcra::new(quota);
+            let mut local = LocalGcra::new(quota);
+            let mut model = Ideal::effective(&quota);
+            let mut now = start;
+            for step in &steps {
+                now = advance(&spec, now, step);
+                let before = model.clone();
+                let want = model.check(now, step.cost);
+                prop_assert_eq!(&observed(shared.check_n(at(now), step.cost)), &want, "shared at now={} cost={} origin {}", now, step.cost, origin);
+                prop_assert_eq!(&observed(LocalGcra::check_n(&mut local, at(now), step.cost)), &want, "local, origin {}", origin);
+                if let Outcome::Denied { retry_after, .. } = want {
+                    let at = now + retry_after as u64;
+                    prop_assert!(before.conforms(at, step.cost));
+                    prop_assert!(retry_after == 0 || !before.conforms(at - 1, step.cost));
+                }
             }
         }
     }
@@ -397,35 +449,53 @@ proptest! {
 
     /// `reserve_n` (the leaky bucket as a queue) hands out departure ticks that
     /// a policer with the same quota, seeing each send at its departure tick,
-    /// admits — and never later than needed.
+    /// admits — and never later than needed — at every origin. A
+    /// reservation is refused only if it could not leave within `max_wait`
+    /// or its queue would reach more than `MAX_SPAN` sub-ticks ahead (then
+    /// with no finite wait).
     #[test]
-    fn shaped_departures_pass_a_policer((spec, start, steps) in case()) {
+    fn shaped_departures_pass_a_policer((spec, start, steps, drawn) in case()) {
         let Ok(quota) = spec.quota() else { return Ok(()) };
         prop_assume!(quota.is_exact());
-        let shaper = Gcra::new(quota);
-        let mut policer = Ideal::new(spec.cells, spec.period_ns, spec.hz, spec.burst);
-        let mut now = start.min(quota.horizon_ticks());
-        let mut last_departure = 0u64;
-        for step in &steps {
-            now = advance(&spec, &quota, now, step).max(now); // a shaper's clock goes forward
-            if step.cost == 0 {
-                continue;
-            }
-            // Long waits, but departures within the horizon.
-            let max_wait = (quota.horizon_ticks() - now) / 2;
-            match shaper.reserve_n(now, step.cost, max_wait) {
-                Ok(r) => {
-                    let departure = now + r.send_after();
-                    // Sends leave in order of reservation.
-                    prop_assert!(departure >= last_departure);
-                    last_departure = departure;
-                    prop_assert!(policer.conforms(departure, step.cost));
-                    prop_assert!(r.send_after() == 0 || !policer.conforms(departure - 1, step.cost));
-                    policer.tat = policer.tat.max(policer.units(departure)) + step.cost as u128 * policer.interval;
+        for origin in with_zero(drawn) {
+            let shaper = Gcra::new(quota);
+            let mut policer = Ideal::new(spec.cells, spec.period_ns, spec.hz, spec.burst);
+            // Sub-ticks to the policer's units: for an exact quota, T is
+            // `interval/den` ticks and `emission_interval/scale` ticks alike.
+            let reach = cellrate::quota::MAX_SPAN as u128 * policer.den / quota.scale() as u128;
+            let mut now = start;
+            let mut last_departure = 0u64;
+            for step in &steps {
+                now = advance(&spec, now, step).max(now); // a shaper's clock goes forward
+                if step.cost == 0 {
+                    continue;
                 }
-                Err(Denied::CostTooLarge { .. }) => prop_assert!(step.cost > spec.burst),
-                // Refused only if it could not leave within `max_wait`.
-                Err(Denied::Limited(_)) => prop_assert!(!policer.conforms(now + max_wait, step.cost)),
+                // Waits without a bound, or up to four emission intervals.
+                let max_wait = if step.jitter % 2 == 0 { u64::MAX } else { spec.ticks(256) };
+                match shaper.reserve_n(origin.wrapping_add(now), step.cost, max_wait) {
+                    Ok(r) => {
+                        let departure = now + r.send_after();
+                        // Sends leave in order of reservation.
+                        prop_assert!(departure >= last_departure);
+                        last_departure = departure;
+                        prop_assert!(policer.conforms(departure, step.cost));
+                        prop_assert!(r.send_after() == 0 || !policer.conforms(departure - 1, step.cost));
+                        policer.tat = policer.tat.max(policer.units(departure)) + step.cost as u128 * policer.interval;
+                        prop_assert!(policer.tat - policer.units(now) <= reach);
+                    }
+                    Err(Denied::CostTooLarge { .. }) => prop_assert!(step.cost > spec.burst),
+                    Err(Denied::Limited(l)) => {
+                        let wait = policer.retry_after(now, step.cost);
+                        let departure = policer.units(now + wait as u64);
+                        let queued = policer.tat.max(departure) + step.cost as u128 * policer.interval - policer.units(now);
+                        let in_time = policer.conforms(now.saturating_add(max_wait), step.cost);
+                        prop_assert!(queued > reach || !in_time);
+                        if in_time {
+                            // Refused for its reach alone: never.
+                            prop_assert_eq!(l.retry_after(), u64::MAX.div_ceil(quota.scale()));
+                        }
+                    }
+                }
             }
         }
     }

@@ -69,7 +69,9 @@ impl Penalty {
 /// count and the time of the last denial.
 ///
 /// 1. At the start of every check at `now`: if `now ≥ last_denial +
-///    good_period`, the level and strikes return to 0 (fully restored).
+///    good_period` (in serial order: `now − last_denial`, wrapping, is
+///    between `good_period` and 2⁶³), the level and strikes return to 0
+///    (fully restored).
 /// 2. A request of `cost` cells is charged `cost · 2^p` cells to the inner
 ///    limiter; a charge above the inner limit is capped at the limit (so a
 ///    request that fits at level 0 never becomes impossible: at worst it
@@ -144,8 +146,7 @@ impl<L> Adaptive<L> {
         if status == 0 {
             return 0;
         }
-        let since = self.last_denial.load();
-        if now >= since.saturating_add(self.penalty.good_period) {
+        if self.restored(now) {
             // Restore, unless another check changed the status meanwhile.
             return match self.status.compare_exchange(status, 0) {
                 Ok(_) => 0,
@@ -153,6 +154,15 @@ impl<L> Adaptive<L> {
             };
         }
         (status >> 32) as u32
+    }
+
+    /// Whether `good_period` ticks have passed since the last denial at
+    /// `now`: `now − last_denial` (wrapping) read as a signed number is at
+    /// least the good period, so any clock works (Unix time, a counter that
+    /// wraps). A denial more than 2⁶³ ticks back reads as recent.
+    fn restored(&self, now: u64) -> bool {
+        let elapsed = now.wrapping_sub(self.last_denial.load());
+        elapsed < 1 << 63 && elapsed >= self.penalty.good_period
     }
 
     fn strike(&self, now: u64) {
@@ -225,12 +235,7 @@ impl<L: Revocable> RateLimiter for Adaptive<L> {
     fn peek(&self, now: u64) -> Snapshot {
         let s = self.inner.peek(now);
         let level = (self.status.load() >> 32) as u32;
-        let restored = now
-            >= self
-                .last_denial
-                .load()
-                .saturating_add(self.penalty.good_period);
-        let level = if restored { 0 } else { level };
+        let level = if self.restored(now) { 0 } else { level };
         Snapshot::new(
             Self::effective(s.limit(), level),
             s.remaining() >> level,

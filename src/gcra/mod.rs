@@ -13,9 +13,10 @@
 //! ```
 //!
 //! and then `TAT ← max(TAT, now) + cost·T`. A denied request changes nothing.
-//! All of it runs in sub-ticks (`now · scale`, see [`quota`](crate::quota)), so
-//! the admit/deny path is one multiply, adds, compares and one
-//! compare-and-swap: no division, no floating point, no loop but the CAS retry.
+//! All of it runs in sub-ticks (`now · scale`, see [`quota`](crate::quota)),
+//! in serial time ([below](#serial-time)), so the admit/deny path is one
+//! multiply, adds, a rotate, compares and one compare-and-swap: no division,
+//! no floating point, no loop but the CAS retry.
 //!
 //! Every check ([`Gcra`], [`LocalGcra`], a keyed table's GCRA) runs the
 //! quota's [`Algorithm`] phases, which evaluate the inequality in the
@@ -25,8 +26,8 @@
 //! [`step`](Algorithm::step), written once over plain numbers in the
 //! `step` submodule (which the meters' buckets share, with their own span).
 //! Between the load of `TAT` and the compare-and-swap there is then one
-//! subtract and compare, and one add to whichever of `TAT` and `now` is the
-//! larger; no `max` lies on the path from the load to the swap.
+//! subtract, a rotate and a compare, and one add to whichever of `TAT` and
+//! `now` is the later; no `max` lies on the path from the load to the swap.
 //!
 //! Derived quantities (`remaining`, `retry_after`, `reset_after`) are exact
 //! consequences of the same inequality and are converted to cells and ticks
@@ -37,6 +38,81 @@
 //! retry_after = ⌈(max(TAT, now) + cost·T − b·T − now) / scale⌉ ticks
 //! reset_after = ⌈(TAT′ − now) / scale⌉ ticks
 //! ```
+//!
+//! # Serial time
+//!
+//! A limiter's answers depend only on differences between the `now`s it
+//! sees, so any clock works: a counter from 0 or from anywhere, Unix time
+//! in nanoseconds, microseconds or milliseconds, a counter that wraps past
+//! `2⁶⁴`. Sub-tick times `n = now · scale` are taken modulo 2⁶⁴ (wrapping,
+//! never saturated) and TATs modulo 2⁶³, and the state word holds
+//!
+//! ```text
+//! state = 2·TAT + 1  (mod 2⁶⁴)          a new or reset limiter: state = 0
+//! ```
+//!
+//! with the low bit set on every word GCRA writes. At `now`, with
+//! `now₂ = 2·n + 1`, the state reads as
+//!
+//! ```text
+//! e = (state − now₂) rotated right by 1
+//!     a written (odd) state: e = (TAT − n) mod 2⁶³;  an even state: e ≥ 2⁶³
+//! owing e   if e < AHEAD = 2⁶²          idle (full) otherwise
+//! ```
+//!
+//! which is serial-number order (RFC 1982; the kernel's `time_after`): the
+//! TAT is ahead of `now` iff the difference, as a signed number of the
+//! half-range 2⁶², is positive. An even word is idle at every `now`, which
+//! is what makes the first check of a new client origin-free: read as an
+//! absolute TAT of 0, a new client would owe whenever `now` lies in the
+//! half of the cycle ahead of 0.
+//!
+//! **Reach.** Every write leaves the TAT at most `REACH = 2⁶¹` sub-ticks
+//! ahead of the `now` that wrote it: an admission at most a span
+//! (`span ≤ 2⁶¹`, [`MAX_SPAN`](crate::quota::MAX_SPAN)), a lease take the
+//! same, a refund less than before, and a reservation is refused (with no
+//! finite wait) if it would queue further.
+//!
+//! **Theorem.** A state written at `now_w` with the TAT `o ≤ REACH`
+//! sub-ticks ahead, read at `now_r` with `δ = now_r − now_w` (sub-ticks) in
+//! `(−(AHEAD − REACH), AHEAD] = (−2⁶¹, 2⁶²]`, reads exactly: owing `o − δ`
+//! when that is positive, idle otherwise.
+//!
+//! *Proof.* `e = (o − δ) mod 2⁶³`. If `δ < o`, then
+//! `0 < o − δ < REACH + (AHEAD − REACH) = AHEAD`, so `e = o − δ` and the
+//! state reads owing it. If `o ≤ δ ≤ AHEAD`, then `−AHEAD ≤ o − δ ≤ 0` and
+//! `e` is 0 or `2⁶³ + (o − δ) ≥ 2⁶³ − AHEAD = AHEAD`: idle. ∎
+//!
+//! So within those bounds the limiter is exactly the GCRA of the
+//! differences: every decision, `remaining`, `reset_after` and
+//! `retry_after` is what the same traffic gives from tick 0 (the model
+//! tests run every case at origins across the whole `u64` range, and
+//! across the wrap, and require identical answers). In particular a caller
+//! whose `now` lags the latest admitted `now` by less than 2⁶¹ sub-ticks is
+//! judged as before: conservatively, denied with the exact wait, so "a
+//! clock that steps back can deny more, never admit more" and the rounding
+//! bound of [`quota`](crate::quota#rounding-keeps-the-burst) still hold.
+//!
+//! **Beyond the bounds.** Two checks of one limiter more than 2⁶² sub-ticks
+//! apart ([`Quota::horizon_ticks`] ticks, at least
+//! [`HORIZON_SECS`](crate::quota::HORIZON_SECS) ≈ 8.5 years for any quota)
+//! may find a full client's state reading as owing some `e < 2⁶²`. The
+//! limiter then refuses that client until the debt it reads drains (or a
+//! [`reset`](Gcra::reset)), and never admits more than the quota: a state
+//! read as owing more than it does only makes every later test stricter
+//! (a GCRA whose TAT is later admits a subset of what the earlier one
+//! admits, and stays later). A clock that steps back by more than 2⁶¹
+//! sub-ticks or more (at least 2²⁷ s ≈ 4.25 years of ticks for any quota) may read
+//! a state as idle that it would owe on: such a step is outside the
+//! guarantee, as the quota's rounding bound is for steps of over `100·T`.
+//!
+//! **Why not "owing more than its span means idle".** A reading that took
+//! every state ahead by more than the span (`e > span`) for a client that
+//! has been idle would turn a caller whose `now` lags one tick behind a
+//! burst-exhausting admission (or any shaper queue longer than the span)
+//! into a fresh full burst: over-admission under ordinary concurrency. The
+//! split above reads as idle exactly the states that no write and no lag
+//! within the bounds can produce (ahead by at least 2⁶², twice the reach).
 //!
 //! # Token bucket and leaky bucket
 //!
@@ -55,15 +131,22 @@
 //!
 //! # Invariants
 //!
-//! * A new or [`reset`](Gcra::reset) limiter has `TAT = 0 ≤ now`: full.
+//! * A new or [`reset`](Gcra::reset) limiter has the state 0, an even word:
+//!   full at every `now`.
+//! * Every state word a step writes is odd and its TAT is at most
+//!   [`MAX_SPAN`](crate::quota::MAX_SPAN) = 2⁶¹ sub-ticks ahead of the `now`
+//!   that wrote it (reservations further ahead are refused).
 //! * A check admits only if the inequality holds for the TAT it replaces
 //!   (compare-and-swap), so concurrent checks never admit more than the same
 //!   checks run one after another in the order of their swaps.
 //! * A denied check, a peek and a check of cost 0 never store.
-//! * `now` earlier than a previous `now` (a clock stepping back) only makes
-//!   `max(TAT, now) − now` larger: it can deny more, never admit more.
-//! * `now` past the quota's horizon saturates, and a TAT that would overflow
-//!   denies: the limiter fails closed, it never wraps.
+//! * `now` earlier than a previous `now` (a clock stepping back, by less
+//!   than 2⁶¹ sub-ticks) only makes `max(TAT, now) − now` larger: it can deny
+//!   more, never admit more.
+//! * Time is serial ([above](#serial-time)): no `now` saturates, none is
+//!   refused, and a counter that wraps past `2⁶⁴` is just a clock. Two checks
+//!   more than [`Quota::horizon_ticks`] apart may deny a full client (until
+//!   its debt, as read, drains), never admit more than the quota.
 //! * [`set_quota`](Gcra::set_quota) keeps `TAT` as it is: a client's debt is
 //!   kept **as time**. A client that would have been full in 2 s is still full
 //!   in 2 s; how many cells that debt is worth follows the new `T`, and a debt
@@ -97,61 +180,59 @@ pub(crate) fn charge(quota: &Quota, cost: u64) -> Result<u64, Denied> {
     Ok(cost * quota.emission_interval())
 }
 
-/// A denial with the state `base` (= max(TAT, now)) unchanged and `wait`
+/// A denial with the state unchanged, owing `debt` sub-ticks, and `wait`
 /// sub-ticks before the same request would be accepted.
 #[inline(always)]
-fn limited(quota: &Quota, base: u64, now: u64, wait: u64) -> Denied {
-    Denied::Limited(Limited::from_usage(Usage::gcra(quota, base - now), wait))
+fn limited(quota: &Quota, debt: u64, wait: u64) -> Denied {
+    Denied::Limited(Limited::from_usage(Usage::gcra(quota, debt), wait))
 }
 
 /// The denial of a step's [`Shortfall`](step::Shortfall).
 #[inline(always)]
-fn short(quota: &Quota, now: u64, shortfall: step::Shortfall) -> Denied {
-    limited(quota, shortfall.base, now, shortfall.wait)
+fn short(quota: &Quota, shortfall: step::Shortfall) -> Denied {
+    limited(quota, shortfall.debt, shortfall.wait)
 }
 
-/// A lease's step ([`lease`](crate::lease)): take `g` cells at sub-tick time
-/// `now`, the largest `g ≤ most` with `g ≤ max(least, ⌊room / share⌋)`,
-/// where `room = ⌊(span − (max(TAT, now) − now)) / T⌋` is what the limiter
-/// holds. Denied (nothing taken) when `room < least`. Returns the new TAT,
-/// the cells taken and the room left. `least ≥ 1`, `share ≥ 1`.
+/// A lease's step ([`lease`](crate::lease)): take `g` cells at `now` (a
+/// state word), the largest `g ≤ most` with `g ≤ max(least, ⌊room /
+/// share⌋)`, where `room = ⌊(span − debt) / T⌋` is what the limiter holds.
+/// Denied (nothing taken) when `room < least`. Returns the new state, the
+/// cells taken and the room left. `least ≥ 1`, `share ≥ 1`.
 ///
 /// One division by `T` (and one by `share`): this runs once per lease, not
 /// once per cell.
 #[inline]
 pub(crate) fn take_up_to(
     quota: &Quota,
-    tat: u64,
+    state: u64,
     now: u64,
     (least, most, share): (u64, u64, u64),
 ) -> Result<(u64, (u64, u64)), Denied> {
     let increment = charge(quota, least)?;
-    let base = tat.max(now);
-    let debt = base - now;
+    let debt = step::debt(state, now);
     let room_for_least = quota.span() - increment;
     if debt > room_for_least {
-        return Err(limited(quota, base, now, debt - room_for_least));
+        return Err(limited(quota, debt, debt - room_for_least));
     }
     let room = (quota.span() - debt) / quota.emission_interval();
     let taken = (room / share.max(1)).max(least).min(most.max(least));
-    // taken ≤ room, so taken·T ≤ span − debt and the new TAT is at most
-    // now + span; past the horizon that sum may not fit: deny (fail closed).
-    match base.checked_add(taken * quota.emission_interval()) {
-        Some(new_tat) => Ok((new_tat, (taken, room - taken))),
-        None => Err(limited(quota, base, now, u64::MAX)),
-    }
+    // taken ≤ room, so debt + taken·T ≤ span: within reach.
+    let new_state = step::later(now, debt + taken * quota.emission_interval());
+    Ok((new_state, (taken, room - taken)))
 }
 
-/// The state seen at sub-tick time `now`, with the wait for one cell.
+/// The state seen at `now` (a state word), with the wait for one cell.
 #[inline]
-pub(crate) fn snapshot(quota: &Quota, tat: u64, now: u64) -> Snapshot {
-    let until_full = tat.saturating_sub(now);
-    let wait = step::wait_for_one(until_full, quota.emission_interval(), quota.span());
-    Snapshot::from_usage(Usage::gcra(quota, until_full), wait)
+pub(crate) fn snapshot(quota: &Quota, state: u64, now: u64) -> Snapshot {
+    let debt = step::debt(state, now);
+    let wait = step::wait_for_one(debt, quota.emission_interval(), quota.span());
+    Snapshot::from_usage(Usage::gcra(quota, debt), wait)
 }
 
-/// Shaping: the TAT after sending `cost` cells at the earliest conforming
-/// tick, if that tick is at most `max_wait` sub-ticks after `now`.
+/// Shaping: the state after sending `cost` cells at the earliest conforming
+/// tick, if that tick is at most `max_wait` sub-ticks after `now` (a state
+/// word) and leaves the TAT within reach (at most [`MAX_SPAN`] sub-ticks
+/// ahead; a longer queue is refused with no finite wait).
 ///
 /// The send time is rounded up to a whole tick (the caller can only send on a
 /// tick), and the state advances as a policer downstream would see it:
@@ -161,33 +242,35 @@ pub(crate) fn snapshot(quota: &Quota, tat: u64, now: u64) -> Snapshot {
 /// Departures are non-decreasing when `now` is: a reservation that waits
 /// departs at `TAT + cost·T − span` with the TAT left by the previous one,
 /// which is at least that one's departure plus `cost·T`.
+///
+/// [`MAX_SPAN`]: crate::quota::MAX_SPAN
 #[inline]
 pub(crate) fn reserve(
     quota: &Quota,
-    tat: u64,
+    state: u64,
     now: u64,
     cost: u64,
     max_wait: u64,
 ) -> Result<(u64, Reservation), Denied> {
     let increment = charge(quota, cost)?;
-    match step::reserve(tat, now, increment, quota.span(), quota.scale(), max_wait) {
+    match step::reserve(state, now, increment, quota.span(), quota.scale(), max_wait) {
         Ok(r) => Ok((
-            r.tat,
+            r.state,
             Reservation {
                 usage: Usage::gcra(quota, r.until_full),
                 wait: r.wait,
             },
         )),
-        Err(shortfall) => Err(short(quota, now, shortfall)),
+        Err(shortfall) => Err(short(quota, shortfall)),
     }
 }
 
-/// The TAT after giving back `cost` cells at sub-tick time `now`: never
-/// earlier than `now` (a full limiter cannot get fuller), and unchanged when
-/// already full.
+/// The state after giving back `cost` cells at `now` (a state word): the
+/// debt less `cost·T`, never below 0 (a full limiter cannot get fuller),
+/// and unchanged when already full.
 #[inline]
-pub(crate) fn refund(quota: &Quota, tat: u64, now: u64, cost: u64) -> u64 {
-    step::refund(tat, now, cost.saturating_mul(quota.emission_interval()))
+pub(crate) fn refund(quota: &Quota, state: u64, now: u64, cost: u64) -> u64 {
+    step::refund(state, now, cost.saturating_mul(quota.emission_interval()))
 }
 
 /// A shaped send: when it may go, and the limiter's state after it.
@@ -368,11 +451,11 @@ impl Gcra {
     /// ```
     pub fn reserve_n(&self, now: u64, cost: u64, max_wait: u64) -> Result<Reservation, Denied> {
         let quota = self.quota();
-        let now = quota.sub_ticks(now);
+        let now = quota.now_word(now);
         let max_wait = max_wait.saturating_mul(quota.scale());
         self.shared
             .state()
-            .update(|tat| reserve(&quota, tat, now, cost, max_wait))
+            .update(|state| reserve(&quota, state, now, cost, max_wait))
     }
 
     /// Gives back `cost` cells at `now` (for example for a request that was
@@ -388,10 +471,10 @@ impl Gcra {
     /// ```
     pub fn refund_n(&self, now: u64, cost: u64) -> Snapshot {
         let quota = self.quota();
-        let now = quota.sub_ticks(now);
-        let step = |tat: u64| -> Result<(u64, Snapshot), Infallible> {
-            let tat = refund(&quota, tat, now, cost);
-            Ok((tat, snapshot(&quota, tat, now)))
+        let now = quota.now_word(now);
+        let step = |state: u64| -> Result<(u64, Snapshot), Infallible> {
+            let state = refund(&quota, state, now, cost);
+            Ok((state, snapshot(&quota, state, now)))
         };
         match self.shared.state().update(step) {
             Ok(snapshot) => snapshot,
@@ -410,11 +493,11 @@ impl Gcra {
         share: u64,
     ) -> Result<(u64, u64), Denied> {
         let quota = self.quota();
-        let now = quota.sub_ticks(now);
+        let now = quota.now_word(now);
         let least = least.max(1);
         self.shared
             .state()
-            .update(|tat| take_up_to(&quota, tat, now, (least, most, share)))
+            .update(|state| take_up_to(&quota, state, now, (least, most, share)))
     }
 
     /// Makes the limiter full, as new.
@@ -533,7 +616,7 @@ impl LocalGcra {
 
     /// The state at `now`.
     pub fn peek(&self, now: u64) -> Snapshot {
-        snapshot(&self.quota, self.tat.get(), self.quota.sub_ticks(now))
+        snapshot(&self.quota, self.tat.get(), self.quota.now_word(now))
     }
 
     /// Shaping; see [`Gcra::reserve_n`].
@@ -541,14 +624,14 @@ impl LocalGcra {
         let quota = &self.quota;
         let max_wait = max_wait.saturating_mul(quota.scale());
         let (tat, reservation) =
-            reserve(quota, self.tat.get(), quota.sub_ticks(now), cost, max_wait)?;
+            reserve(quota, self.tat.get(), quota.now_word(now), cost, max_wait)?;
         self.tat.set(tat);
         Ok(reservation)
     }
 
     /// Gives back `cost` cells; see [`Gcra::refund_n`].
     pub fn refund_n(&mut self, now: u64, cost: u64) -> Snapshot {
-        let now = self.quota.sub_ticks(now);
+        let now = self.quota.now_word(now);
         let tat = refund(&self.quota, self.tat.get(), now, cost);
         self.tat.set(tat);
         snapshot(&self.quota, tat, now)
@@ -685,7 +768,7 @@ mod loom_tests {
     fn replay(order: &[(Op, bool)], start: Quota) -> Option<(u64, Quota)> {
         let (mut tat, mut q) = (0u64, start);
         for &(op, out) in order {
-            let now = q.sub_ticks(NOW);
+            let now = q.now_word(NOW);
             match op {
                 Op::Check(cost) => match q.check(tat, NOW, cost) {
                     Ok((next, _)) if out => tat = next,

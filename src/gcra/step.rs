@@ -1,48 +1,136 @@
-//! The one GCRA step, as pure functions over primitives.
+//! The one GCRA step, as pure functions over primitives, in serial time.
 //!
-//! Everything here works on sub-tick numbers (see [`quota`](crate::quota)):
-//! `tat` the theoretical arrival time, `now` the time of the request, `span`
-//! the largest allowed `TAT − now` after an admission (`b·T` for a
+//! Everything here works on sub-tick numbers (see [`quota`](crate::quota))
+//! modulo 2⁶³, and on **state words** that hold a TAT as `2·TAT + 1`
+//! (mod 2⁶⁴; see [the module docs](super#serial-time) for why and for the
+//! proof that reading them is exact). `now` arrives as a word too
+//! ([`word`]), prepared before the state is read. `span` is the largest
+//! allowed `TAT − now` after an admission (`b·T` for a
 //! [`Quota`](crate::Quota) of burst `b` and emission interval `T`; a meter's
-//! bucket of `S` bytes uses `S·T`), and `increment` the charge of the request
-//! (`cost·T`, at most `span`). A request is admitted iff
+//! bucket of `S` bytes uses `S·T`), at most [`REACH`], and `increment` the
+//! charge of the request (`cost·T`, at most `span`).
+//!
+//! The state is read at `now` as `e = (state − now).rotate_right(1)`
+//! ([`ahead`]): for a word GCRA wrote, `e = (TAT − now) mod 2⁶³`; for an
+//! even word (a new client, a `reset`) `e ≥ 2⁶³`. The TAT is **ahead** of
+//! `now` by `e` iff `e <` [`AHEAD`]; otherwise the state is **idle** (full).
+//! A request is admitted iff
 //!
 //! ```text
-//! max(TAT, now) + increment − now ≤ span
+//! debt + increment ≤ span          (debt = e if the TAT is ahead, else 0)
 //! ```
 //!
-//! and then `TAT ← max(TAT, now) + increment`. A denial changes nothing and
-//! reports a [`Shortfall`]: the state it left (`base = max(TAT, now)`) and
-//! the wait `max(TAT, now) + increment − span − now` in sub-ticks before the
-//! same request fits. The callers turn numbers into a
-//! [`Decision`](crate::Decision) or [`Denied`](crate::Denied) themselves,
-//! after the compare-and-swap or critical section (lazily).
+//! and then `TAT ← now + debt + increment`. A denial changes nothing and
+//! reports a [`Shortfall`]: the debt it saw and the wait `debt + increment
+//! − span` in sub-ticks before the same request fits. The callers turn
+//! numbers into a [`Decision`](crate::Decision) or
+//! [`Denied`](crate::Denied) themselves, after the compare-and-swap or
+//! critical section (lazily).
 //!
-//! Two forms of the same step, chosen by the caller:
+//! [`admit`] is the inequality in the form `e ≤ room` with
+//! `room = span − increment` computed before the state is read ([`room`]).
+//! Between the load and the swap there is a subtract, a rotate, and a
+//! compare (owing: the word plus `2·increment`), then, for a state that
+//! does not owe that much, a second compare (idle: `now` plus
+//! `2·increment`, which does not depend on the state). [`fits`] is the same
+//! admission with the room computed from a per-packet charge (the meters'
+//! buckets, whose charge and span vary per packet and per bucket).
 //!
-//! * [`admit`]: the inequality in the form `TAT − now ≤ room` with
-//!   `room = span − increment` computed before the state is read
-//!   ([`room`]). Between the load and the swap there is a subtract and a
-//!   compare, and one add on whichever of `TAT` and `now` is the larger; no
-//!   `max`. Valid while `now + span` fits in 64 bits ([`within_horizon`]);
-//!   past the horizon the caller denies with [`past_horizon`], a constant.
-//! * [`admit_max`]: written with `max`, branch-free but for the decision,
-//!   valid for every `now`, with no prepared room: the meters' buckets,
-//!   whose charge and span vary per packet and per bucket, take its
-//!   admission alone ([`fits_max`]), and the Redis replies' checks take it
-//!   whole.
-//!
-//! Neither divides; [`reserve`] divides once, only to round a wait up to a
+//! Nothing here divides but [`reserve`], once, only to round a wait up to a
 //! whole tick when `scale > 1`.
 
-/// A denied step: the state it left unchanged, as `base = max(TAT, now)`,
-/// and the sub-ticks `wait` before the same request fits (`u64::MAX`:
-/// never, past the horizon).
+/// How far ahead of `now` a TAT may be read: a state whose TAT is less
+/// than `AHEAD = 2⁶²` sub-ticks ahead of `now` (serial-number order, RFC
+/// 1982) owes; any other is idle.
+pub(crate) const AHEAD: u64 = 1 << 62;
+
+/// How far ahead of the `now` that writes it a state may be: every write
+/// (an admission within a span of at most `REACH`, a reservation, a lease,
+/// a refund) leaves the TAT at most `REACH = 2⁶¹` sub-ticks ahead.
+pub(crate) const REACH: u64 = 1 << 61;
+
+/// The state word of the TAT `sub` (sub-ticks, mod 2⁶³): `2·sub + 1`. Also
+/// `now` as a word, as [`ahead`] and [`later`] take it.
+#[inline(always)]
+pub(crate) const fn word(sub: u64) -> u64 {
+    (sub << 1) | 1
+}
+
+/// `e`: how far the TAT of `state` is ahead of `now` (a word), modulo 2⁶³;
+/// at least 2⁶³ for an even word (never written by GCRA). The TAT is ahead
+/// iff `e <` [`AHEAD`].
+#[inline(always)]
+pub(crate) const fn ahead(state: u64, now: u64) -> u64 {
+    state.wrapping_sub(now).rotate_right(1)
+}
+
+/// The debt of `state` at `now`: [`ahead`] if the TAT is ahead, else 0.
+#[inline(always)]
+pub(crate) const fn debt(state: u64, now: u64) -> u64 {
+    let e = ahead(state, now);
+    if e < AHEAD {
+        e
+    } else {
+        0
+    }
+}
+
+/// The word of the TAT `by` sub-ticks after that of `word` (`by < 2⁶³`).
+#[inline(always)]
+pub(crate) const fn later(word: u64, by: u64) -> u64 {
+    word.wrapping_add(by << 1)
+}
+
+/// The serial difference `a − b` of two words GCRA wrote (both odd), if
+/// `a` is not before `b`; `None` if it is. Exact while they are less than
+/// [`AHEAD`] apart.
+#[inline(always)]
+pub(crate) const fn after(a: u64, b: u64) -> Option<u64> {
+    let d = ahead(a, b);
+    if d < AHEAD {
+        Some(d)
+    } else {
+        None
+    }
+}
+
+/// `max(TAT, now)` in serial order, as a word: `state` if its TAT is
+/// ahead of `now`, else `now`.
+#[inline(always)]
+pub(crate) const fn base(state: u64, now: u64) -> u64 {
+    if ahead(state, now) < AHEAD {
+        state
+    } else {
+        now
+    }
+}
+
+/// `a − b` for two words GCRA wrote, floored at 0 (serial order; see
+/// [`after`]).
+#[inline(always)]
+pub(crate) const fn excess(a: u64, b: u64) -> u64 {
+    match after(a, b) {
+        Some(d) => d,
+        None => 0,
+    }
+}
+
+/// Whether `state` is idle at `now`: its TAT is not ahead (`e ≥ AHEAD`, or
+/// exactly `now`), or it is a word GCRA never wrote.
+#[inline(always)]
+pub(crate) const fn is_idle(state: u64, now: u64) -> bool {
+    let e = ahead(state, now);
+    e == 0 || e >= AHEAD
+}
+
+/// A denied step: the debt it saw (`TAT − now`, 0 for an idle state) and
+/// the sub-ticks `wait` before the same request fits (`u64::MAX`: never,
+/// a reservation beyond [`REACH`]).
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Shortfall {
-    /// `max(TAT, now)`.
-    pub(crate) base: u64,
+    /// `TAT − now` (0 if idle).
+    pub(crate) debt: u64,
     /// Sub-ticks until the request would fit.
     pub(crate) wait: u64,
 }
@@ -54,225 +142,132 @@ pub(crate) const fn room(span: u64, increment: u64) -> u64 {
     span - increment
 }
 
-/// Whether `now + span` fits in 64 bits, so [`admit`] can add without
-/// overflow. Within a quota's horizon it always does (`now ≤ 2⁶³ − 1`,
-/// `span ≤ 2⁶³`); only the saturated `now = u64::MAX` fails it.
-#[inline(always)]
-pub(crate) const fn within_horizon(now: u64, span: u64) -> bool {
-    now.checked_add(span).is_some()
-}
-
-/// The denial past the horizon: time has stopped (`max(TAT, now) = now`),
-/// and every admission would need a TAT beyond `u64::MAX`.
-#[inline(always)]
-pub(crate) const fn past_horizon(now: u64) -> Shortfall {
-    Shortfall {
-        base: now,
-        wait: u64::MAX,
-    }
-}
-
-/// One step in the `room` form: the new TAT, or the shortfall.
+/// One step in the `room` form: the new state word and its debt
+/// `TAT′ − now`, or the shortfall. `now` is a word, `room = span −
+/// increment`.
 ///
-/// Requires [`within_horizon`]`(now, span)` and `room = span − increment`.
-/// `TAT − now ≤ room` (computed wrapping, so a `TAT < now` gives a huge
-/// value) is the owing case, the usual one under load: `TAT + increment`.
-/// Else `TAT < now` means full: the TAT restarts from `now`. Else the TAT is
-/// more than `room` ahead and the request waits `TAT − now − room`.
+/// 1. `e ≤ room`: owing (or exactly at `now`), and the charge fits:
+///    `state + 2·increment`.
+/// 2. `e ≥ AHEAD`: idle: `now + 2·increment`.
+/// 3. Otherwise the TAT is more than `room` ahead: wait `e − room`.
 #[inline(always)]
-pub(crate) const fn admit(tat: u64, now: u64, increment: u64, room: u64) -> Result<u64, Shortfall> {
-    if let Some(new_tat) = owing(tat, now, increment, room) {
-        Ok(new_tat)
-    } else if let Some(new_tat) = restart(tat, now, increment) {
-        Ok(new_tat)
+pub(crate) const fn admit(
+    state: u64,
+    now: u64,
+    increment: u64,
+    room: u64,
+) -> Result<(u64, u64), Shortfall> {
+    let e = ahead(state, now);
+    if e <= room {
+        Ok((later(state, increment), e + increment))
+    } else if e >= AHEAD {
+        Ok((later(now, increment), increment))
     } else {
-        Err(shortfall(tat, now, room))
+        Err(Shortfall {
+            debt: e,
+            wait: e - room,
+        })
     }
 }
 
-/// [`admit`]'s second case alone: a full limiter (`TAT < now`) restarts
-/// from `now`: `now + increment`. Same requirements as [`admit`].
+/// [`admit`]'s admission alone, for a charge `increment ≤ span`: the new
+/// state word, or `None`. The form the meters' buckets take, with their own
+/// span `S·T`: a packet path that drops the shortfall compiles to one
+/// branch to its red exit.
 #[inline(always)]
-pub(crate) const fn restart(tat: u64, now: u64, increment: u64) -> Option<u64> {
-    if tat < now {
-        Some(now + increment)
-    } else {
-        None
-    }
-}
-
-/// [`admit`]'s third case alone: the TAT is more than `room` ahead of
-/// `now` (neither [`owing`] nor [`restart`] admitted), and the request
-/// waits `TAT − now − room`.
-#[inline(always)]
-pub(crate) const fn shortfall(tat: u64, now: u64, room: u64) -> Shortfall {
-    Shortfall {
-        base: tat,
-        wait: tat - now - room,
-    }
-}
-
-/// [`admit`]'s first case alone: `TAT + increment` if
-/// `now ≤ TAT ≤ now + room` (the state owes, and the charge fits), else
-/// `None` (full, or denied: the caller takes another path). Same
-/// requirements as [`admit`].
-#[inline(always)]
-pub(crate) const fn owing(tat: u64, now: u64, increment: u64, room: u64) -> Option<u64> {
-    if tat.wrapping_sub(now) <= room {
-        Some(tat + increment)
-    } else {
-        None
-    }
-}
-
-/// One step in the `max` form: `max(TAT, now) + increment` if it is at most
-/// `now + span`, else the shortfall. Valid for every `now`; requires
-/// `increment ≤ span`. [`fits_max`] is its admission alone.
-#[allow(dead_code)]
-#[inline(always)]
-pub(crate) fn admit_max(tat: u64, now: u64, increment: u64, span: u64) -> Result<u64, Shortfall> {
-    match fits_max(tat, now, increment, span) {
-        Some(new_tat) => Ok(new_tat),
-        None => Err(shortfall_max(tat, now, increment, span)),
-    }
-}
-
-/// [`admit_max`] without the shortfall: the new TAT, or `None`. The form
-/// the meters' buckets take, with their own span `S·T`: a packet path
-/// that drops the shortfall compiles to one branch to its red exit (built
-/// from a `Result` and `.ok()`, the denied and the unchanged exits merged
-/// and were tested again, measured about 5 % slower per shared trTCM mark).
-#[allow(dead_code)]
-#[inline(always)]
-pub(crate) const fn fits_max(tat: u64, now: u64, increment: u64, span: u64) -> Option<u64> {
-    let base = if tat > now { tat } else { now };
-    match base.checked_add(increment) {
-        Some(new_tat) if new_tat - now <= span => Some(new_tat),
-        _ => None,
-    }
-}
-
-/// [`admit_max`]'s shortfall, for a step [`fits_max`] refused.
-#[allow(dead_code)]
-#[cold]
-#[inline]
-fn shortfall_max(tat: u64, now: u64, increment: u64, span: u64) -> Shortfall {
-    let base = if tat > now { tat } else { now };
-    Shortfall {
-        base,
-        wait: match base.checked_add(increment) {
-            Some(new_tat) => new_tat - now - span,
-            None => overflow_wait(base, now, increment, span),
-        },
-    }
-}
-
-/// The wait when `base + increment` overflows 64 bits: still exact when the
-/// TAT is far ahead (`base − now` past the room `span − increment`);
-/// `u64::MAX` (never) only past the horizon, where time has stopped.
-// Inlinable, though cold: a caller that drops the shortfall (the meters'
-// buckets) is then left with no call on its path.
-#[allow(dead_code)]
-#[cold]
-#[inline]
-fn overflow_wait(base: u64, now: u64, increment: u64, span: u64) -> u64 {
-    match (base - now).checked_sub(span - increment) {
-        Some(wait) if wait > 0 => wait,
-        _ => u64::MAX,
+pub(crate) const fn fits(state: u64, now: u64, increment: u64, span: u64) -> Option<u64> {
+    match admit(state, now, increment, room(span, increment)) {
+        Ok((next, _)) => Some(next),
+        Err(_) => None,
     }
 }
 
 /// The sub-ticks before one more cell of `interval` sub-ticks would fit:
-/// `max(TAT − now, 0) + interval − span`, floored at 0, with
-/// `until_full = max(TAT − now, 0)`.
+/// `debt + interval − span`, floored at 0.
 #[inline(always)]
-pub(crate) const fn wait_for_one(until_full: u64, interval: u64, span: u64) -> u64 {
-    // until_full + interval − span, without a sum that could overflow
+pub(crate) const fn wait_for_one(debt: u64, interval: u64, span: u64) -> u64 {
+    // debt + interval − span, without a sum that could overflow
     // (span ≥ interval).
-    until_full.saturating_sub(span - interval)
+    debt.saturating_sub(span - interval)
 }
 
-/// The TAT after giving back `give_back` sub-ticks at `now`: never earlier
-/// than `now` (a full limiter cannot get fuller), unchanged when already
-/// full.
+/// The state after giving back `give_back` sub-ticks at `now` (a word):
+/// the debt less `give_back`, never below 0 (a full limiter cannot get
+/// fuller); an idle state is left as it is.
 #[inline(always)]
-pub(crate) const fn refund(tat: u64, now: u64, give_back: u64) -> u64 {
-    if tat <= now {
-        return tat;
+pub(crate) const fn refund(state: u64, now: u64, give_back: u64) -> u64 {
+    if is_idle(state, now) {
+        return state;
     }
-    let back = tat.saturating_sub(give_back);
-    if back > now {
-        back
-    } else {
-        now
-    }
+    later(now, ahead(state, now).saturating_sub(give_back))
 }
 
-/// A reservation's numbers: the new TAT, `until_full = TAT′ − now` as the
-/// decision reports it, and the sub-ticks after `now` at which the cells go.
+/// A reservation's numbers: the new state word, `until_full = TAT′ − now`
+/// as the decision reports it, and the sub-ticks after `now` at which the
+/// cells go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Reserved {
-    pub(crate) tat: u64,
+    pub(crate) state: u64,
     pub(crate) until_full: u64,
     pub(crate) wait: u64,
 }
 
 /// Shaping: send `increment` sub-ticks of cells at the earliest conforming
-/// time, if it is at most `max_wait` sub-ticks after `now`.
+/// time, if it is at most `max_wait` sub-ticks after `now` (a word).
 ///
-/// The wait `max(TAT, now) − now + increment − span` (floored at 0) is
-/// rounded up to a multiple of `scale` (a whole tick: the caller can only
-/// send on a tick), and `TAT ← max(TAT, send) + increment`. With
-/// `increment = 0` nothing is stored and the wait is reported as is. The
-/// rounding is this module's one division, and only when a wait is needed at
-/// `scale > 1`. `max_wait` must be a whole number of ticks in sub-ticks, so
-/// that `⌈wait/scale⌉ ≤ max_wait/scale ⇔ wait ≤ max_wait`.
+/// The wait `debt + increment − span` (floored at 0) is rounded up to a
+/// multiple of `scale` (a whole tick: the caller can only send on a tick),
+/// and `TAT ← max(TAT, send) + increment`, i.e. the debt becomes
+/// `max(debt, wait) + increment`. A reservation that would leave the TAT
+/// more than [`REACH`] ahead of `now` is refused with no finite wait (its
+/// state could not be read back exactly). With `increment = 0` nothing is
+/// stored and the wait is reported as is. The rounding is this module's one
+/// division, and only when a wait is needed at `scale > 1`. `max_wait` must
+/// be a whole number of ticks in sub-ticks, so that
+/// `⌈wait/scale⌉ ≤ max_wait/scale ⇔ wait ≤ max_wait`.
 #[inline(always)]
 pub(crate) fn reserve(
-    tat: u64,
+    state: u64,
     now: u64,
     increment: u64,
     span: u64,
     scale: u64,
     max_wait: u64,
 ) -> Result<Reserved, Shortfall> {
-    let base = if tat > now { tat } else { now };
-    // base − now + increment − span without a sum that could overflow.
-    let wait = (base - now).saturating_sub(span - increment);
+    let debt = debt(state, now);
+    let wait = debt.saturating_sub(span - increment);
     if wait > max_wait {
         return Err(Shortfall {
-            base,
+            debt,
             wait: wait - max_wait,
         });
     }
     if increment == 0 {
         return Ok(Reserved {
-            tat,
-            until_full: base - now,
+            state,
+            until_full: debt,
             wait,
         });
     }
+    // wait ≤ debt < 2⁶², scale ≤ 2⁶³: a saturated product only refuses.
     let aligned = if scale == 1 || wait == 0 {
-        Some(wait)
+        wait
     } else {
-        wait.div_ceil(scale).checked_mul(scale)
+        wait.div_ceil(scale).saturating_mul(scale)
     };
-    let never = Shortfall {
-        base,
-        wait: u64::MAX,
-    };
-    let Some((wait, send)) =
-        aligned.and_then(|wait| now.checked_add(wait).map(|send| (wait, send)))
-    else {
-        return Err(never);
-    };
-    let Some(new_tat) = tat.max(send).checked_add(increment) else {
-        return Err(never);
+    let until_full = match (if debt > aligned { debt } else { aligned }).checked_add(increment) {
+        Some(d) if d <= REACH => d,
+        _ => {
+            return Err(Shortfall {
+                debt,
+                wait: u64::MAX,
+            })
+        }
     };
     Ok(Reserved {
-        tat: new_tat,
-        until_full: new_tat - now,
-        wait,
+        state: later(now, until_full),
+        until_full,
+        wait: aligned,
     })
 }
 
@@ -280,75 +275,113 @@ pub(crate) fn reserve(
 mod tests {
     use super::*;
 
-    /// The reference: the inequality as written, in 128-bit arithmetic.
-    fn reference(tat: u64, now: u64, increment: u64, span: u64) -> Result<u64, Shortfall> {
-        let base = tat.max(now) as u128;
-        let new_tat = base + increment as u128;
-        let wait = new_tat.saturating_sub(now as u128 + span as u128);
-        if wait == 0 && new_tat <= u64::MAX as u128 {
-            Ok(new_tat as u64)
+    /// The reference: TATs and times as plain (unbounded) integers, the
+    /// inequality as written.
+    fn reference(tat: i128, now: i128, increment: u64, span: u64) -> Result<i128, (u64, u64)> {
+        let base = tat.max(now);
+        let debt = (base - now) as u64;
+        let new_tat = base + increment as i128;
+        if new_tat - now <= span as i128 {
+            Ok(new_tat)
         } else {
-            Err(Shortfall {
-                base: base as u64,
-                wait: if new_tat > u64::MAX as u128 && wait == 0 {
-                    u64::MAX
-                } else {
-                    wait.min(u64::MAX as u128) as u64
-                },
-            })
+            Err((debt, (new_tat - now - span as i128) as u64))
         }
     }
 
+    /// `tat` and `now` as words after shifting both by `origin`.
+    fn words(tat: i128, now: i128, origin: u64) -> (u64, u64) {
+        let at = |t: i128| word((t as u64).wrapping_add(origin));
+        (at(tat), at(now))
+    }
+
+    const ORIGINS: [u64; 6] = [0, 1, 1 << 62, (1 << 63) + 1, u64::MAX, u64::MAX - 1_500];
+
     #[test]
-    fn both_forms_agree_with_the_inequality() {
+    fn the_step_agrees_with_the_inequality_at_every_origin() {
         let span = 1_000;
-        for tat in [0, 1, 400, 999, 1_000, 1_001, 1_500, 2_000, 2_999, 5_000] {
-            for now in [0, 1, 500, 1_000, 1_999, 2_000] {
+        for tat in [0i128, 1, 400, 999, 1_000, 1_001, 1_500, 2_000, 2_999] {
+            for now in [0i128, 1, 500, 1_000, 1_999, 2_000] {
                 for increment in [1, 100, 999, 1_000] {
                     let want = reference(tat, now, increment, span);
-                    assert_eq!(admit_max(tat, now, increment, span), want);
-                    assert_eq!(fits_max(tat, now, increment, span), want.ok());
-                    assert!(within_horizon(now, span));
-                    assert_eq!(admit(tat, now, increment, room(span, increment)), want);
+                    for origin in ORIGINS {
+                        let (state, at) = words(tat, now, origin);
+                        let got = admit(state, at, increment, room(span, increment));
+                        match (got, want) {
+                            (Ok((next, debt)), Ok(new_tat)) => {
+                                assert_eq!(
+                                    (next, debt as i128),
+                                    (words(new_tat, 0, origin).0, new_tat - now)
+                                );
+                            }
+                            (Err(s), Err((debt, wait))) => {
+                                assert_eq!((s.debt, s.wait), (debt, wait))
+                            }
+                            other => panic!("{other:?} at tat {tat} now {now} origin {origin}"),
+                        }
+                        assert_eq!(fits(state, at, increment, span).is_some(), want.is_ok());
+                    }
                 }
             }
         }
     }
 
     #[test]
-    fn the_max_form_is_exact_near_the_top_of_the_range() {
-        let span = 1 << 62;
-        for tat in [u64::MAX - 5, u64::MAX] {
-            for now in [0, 1 << 63, u64::MAX - (1 << 62)] {
-                for increment in [1, 1 << 61, 1 << 62] {
-                    let got = admit_max(tat, now, increment, span);
-                    let want = reference(tat, now, increment, span);
-                    assert_eq!(got, want, "tat {tat} now {now} increment {increment}");
-                    assert_eq!(fits_max(tat, now, increment, span), want.ok());
+    fn a_word_never_written_is_idle_at_every_now() {
+        for now in [0, 1, 1 << 62, 1 << 63, u64::MAX] {
+            let at = word(now);
+            for even in [0, 2, 1 << 63, u64::MAX - 1] {
+                assert!(is_idle(even, at));
+                assert_eq!(debt(even, at), 0);
+                assert_eq!(admit(even, at, 10, 90), Ok((later(at, 10), 10)));
+            }
+        }
+    }
+
+    #[test]
+    fn states_read_exactly_within_the_bounds() {
+        // Written at 0 with debt o ≤ REACH, read at δ in (−(AHEAD − REACH), AHEAD].
+        let lag = (AHEAD - REACH) as i128;
+        for o in [0, 1, 1_000, REACH - 1, REACH] {
+            for delta in [1 - lag, -1, 0, 1, o as i128, o as i128 + 1, AHEAD as i128] {
+                for origin in ORIGINS {
+                    let (state, at) = words(o as i128, delta, origin);
+                    let want = (o as i128 - delta).max(0) as u64;
+                    assert_eq!(debt(state, at), want, "o {o} δ {delta} origin {origin}");
+                    assert_eq!(is_idle(state, at), want == 0);
                 }
             }
         }
-        // Past the horizon nothing fits, ever.
-        assert_eq!(admit_max(0, u64::MAX, 1, span).unwrap_err().wait, u64::MAX);
-        assert!(!within_horizon(u64::MAX, span));
-        assert_eq!(past_horizon(u64::MAX).wait, u64::MAX);
+        // The bound is open below: a lag of 2⁶¹ behind a state 2⁶¹ ahead
+        // would owe 2⁶² and reads idle.
+        let (state, at) = words(REACH as i128, -lag, 0);
+        assert!(is_idle(state, at));
     }
 
     #[test]
     fn refunds_never_overfill() {
-        assert_eq!(refund(500, 1_000, 100), 500);
-        assert_eq!(refund(1_500, 1_000, 100), 1_400);
-        assert_eq!(refund(1_500, 1_000, 700), 1_000);
-        assert_eq!(refund(1_500, 1_000, u64::MAX), 1_000);
+        let at = |t: u64| word(t);
+        assert_eq!(refund(at(500), at(1_000), 100), at(500));
+        assert_eq!(refund(at(1_500), at(1_000), 100), at(1_400));
+        assert_eq!(refund(at(1_500), at(1_000), 700), at(1_000));
+        assert_eq!(refund(at(1_500), at(1_000), u64::MAX), at(1_000));
+        assert_eq!(refund(0, at(1_000), 5), 0);
     }
 
     #[test]
-    fn reservations_wait_whole_ticks() {
+    fn reservations_wait_whole_ticks_and_stay_within_reach() {
+        let at = |t: u64| word(t);
         // span 30, T 10, scale 4: TAT 35 at now 0 leaves room for 10 at 15.
-        let r = reserve(35, 0, 10, 30, 4, 40).unwrap();
-        assert_eq!((r.wait, r.tat, r.until_full), (16, 45, 45));
-        assert_eq!(reserve(35, 0, 10, 30, 4, 12).unwrap_err().wait, 3);
-        let peek = reserve(35, 0, 0, 30, 4, 40).unwrap();
-        assert_eq!((peek.tat, peek.wait), (35, 5));
+        let r = reserve(at(35), at(0), 10, 30, 4, 40).unwrap();
+        assert_eq!((r.wait, r.state, r.until_full), (16, at(45), 45));
+        assert_eq!(reserve(at(35), at(0), 10, 30, 4, 12).unwrap_err().wait, 3);
+        let peek = reserve(at(35), at(0), 0, 30, 4, 40).unwrap();
+        assert_eq!((peek.state, peek.wait), (at(35), 5));
+        // A queue that would end more than REACH ahead is refused for good.
+        let deep = at(REACH - 5);
+        assert_eq!(
+            reserve(deep, at(0), 10, 30, 1, u64::MAX).unwrap_err().wait,
+            u64::MAX
+        );
+        assert!(reserve(deep, at(0), 5, 30, 1, u64::MAX).is_ok());
     }
 }

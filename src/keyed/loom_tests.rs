@@ -34,14 +34,20 @@ fn quota(burst: u64) -> Quota {
     Quota::per_second(1).with_burst(burst).at_hz(HZ)
 }
 
-/// Every LIVE key in the table, with its state.
+/// The state word of a TAT (scale 1: sub-ticks are ticks).
+fn tat(t: u64) -> u64 {
+    crate::gcra::step::word(t)
+}
+
+/// Every LIVE key in the table, with its TAT (decoded from the state word
+/// `2·TAT + 1`; scale 1).
 fn live<S: Storage>(t: &KeyedTable<Quota, S>) -> Vec<(u64, u64)> {
     t.slots
         .slots()
         .iter()
         .map(|s| s.load())
         .filter(|v| key_of(*v) & TAG_MASK == LIVE)
-        .map(|v| (key_of(v) & !TAG_MASK, state_of(v)))
+        .map(|v| (key_of(v) & !TAG_MASK, state_of(v) >> 1))
         .collect()
 }
 
@@ -110,7 +116,7 @@ fn inserts_racing_for_different_slots_leave_one_copy() {
         // Another key at the head of the window, idle from tick 1 000 on.
         let other = LIVE | KeyId::exact(9, 32).0;
         t.slots.slots()[first]
-            .compare_exchange(0, pack(other, 1_000))
+            .compare_exchange(0, pack(other, tat(1_000)))
             .unwrap();
         let t2 = t.clone();
         let h = thread::spawn(move || t2.check(&5u32, 1_000).is_ok()); // may evict key 9
@@ -195,7 +201,7 @@ fn three_inserts_compete_for_two_slots() {
         let first = home(hash, 2);
         let other = LIVE | KeyId::exact(9, 32).0;
         t.slots.slots()[first]
-            .compare_exchange(0, pack(other, 1_000))
+            .compare_exchange(0, pack(other, tat(1_000)))
             .unwrap();
         let (t2, t3) = (t.clone(), t.clone());
         let h2 = thread::spawn(move || t2.check(&5u32, 1_000).is_ok());
@@ -288,8 +294,8 @@ fn a_lookup_races_the_eviction_of_its_key() {
         t.check(&1u32, 0).unwrap(); // A: slot 1, idle from 1 000
         t.slots.slots()[0]
             .compare_exchange(
-                pack(LIVE | KeyId::exact(3, 32).0, 1_000),
-                pack(LIVE | KeyId::exact(3, 32).0, 5_000),
+                pack(LIVE | KeyId::exact(3, 32).0, tat(1_000)),
+                pack(LIVE | KeyId::exact(3, 32).0, tat(5_000)),
             )
             .unwrap(); // C owes until 5 000: not evictable
         let t2 = t.clone();
@@ -441,9 +447,10 @@ fn rejected_split_words_protocol_lets_a_stale_check_write_another_keys_state() {
 /// The best 8-byte protocol found for a key word beside a state word (see
 /// "Why one 128-bit compare-and-swap" in the module docs): state values only
 /// ever grow in a slot, across owners too. An eviction takes an idle state
-/// `s` (strictly below `now`) through a BUSY value, writes the new key, and
-/// starts the new owner at `s + 1`, which is still idle, so the new owner is
-/// a fresh client. A check reads the key, the state, the key again, and
+/// `s` (its TAT strictly below `now`) through a BUSY value, writes the new
+/// key, and starts the new owner at `s + 2` (the next TAT: a state is the
+/// word `2·TAT + 1`), which is still idle, so the new owner is a fresh
+/// client. A check reads the key, the state, the key again, and
 /// compare-and-swaps the state alone. A stale check of the old owner holds a
 /// value at most `s`, which the slot never holds again, so its
 /// compare-and-swap fails; unless something *lowers* a state.
@@ -502,7 +509,7 @@ mod monotone_split {
         /// strictly larger idle start, and installs `key` there.
         pub(super) fn evict(&self, q: &Quota, now: u64, key: u64) -> bool {
             let state = self.state.load(SeqCst);
-            if state & BUSY != 0 || !q.is_idle(state + 1, now) {
+            if state & BUSY != 0 || !q.is_idle(state + 2, now) {
                 return false;
             }
             if self
@@ -514,7 +521,7 @@ mod monotone_split {
             }
             self.evicted.store(true, SeqCst);
             self.key.store(key, SeqCst);
-            self.state.store(state + 1, SeqCst);
+            self.state.store(state + 2, SeqCst);
             true
         }
     }
@@ -524,12 +531,12 @@ mod monotone_split {
     }
 
     pub(super) fn refund(q: Quota, now: u64) -> impl Fn(u64) -> Option<u64> {
-        move |state| Some(crate::gcra::refund(&q, state, q.sub_ticks(now), 1))
+        move |state| Some(crate::gcra::refund(&q, state, q.now_word(now), 1))
     }
 }
 
 /// The monotone 8-byte protocol without refunds keeps keys apart: key A owes
-/// one cell (state 1 000, burst 2) and is checked at 0 while an evictor, at
+/// one cell (TAT 1 000, burst 2) and is checked at 0 while an evictor, at
 /// 1 001, takes A's slot for B and checks B at 0 and at 1 000. In every
 /// interleaving A's check either lands before the eviction (and then A owes,
 /// so the eviction fails) or finds the slot gone; it never lands in B's
@@ -539,7 +546,7 @@ fn monotone_split_protocol_without_refunds_keeps_keys_apart() {
     use monotone_split::*;
     model_with(3, || {
         let q = quota(2);
-        let slot = Arc::new(Split::new(A, 1_000));
+        let slot = Arc::new(Split::new(A, tat(1_000)));
         let s2 = slot.clone();
         let evictor = thread::spawn(move || {
             if s2.evict(&q, 1_001, B) {
@@ -562,7 +569,7 @@ fn monotone_split_protocol_without_refunds_keeps_keys_apart() {
 /// refunded at 0 (as a tuple of entries does when the other tier denies), while a
 /// check of A at 0 may read the charged value 1 000. A is idle again, an
 /// evictor takes the slot for B at tick 1, and B is charged and refunded at
-/// 1 000, which leaves B at exactly 1 000. Loom finds the interleaving in
+/// 1 000, which leaves B at exactly TAT 1 000. Loom finds the interleaving in
 /// which A's stale compare-and-swap, expecting 1 000, lands in B's state.
 /// This is why the keyed table keeps one 16-byte unit per slot: its states
 /// are lowered by refunds (`refund_n`, a tuple revoking an entry), and the window

@@ -394,9 +394,9 @@ impl<S: Storage, O: Overrides<Quota>> KeyedTable<Quota, S, O> {
     /// limiter of [`WhenFull::Shared`].
     pub(super) fn refund_overflow(&self, now: u64, cost: u64) {
         let quota = self.algorithm;
-        let sub_now = quota.sub_ticks(now);
+        let now_word = quota.now_word(now);
         let _ = self.overflow.update(|state| {
-            let back = gcra::refund(&quota, state, sub_now, cost);
+            let back = gcra::refund(&quota, state, now_word, cost);
             Ok::<_, core::convert::Infallible>((back, ()))
         });
     }
@@ -405,13 +405,13 @@ impl<S: Storage, O: Overrides<Quota>> KeyedTable<Quota, S, O> {
     pub(super) fn refund_id(&self, id: KeyId, hash: u64, now: u64, cost: u64) -> Snapshot {
         let quota = *self.algorithm_for(id);
         let slots = self.slots.slots();
-        let sub_now = quota.sub_ticks(now);
+        let now_word = quota.now_word(now);
         loop {
             let Some((index, value)) = self.locate(id, hash) else {
                 return quota.peek(Quota::NEW, now);
             };
             let refunded = slots[index].update(Portable, LIVE | id.0, value, |state| {
-                let back = gcra::refund(&quota, state, sub_now, cost);
+                let back = gcra::refund(&quota, state, now_word, cost);
                 Ok::<_, core::convert::Infallible>((back, back))
             });
             if let Some(Ok(state)) = refunded {

@@ -12,9 +12,12 @@
 //!          then TAT ← max(TAT, now) + B·T
 //! ```
 //!
-//! That is the crate's one GCRA step in its `max` form
-//! (`crate::gcra::step::admit_max`), with the increment `B·T` and the span
-//! `S·T`. The span is the bucket's own: which is not always the quota's
+//! That is the crate's one GCRA step (`crate::gcra::step::fits`), with the
+//! increment `B·T` and the span `S·T`, in serial time: each word holds its
+//! TAT as `2·TAT + 1` modulo 2⁶⁴ (0, an even word, is a full bucket at
+//! every `now`), and `max(TAT, now)` and `TAT − now` are read in
+//! serial-number order, exactly while checks are less than
+//! [`Quota::horizon_ticks`] apart (see [`gcra`](crate::gcra#serial-time)). The span is the bucket's own: which is not always the quota's
 //! `burst·T` (a bucket of size 0 keeps a quota of burst 1 for its time
 //! base, and srTCM's committed bucket runs on the quota of both buckets
 //! together).
@@ -27,12 +30,15 @@
 //!
 //! # Invariants
 //!
-//! * Every take checks `B ≤ S` first, so `B·T ≤ S·T` fits a `u64` (the
-//!   constructor checked that `S·T` does); a TAT that would overflow does
-//!   not conform (fail closed).
+//! * Every take checks `B ≤ S` first, so `B·T ≤ S·T ≤ 2⁶¹` (the
+//!   constructor checked that `S·T` is within [`MAX_SPAN`]): every state a
+//!   take writes is at most 2⁶¹ sub-ticks ahead of its `now`, within the
+//!   reach of a state word.
 //! * A take that does not conform stores nothing.
-//! * The slack is formed only when `now + S·T` fits, so a batch's
-//!   `max(TAT, now) + spent` for `spent ≤ slack` fits too.
+//! * A batch's `max(TAT, now) + spent` for `spent ≤ slack` is at most
+//!   `now + S·T`, within reach too.
+//!
+//! [`MAX_SPAN`]: crate::quota::MAX_SPAN
 
 use super::{Color, MeterError};
 use crate::divisor::Divisor;
@@ -71,23 +77,24 @@ impl Bucket {
         Self::with_size(quota, size)
     }
 
-    /// A bucket on `quota`'s rate and time base with `size` bytes.
+    /// A bucket on `quota`'s rate and time base with `size` bytes, its span
+    /// `S·T` at most [`MAX_SPAN`](crate::quota::MAX_SPAN).
     pub(super) const fn with_size(quota: Quota, size: u64) -> Result<Bucket, MeterError> {
         match size.checked_mul(quota.emission_interval()) {
-            Some(span) => Ok(Bucket {
+            Some(span) if span <= crate::quota::MAX_SPAN => Ok(Bucket {
                 quota,
                 size,
                 span,
                 per_byte: Divisor::new(quota.emission_interval()),
             }),
-            None => Err(MeterError::Overflow),
+            _ => Err(MeterError::Overflow),
         }
     }
 
-    /// `now` (ticks) in this bucket's sub-ticks, saturating at the horizon.
+    /// `now` (ticks) as a state word of this bucket's sub-ticks.
     #[inline(always)]
     pub(super) fn now(&self, now: u64) -> u64 {
-        self.quota.sub_ticks(now)
+        self.quota.now_word(now)
     }
 
     /// The GCRA step with the increment `B·T`: the TAT after taking `bytes`
@@ -102,14 +109,14 @@ impl Bucket {
         self.admit(tat, now, bytes * self.quota.emission_interval())
     }
 
-    /// The crate's GCRA step in its `max` form ([`step::fits_max`], the
-    /// admission of [`step::admit_max`]) on this bucket's span `S·T`, for
-    /// an `increment ≤ S·T`: the new TAT `max(TAT, now) + increment`, or
+    /// The crate's GCRA step ([`step::fits`], the admission of
+    /// [`step::admit`]) on this bucket's span `S·T`, for an
+    /// `increment ≤ S·T`: the new TAT `max(TAT, now) + increment`, or
     /// `None` if it would be more than `S·T` after `now`. A packet needs no
     /// shortfall, so none is built.
     #[inline(always)]
     pub(super) fn admit(&self, tat: u64, now: u64, increment: u64) -> Option<u64> {
-        step::fits_max(tat, now, increment, self.span)
+        step::fits(tat, now, increment, self.span)
     }
 
     /// One bucket's pass over a burst at sub-tick `now`, one [`take`](Self::take)
@@ -148,38 +155,37 @@ impl Bucket {
         self.per_byte.quotient(sub_ticks)
     }
 
-    /// `max(TAT, now)` and the bucket's slack at sub-tick `now`,
-    /// `S·T − (max(TAT, now) − now)`: `take(B)` succeeds iff `B·T ≤ slack`,
-    /// i.e. iff `B ≤ ⌊slack / T⌋`, and then leaves `slack − B·T`. `None` when
-    /// the state is past its span (nothing fits, not even 0 bytes: a clock
-    /// that stepped back) or `now + S·T` would overflow (the horizon);
-    /// batches then go packet by packet.
+    /// `max(TAT, now)` (serial, as a word) and the bucket's slack at `now`
+    /// (a word), `S·T − (max(TAT, now) − now)`: `take(B)` succeeds iff
+    /// `B·T ≤ slack`, i.e. iff `B ≤ ⌊slack / T⌋`, and then leaves
+    /// `slack − B·T`. `None` when the state is past its span (nothing fits,
+    /// not even 0 bytes: a clock that stepped back); batches then go packet
+    /// by packet.
     #[inline(always)]
     pub(super) fn slack(&self, tat: u64, now: u64) -> Option<(u64, u64)> {
-        let base = if tat > now { tat } else { now };
-        let deficit = base - now;
-        if deficit > self.span || now.checked_add(self.span).is_none() {
+        let deficit = step::debt(tat, now);
+        if deficit > self.span {
             return None;
         }
-        Some((base, self.span - deficit))
+        Some((step::later(now, deficit), self.span - deficit))
     }
 
     /// The TAT after a batch spent `spent ≤ slack` sub-ticks from
-    /// `base = max(TAT, now)` (`base + spent ≤ now + S·T` fits), or the TAT
-    /// as it was if no packet passed (not even one of 0 bytes).
+    /// `base = max(TAT, now)` (`base + spent ≤ now + S·T`), or the TAT as it
+    /// was if no packet passed (not even one of 0 bytes).
     #[inline(always)]
     pub(super) fn after(tat: u64, base: u64, spent: u64, touched: bool) -> u64 {
         if touched {
-            base + spent
+            step::later(base, spent)
         } else {
             tat
         }
     }
 
-    /// Whole bytes in the bucket at sub-tick `now` (rounded down), for
+    /// Whole bytes in the bucket at `now` (a word; rounded down), for
     /// inspection.
     pub(super) fn tokens(&self, tat: u64, now: u64) -> u64 {
-        let deficit = tat.saturating_sub(now);
+        let deficit = step::debt(tat, now);
         self.whole_bytes(self.span.saturating_sub(deficit))
     }
 }

@@ -1,9 +1,11 @@
 //! The state of one flow: two `u64` words, one per bucket of the profile
 //! that marks it, both 0 (full buckets) when new.
 //!
-//! A word is a bucket's TAT in that bucket's sub-ticks (see `bucket.rs`):
-//! the time and the bucket's level in one number, so a flow needs no
-//! last-update timestamp. [`Flow`] keeps the two words in
+//! A word is a bucket's TAT in that bucket's sub-ticks (see `bucket.rs`),
+//! held as `2·TAT + 1` modulo 2⁶⁴ and read in serial time (0 is a full
+//! bucket at every `now`; see [`gcra`](crate::gcra#serial-time)): the time
+//! and the bucket's level in one number, so a flow needs no last-update
+//! timestamp. [`Flow`] keeps the two words in
 //! [`StateWord`]s, shared by `&self` and changed only by compare-and-swap;
 //! [`LocalFlow`] keeps two plain `u64` for a single owner.
 //!
@@ -15,12 +17,14 @@
 //!   which the bucket's inequality was checked, so each bucket on its own
 //!   is a linearizable GCRA.
 //! * Leases of bytes take from one bucket at a time, by the same rule
-//!   (`taken ≤ room`: the TAT stays within `now + S·T`), and give back as
+//!   (`taken ≤ room`: the TAT stays within `now + S·T`, within the reach of
+//!   a state word), and give back as
 //!   [`Gcra::refund_n`](crate::Gcra::refund_n) does (never before `now`).
 
 use core::fmt;
 
 use super::Bucket;
+use crate::gcra::step;
 use crate::quota::Quota;
 use crate::sync::{loom_const_fn, StateWord};
 
@@ -79,14 +83,16 @@ impl Flow {
         self.words[1].store(0);
     }
 
-    /// The two state words (TATs in sub-ticks), for inspection and tests.
+    /// The two state words, for inspection and tests: each bucket's TAT in
+    /// its sub-ticks as `2·TAT + 1` (mod 2⁶⁴), 0 for a full bucket never
+    /// taken from.
     ///
     /// ```
     /// use cellrate::meter::{Flow, Meter, TrTcm};
     /// let meter = TrTcm::new(1_000, 1_000, 1_000, 1_000, 1_000).unwrap();
     /// let flow = Flow::new();
     /// meter.mark(&flow, 0, 10);
-    /// assert_eq!(flow.words(), [10, 10]); // 10 bytes of debt, 1 ms each
+    /// assert_eq!(flow.words(), [2 * 10 + 1, 2 * 10 + 1]); // TAT 10: 10 bytes of debt, 1 ms each
     /// ```
     pub fn words(&self) -> [u64; 2] {
         [self.words[0].load(), self.words[1].load()]
@@ -113,8 +119,7 @@ impl Flow {
         let t = bucket.quota.emission_interval();
         let scale = bucket.quota.scale();
         self.words[which & 1].update(|tat| {
-            let base = if tat > now { tat } else { now };
-            let debt = base - now;
+            let debt = step::debt(tat, now);
             let Some(want) = least.checked_mul(t).filter(|&w| w <= bucket.span) else {
                 return Err(u64::MAX);
             };
@@ -124,9 +129,8 @@ impl Flow {
             }
             let room = bucket.whole_bytes(bucket.span - debt);
             let taken = (room / share.max(1)).max(least).min(most.max(least));
-            // taken ≤ room: the new TAT is at most now + S·T.
-            let next = base.checked_add(taken * t).ok_or(u64::MAX)?;
-            Ok((next, taken))
+            // taken ≤ room: the new TAT is at most now + S·T, within reach.
+            Ok((step::later(now, debt + taken * t), taken))
         })
     }
 
@@ -207,14 +211,15 @@ impl LocalFlow {
         self.words = [0, 0];
     }
 
-    /// The two state words (TATs in sub-ticks), for inspection and tests.
+    /// The two state words, for inspection and tests (as
+    /// [`Flow::words`]: `2·TAT + 1`, 0 for a full bucket never taken from).
     ///
     /// ```
     /// use cellrate::meter::{LocalFlow, Meter, SrTcm};
     /// let meter = SrTcm::new(1_000, 1_000, 1_000, 1_000).unwrap();
     /// let mut flow = LocalFlow::new();
     /// meter.mark_local(&mut flow, 0, 10);
-    /// assert_eq!(flow.words(), [10, 10]); // [C, A]: a green takes from both
+    /// assert_eq!(flow.words(), [21, 21]); // [C, A], TAT 10: a green takes from both
     /// ```
     pub const fn words(&self) -> [u64; 2] {
         self.words

@@ -3,8 +3,10 @@
 //!
 //! # Invariants
 //!
-//! * `A ≥ C` after every step, and `A − now ≤ (CBS + EBS)·T`,
-//!   `C − now ≤ CBS·T` at the `now` of the last take.
+//! * `A ≥ C` after every step (in serial order, as every comparison of
+//!   TATs: see [`gcra`](crate::gcra#serial-time)), and
+//!   `A − now ≤ (CBS + EBS)·T`, `C − now ≤ CBS·T` at the `now` of the last
+//!   take.
 //! * A shared packet reserves in `A` before it takes from `C`, so a
 //!   concurrent yellow test sees its bytes in `A` before it can see them in
 //!   `C`; a reservation that cannot stand is undone only by a
@@ -13,6 +15,7 @@
 use super::batch::{Arrivals, Slack};
 use super::steps::Steps;
 use super::{Bucket, Color, Flow, MeterError};
+use crate::gcra::step;
 use crate::quota::Quota;
 
 /// The srTCM of RFC 2697: committed information rate `CIR` (bytes per
@@ -137,8 +140,8 @@ impl SrTcm {
             return None;
         }
         let next = self.all.take(a, now, bytes)?;
-        let c_base = if c > now { c } else { now };
-        if next.saturating_sub(c_base) <= self.ebs_span {
+        let c_base = step::base(c, now);
+        if step::excess(next, c_base) <= self.ebs_span {
             Some(next)
         } else {
             None
@@ -168,8 +171,8 @@ impl SrTcm {
         let Some(largest) = largest_lost else {
             return; // every green still fits
         };
-        let c_base = if c_next > now { c_next } else { now };
-        let excess_deficit = all.load().saturating_sub(c_base);
+        let c_base = step::base(c_next, now);
+        let excess_deficit = step::excess(all.load(), c_base);
         let demoted = if largest <= self.ebs && excess_deficit <= self.ebs_span {
             Color::Yellow
         } else {
@@ -233,7 +236,7 @@ impl Steps for SrTcm {
         }
         // bytes ≤ CBS + EBS, so B·T ≤ (CBS + EBS)·T fits.
         let cost = bytes * self.all.quota.emission_interval();
-        let c_base = if c > now { c } else { now };
+        let c_base = step::base(c, now);
         let Some(a_next) = self.all.admit(a, now, cost) else {
             // Not even the two buckets together hold it.
             return Color::Red;
@@ -245,7 +248,7 @@ impl Steps for SrTcm {
                 return Color::Green;
             }
         }
-        if bytes <= self.ebs && a_next.saturating_sub(c_base) <= self.ebs_span {
+        if bytes <= self.ebs && step::excess(a_next, c_base) <= self.ebs_span {
             words[1] = a_next;
             return Color::Yellow;
         }
@@ -285,9 +288,9 @@ impl Steps for SrTcm {
                     // the completed greens: `A − C` over-counts the excess
                     // bucket's deficit by the greens still in flight, so the
                     // test errs toward red.
-                    let c_base = if c_now > now { c_now } else { now };
+                    let c_base = step::base(c_now, now);
                     let a_now = all.load();
-                    if bytes <= self.ebs && a_now.saturating_sub(c_base) <= self.ebs_span {
+                    if bytes <= self.ebs && step::excess(a_now, c_base) <= self.ebs_span {
                         return Color::Yellow;
                     }
                     // Red: give the reservation back if A is as we left it
@@ -330,7 +333,7 @@ impl Steps for SrTcm {
         let now = t[0];
         let (c_base, c_slack) = self.committed.slack(c, now)?;
         let (a_base, _) = self.all.slack(a, now)?;
-        let excess_deficit = a_base.checked_sub(c_base)?;
+        let excess_deficit = step::after(a_base, c_base)?;
         let e_slack = self.ebs_span.checked_sub(excess_deficit)?;
         Some(Slack {
             base: [c_base, a_base],
@@ -392,8 +395,8 @@ impl Steps for SrTcm {
     fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {
         let now = t[0];
         let [c, a] = words;
-        let c_base = if c > now { c } else { now };
-        let excess_deficit = a.saturating_sub(c_base);
+        let c_base = step::base(c, now);
+        let excess_deficit = step::excess(a, c_base);
         let te = self
             .all
             .whole_bytes(self.ebs_span.saturating_sub(excess_deficit));

@@ -9,9 +9,9 @@
 //! not), then the index of every key that holds no TAT. The decoder turns
 //! each value into the same [`Usage`] an in-process [`Gcra`](crate::Gcra)
 //! with the tier's [`quota`](super::RedisTier::quota) reports, and a denial's
-//! wait with the crate's one GCRA step (`crate::gcra::step`), so an answer from
-//! Redis and one from a local limiter at the same server time are equal
-//! values. A reply of any other shape is [`Error::BadReply`], never a panic.
+//! wait with the crate's GCRA inequality on the debt the script returns, so
+//! an answer from Redis and one from a local limiter at the same server
+//! time are equal values. A reply of any other shape is [`Error::BadReply`], never a panic.
 
 use std::string::String;
 use std::vec::Vec;
@@ -19,7 +19,6 @@ use std::vec::Vec;
 use super::scripts::{check_script, single_script};
 use super::{Error, Outcome, RedisPolicy, Source};
 use crate::decision::{Decision, Denied, Limited, Usage};
-use crate::gcra::step;
 
 /// The most keys one check-script call carries (requests × tiers). A
 /// batch with more is split into several calls in one pipeline, so one
@@ -131,13 +130,16 @@ impl RedisPolicy {
                         return Ok(Decision::from_usage(usage));
                     }
                     // This tier's own answer to the request, from the
-                    // crate's one GCRA step (TAT − now as the TAT at now 0):
-                    // the wait before it fits here, or a Decision if this
-                    // tier alone would have admitted it.
-                    let increment = cost.saturating_mul(quota.emission_interval());
-                    match step::admit_max(ahead, 0, increment, quota.span()) {
-                        Err(short) => Err(Denied::Limited(Limited::from_usage(usage, short.wait))),
-                        Ok(_) => Ok(Decision::from_usage(usage)),
+                    // GCRA inequality on the debt `ahead`: the wait
+                    // `ahead + cost·T − span` before it fits here, or a
+                    // Decision if this tier alone would have admitted it.
+                    let increment = cost as u128 * quota.emission_interval() as u128;
+                    match (ahead as u128 + increment).checked_sub(quota.span() as u128) {
+                        Some(wait) if wait > 0 => Err(Denied::Limited(Limited::from_usage(
+                            usage,
+                            wait.min(u64::MAX as u128) as u64,
+                        ))),
+                        _ => Ok(Decision::from_usage(usage)),
                     }
                 })
                 .collect();

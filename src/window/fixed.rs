@@ -90,7 +90,8 @@ pub struct FixedWindowQuota {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 struct At {
-    tag: u64,
+    /// `⌊now / W⌋`, the window index (its tag is the low bits).
+    index: u64,
     /// `tag << count_bits`: the state of this window with a count of 0.
     base: u64,
     until_end: u64,
@@ -174,7 +175,7 @@ impl FixedWindowQuota {
         let (index, elapsed) = self.window.div_rem(now);
         let tag = index & self.tag_mask;
         At {
-            tag,
+            index,
             base: tag << self.count_bits,
             until_end: self.window.get() - elapsed,
         }
@@ -188,7 +189,7 @@ impl FixedWindowQuota {
         let count = state.wrapping_sub(at.base);
         if count <= self.limit {
             return View {
-                tag: at.tag,
+                tag: at.index & self.tag_mask,
                 count,
                 until_end: at.until_end,
             };
@@ -206,15 +207,21 @@ impl FixedWindowQuota {
         // A word this quota did not write (saved under another limit without
         // `translate`) may count more than the limit: it is judged full.
         let count = (state & self.count_mask).min(self.limit);
-        let behind = at.tag.wrapping_sub(stored_tag) & self.tag_mask;
+        let tag = at.index & self.tag_mask;
+        let behind = tag.wrapping_sub(stored_tag) & self.tag_mask;
         if behind == 0 {
             return View {
-                tag: at.tag,
+                tag,
                 count,
                 until_end: at.until_end,
             };
         }
-        if behind == self.tag_mask && count > 0 {
+        // Across the wrap of the tick counter window 0 follows the last
+        // window (see the module docs of `window`), whose tag need not be
+        // one before 0's: in the last window a state of window 0 is ahead.
+        let ahead = behind == self.tag_mask
+            || (stored_tag == 0 && at.index == super::last_index(&self.window));
+        if ahead && count > 0 {
             // The state is one window ahead of this `now`: judge against it.
             View {
                 tag: stored_tag,
@@ -223,7 +230,7 @@ impl FixedWindowQuota {
             }
         } else {
             View {
-                tag: at.tag,
+                tag,
                 count: 0,
                 until_end: at.until_end,
             }
@@ -239,7 +246,7 @@ impl FixedWindowQuota {
     /// The tag of `now`'s window.
     #[inline]
     pub(crate) fn tag_at(&self, now: u64) -> u64 {
-        self.at(now).tag
+        self.at(now).index & self.tag_mask
     }
 
     /// The tag of the window a state word was written in.

@@ -4,14 +4,17 @@
 //!
 //! The log keeps the last `limit` admitted cells, oldest first, in a ring of
 //! `N ≥ limit` slots; each slot holds the tick its cell **expires** at,
-//! `e = r + W` for a cell recorded at `r` (saturating; `0` is an empty
-//! slot). A cell counts in every window `(t − W, t]` with `r` in it, i.e.
-//! until `t ≥ e`. A request of `cost` cells at `now` fits iff at least
-//! `cost` of the `limit` recorded cells have expired, and since the ring is
-//! sorted that is one comparison:
+//! `e = r + W` for a cell recorded at `r`, in serial time: ticks modulo 2⁶³,
+//! stored as the word `2·e + 1` (an empty slot is 0, an even word, expired
+//! at every `now`), and compared as GCRA compares TATs (see
+//! [`gcra`](crate::gcra#serial-time)): `e` has expired at `now` unless it is
+//! less than 2⁶² ticks ahead of it. A cell counts in every window
+//! `(t − W, t]` with `r` in it, i.e. until `t ≥ e`. A request of `cost`
+//! cells at `now` fits iff at least `cost` of the `limit` recorded cells
+//! have expired, and since the ring is sorted that is one comparison:
 //!
 //! ```text
-//! admit ⇔ ring[cost − 1] ≤ now          (ring[0] the oldest; empty slots are 0)
+//! admit ⇔ ring[cost − 1] ≤ now          (ring[0] the oldest; empty slots have expired)
 //! ```
 //!
 //! then the `cost` oldest slots are overwritten with `max(now + W, newest)`
@@ -26,8 +29,16 @@
 //! reset_after = newest − now              (0 if all expired)
 //! ```
 //!
-//! A slot that saturated at `u64::MAX` (a cell recorded less than `W` ticks
-//! before the end of time) never expires: the log fails closed there.
+//! **Any clock.** Every answer depends only on differences between the
+//! `now`s the log sees, so `now` may start anywhere (Unix time included)
+//! and wrap past `2⁶⁴`. The window is at most [`MAX_WINDOW`] = 2⁶¹ ticks, so
+//! every recorded expiry lies at most 2⁶¹ ticks ahead of the `now` that
+//! wrote it: a caller whose `now` lags by less than 2⁶¹ ticks reads every
+//! pending cell as pending, and the answers are exact while two checks are
+//! at most 2⁶² ticks apart. Past that gap an expired cell may read as
+//! pending: the log then denies more until it drains, never admits more (a
+//! slot read as expired has truly expired, and the truly pending cells are
+//! the newest, so an admission only ever overwrites expired cells).
 //!
 //! A small header keeps what a check needs in words at fixed places (no
 //! read whose address depends on another read): the ring's start `head`, a
@@ -70,21 +81,32 @@
 //! # Invariants
 //!
 //! * The first `limit` slots (from `head`, modulo `limit`) hold the expiry
-//!   ticks of the last `limit` recorded cells, sorted, `0` meaning empty;
-//!   slots beyond `limit` are unused.
+//!   words of the last `limit` recorded cells, sorted (serial order), `0`
+//!   meaning empty; slots beyond `limit` are unused.
 //! * `known ≤ limit`, and the first `known` slots have expired by `since`
 //!   (`known = 0` always holds, and is what `reset`, `set_limit` and a
 //!   revocation leave).
-//! * `next` equals logical slot `known` when `known < limit` and is
-//!   `u64::MAX` when `known == limit`; `newest` equals logical slot
+//! * `next` equals logical slot `known` when `known < limit` and is `0`
+//!   (unused) when `known == limit`; `newest` equals logical slot
 //!   `limit − 1`.
 //! * A denial and a peek write nothing.
 
 use core::fmt;
 
 use super::WindowError;
+use crate::gcra::step;
 use crate::sync::{guarded_zeros, loom_const_fn, Guarded, GuardedU64};
 use crate::{Decision, Denied, Limited, RateLimiter, Snapshot};
+
+/// The longest window a [`SlidingLog`] accepts: 2⁶¹ ticks (73 years at
+/// 1 GHz), so that every expiry it records is within the reach of serial
+/// time (see the [module docs](self)).
+///
+/// ```
+/// use cellrate::window::{log::MAX_WINDOW, SlidingLog, WindowError};
+/// assert_eq!(SlidingLog::<4>::try_new(4, MAX_WINDOW + 1).err(), Some(WindowError::WindowTooLong { max: MAX_WINDOW }));
+/// ```
+pub const MAX_WINDOW: u64 = step::REACH;
 
 /// The ring, and a header that lets a check decide without reading a slot
 /// whose place depends on another read.
@@ -98,11 +120,11 @@ struct Ring<const N: usize> {
     /// The tick `known` holds at (the last admission's `now`).
     since: GuardedU64,
     /// A copy of logical slot `known`, the first slot not known to have
-    /// expired; `u64::MAX` (which never expires) when `known == limit`.
+    /// expired; 0 (not read) when `known == limit`.
     next: GuardedU64,
     /// A copy of logical slot `limit − 1`, the newest.
     newest: GuardedU64,
-    /// Expiry ticks, oldest first from `head`; 0 is an empty slot.
+    /// Expiry words `2·e + 1`, oldest first from `head`; 0 is an empty slot.
     slots: [GuardedU64; N],
 }
 
@@ -189,6 +211,9 @@ impl<const N: usize> SlidingLog<N> {
     };
 
     const fn validate(limit: u64, window: u64) -> Result<(), WindowError> {
+        if window > MAX_WINDOW {
+            return Err(WindowError::WindowTooLong { max: MAX_WINDOW });
+        }
         super::check_params(limit, window, Self::MAX_LIMIT)
     }
 
@@ -213,17 +238,24 @@ impl<const N: usize> SlidingLog<N> {
         }
     }
 
-    /// Whether a slot (an expiry tick, 0 if empty) has expired at `now`. A
-    /// slot saturated at `u64::MAX` never does (fails closed).
+    /// Whether a slot (an expiry word, 0 if empty) has expired at `now`
+    /// (ticks): its expiry is not ahead of `now` in serial order.
     #[inline(always)]
     fn expired(slot: u64, now: u64) -> bool {
-        slot <= now.min(u64::MAX - 1)
+        step::is_idle(slot, step::word(now))
     }
 
-    /// Ticks from `now` until a slot expires.
+    /// Ticks from `now` until a slot expires (0 if it has).
     #[inline(always)]
     fn until_expiry(slot: u64, now: u64) -> u64 {
-        slot.saturating_sub(now)
+        step::debt(slot, step::word(now))
+    }
+
+    /// The tick a slot's cells were recorded at: its expiry minus `W`
+    /// (modulo 2⁶³, as the slot holds it).
+    #[inline(always)]
+    fn recorded(&self, slot: u64) -> u64 {
+        (slot >> 1).wrapping_sub(self.window)
     }
 
     /// The expiry tick at logical slot `i` (0 the oldest).
@@ -233,11 +265,12 @@ impl<const N: usize> SlidingLog<N> {
     }
 
     /// How many slots have expired at `now` (they are a prefix: the ring is
-    /// sorted), and a copy of the first that has not (`u64::MAX` if all
-    /// have). The header knows a prefix that has expired by `since`, and the
-    /// slot after it: when `now ≥ since` and that slot has not expired, the
-    /// prefix is the answer, from the header alone (always so while `now`
-    /// stands still). Otherwise [`search`](Self::search) from there.
+    /// sorted), and a copy of the first that has not (0 if all have). The
+    /// header knows a prefix that has expired by `since`, and the slot after
+    /// it: when `now ≥ since` (serial: `now − since` is below 2⁶³) and that
+    /// slot has not expired (or there is none), the prefix is the answer,
+    /// from the header alone (always so while `now` stands still).
+    /// Otherwise [`search`](Self::search) from there.
     #[inline(always)]
     fn expired_prefix(
         &self,
@@ -246,8 +279,8 @@ impl<const N: usize> SlidingLog<N> {
         now: u64,
     ) -> (usize, u64) {
         let next = ring.next.get();
-        // (`next` is `u64::MAX`, never expiring, when `known` is all.)
-        if !Self::expired(next, now) & (now >= ring.since.get()) {
+        let all = known == self.limit as usize;
+        if (all | !Self::expired(next, now)) & (now.wrapping_sub(ring.since.get()) < 1 << 63) {
             (known, next)
         } else {
             self.search_next(ring, head, now, known)
@@ -255,7 +288,7 @@ impl<const N: usize> SlidingLog<N> {
     }
 
     /// [`search`](Self::search) over the whole ring, and a copy of the first
-    /// slot that has not expired (`u64::MAX` if all have).
+    /// slot that has not expired (0 if all have).
     #[cold]
     #[inline(never)]
     fn search_next(&self, ring: &Ring<N>, head: usize, now: u64, guess: usize) -> (usize, u64) {
@@ -264,7 +297,7 @@ impl<const N: usize> SlidingLog<N> {
         let next = if free < limit {
             self.slot(ring, head, free)
         } else {
-            u64::MAX
+            0
         };
         (free, next)
     }
@@ -366,28 +399,28 @@ impl<const N: usize> SlidingLog<N> {
                 let step = if cost == limit { 0 } else { cost };
                 let head = self.index(head, step);
                 // The `cost` oldest expired slots became the newest, which
-                // have not (`value > now`, or saturated): `free − cost` remain.
+                // have not (`value` is after `now`): `free − cost` remain.
                 // The first slot not expired stays where it was (cost ≤
-                // free; it is at most the newest, so at most `value`), or is
-                // the first written if all had expired (`next` = u64::MAX).
-                let next = next.min(value);
+                // free), or is the first written if all had expired.
+                let next = if free == limit { value } else { next };
                 let free = free - cost;
                 ring.set_pos(head, free);
                 ring.since.set(now);
                 ring.next.set(next);
                 ring.newest.set(value);
                 let reset = Self::until_expiry(value, now);
-                let recorded = value.saturating_sub(self.window);
+                let recorded = self.recorded(value);
                 Ok((Decision::new(self.limit, free as u64, reset), recorded))
             },
         )
     }
 
-    /// The expiry of cells admitted at `now`: `now + W`, or the newest if
-    /// later (a clock that stepped back), so the ring stays sorted.
+    /// The expiry word of cells admitted at `now`: `now + W`, or the newest
+    /// if later in serial order (a clock that stepped back), so the ring
+    /// stays sorted.
     #[inline(always)]
     fn new_expiry(&self, newest: u64, now: u64) -> u64 {
-        newest.max(now.saturating_add(self.window))
+        step::base(newest, step::word(now.wrapping_add(self.window)))
     }
 
     /// The answer to a check that writes nothing: `cost == 0` (admitted,
@@ -404,7 +437,7 @@ impl<const N: usize> SlidingLog<N> {
     ) -> Result<(Decision, u64), Denied> {
         let reset = Self::until_expiry(newest, now);
         if cost == 0 {
-            let recorded = self.new_expiry(newest, now).saturating_sub(self.window);
+            let recorded = self.recorded(self.new_expiry(newest, now));
             return Ok((Decision::new(self.limit, free as u64, reset), recorded));
         }
         Err(Denied::Limited(Limited::with_remaining(
@@ -443,7 +476,7 @@ impl<const N: usize> SlidingLog<N> {
     /// never admitted; the ring stays sorted (older cells move up, empty
     /// slots enter at the old end).
     pub(crate) fn revoke_at(&self, recorded: u64, cost: u64) {
-        let value = recorded.saturating_add(self.window);
+        let value = step::word(recorded.wrapping_add(self.window));
         self.ring.write(|ring| {
             let (head, _) = ring.pos();
             let limit = self.limit as usize;
@@ -516,12 +549,12 @@ impl<const N: usize> SlidingLog<N> {
         let slots = &mut ring.slots[..];
         // Oldest first from slot 0.
         slots[..old].rotate_left(head);
-        // Expiries under the new window (`e − W + W'`); empty slots stay
-        // empty and saturated ones saturated (never expiring).
+        // Expiries under the new window (`e − W + W'`, serial); empty slots
+        // stay empty.
         for slot in &slots[..old] {
             let e = slot.get();
-            if e != 0 && e != u64::MAX {
-                slot.set(e.saturating_sub(self.window).saturating_add(window));
+            if e != 0 {
+                slot.set(step::later(e, window).wrapping_sub(self.window << 1));
             }
         }
         // The newest `new` right-aligned in [0, new), empty slots first
@@ -738,7 +771,7 @@ mod tests {
                     if known < limit {
                         assert_eq!(ring.next.get(), log.slot(ring, head, known));
                     } else {
-                        assert_eq!(ring.next.get(), u64::MAX);
+                        assert_eq!(ring.next.get(), 0);
                     }
                 });
                 let expect = count_expired(&log, probe);

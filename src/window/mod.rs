@@ -196,6 +196,12 @@ pub enum WindowError {
     /// `limit × window` does not fit in 64 bits (sliding window only): use a
     /// coarser tick or a shorter window.
     Overflow,
+    /// The window is longer than this limiter can compare in serial time
+    /// (sliding log only: [`log::MAX_WINDOW`]).
+    WindowTooLong {
+        /// The longest window this limiter accepts.
+        max: u64,
+    },
 }
 
 impl WindowError {
@@ -206,6 +212,7 @@ impl WindowError {
             WindowError::ZeroWindow => "window: the window is zero ticks long",
             WindowError::LimitTooLarge { .. } => "window: the limit is too large for this limiter",
             WindowError::Overflow => "window: limit times window overflows 64 bits",
+            WindowError::WindowTooLong { .. } => "window: the window is too long for this limiter",
         }
     }
 }
@@ -215,6 +222,9 @@ impl fmt::Display for WindowError {
         match self {
             WindowError::LimitTooLarge { max } => {
                 write!(f, "window: the limit is too large (at most {max})")
+            }
+            WindowError::WindowTooLong { max } => {
+                write!(f, "window: the window is too long (at most {max} ticks)")
             }
             other => f.write_str(other.as_str()),
         }
@@ -249,6 +259,14 @@ pub(crate) const fn low_mask(bits: u32) -> u64 {
     } else {
         (1u64 << bits) - 1
     }
+}
+
+/// The index of the last window of the tick counter, `⌊(2⁶⁴ − 1) / W⌋`:
+/// after it the counter wraps and window 0 comes next. Off the admit path
+/// (only a state from another window asks).
+#[inline]
+pub(crate) fn last_index(window: &crate::divisor::Divisor) -> u64 {
+    window.div_rem(u64::MAX).0
 }
 
 /// The fewest bits left for a window tag.

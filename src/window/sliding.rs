@@ -124,7 +124,8 @@ pub struct SlidingWindowQuota {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct At {
-    tag: u64,
+    /// `⌊now / W⌋`, the window index (its tag is the low bits).
+    index: u64,
     /// `tag << 2·count_bits`: the state of this window with both counts 0.
     base: u64,
     elapsed: u64,
@@ -215,7 +216,7 @@ impl SlidingWindowQuota {
         let (index, elapsed) = self.window.div_rem(now);
         let tag = index & self.tag_mask;
         At {
-            tag,
+            index,
             base: tag << (2 * self.count_bits),
             elapsed,
         }
@@ -230,7 +231,7 @@ impl SlidingWindowQuota {
             // Counts above the limit come only from a word this quota did
             // not write (see `view_other`): judged full.
             return View {
-                tag: at.tag,
+                tag: at.index & self.tag_mask,
                 prev: (counts >> self.count_bits).min(self.limit),
                 cur: (counts & self.count_mask).min(self.limit),
                 elapsed: at.elapsed,
@@ -246,13 +247,23 @@ impl SlidingWindowQuota {
     #[cold]
     #[inline(never)]
     fn view_other(&self, state: u64, at: &At) -> View {
-        let (tag_now, elapsed) = (at.tag, at.elapsed);
+        let (tag_now, elapsed) = (at.index & self.tag_mask, at.elapsed);
         let tag = state >> (2 * self.count_bits);
         // A word this quota did not write (saved under another limit without
         // `translate`) may count more than the limit: it is judged full.
         let prev = ((state >> self.count_bits) & self.count_mask).min(self.limit);
         let cur = (state & self.count_mask).min(self.limit);
-        let behind = tag_now.wrapping_sub(tag) & self.tag_mask;
+        // Across the wrap of the tick counter window 0 follows the last
+        // window (see the module docs of `window`), whose tag need not be
+        // one before 0's: in window 0 the last window is the previous one,
+        // and in the last window a state of window 0 is one ahead.
+        let behind = if at.index == 0 && tag == super::last_index(&self.window) & self.tag_mask {
+            1
+        } else if tag == 0 && at.index == super::last_index(&self.window) {
+            self.tag_mask
+        } else {
+            tag_now.wrapping_sub(tag) & self.tag_mask
+        };
         let current = |prev, cur| View {
             tag: tag_now,
             prev,
@@ -342,7 +353,7 @@ impl SlidingWindowQuota {
     /// The tag of `now`'s window.
     #[inline]
     pub(crate) fn tag_at(&self, now: u64) -> u64 {
-        self.at(now).tag
+        self.at(now).index & self.tag_mask
     }
 
     /// The tag of the window a state word was written in.
@@ -379,9 +390,17 @@ impl SlidingWindowQuota {
         let stored = state >> (2 * self.count_bits);
         let prev = (state >> self.count_bits) & self.count_mask;
         let cur = state & self.count_mask;
+        // (The window after the last one, across the wrap, is window 0; a
+        // tag is ambiguous there, and giving back from the newer window
+        // only ever gives back less.)
+        let next = if tag == super::last_index(&self.window) & self.tag_mask {
+            0
+        } else {
+            (tag + 1) & self.tag_mask
+        };
         if stored == tag {
             self.pack(stored, prev, cur.saturating_sub(cost))
-        } else if stored == (tag + 1) & self.tag_mask {
+        } else if stored == next {
             self.pack(stored, prev.saturating_sub(cost), cur)
         } else {
             state
@@ -481,7 +500,7 @@ impl Algorithm for SlidingWindowQuota {
         let (prev, cur) = (counts >> self.count_bits, counts & self.count_mask);
         if prev + cur + p.cost <= self.limit {
             let v = View {
-                tag: p.at.tag,
+                tag: p.at.index & self.tag_mask,
                 prev,
                 cur,
                 elapsed: p.at.elapsed,
