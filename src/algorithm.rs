@@ -39,7 +39,8 @@
 //!   state it was given (a cost above 0 always changes it; a container
 //!   stores it without testing); denying, nothing is stored.
 //! * [`is_idle`](Algorithm::is_idle) is true only when the state is
-//!   indistinguishable from `NEW` at `now` and at every later time: a table may
+//!   indistinguishable from `NEW` at `now` and at every later time (within
+//!   the longest gap between checks: GCRA's TATs are serial): a table may
 //!   then reuse the slot without giving the client anything back.
 //! * None of these panic, allocate or divide on the admit/deny path.
 //! * Every method is total over any `u64` state, including a word the
@@ -119,7 +120,9 @@ pub trait Algorithm {
     /// The state at `now`, consuming nothing.
     fn peek(&self, state: u64, now: u64) -> Snapshot;
 
-    /// Whether `state` is, at `now` and ever after, the same as [`NEW`](Self::NEW).
+    /// Whether `state` is, at `now` and ever after (within the longest gap
+    /// between checks, [`Quota::horizon_ticks`] for GCRA), the same as
+    /// [`NEW`](Self::NEW).
     fn is_idle(&self, state: u64, now: u64) -> bool;
 }
 

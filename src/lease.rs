@@ -17,6 +17,12 @@
 //! [`LeasedMeter`] does the same for the packet meters: bytes leased from
 //! each shared bucket of a [`Flow`], colours from those leases.
 //!
+//! Any clock works: the shared limiter's state and a lease's deadlines are
+//! compared in serial order (differences, not absolute ticks), so `now`
+//! may be Unix time or a counter that wraps past `2⁶⁴`; the bound below
+//! holds for `now`s within the shared quota's longest gap
+//! ([`Quota::horizon_ticks`](crate::Quota::horizon_ticks)) of each other.
+//!
 //! Handles are plain values (no allocation, no thread-local, no clock):
 //! a `Leased<&'static Gcra>` per core on a two-core microcontroller works
 //! as a `Leased<&Gcra>` per scoped thread or (feature `alloc`) a

@@ -4,16 +4,19 @@
 //! and its family, from a Cortex-M0 interrupt handler to a server fleet.
 //!
 //! * **Time is a number you supply.** Every check takes `now: u64`, ticks of a
-//!   monotonic clock at a frequency you declare in the [`Quota`]. A [`Clock`]
-//!   trait exists for convenience wrappers; the limiters never read a clock.
+//!   monotonic clock at a frequency you declare in the [`Quota`], from any
+//!   origin: a counter from boot, one that wraps, Unix time (see
+//!   [`time`](crate::time#any-clock)). A [`Clock`] trait exists for
+//!   convenience wrappers; the limiters never read a clock.
 //! * **One state word per client.** [`Gcra`] keeps the theoretical arrival time
 //!   (TAT) in one `u64` and changes it with a single compare-and-swap: no locks,
 //!   no allocation, no panics, no division on the admit/deny path.
 //! * **Exact by construction.** A request of `cost` cells is admitted at `now`
 //!   iff `max(TAT, now) + cost·T − now ≤ τ + T`, where `T` is the emission
 //!   interval and `τ = (burst − 1)·T` the tolerance. [`Quota`] represents `T`
-//!   exactly for every rate whose ratio to the tick frequency fits the
-//!   documented horizon, and otherwise rounds toward admitting less and says so.
+//!   exactly for every rate whose ratio to the tick frequency keeps the
+//!   documented longest gap between checks, and otherwise rounds toward
+//!   admitting less and says so.
 //!
 //! ```
 //! use cellrate::{Gcra, Quota, RateLimiter};

@@ -5,6 +5,53 @@
 //! never reads a clock by itself. [`Clock`] exists for convenience wrappers
 //! (blocking waits, throttled buses) that need to ask for the time.
 //!
+//! # Any clock
+//!
+//! A limiter reads only the differences between the `now`s it is given, so
+//! a clock may start anywhere and may wrap past `u64::MAX` to 0: a counter
+//! from boot (`StdClock`, a hardware timer), one that wraps, or Unix time
+//! in nanoseconds, microseconds or milliseconds, which every server of a
+//! fleet agrees on. The answers (decisions, `remaining`, `reset_after`,
+//! `retry_after`) are those the same traffic gets from tick 0:
+//!
+//! ```
+//! use cellrate::{Gcra, Quota, RateLimiter};
+//! use std::time::{SystemTime, UNIX_EPOCH};
+//!
+//! /// Unix time in nanoseconds, modulo 2⁶⁴ (the limiter reads differences).
+//! fn unix_ns() -> u64 {
+//!     let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+//!     since.as_nanos() as u64
+//! }
+//!
+//! let api = Gcra::new(Quota::per_second(7).at_hz(1_000_000_000));
+//! let now = unix_ns();
+//! assert!(api.check(now).is_ok());
+//! assert_eq!(api.peek(now).remaining(), 6);
+//! // One second later, on the same clock: full again.
+//! assert_eq!(api.peek(now + 1_000_000_000).remaining(), 7);
+//! ```
+//!
+//! The one limit is the **longest gap between two checks** of one limiter
+//! (or of one key of a table): [`Quota::horizon_ticks`] ticks,
+//! `2⁶² / scale`, at least [`HORIZON_SECS`](crate::quota::HORIZON_SECS)
+//! (2²⁸ s, about 8.5 years) for every quota on a clock below 2³⁴ Hz, and
+//! 146 years at 1 GHz for a quota whose emission interval is a whole number
+//! of ticks. It is a gap, not a date: a limiter checked at least that often
+//! runs forever. Past it a client's state may read as owing, and the
+//! limiter denies it more, never admits more (see
+//! [`gcra`](crate::gcra#serial-time)). A wall clock may step back (NTP):
+//! a step back by less than half that gap is judged conservatively (it can
+//! deny more, never admit more), as for any clock.
+//!
+//! The window counters ([`FixedWindow`](crate::window::FixedWindow),
+//! [`SlidingWindow`](crate::window::SlidingWindow)) align their windows to
+//! multiples of the window on the caller's clock: on Unix time, to the
+//! calendar (a window of 60 s starts on the minute). See
+//! [`window`](crate::window#any-clock) for what that means across a wrap.
+//!
+//! [`Quota::horizon_ticks`]: crate::Quota::horizon_ticks
+//!
 //! # Conversions
 //!
 //! [`ticks_to_duration`] and [`duration_to_ticks`] convert between ticks and

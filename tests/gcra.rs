@@ -586,3 +586,65 @@ fn the_horizon_is_guaranteed_below_two_to_the_34_hz() {
     assert_eq!(q.horizon_ticks(), 1 << 62);
     assert_eq!(q.horizon_ticks() / 1_000_000_000_000 / 86_400, 53); // 53.4 days
 }
+
+/// Issue 26 as reported: a limiter fed Unix-epoch time (nanoseconds on a
+/// 1 GHz clock, microseconds on a 1 MHz one) used to deny every request,
+/// for the quotas whose scale pushed `now · scale` past the old horizon.
+/// Every such quota, in `Gcra`, `LocalGcra` and a keyed table, now gives a
+/// full burst at once and then one cell per emission interval, exactly as
+/// from tick 0.
+#[test]
+fn unix_time_is_a_clock() {
+    use cellrate::keyed::{Keyed, Seed, WhenFull};
+    const NS: u64 = 1_000_000_000;
+    // 2026-12-02 in ns and µs since the Unix epoch.
+    let unix_ns = 1_796_169_600 * NS;
+    let cases = [
+        (Quota::per_second(7), NS, unix_ns),
+        (Quota::per_second(11), NS, unix_ns),
+        (Quota::per_second(13), NS, unix_ns),
+        (Quota::per_second(997), NS, unix_ns),
+        (Quota::per_second(35_162), NS, unix_ns),
+        (Quota::per_minute(35_162), 1_000_000, unix_ns / 1_000),
+    ];
+    for (builder, hz, now) in cases {
+        for burst in [1, 5] {
+            let q = builder.with_burst(burst).at_hz(hz);
+            assert!(q.scale() > 1, "{q:?}");
+            let t = q.emission_interval_ticks();
+            let g = Gcra::new(q);
+            let local = LocalGcra::new(q);
+            let keyed: Keyed<Quota, 4> = Keyed::new(q, WhenFull::Deny, Seed::new(1, 2));
+            let mut answers = Vec::new();
+            for now in [now, now, now, now, now, now, now + t, now + 1_000 * t] {
+                answers.push((
+                    g.check(now).map(|d| d.remaining()).ok(),
+                    local.check(now).map(|d| d.remaining()).ok(),
+                    keyed.check(&1u32, now).map(|d| d.remaining()).ok(),
+                ));
+            }
+            // The same traffic from tick 0.
+            let zero = Gcra::new(q);
+            let from_zero: Vec<_> = [0, 0, 0, 0, 0, 0, t, 1_000 * t]
+                .iter()
+                .map(|&t0| zero.check(t0).map(|d| d.remaining()).ok())
+                .collect();
+            for (i, (a, b, c)) in answers.iter().enumerate() {
+                assert_eq!(
+                    (a, b, c),
+                    (&from_zero[i], &from_zero[i], &from_zero[i]),
+                    "{q:?} check {i}"
+                );
+            }
+            assert_eq!(
+                answers.iter().filter(|a| a.0.is_some()).count() as u64,
+                burst + 2
+            );
+            // The wait the first denial reports is the emission interval's
+            // rest, never a saturated number.
+            let fresh = Gcra::new(q);
+            fresh.check_n(now, burst).unwrap();
+            assert!(fresh.check(now).unwrap_err().retry_after().unwrap() <= t);
+        }
+    }
+}

@@ -6,11 +6,20 @@
 //! With a capacity of at most 16 slots the probe window is the whole table,
 //! so "full" means the same thing in both; the second property uses a large
 //! table with few keys, where no window fills.
+//!
+//! Every case runs at origin 0 and at two other origins of the clock
+//! (`support/origin.rs`): the table sees `origin + now` (wrapping), the
+//! model `now`, and every answer (eviction of idle keys included) must be
+//! the same.
 use std::collections::HashMap;
 
 use cellrate::keyed::{KeyId, Keyed, Seed, WhenFull};
 use cellrate::{Denied, Quota};
 use proptest::prelude::*;
+
+#[path = "support/origin.rs"]
+mod origin;
+use origin::{origins, with_zero};
 
 const HZ: u64 = 1_000;
 
@@ -178,7 +187,9 @@ fn run<const N: usize>(
     seed: (u64, u64),
     ops: &[Op],
     capacity_in_model: usize,
+    origin: u64,
 ) -> Result<(), TestCaseError> {
+    let at = |now: u64| origin.wrapping_add(now);
     let default = Reference { interval, burst };
     let premium = Reference {
         interval,
@@ -202,12 +213,20 @@ fn run<const N: usize>(
     for (i, op) in ops.iter().enumerate() {
         now += op.advance;
         let expected = model.check(op.key, now, op.cost);
-        let got = answer(table.check_n(&op.key, now, op.cost));
-        prop_assert_eq!(got, expected, "op {} {:?} at {}", i, op, now);
+        let got = answer(table.check_n(&op.key, at(now), op.cost));
+        prop_assert_eq!(
+            got,
+            expected,
+            "op {} {:?} at {} origin {}",
+            i,
+            op,
+            now,
+            origin
+        );
         // Peeking agrees too, and never inserts.
         let mut tat = model.tats.get(&op.key).copied().unwrap_or(0);
         let peeked = model.limiter(op.key).check(&mut tat, now, 0);
-        let snapshot = table.peek(&op.key, now);
+        let snapshot = table.peek(&op.key, at(now));
         prop_assert_eq!(
             peeked,
             Answer::Admit {
@@ -216,7 +235,7 @@ fn run<const N: usize>(
             }
         );
     }
-    let occupancy = table.sweep(now);
+    let occupancy = table.sweep(at(now));
     prop_assert!(occupancy.owing + occupancy.idle <= N);
     prop_assert_eq!(occupancy.claiming, 0);
     Ok(())
@@ -233,11 +252,14 @@ proptest! {
         policy in policy(),
         seed in (any::<u64>(), any::<u64>()),
         ops in ops(12),
+        drawn in origins(),
     ) {
-        run::<1>(interval, burst, policy, seed, &ops, 1)?;
-        run::<4>(interval, burst, policy, seed, &ops, 4)?;
-        run::<9>(interval, burst, policy, seed, &ops, 9)?;
-        run::<16>(interval, burst, policy, seed, &ops, 16)?;
+        for origin in with_zero(drawn) {
+            run::<1>(interval, burst, policy, seed, &ops, 1, origin)?;
+            run::<4>(interval, burst, policy, seed, &ops, 4, origin)?;
+            run::<9>(interval, burst, policy, seed, &ops, 9, origin)?;
+            run::<16>(interval, burst, policy, seed, &ops, 16, origin)?;
+        }
     }
 
     /// A large table with few keys never fills: it is an unbounded map.
@@ -247,7 +269,10 @@ proptest! {
         burst in 1..4u64,
         seed in (any::<u64>(), any::<u64>()),
         ops in ops(40),
+        drawn in origins(),
     ) {
-        run::<4096>(interval, burst, WhenFull::Deny, seed, &ops, usize::MAX)?;
+        for origin in with_zero(drawn) {
+            run::<4096>(interval, burst, WhenFull::Deny, seed, &ops, usize::MAX, origin)?;
+        }
     }
 }

@@ -16,12 +16,20 @@
 //!   held at the start, and so within `b + ⌊Δ/T⌋ + n·k`;
 //! * a denied worker was denied because what it held and what the shared
 //!   limiter held fell short of the cost.
+//!
+//! Every run happens at origin 0 and at two other origins of the clock
+//! (`support/origin.rs`): the handles and the shared limiter see
+//! `origin + now` (wrapping), the model `now`.
 
 use std::cell::RefCell;
 
 use cellrate::lease::{CellSource, LeasePolicy, Leased};
 use cellrate::{Denied, Gcra, Quota};
 use proptest::prelude::*;
+
+#[path = "support/origin.rs"]
+mod origin;
+use origin::{origins, with_zero};
 
 /// A token bucket: `level` in `1/t` cells (ticks' worth), at most `b·t`.
 #[derive(Debug, Clone)]
@@ -76,16 +84,21 @@ impl Model {
     }
 }
 
-/// The shared limiter, with the model following every operation on it.
+/// The shared limiter, with the model following every operation on it
+/// (at `now − origin`).
 struct Checked<'a> {
     gcra: &'a Gcra,
     model: &'a RefCell<Model>,
+    origin: u64,
 }
 
 impl CellSource for Checked<'_> {
     fn take(&self, now: u64, least: u64, most: u64, share: u64) -> Result<u64, Denied> {
         let real = self.gcra.take(now, least, most, share);
-        let expected = self.model.borrow_mut().take(now, least, most, share);
+        let expected =
+            self.model
+                .borrow_mut()
+                .take(now.wrapping_sub(self.origin), least, most, share);
         assert_eq!(
             real.as_ref().ok().copied(),
             expected,
@@ -95,7 +108,9 @@ impl CellSource for Checked<'_> {
     }
     fn give_back(&self, now: u64, cells: u64) {
         self.gcra.give_back(now, cells);
-        self.model.borrow_mut().give_back(now, cells);
+        self.model
+            .borrow_mut()
+            .give_back(now.wrapping_sub(self.origin), cells);
     }
 }
 
@@ -150,12 +165,38 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
-    fn leased_workers_match_the_model_and_the_bound((t, b, policy, n, steps) in setup()) {
+    fn leased_workers_match_the_model_and_the_bound((t, b, policy, n, steps) in setup(), drawn in origins()) {
+        for origin in with_zero(drawn) {
+            leased_run(t, b, policy, n, &steps, origin)?;
+        }
+    }
+}
+
+/// [`leased_workers_match_the_model_and_the_bound`] at one origin.
+fn leased_run(
+    t: u64,
+    b: u64,
+    policy: LeasePolicy,
+    n: usize,
+    steps: &[Step],
+    origin: u64,
+) -> Result<(), TestCaseError> {
+    let at = |now: u64| origin.wrapping_add(now);
+    {
         let gcra = Gcra::new(Quota::per_ticks(1, t).with_burst(b).at_hz(1_000));
         prop_assume!(gcra.quota().is_exact());
         let model = RefCell::new(Model::new(t, b));
         let mut handles: Vec<_> = (0..n)
-            .map(|_| Leased::new(Checked { gcra: &gcra, model: &model }, policy))
+            .map(|_| {
+                Leased::new(
+                    Checked {
+                        gcra: &gcra,
+                        model: &model,
+                        origin,
+                    },
+                    policy,
+                )
+            })
             .collect();
         let mut admitted = vec![0u64; n];
         // Give-backs counted at each worker's last denial by the shared limiter.
@@ -163,10 +204,10 @@ proptest! {
         // Per step: its now, the cells it admitted, and H just before it.
         let mut trace: Vec<(u64, u64, u64)> = Vec::new();
         let mut now = 0u64;
-        for step in &steps {
+        for step in steps {
             now += step.advance;
             let held: u64 = handles.iter().map(|h| h.held()).sum();
-            let spendable: u64 = handles.iter().map(|h| h.spendable(now)).sum();
+            let spendable: u64 = handles.iter().map(|h| h.spendable(at(now))).sum();
             assert!(spendable <= held);
             let h = &mut handles[step.worker];
             let mut got = 0;
@@ -174,7 +215,7 @@ proptest! {
                 Act::Check(cost) => {
                     let held_before = h.held();
                     let attempts_before = model.borrow().attempts;
-                    match h.check_n(now, cost) {
+                    match h.check_n(at(now), cost) {
                         Ok(()) => got = cost,
                         Err(_) => {
                             // Denied: what it holds and what the shared
@@ -197,7 +238,7 @@ proptest! {
                         }
                     }
                 }
-                Act::Release => h.release(now),
+                Act::Release => h.release(at(now)),
             }
             admitted[step.worker] += got;
             prop_assert!(h.held() <= policy.max_cells());
@@ -212,8 +253,15 @@ proptest! {
             for &(t1, got, _) in &trace[i..] {
                 sum += got;
                 let ideal = b + (t1 - t0) / t;
-                prop_assert!(sum <= ideal + held0,
-                    "admitted {} in [{}, {}] > b + ⌊Δ/T⌋ + H(t₀) = {} + {}", sum, t0, t1, ideal, held0);
+                prop_assert!(
+                    sum <= ideal + held0,
+                    "admitted {} in [{}, {}] > b + ⌊Δ/T⌋ + H(t₀) = {} + {}",
+                    sum,
+                    t0,
+                    t1,
+                    ideal,
+                    held0
+                );
                 prop_assert!(held0 <= n as u64 * k);
             }
         }
@@ -222,8 +270,9 @@ proptest! {
         drop(handles);
         let mut m = model.borrow().clone();
         m.advance(now);
-        prop_assert_eq!(gcra.peek(now).remaining(), m.room());
+        prop_assert_eq!(gcra.peek(at(now)).remaining(), m.room());
     }
+    Ok(())
 }
 
 /// A stalled worker costs the others exactly what it holds, and gets it

@@ -4,6 +4,10 @@
 //! bounds checked directly on the marks, and batches against packets.
 use cellrate::meter::{BatchLenMismatch, Color, Flow, LocalFlow, Meter, SrTcm, TrTcm, TrTcm4115};
 use proptest::prelude::*;
+
+#[path = "support/origin.rs"]
+mod origin;
+use origin::{origins, with_zero};
 use Color::{Green as G, Red as R, Yellow as Y};
 
 // ---------------------------------------------------------------------------
@@ -322,9 +326,10 @@ fn times(ps: &[Packet]) -> Vec<u64> {
 }
 
 /// Colours of `ps` through every entry point of `m` (local and shared, per
-/// packet and in batches of equal `now`); all must agree.
-fn mark_all_ways<M: Meter>(m: &M, ps: &[Packet], aware: bool) -> Vec<Color> {
-    let ts = times(ps);
+/// packet and in batches of equal `now`), with every `now` shifted by
+/// `origin`; all must agree.
+fn mark_all_ways<M: Meter>(m: &M, ps: &[Packet], aware: bool, origin: u64) -> Vec<Color> {
+    let ts: Vec<u64> = times(ps).iter().map(|t| origin.wrapping_add(*t)).collect();
     let pre = |p: &Packet| if aware { p.pre } else { G };
     let mut local = LocalFlow::new();
     let shared = Flow::new();
@@ -410,7 +415,7 @@ proptest! {
     #[test]
     fn srtcm_matches_reference(
         cir in 1u64..5_000, cbs in 0u64..3_000, ebs in 0u64..3_000,
-        hz in hz(), ps in packets(), aware: bool,
+        hz in hz(), ps in packets(), aware: bool, drawn in origins(),
     ) {
         prop_assume!(cbs + ebs > 0);
         let m = SrTcm::new(cir, cbs, ebs, hz).unwrap();
@@ -421,8 +426,11 @@ proptest! {
             .zip(&ps)
             .map(|(&t, p)| reference.mark(t, p.bytes, if aware { p.pre } else { G }))
             .collect();
-        let marks = mark_all_ways(&m, &ps, aware);
-        prop_assert_eq!(&marks, &expected);
+        for origin in with_zero(drawn) {
+            let marks = mark_all_ways(&m, &ps, aware, origin);
+            prop_assert_eq!(&marks, &expected, "origin {}", origin);
+        }
+        let marks = expected;
         assert_interval_bound(&ps, &marks, &[G], cir, cbs, hz);
         assert_interval_bound(&ps, &marks, &[G, Y], cir, cbs + ebs, hz);
     }
@@ -430,7 +438,7 @@ proptest! {
     #[test]
     fn trtcm_matches_reference(
         cir in 1u64..5_000, extra in 0u64..5_000, cbs in 1u64..3_000, pbs in 1u64..3_000,
-        hz in hz(), ps in packets(), aware: bool,
+        hz in hz(), ps in packets(), aware: bool, drawn in origins(),
     ) {
         let pir = cir + extra;
         let m = TrTcm::new(cir, cbs, pir, pbs, hz).unwrap();
@@ -441,8 +449,11 @@ proptest! {
             .zip(&ps)
             .map(|(&t, p)| reference.mark(t, p.bytes, if aware { p.pre } else { G }))
             .collect();
-        let marks = mark_all_ways(&m, &ps, aware);
-        prop_assert_eq!(&marks, &expected);
+        for origin in with_zero(drawn) {
+            let marks = mark_all_ways(&m, &ps, aware, origin);
+            prop_assert_eq!(&marks, &expected, "origin {}", origin);
+        }
+        let marks = expected;
         assert_interval_bound(&ps, &marks, &[G], cir, cbs, hz);
         assert_interval_bound(&ps, &marks, &[G, Y], pir, pbs, hz);
     }
@@ -450,7 +461,7 @@ proptest! {
     #[test]
     fn rfc4115_matches_reference(
         cir in 0u64..5_000, eir in 0u64..5_000, cbs in 0u64..3_000, ebs in 0u64..3_000,
-        hz in hz(), ps in packets(), aware: bool,
+        hz in hz(), ps in packets(), aware: bool, drawn in origins(),
     ) {
         // A bucket is either off (rate and size 0) or has a rate.
         let (cir, cbs) = if cir == 0 { (0, 0) } else { (cir, cbs) };
@@ -464,8 +475,11 @@ proptest! {
             .zip(&ps)
             .map(|(&t, p)| reference.mark(t, p.bytes, if aware { p.pre } else { G }))
             .collect();
-        let marks = mark_all_ways(&m, &ps, aware);
-        prop_assert_eq!(&marks, &expected);
+        for origin in with_zero(drawn) {
+            let marks = mark_all_ways(&m, &ps, aware, origin);
+            prop_assert_eq!(&marks, &expected, "origin {}", origin);
+        }
+        let marks = expected;
         assert_interval_bound(&ps, &marks, &[G], cir, cbs, hz);
         assert_interval_bound(&ps, &marks, &[Y], eir, ebs, hz);
     }
@@ -546,19 +560,21 @@ fn frames_and_bursts() -> impl Strategy<Value = (u64, Vec<Burst>)> {
 }
 
 /// Marks `bursts` four ways (per packet and in one batch per burst, local
-/// and shared) and against `reference`; all colours and states must agree
-/// burst after burst.
+/// and shared), every `now` shifted by `origin`, and against `reference`
+/// (from 0); all colours and states must agree burst after burst.
 fn batches_match_packets<M: Meter>(
     m: &M,
     mut reference: impl FnMut(u64, u64, Color) -> Color,
     bursts: &[Burst],
     aware: bool,
+    origin: u64,
 ) -> Result<(), TestCaseError> {
     let (mut local, mut local_batch) = (LocalFlow::new(), LocalFlow::new());
     let (shared, shared_batch) = (Flow::new(), Flow::new());
     let mut now = 0;
     for burst in bursts {
         now += burst.dt;
+        let at = origin.wrapping_add(now);
         let sizes: Vec<u64> = burst.packets.iter().map(|p| p.0).collect();
         let pre: Vec<Color> = burst
             .packets
@@ -573,26 +589,32 @@ fn batches_match_packets<M: Meter>(
         let per_packet: Vec<Color> = sizes
             .iter()
             .zip(&pre)
-            .map(|(&bytes, &color)| m.mark_aware_local(&mut local, now, bytes, color))
+            .map(|(&bytes, &color)| m.mark_aware_local(&mut local, at, bytes, color))
             .collect();
         let per_packet_shared: Vec<Color> = sizes
             .iter()
             .zip(&pre)
-            .map(|(&bytes, &color)| m.mark_aware(&shared, now, bytes, color))
+            .map(|(&bytes, &color)| m.mark_aware(&shared, at, bytes, color))
             .collect();
         let (mut out_local, mut out_shared) = (vec![R; sizes.len()], vec![Y; sizes.len()]);
         if aware {
-            m.mark_batch_aware_local(&mut local_batch, now, &sizes, &pre, &mut out_local)
+            m.mark_batch_aware_local(&mut local_batch, at, &sizes, &pre, &mut out_local)
                 .unwrap();
-            m.mark_batch_aware(&shared_batch, now, &sizes, &pre, &mut out_shared)
+            m.mark_batch_aware(&shared_batch, at, &sizes, &pre, &mut out_shared)
                 .unwrap();
         } else {
-            m.mark_batch_local(&mut local_batch, now, &sizes, &mut out_local)
+            m.mark_batch_local(&mut local_batch, at, &sizes, &mut out_local)
                 .unwrap();
-            m.mark_batch(&shared_batch, now, &sizes, &mut out_shared)
+            m.mark_batch(&shared_batch, at, &sizes, &mut out_shared)
                 .unwrap();
         }
-        prop_assert_eq!(&per_packet, &expected, "per packet vs reference at {}", now);
+        prop_assert_eq!(
+            &per_packet,
+            &expected,
+            "per packet vs reference at {} origin {}",
+            now,
+            origin
+        );
         prop_assert_eq!(&per_packet_shared, &expected);
         prop_assert_eq!(&out_local, &expected, "local batch vs packets at {}", now);
         prop_assert_eq!(&out_shared, &expected, "shared batch vs packets at {}", now);
@@ -609,38 +631,44 @@ proptest! {
     #[test]
     fn srtcm_batches_match_packets(
         cir in 1u64..5_000, cbs in 0u64..20_000, ebs in 0u64..20_000,
-        (frame, bursts) in frames_and_bursts(), hz in hz(), aware: bool,
+        (frame, bursts) in frames_and_bursts(), hz in hz(), aware: bool, drawn in origins(),
     ) {
         let (cbs, ebs) = (cbs % (frame * 12), ebs % (frame * 12));
         prop_assume!(cbs + ebs > 0);
         let m = SrTcm::new(cir, cbs, ebs, hz).unwrap();
-        let mut reference = RefSrTcm::new(cir, cbs, ebs, hz);
-        batches_match_packets(&m, |t, b, c| reference.mark(t, b, c), &bursts, aware)?;
+        for origin in with_zero(drawn) {
+            let mut reference = RefSrTcm::new(cir, cbs, ebs, hz);
+            batches_match_packets(&m, |t, b, c| reference.mark(t, b, c), &bursts, aware, origin)?;
+        }
     }
 
     #[test]
     fn trtcm_batches_match_packets(
         cir in 1u64..5_000, extra in 0u64..5_000, cbs in 1u64..20_000, pbs in 1u64..20_000,
-        (frame, bursts) in frames_and_bursts(), hz in hz(), aware: bool,
+        (frame, bursts) in frames_and_bursts(), hz in hz(), aware: bool, drawn in origins(),
     ) {
         let (cbs, pbs) = (1 + cbs % (frame * 12), 1 + pbs % (frame * 12));
         let pir = cir + extra;
         let m = TrTcm::new(cir, cbs, pir, pbs, hz).unwrap();
-        let mut reference = RefTrTcm(RefTwoBuckets::new([pir, cir], [pbs, cbs], hz));
-        batches_match_packets(&m, |t, b, c| reference.mark(t, b, c), &bursts, aware)?;
+        for origin in with_zero(drawn) {
+            let mut reference = RefTrTcm(RefTwoBuckets::new([pir, cir], [pbs, cbs], hz));
+            batches_match_packets(&m, |t, b, c| reference.mark(t, b, c), &bursts, aware, origin)?;
+        }
     }
 
     #[test]
     fn rfc4115_batches_match_packets(
         cir in 0u64..5_000, eir in 0u64..5_000, cbs in 0u64..20_000, ebs in 0u64..20_000,
-        (frame, bursts) in frames_and_bursts(), hz in hz(), aware: bool,
+        (frame, bursts) in frames_and_bursts(), hz in hz(), aware: bool, drawn in origins(),
     ) {
         let (cbs, ebs) = (cbs % (frame * 12), ebs % (frame * 12));
         let (cir, cbs) = if cir == 0 { (0, 0) } else { (cir, cbs) };
         let (eir, ebs) = if eir == 0 { (0, 0) } else { (eir, ebs) };
         prop_assume!(cbs + ebs > 0);
         let m = TrTcm4115::new(cir, cbs, eir, ebs, hz).unwrap();
-        let mut reference = Ref4115(RefTwoBuckets::new([cir, eir], [cbs, ebs], hz));
-        batches_match_packets(&m, |t, b, c| reference.mark(t, b, c), &bursts, aware)?;
+        for origin in with_zero(drawn) {
+            let mut reference = Ref4115(RefTwoBuckets::new([cir, eir], [cbs, ebs], hz));
+            batches_match_packets(&m, |t, b, c| reference.mark(t, b, c), &bursts, aware, origin)?;
+        }
     }
 }

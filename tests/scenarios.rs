@@ -4,6 +4,10 @@ use cellrate::window::{FixedWindow, SlidingLog, SlidingWindow};
 use cellrate::{Clock, Gcra, LeakyBucket, ManualClock, Quota, Rate, RateLimiter, TokenBucket};
 use proptest::prelude::*;
 
+#[path = "support/origin.rs"]
+mod origin;
+use origin::{aligned_within, origins, same_at_every_origin};
+
 const HZ: u64 = 1_000;
 
 /// 20 requests in one second (every 50 ms), then 10 s idle, then 20 more.
@@ -116,10 +120,12 @@ fn config() -> impl Strategy<Value = LimiterConfig> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
-    /// At any time within the quotas' horizon (2^40 ms is 34 years; past a
-    /// GCRA quota's horizon time saturates and the limiter fails closed).
+    /// At any time at all: from 0, Unix time, the top of the range.
     #[test]
-    fn a_new_client_is_admitted_with_a_full_quota(config in config(), now in 0u64..(1 << 40)) {
+    fn a_new_client_is_admitted_with_a_full_quota(
+        config in config(),
+        now in prop_oneof![0u64..(1 << 40), any::<u64>(), prop::sample::select(origin::FIXED.to_vec())],
+    ) {
         let limiter: AnyLimiter = AnyLimiter::from_config(config).unwrap();
         let full = limiter.peek(now);
         prop_assert_eq!(full.remaining(), full.limit());
@@ -131,41 +137,83 @@ proptest! {
     /// `remaining` is never above the limit (never "negative" as a wrapped
     /// u64) and always tells the truth: exactly that many more cells of cost
     /// 1 are admitted at the same instant. Checked through sliding-window
-    /// rollovers (and every other algorithm) on random traffic.
+    /// rollovers (and every other algorithm) on random traffic, and the
+    /// same at every origin of the clock (for the window counters, origins
+    /// are multiples of the window, and runs cross the wrap of the counter
+    /// only where the window divides 2⁶⁴).
     #[test]
     fn remaining_is_never_negative_and_always_exact(
         config in config(),
         steps in prop::collection::vec((0u64..3_000, 0u64..8), 1..40),
+        drawn in origins(),
     ) {
-        let limiter: AnyLimiter = AnyLimiter::from_config(config).unwrap();
-        let probe: AnyLimiter = AnyLimiter::from_config(config).unwrap();
-        let mut now = 0u64;
-        let mut history = Vec::new();
-        for (dt, cost) in steps {
-            now += dt;
-            let reported = match limiter.check_n(now, cost) {
-                Ok(d) => { history.push((now, cost)); d.remaining() }
-                Err(denied) => match denied.limited() {
-                    Some(l) => l.remaining(),
-                    None => continue,
-                },
-            };
-            let limit = limiter.peek(now).limit();
-            prop_assert!(reported <= limit);
-            prop_assert_eq!(limiter.peek(now).remaining(), reported);
-            // Replay the history on a fresh twin, then count admissions.
-            probe.reset();
-            for &(t, c) in &history {
-                prop_assert!(probe.check_n(t, c).is_ok());
+        let windowed = matches!(config.algorithm, AlgorithmKind::FixedWindow | AlgorithmKind::SlidingWindow);
+        let run: u64 = steps.iter().map(|s| s.0).sum();
+        let drawn = drawn.map(|o| if windowed { aligned_within(o, config.window, run) } else { o });
+        let mut failure = None;
+        same_at_every_origin(drawn, |origin| {
+            let trace = remaining_trace(config, &steps, origin);
+            if let Err(e) = &trace {
+                failure.get_or_insert_with(|| e.clone());
             }
-            let mut extra = 0;
-            while probe.check(now).is_ok() {
-                extra += 1;
-                prop_assert!(extra <= limit);
-            }
-            prop_assert_eq!(extra, reported);
+            trace.ok()
+        })?;
+        if let Some(e) = failure {
+            return Err(e);
         }
     }
+}
+
+/// The run of [`remaining_is_never_negative_and_always_exact`] at `origin`:
+/// every check's reported `remaining` and peek (the trace the origins must
+/// agree on), or the first broken property.
+fn remaining_trace(
+    config: LimiterConfig,
+    steps: &[(u64, u64)],
+    origin: u64,
+) -> Result<Vec<(u64, u64, u64, u64)>, TestCaseError> {
+    let limiter: AnyLimiter = AnyLimiter::from_config(config).unwrap();
+    let probe: AnyLimiter = AnyLimiter::from_config(config).unwrap();
+    let at = |now: u64| origin.wrapping_add(now);
+    let mut trace = Vec::new();
+    let mut now = 0u64;
+    let mut history = Vec::new();
+    for &(dt, cost) in steps {
+        now += dt;
+        let now = at(now);
+        let reported = match limiter.check_n(now, cost) {
+            Ok(d) => {
+                history.push((now, cost));
+                d.remaining()
+            }
+            Err(denied) => match denied.limited() {
+                Some(l) => l.remaining(),
+                None => continue,
+            },
+        };
+        let limit = limiter.peek(now).limit();
+        prop_assert!(reported <= limit);
+        prop_assert_eq!(limiter.peek(now).remaining(), reported);
+        // Replay the history on a fresh twin, then count admissions.
+        probe.reset();
+        for &(t, c) in &history {
+            prop_assert!(probe.check_n(t, c).is_ok());
+        }
+        let mut extra = 0;
+        while probe.check(now).is_ok() {
+            extra += 1;
+            prop_assert!(extra <= limit);
+        }
+        prop_assert_eq!(extra, reported);
+        let peek = limiter.peek(now);
+        trace.push((
+            reported,
+            peek.remaining(),
+            peek.reset_after(),
+            peek.retry_after(),
+        ));
+    }
+    Ok(trace)
 }
 
 #[test]

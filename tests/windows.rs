@@ -4,11 +4,21 @@
 //! reference is asked tick by tick when the request would fit (or the
 //! limiter be full), and the limiter's own pure step (`Algorithm`) is asked
 //! at `now + retry_after` (admits) and one tick earlier (denies).
+//!
+//! Each case runs at origin 0 and at two other origins of the clock
+//! (`support/origin.rs`; for the window counters, multiples of the window,
+//! and runs that cross the wrap of the counter only where the window
+//! divides 2⁶⁴): the limiters see `origin + now`, the references `now`.
+//! Across the wrap itself, `wrap_*` below check what holds there.
 use cellrate::window::{
     FixedWindow, FixedWindowQuota, SlidingLog, SlidingWindow, SlidingWindowQuota,
 };
 use cellrate::{Algorithm, RateLimiter};
 use proptest::prelude::*;
+
+#[path = "support/origin.rs"]
+mod origin;
+use origin::{aligned_within, origins, with_zero};
 
 /// Admitted cells, with their times.
 #[derive(Clone, Default)]
@@ -106,16 +116,20 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
-    fn fixed_window_matches_reference(limit in 1u64..8, window in 1u64..40, start in 0u64..1_000, ops in ops()) {
+    fn fixed_window_matches_reference(limit in 1u64..8, window in 1u64..40, start in 0u64..1_000, ops in ops(), drawn in origins()) {
+        // The run, and the retries and scans up to three windows past it.
+        let run: u64 = start + ops.iter().map(|o| o.0).sum::<u64>() + 3 * window;
+        for origin in with_zero(drawn).map(|o| aligned_within(o, window, run)) {
+        let at = |now: u64| origin.wrapping_add(now);
         let quota = FixedWindowQuota::new(limit, window);
         let shared = FixedWindow::with_quota(quota);
         let mut state = FixedWindowQuota::NEW;
         let mut reference = FixedRef { limit, window, log: Admitted::default() };
         let mut now = start;
-        for (dt, cost) in ops {
+        for &(dt, cost) in &ops {
             now += dt;
-            let got = quota.check(state, now, cost);
-            prop_assert_eq!(got.map(|(_, d)| d), shared.check_n(now, cost));
+            let got = quota.check(state, at(now), cost);
+            prop_assert_eq!(got.map(|(_, d)| d), shared.check_n(at(now), cost));
             match got {
                 Ok((next, d)) => {
                     prop_assert!(cost <= limit && reference.fits(now, cost));
@@ -131,28 +145,33 @@ proptest! {
                     let retry = denied.retry_after().unwrap();
                     let expect = first_tick(now, 2 * window, |t| reference.fits(t, cost)).unwrap();
                     prop_assert_eq!(retry, expect);
-                    prop_assert!(quota.check(state, now + retry, cost).is_ok());
-                    prop_assert!(quota.check(state, now + retry - 1, cost).is_err());
+                    prop_assert!(quota.check(state, at(now + retry), cost).is_ok());
+                    prop_assert!(quota.check(state, at(now + retry - 1), cost).is_err());
                 }
             }
-            let peek = quota.peek(state, now);
+            let peek = quota.peek(state, at(now));
             prop_assert_eq!(peek.remaining(), limit - reference.used(now));
             prop_assert_eq!(peek.retry_after(), first_tick(now, 2 * window, |t| reference.fits(t, 1)).unwrap());
-            prop_assert_eq!(quota.is_idle(state, now), reference.used(now) == 0);
+            prop_assert_eq!(quota.is_idle(state, at(now)), reference.used(now) == 0);
+        }
         }
     }
 
     #[test]
-    fn sliding_window_matches_reference(limit in 1u64..8, window in 1u64..40, start in 0u64..1_000, ops in ops()) {
+    fn sliding_window_matches_reference(limit in 1u64..8, window in 1u64..40, start in 0u64..1_000, ops in ops(), drawn in origins()) {
+        // The run, and the retries and scans up to three windows past it.
+        let run: u64 = start + ops.iter().map(|o| o.0).sum::<u64>() + 3 * window;
+        for origin in with_zero(drawn).map(|o| aligned_within(o, window, run)) {
+        let at = |now: u64| origin.wrapping_add(now);
         let quota = SlidingWindowQuota::new(limit, window);
         let shared = SlidingWindow::with_quota(quota);
         let mut state = SlidingWindowQuota::NEW;
         let mut reference = SlidingRef { limit, window, log: Admitted::default() };
         let mut now = start;
-        for (dt, cost) in ops {
+        for &(dt, cost) in &ops {
             now += dt;
-            let got = quota.check(state, now, cost);
-            prop_assert_eq!(got.map(|(_, d)| d), shared.check_n(now, cost));
+            let got = quota.check(state, at(now), cost);
+            prop_assert_eq!(got.map(|(_, d)| d), shared.check_n(at(now), cost));
             match got {
                 Ok((next, d)) => {
                     prop_assert!(cost <= limit && reference.fits(now, cost));
@@ -168,29 +187,32 @@ proptest! {
                     let retry = denied.retry_after().unwrap();
                     let expect = first_tick(now, 3 * window, |t| reference.fits(t, cost)).unwrap();
                     prop_assert_eq!(retry, expect);
-                    prop_assert!(quota.check(state, now + retry, cost).is_ok());
-                    prop_assert!(quota.check(state, now + retry - 1, cost).is_err());
+                    prop_assert!(quota.check(state, at(now + retry), cost).is_ok());
+                    prop_assert!(quota.check(state, at(now + retry - 1), cost).is_err());
                     prop_assert_eq!(denied.limited().unwrap().remaining(), reference.remaining(now));
                 }
             }
-            let peek = quota.peek(state, now);
+            let peek = quota.peek(state, at(now));
             prop_assert_eq!(peek.remaining(), reference.remaining(now));
             prop_assert_eq!(peek.retry_after(), first_tick(now, 3 * window, |t| reference.fits(t, 1)).unwrap());
-            prop_assert_eq!(quota.is_idle(state, now), reference.estimate_w(now) == 0);
+            prop_assert_eq!(quota.is_idle(state, at(now)), reference.estimate_w(now) == 0);
+        }
         }
     }
 
     #[test]
-    fn sliding_log_matches_reference(limit in 1u64..8, window in 1u64..40, start in 0u64..1_000, ops in ops()) {
+    fn sliding_log_matches_reference(limit in 1u64..8, window in 1u64..40, start in 0u64..1_000, ops in ops(), drawn in origins()) {
+        for origin in with_zero(drawn) {
+        let at = |now: u64| origin.wrapping_add(now);
         let log = SlidingLog::<8>::new(limit, window);
         let mut reference = LogRef { limit, window, log: Admitted::default() };
         let mut now = start;
-        for (dt, cost) in ops {
+        for &(dt, cost) in &ops {
             now += dt;
-            let before = log.peek(now);
+            let before = log.peek(at(now));
             prop_assert_eq!(before.remaining(), limit - reference.used(now));
             prop_assert_eq!(before.retry_after(), first_tick(now, window, |t| reference.fits(t, 1)).unwrap());
-            match log.check_n(now, cost) {
+            match log.check_n(at(now), cost) {
                 Ok(d) => {
                     prop_assert!(cost <= limit && reference.fits(now, cost));
                     if cost > 0 { reference.log.0.push((now, cost)); }
@@ -209,6 +231,7 @@ proptest! {
                     prop_assert_eq!(limited.reset_after(), full);
                 }
             }
+        }
         }
     }
 }
@@ -347,4 +370,107 @@ proptest! {
             prop_assert!(gcra.refund_n(now, limit + 1).remaining() <= limit);
         }
     }
+}
+
+/// Window `k` of a run that may wrap past 2⁶⁴ once: the windows of the
+/// first lap, then those after the wrap, numbered on (the last window of the
+/// first lap is short unless `W` divides 2⁶⁴). `t` is the unwrapped time.
+fn lap_window(t: u128, window: u64) -> u128 {
+    let lap_one = (u64::MAX / window) as u128 + 1; // windows in the first lap
+    if t <= u64::MAX as u128 {
+        t / window as u128
+    } else {
+        lap_one + (t - (1u128 << 64)) / window as u128
+    }
+}
+
+fn wrap_case() -> impl Strategy<Value = (u64, u64, u64, Vec<(u64, u64)>)> {
+    (1u64..8, 1u64..40)
+        .prop_flat_map(|(limit, window)| (Just(limit), Just(window), 0..4 * window, ops()))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Across the wrap of the tick counter a fixed window counts each
+    /// window apart, the short one before the wrap included: its decisions
+    /// are those of the textbook rule on windows numbered across the wrap,
+    /// so no window admits more than its limit.
+    #[test]
+    fn wrap_fixed_window_admits_at_most_its_limit_per_window(
+        (limit, window, before, ops) in wrap_case(),
+    ) {
+        let quota = FixedWindowQuota::new(limit, window);
+        let mut state = FixedWindowQuota::NEW;
+        let mut admitted: std::collections::HashMap<u128, u64> = Default::default();
+        let mut t = (u64::MAX - before) as u128;
+        for &(dt, cost) in &ops {
+            t += dt as u128;
+            let k = lap_window(t, window);
+            let fits = cost <= limit && admitted.get(&k).copied().unwrap_or(0) + cost <= limit;
+            match quota.check(state, t as u64, cost) {
+                Ok((next, _)) => {
+                    prop_assert!(fits, "admitted {} at {} (window {})", cost, t, k);
+                    *admitted.entry(k).or_default() += cost;
+                    state = next;
+                }
+                Err(_) => prop_assert!(!fits, "denied {} at {} (window {})", cost, t, k),
+            }
+        }
+        prop_assert!(admitted.values().all(|&n| n <= limit));
+    }
+
+    /// Across the wrap a sliding window counts the short window before the
+    /// wrap as window 0's previous one (conservative: never "too old"), and
+    /// its decisions are the estimate's on windows numbered across the wrap.
+    #[test]
+    fn wrap_sliding_window_counts_the_short_window_as_previous(
+        (limit, window, before, ops) in wrap_case(),
+    ) {
+        let quota = SlidingWindowQuota::new(limit, window);
+        let mut state = SlidingWindowQuota::NEW;
+        let mut log: Vec<(u128, u64)> = Vec::new();
+        let mut t = (u64::MAX - before) as u128;
+        for &(dt, cost) in &ops {
+            t += dt as u128;
+            let k = lap_window(t, window);
+            let count = |j: u128| log.iter().filter(|(w, _)| *w == j).map(|(_, c)| c).sum::<u64>();
+            let (cur, prev) = (count(k), if k == 0 { 0 } else { count(k - 1) });
+            let elapsed = (t as u64 % window) as u128;
+            let w = window as u128;
+            let estimate_w = prev as u128 * (w - elapsed) + cur as u128 * w;
+            let fits = cost <= limit && estimate_w + cost as u128 * w <= limit as u128 * w;
+            match quota.check(state, t as u64, cost) {
+                Ok((next, _)) => {
+                    prop_assert!(fits, "admitted {} at {} (window {})", cost, t, k);
+                    log.push((k, cost));
+                    state = next;
+                }
+                Err(_) => prop_assert!(!fits, "denied {} at {} (window {})", cost, t, k),
+            }
+        }
+    }
+}
+
+#[test]
+fn wrap_a_lagging_clock_is_still_judged_conservatively() {
+    // W = 1 000 does not divide 2⁶⁴: the last window before the wrap is
+    // [2⁶⁴ − 616, 2⁶⁴), 616 ticks long, and window 0 follows it.
+    let last = u64::MAX - 615;
+    let fixed = FixedWindowQuota::new(3, 1_000);
+    let (s, _) = fixed.check(FixedWindowQuota::NEW, 5, 3).unwrap();
+    // A thread whose `now` lags into the last window sees window 0's count.
+    assert!(fixed.check(s, last + 10, 1).is_err());
+    let sliding = SlidingWindowQuota::new(3, 1_000);
+    let (s, _) = sliding.check(SlidingWindowQuota::NEW, 5, 3).unwrap();
+    assert!(sliding.check(s, last + 10, 1).is_err());
+    // And window 0 counts the short last window as its previous one.
+    let (s, _) = sliding
+        .check(SlidingWindowQuota::NEW, u64::MAX - 5, 3)
+        .unwrap();
+    assert!(sliding.check(s, 10, 1).is_err());
+    // (1 000 − e)/1 000 · 3 ≤ 2 from e = 334 on.
+    assert_eq!(sliding.peek(s, 10).retry_after(), 324);
+    assert!(sliding.check(s, 333, 1).is_err());
+    assert!(sliding.check(s, 334, 1).is_ok());
 }

@@ -1,9 +1,13 @@
 //! Every limiter's check path with arbitrary parameters, state words and
-//! times (forward, backward, past the horizon): never a panic, and
-//! differential checks where two types promise the same answer.
+//! times drawn from the whole `u64` range (forward, backward, wrapping past
+//! `2⁶⁴`, jumps anywhere): never a panic, and differential checks where two
+//! types promise the same answer.
 //!
 //! * `Gcra`, `LocalGcra` and the `Quota` step on a bare word decide alike
 //!   and report the same numbers.
+//! * Time is serial: the same operations with every `now` shifted by an
+//!   arbitrary origin give exactly the same answers (GCRA, the keyed
+//!   table, the sliding log, the meter), whatever the gaps between them.
 //! * Any state word fed to any `Algorithm` admits at most its limit at one `now`.
 //! * Windows, the sliding log, the keyed table and the meters never panic.
 #![no_main]
@@ -41,6 +45,8 @@ struct Input {
     window: u32,
     state: u64,
     start: u64,
+    /// The shift of the second copy of each limiter.
+    origin: u64,
     ops: Vec<Op>,
 }
 
@@ -86,14 +92,20 @@ fuzz_target!(|input: Input| {
     let keyed: Keyed<Quota, 8> = Keyed::new(quota, WhenFull::Deny, Seed::new(3, 4));
     let meter = SrTcm::new(u64::from(input.cells).max(1), burst, burst, input.hz.max(1)).ok();
     let mut flow = LocalFlow::new();
+    // The shifted copies.
+    let shifted = Gcra::new(quota);
+    let shifted_keyed: Keyed<Quota, 8> = Keyed::new(quota, WhenFull::Deny, Seed::new(3, 4));
+    let shifted_log: Option<SlidingLog<8>> = SlidingLog::try_new(limit.min(8), window).ok();
+    let mut shifted_flow = LocalFlow::new();
 
     let mut now = input.start;
     for op in &input.ops {
         now = match op.step {
-            Step::Forward(d) => now.saturating_add(u64::from(d)),
-            Step::Back(d) => now.saturating_sub(u64::from(d)),
+            Step::Forward(d) => now.wrapping_add(u64::from(d)),
+            Step::Back(d) => now.wrapping_sub(u64::from(d)),
             Step::Jump(t) => t,
         };
+        let later = now.wrapping_add(input.origin);
         let cost = u64::from(op.cost);
         let a = shared.check_n(now, cost);
         let b = local.check_n(now, cost);
@@ -107,17 +119,26 @@ fuzz_target!(|input: Input| {
             Err(e) => assert_eq!(a, Err(e)),
         }
         assert_eq!(shared.peek(now), local.peek(now));
-        let _ = keyed.check_n(&op.key, now, cost);
-        let _ = keyed.peek(&op.key, now);
+        assert_eq!(shifted.check_n(later, cost), a, "shifted by {}", input.origin);
+        assert_eq!(shifted.peek(later), shared.peek(now));
+        assert_eq!(
+            shifted_keyed.check_n(&op.key, later, cost),
+            keyed.check_n(&op.key, now, cost)
+        );
+        assert_eq!(shifted_keyed.peek(&op.key, later), keyed.peek(&op.key, now));
         let _ = fixed.check_n(now, cost);
         if let Some(s) = &sliding {
             let _ = s.check_n(now, cost);
         }
-        if let Some(l) = &log {
-            let _ = l.check_n(now, cost);
+        if let (Some(l), Some(s)) = (&log, &shifted_log) {
+            assert_eq!(s.check_n(later, cost), l.check_n(now, cost));
+            assert_eq!(s.peek(later), l.peek(now));
         }
         if let Some(m) = &meter {
-            let _ = m.mark_local(&mut flow, now, cost * 100);
+            assert_eq!(
+                m.mark_local(&mut shifted_flow, later, cost * 100),
+                m.mark_local(&mut flow, now, cost * 100)
+            );
         }
         // Foreign words: the input's state, as is and shifted into now's window.
         at_once(&quota, input.state, now, cost.max(1), burst);

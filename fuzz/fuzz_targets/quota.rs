@@ -1,8 +1,9 @@
 //! Quota construction over any rate, period, burst and frequency: never a
 //! panic (overflow checks are on), and every quota built keeps the crate's
-//! invariants: the burst asked for, `span = burst · T ≤ 2⁶³`, a rate never
-//! faster than asked and at most 1 % slower, and a horizon of 2²⁹ s below
-//! 2³⁴ Hz.
+//! invariants: the burst asked for, `span = burst · T ≤ 2⁶¹`, a rate never
+//! faster than asked and at most 1 % slower, and a longest gap between
+//! checks of `2⁶² / scale` ticks, at least 2²⁸ s below 2³⁴ Hz. A full burst
+//! is admitted at once from any `now`.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -25,6 +26,8 @@ struct Input {
     hz: u64,
     /// A second quota set on the first at run time.
     other: Option<(u64, u64, u64, u64)>,
+    /// When the first check happens: any tick at all.
+    now: u64,
 }
 
 fuzz_target!(|input: Input| {
@@ -51,16 +54,19 @@ fuzz_target!(|input: Input| {
         quota.burst() as u128 * quota.emission_interval() as u128
     );
     assert!(quota.span() <= MAX_SPAN);
-    assert!(quota.horizon_ticks() as u128 * quota.scale() as u128 + quota.span() as u128 <= u64::MAX as u128);
+    assert_eq!(quota.horizon_ticks(), (1 << 62) / quota.scale());
     if input.hz < 1 << 34 {
         assert!(quota.horizon_ticks() as u128 >= HORIZON_SECS as u128 * input.hz as u128);
     }
-    // A quota is usable: a full burst is admitted at once.
+    // A quota is usable at any `now`: a full burst is admitted at once, and
+    // not one cell more.
     let g = Gcra::new(quota);
-    assert!(g.check_n(0, quota.burst()).is_ok());
+    assert!(g.check_n(input.now, quota.burst()).is_ok());
+    assert!(g.check(input.now).is_err());
     if let Some((cells, ticks, burst, hz)) = input.other {
         if let Ok(other) = Quota::per_ticks(cells, ticks).with_burst(burst).try_at_hz(hz) {
             if let Ok(set) = g.set_quota(other) {
+                let _ = g.check(input.now);
                 assert_eq!(set.burst(), other.burst());
                 assert_eq!((set.scale(), set.hz()), (quota.scale(), quota.hz()));
                 // T′ in set's sub-ticks ≥ other's T, converted exactly.

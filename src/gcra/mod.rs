@@ -550,7 +550,7 @@ impl RateLimiter for Gcra {
 impl fmt::Debug for Gcra {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Gcra")
-            .field("tat", &self.shared.state().load())
+            .field("state", &self.shared.state().load())
             .field("quota", &self.quota())
             .finish()
     }
@@ -680,7 +680,7 @@ impl RateLimiter for LocalGcra {
 impl fmt::Debug for LocalGcra {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LocalGcra")
-            .field("tat", &self.tat.get())
+            .field("state", &self.tat.get())
             .field("quota", &self.quota)
             .finish()
     }
@@ -691,7 +691,7 @@ impl defmt::Format for Gcra {
     fn format(&self, f: defmt::Formatter) {
         defmt::write!(
             f,
-            "Gcra {{ tat: {=u64}, quota: {} }}",
+            "Gcra {{ state: {=u64}, quota: {} }}",
             self.shared.state().load(),
             self.quota()
         )
@@ -703,7 +703,7 @@ impl defmt::Format for LocalGcra {
     fn format(&self, f: defmt::Formatter) {
         defmt::write!(
             f,
-            "LocalGcra {{ tat: {=u64}, quota: {} }}",
+            "LocalGcra {{ state: {=u64}, quota: {} }}",
             self.tat.get(),
             self.quota
         )
@@ -842,6 +842,107 @@ mod loom_tests {
                 "no sequential order explains {logs:?} ending in {end:?}"
             );
         });
+    }
+
+    /// Checks of `(now, cost)` from several threads, with `now`s on both
+    /// sides of the wrap of the tick counter: every interleaving is some
+    /// sequential order of them (the pure step replayed), so none
+    /// over-admits, and the answers are those of the same checks shifted
+    /// back to small times.
+    fn timed_model(start: u64, threads: Vec<Vec<(u64, u64)>>) {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        let q = quota(3);
+        builder.check(move || {
+            let g = Arc::new(Gcra::new(q));
+            let run = move |g: &Gcra, ops: &[(u64, u64)]| -> Vec<((u64, u64), bool)> {
+                ops.iter()
+                    .map(|&(now, cost)| {
+                        (
+                            (now, cost),
+                            g.check_n(start.wrapping_add(now), cost).is_ok(),
+                        )
+                    })
+                    .collect()
+            };
+            let handles: Vec<_> = threads[1..]
+                .iter()
+                .map(|ops| {
+                    let (g, ops) = (g.clone(), ops.clone());
+                    thread::spawn(move || run(&g, &ops))
+                })
+                .collect();
+            let mut logs = std::vec![run(&g, &threads[0])];
+            logs.extend(handles.into_iter().map(|h| h.join().unwrap()));
+            let end = g.shared.state().load();
+            // Some merge of the logs, replayed on the pure step at the
+            // shifted times, gives the same answers and the same state.
+            fn go(
+                logs: &[Vec<((u64, u64), bool)>],
+                next: &mut Vec<usize>,
+                state: u64,
+                q: &Quota,
+                start: u64,
+                end: u64,
+            ) -> bool {
+                if logs.iter().zip(next.iter()).all(|(l, &i)| i == l.len()) {
+                    return state == end;
+                }
+                for t in 0..logs.len() {
+                    let Some(&((now, cost), admitted)) = logs[t].get(next[t]) else {
+                        continue;
+                    };
+                    let after = match q.check(state, start.wrapping_add(now), cost) {
+                        Ok((s, _)) if admitted => s,
+                        Err(_) if !admitted => state,
+                        _ => continue,
+                    };
+                    next[t] += 1;
+                    let ok = go(logs, next, after, q, start, end);
+                    next[t] -= 1;
+                    if ok {
+                        return true;
+                    }
+                }
+                false
+            }
+            assert!(
+                go(&logs, &mut std::vec![0; logs.len()], 0, &q, start, end),
+                "no sequential order explains {logs:?} ending in {end}"
+            );
+            // And the same answers from tick 0: the state shifted back.
+            let shift = Quota::now_word(&q, start).wrapping_sub(1);
+            assert!(
+                go(
+                    &logs,
+                    &mut std::vec![0; logs.len()],
+                    0,
+                    &q,
+                    0,
+                    end.wrapping_sub(shift)
+                ),
+                "{logs:?} are not the answers of the same checks from tick 0"
+            );
+            // At most the burst, plus one cell per T passed, was admitted.
+            let admitted: u64 = logs
+                .iter()
+                .flatten()
+                .filter(|(_, ok)| *ok)
+                .map(|((_, c), _)| c)
+                .sum();
+            assert!(admitted <= 3 + 1, "{logs:?}");
+        });
+    }
+
+    #[test]
+    fn checks_across_the_wrap_never_over_admit() {
+        // Burst 3, T = 100 ticks; times from 40 ticks before the wrap of
+        // the counter to 60 after it (one T later), from two threads, one
+        // of which lags the other across the wrap.
+        timed_model(
+            u64::MAX - 39,
+            std::vec![std::vec![(0, 2), (100, 2)], std::vec![(100, 1), (0, 1)],],
+        );
     }
 
     #[test]

@@ -153,6 +153,29 @@ fn eviction_races_a_check_of_the_evicted_key() {
     });
 }
 
+/// The same across the wrap of the tick counter: A is charged 500 ticks
+/// before the wrap and owes until 1 500 after it; B's insert and A's check
+/// run 500 ticks after the wrap. B is denied in every interleaving and A's
+/// debt stays (its TAT, 2 500 after the wrap, read back modulo 2⁶³).
+#[test]
+fn a_debtor_keeps_its_slot_across_the_wrap() {
+    model(|| {
+        let t: Arc<Keyed<Quota, 1>> =
+            Arc::new(Keyed::new(quota(2), WhenFull::Deny, Seed::new(1, 2)));
+        let start = u64::MAX - 499;
+        t.check_n(&1u32, start, 2).unwrap();
+        let t2 = t.clone();
+        let h = thread::spawn(move || t2.check(&2u32, 500).is_ok());
+        let a = t.check(&1u32, 500).map(|d| d.remaining());
+        let b = h.join().unwrap();
+        assert_eq!(a, Ok(0));
+        assert!(!b);
+        assert_eq!(live(&t), [(KeyId::exact(1, 32).0, 2_500)]);
+        // Once the debt has drained the slot is reused.
+        assert!(t.check(&2u32, 2_500).is_ok());
+    });
+}
+
 /// A debtor is never evicted: key A owes until 2 000 while B tries to insert
 /// at 1 000 and A checks at 1 000 at the same time (burst 2, so A's check is
 /// admitted). B is denied in every interleaving and A's debt stays.

@@ -103,8 +103,12 @@
 //! * **Bounded**: no allocation after construction, no panic, at most `W`
 //!   slots read per pass. When the window holds no free or idle slot the
 //!   table's [`WhenFull`] policy decides.
-//! * Clocks: `now` should not go backwards by more than the quota's span
-//!   between threads; idleness is judged at the evicting thread's `now`.
+//! * Clocks: any origin and a clock that wraps past `2⁶⁴` work (states are
+//!   serial, see [`gcra`](crate::gcra#serial-time)); `now` should not go
+//!   backwards by more than the quota's span between threads; idleness is
+//!   judged at the evicting thread's `now`, and a key checked less often
+//!   than the longest gap ([`Quota::horizon_ticks`](crate::Quota::horizon_ticks))
+//!   may be kept (read as owing) rather than evicted.
 //!
 //! # Occupancy and memory
 //!

@@ -29,7 +29,7 @@
 //! bucket's TAT becomes `max(TAT, now) + taken·T` (one multiply) if any
 //! packet took from it, and stays as it was if none did. Sizes above
 //! `u32::MAX` (whose sums could wrap), and states a batch cannot reduce to
-//! slacks (a clock that stepped back, the horizon), go packet by packet.
+//! slacks (a clock that stepped back past a span), go packet by packet.
 //!
 //!
 //! # Invariants

@@ -17,8 +17,8 @@
 //! TAT as `2·TAT + 1` modulo 2⁶⁴ (0, an even word, is a full bucket at
 //! every `now`), and `max(TAT, now)` and `TAT − now` are read in
 //! serial-number order, exactly while checks are less than
-//! [`Quota::horizon_ticks`] apart (see [`gcra`](crate::gcra#serial-time)). The span is the bucket's own: which is not always the quota's
-//! `burst·T` (a bucket of size 0 keeps a quota of burst 1 for its time
+//! [`Quota::horizon_ticks`] apart (see [`gcra`](crate::gcra#serial-time)).
+//! The span is the bucket's own: which is not always the quota's `burst·T` (a bucket of size 0 keeps a quota of burst 1 for its time
 //! base, and srTCM's committed bucket runs on the quota of both buckets
 //! together).
 //!

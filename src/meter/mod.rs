@@ -33,7 +33,8 @@
 //!   total has beyond the committed one, `max(A, now) − max(C, now)`, which
 //!   starts draining only once `C` is full — the RFC's spill rule. Green takes
 //!   `B` from both, yellow only from `A`, under
-//!   `max(A, now) + B·T − max(C, now) ≤ EBS·T`. `A ≥ C` always holds.
+//!   `max(A, now) + B·T − max(C, now) ≤ EBS·T`. `A ≥ C` always holds (in
+//!   serial order, as every comparison of TATs).
 //! * **trTCM** (RFC 2698). Two independent buckets: peak (`PIR`, `PBS`) and
 //!   committed (`CIR`, `CBS`), each its own TAT at its own sub-tick scale.
 //! * **RFC 4115.** Two independent buckets: committed (`CIR`, `CBS`) and
@@ -62,8 +63,10 @@
 //! for srTCM (`time`, `tc`, `te`) and 32 bytes for trTCM (`time_tc`,
 //! `time_tp`, `tc`, `tp`) (DPDK `lib/meter/rte_meter.h`): a TAT carries the
 //! time and the bucket level in one number, so the last-update timestamps
-//! disappear. Both TATs need the full 64 bits (they are absolute sub-tick
-//! times), so two buckets cannot share one word without losing exactness.
+//! disappear. Both TATs need the full 64 bits (each is a serial sub-tick
+//! time, `2·TAT + 1` modulo 2⁶⁴, see [`gcra`](crate::gcra#serial-time)), so
+//! two buckets cannot share one word without losing exactness. Being
+//! serial, they work with any clock (Unix time, a counter that wraps).
 //!
 //! # Concurrency: what a shared [`Flow`] guarantees
 //!

@@ -108,7 +108,7 @@ impl SrTcm {
     /// use cellrate::meter::SrTcm;
     /// assert!(SrTcm::new(125_000, 1_500, 1_500, 1_000_000).unwrap().is_exact());
     /// // 999 937 B/s on a 1 GHz clock needs more sub-ticks per tick than the
-    /// // 34-year horizon allows: T is rounded up (marks less green).
+    /// // 8.5-year gap between checks allows: T is rounded up (marks less green).
     /// assert!(!SrTcm::new(999_937, 1_500, 1_500, 1_000_000_000).unwrap().is_exact());
     /// // 100 Gb/s (12.5·10⁹ B/s) at 1 GHz would lose more than 1 %: refused.
     /// use cellrate::{meter::MeterError, QuotaError};

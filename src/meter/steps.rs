@@ -27,7 +27,7 @@
 //! # Invariants
 //!
 //! * `slack` answers `None` for a state that cannot be reduced to slacks
-//!   (a clock that stepped back past a span, the horizon): batches then go
+//!   (a clock that stepped back past a span): batches then go
 //!   packet by packet, never approximately.
 //! * `commit` is given `spent ≤ slack` for each bucket and leaves a word
 //!   no packet took from as it was.
@@ -61,7 +61,7 @@ pub trait Steps {
     fn rooms(&self, slack: [u64; 2]) -> [u64; 2];
     /// The two buckets' bases and slacks for the state `words` at
     /// `t`, or `None` for a state that batches step through packet by
-    /// packet (past a span, at the horizon).
+    /// packet (past a span).
     fn slack(&self, words: [u64; 2], t: [u64; 2]) -> Option<Slack>;
     /// The state words after a batch spent `spent ≤ slack` sub-ticks
     /// of each bucket's slack (`touched`: whether each was taken from at all).

@@ -7,7 +7,10 @@
 //! the tier's Redis key, on the tier's fallback quota re-expressed on the
 //! µs clock as a [`RedisTier`](super::RedisTier) would be: bounded memory
 //! with the keyed tables' lossless eviction (a client that owes is never
-//! forgotten) and their full-table policies. Its tiers are all or nothing,
+//! forgotten) and their full-table policies. Its clock is the microseconds
+//! since the policy was made (an `Instant`, taken modulo 2⁶⁴ like any
+//! clock: the tables read differences, see
+//! [`gcra`](crate::gcra#serial-time)). Its tiers are all or nothing,
 //! by the crate's one all-or-nothing composition
 //! ([`compose::check_all`](crate::compose::check_all) over each table's
 //! entry): a tier that denies gives the earlier tiers their cells back, so

@@ -95,7 +95,7 @@ pub(crate) fn on_server_clock(quota: Quota) -> Result<(Quota, bool), Error> {
     }
     let exact = lost == 0 && quota.is_exact();
     // T′ = interval/scale ticks of 1 µs: exact at HZ (scale ≤ MAX_SCALE is
-    // within the quota horizon's bound), so its burst is the one given.
+    // within the quota's scale bound), so its burst is the one given.
     let q = Quota::per_ticks(scale as u64, interval as u64)
         .with_burst(burst as u64)
         .try_at_hz(HZ)

@@ -28,7 +28,7 @@ use crate::quota::Quota;
 /// fast path its loads have fixed addresses and issue together.
 #[cfg(any(target_has_atomic = "64", all(feature = "loom", test)))]
 pub(crate) struct QuotaCell {
-    /// The quota given at construction; its scale, horizon and frequency
+    /// The quota given at construction; its scale and frequency
     /// never change.
     fixed: Quota,
     current: Slot,
@@ -104,7 +104,7 @@ impl QuotaCell {
         }
     }
 
-    /// The scale, horizon and frequency every stored quota shares.
+    /// The scale and frequency every stored quota shares.
     #[inline(always)]
     pub(crate) fn fixed(&self) -> &Quota {
         &self.fixed

@@ -51,6 +51,31 @@
 //! thread stalled that long between reading the clock and checking, finds the
 //! counts "too old" and starts from zero: the windows rely on the clock being
 //! monotonic more than [`Gcra`](crate::Gcra) does.
+//!
+//! # Any clock
+//!
+//! Windows are aligned to multiples of `W` on the caller's clock: that is
+//! their definition (with Unix time, calendar-aligned windows). Shifting
+//! every `now` by a multiple of `W` shifts every window index by the same
+//! amount, so the counters give identical answers for any such origin
+//! (Unix-epoch nanoseconds, microseconds or milliseconds rounded to `W`,
+//! origins near `2⁶⁴` included); a new client's state reads empty in every
+//! window. [`SlidingLog`] keeps expiry times in serial time and is
+//! origin-free for every origin (see [`log`]).
+//!
+//! Where the tick counter wraps past `2⁶⁴`, window 0 follows the last
+//! window `K = ⌊(2⁶⁴ − 1)/W⌋`, which is short unless `W` divides `2⁶⁴`
+//! (`2⁶⁴ mod W` ticks). There:
+//!
+//! * [`FixedWindow`] counts each window apart, the short one included:
+//!   every window admits at most `limit`;
+//! * [`SlidingWindow`] counts the short window as window 0's previous one
+//!   (conservatively, as if it had lasted `W`), never as "too old";
+//! * a thread whose `now` lags from window 0 back into window `K` is judged
+//!   against window 0's counts, as for a lag of one window anywhere else.
+//!
+//! `retry_after` and `reset_after` in window `K` count a full window, so
+//! there they are at most `W − (2⁶⁴ mod W)` ticks longer than needed.
 
 /// What [`FixedWindow`] and [`SlidingWindow`] share around the container
 /// ([`Shared`](crate::algorithm) over their quota): the quota accessor,

@@ -37,7 +37,7 @@ use cortex_m_rt::{entry, exception};
 #[cfg(target_arch = "riscv32")]
 use riscv_rt::{core_interrupt, entry};
 
-/// Clock frequency the quotas declare (it only bounds their horizon here).
+/// Clock frequency the quotas declare (it only bounds their scale here).
 const HZ: u64 = 1_000;
 
 /// 1 cell per tick, bursts of 4: T an integer number of ticks.
