@@ -33,8 +33,10 @@
 //! compare (owing: the word plus `2·increment`), then, for a state that
 //! does not owe that much, a second compare (idle: `now` plus
 //! `2·increment`, which does not depend on the state). [`fits`] is the same
-//! admission with the room computed from a per-packet charge (the meters'
-//! buckets, whose charge and span vary per packet and per bucket).
+//! admission in the debt form, `debt + increment ≤ span` with the debt
+//! selected without a branch (the meters' buckets on plain words, whose
+//! charge and span vary per packet and per bucket), and [`charged`] its
+//! arithmetic on a debt already read.
 //!
 //! Nothing here divides but [`reserve`], once, only to round a wait up to a
 //! whole tick when `scale > 1`.
@@ -171,14 +173,30 @@ pub(crate) const fn admit(
 }
 
 /// [`admit`]'s admission alone, for a charge `increment ≤ span`: the new
-/// state word, or `None`. The form the meters' buckets take, with their own
-/// span `S·T`: a packet path that drops the shortfall compiles to one
-/// branch to its red exit.
+/// state word `now + debt + increment` if `debt + increment ≤ span`, else
+/// `None`. The form the meters' buckets take on plain words, with their
+/// own span `S·T` and a charge that varies per packet: the debt is
+/// selected without a branch, so a packet path that drops the shortfall
+/// compiles to one branch to its red exit (`docs/design/gcra.md`, "Serial
+/// time", has the forms measured).
 #[inline(always)]
 pub(crate) const fn fits(state: u64, now: u64, increment: u64, span: u64) -> Option<u64> {
-    match admit(state, now, increment, room(span, increment)) {
-        Ok((next, _)) => Some(next),
-        Err(_) => None,
+    match charged(debt(state, now), increment, span) {
+        Some(after) => Some(later(now, after)),
+        None => None,
+    }
+}
+
+/// The debt after a charge of `increment` on a state that owes `debt`
+/// (`< 2⁶²`), if it fits the span: `debt + increment ≤ span`.
+#[inline(always)]
+pub(crate) const fn charged(debt: u64, increment: u64, span: u64) -> Option<u64> {
+    // debt < 2⁶², increment ≤ span ≤ 2⁶¹: no overflow.
+    let after = debt + increment;
+    if after <= span {
+        Some(after)
+    } else {
+        None
     }
 }
 

@@ -119,6 +119,40 @@ impl Bucket {
         step::fits(tat, now, increment, self.span)
     }
 
+    /// The charge `B·T` of `bytes` and the room `S·T − B·T` it leaves, for
+    /// [`take_charged`](Self::take_charged), computed before a shared word
+    /// is read; `None` when the bucket can never hold them (`bytes > S`).
+    #[inline(always)]
+    pub(super) fn charge(&self, bytes: u64) -> Option<(u64, u64)> {
+        if bytes > self.size {
+            return None;
+        }
+        // bytes ≤ size, so bytes·T ≤ span fits.
+        let increment = bytes * self.quota.emission_interval();
+        Some((increment, step::room(self.span, increment)))
+    }
+
+    /// [`take`](Self::take) in the room form ([`step::admit`]), on a charge
+    /// from [`charge`](Self::charge): what the shared flows run inside
+    /// their compare-and-swap loops, where a subtract, a rotate and a
+    /// compare lie between the load and the swap on the usual path (the
+    /// bucket owes), the room being computed before the load. (The plain
+    /// words of a local flow take the debt form of `take`, measured
+    /// faster there; the room form measured faster in the loops:
+    /// `docs/design/gcra.md`, "Serial time".)
+    #[inline(always)]
+    pub(super) fn take_charged(
+        &self,
+        tat: u64,
+        now: u64,
+        (increment, room): (u64, u64),
+    ) -> Option<u64> {
+        match step::admit(tat, now, increment, room) {
+            Ok((next, _)) => Some(next),
+            Err(_) => None,
+        }
+    }
+
     /// One bucket's pass over a burst at sub-tick `now`, one [`take`](Self::take)
     /// per candidate in order: each packet `i` with `candidate(i, out[i])`
     /// gets `pass` if the bucket (after the earlier passing candidates)

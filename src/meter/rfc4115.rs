@@ -155,21 +155,26 @@ impl Steps for TrTcm4115 {
     fn step_shared(&self, flow: &Flow, t: [u64; 2], bytes: u64, pre: Color) -> Color {
         let [committed, excess] = &flow.words;
         if pre == Color::Green {
-            let took = committed.update(|c| match self.committed.take(c, t[0], bytes) {
-                Some(next) => Ok((next, ())),
-                None => Err(()),
-            });
-            if took.is_ok() {
-                return Color::Green;
+            if let Some(charge) = self.committed.charge(bytes) {
+                let took =
+                    committed.update(|c| match self.committed.take_charged(c, t[0], charge) {
+                        Some(next) => Ok((next, ())),
+                        None => Err(()),
+                    });
+                if took.is_ok() {
+                    return Color::Green;
+                }
             }
         }
         if pre != Color::Red {
-            let took = excess.update(|e| match self.excess.take(e, t[1], bytes) {
-                Some(next) => Ok((next, ())),
-                None => Err(()),
-            });
-            if took.is_ok() {
-                return Color::Yellow;
+            if let Some(charge) = self.excess.charge(bytes) {
+                let took = excess.update(|e| match self.excess.take_charged(e, t[1], charge) {
+                    Some(next) => Ok((next, ())),
+                    None => Err(()),
+                });
+                if took.is_ok() {
+                    return Color::Yellow;
+                }
             }
         }
         Color::Red

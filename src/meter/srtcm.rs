@@ -226,8 +226,9 @@ impl Steps for SrTcm {
     #[inline(always)]
     fn step(&self, words: &mut [u64; 2], t: [u64; 2], bytes: u64, pre: Color) -> Color {
         // The same tests as `Bucket::take` on C and A and as `yellow`, with
-        // the one multiply `B·T` shared (both buckets run on `T = 1/CIR`)
-        // and A's step taken once, for green and yellow alike.
+        // the one multiply `B·T` shared (both buckets run on `T = 1/CIR`),
+        // each word read once as its debt at `now`, and A's step taken
+        // once, for green and yellow alike.
         let now = t[0];
         let [c, a] = *words;
         if bytes > self.all.size || pre == Color::Red {
@@ -236,20 +237,21 @@ impl Steps for SrTcm {
         }
         // bytes ≤ CBS + EBS, so B·T ≤ (CBS + EBS)·T fits.
         let cost = bytes * self.all.quota.emission_interval();
-        let c_base = step::base(c, now);
-        let Some(a_next) = self.all.admit(a, now, cost) else {
+        let c_debt = step::debt(c, now);
+        let Some(a_after) = step::charged(step::debt(a, now), cost, self.all.span) else {
             // Not even the two buckets together hold it.
             return Color::Red;
         };
         if pre == Color::Green && bytes <= self.committed.size {
             // bytes ≤ CBS, so B·T ≤ CBS·T.
-            if let Some(c_next) = self.committed.admit(c, now, cost) {
-                *words = [c_next, a_next];
+            if let Some(c_after) = step::charged(c_debt, cost, self.committed.span) {
+                *words = [step::later(now, c_after), step::later(now, a_after)];
                 return Color::Green;
             }
         }
-        if bytes <= self.ebs && step::excess(a_next, c_base) <= self.ebs_span {
-            words[1] = a_next;
+        // The excess deficit max(A′, now) − max(C, now), both from `now`.
+        if bytes <= self.ebs && a_after.saturating_sub(c_debt) <= self.ebs_span {
+            words[1] = step::later(now, a_after);
             return Color::Yellow;
         }
         Color::Red

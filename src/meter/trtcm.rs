@@ -163,7 +163,10 @@ impl Steps for TrTcm {
             return Color::Red;
         }
         let [peak, committed] = &flow.words;
-        let took_peak = peak.update(|p| match self.peak.take(p, t[0], bytes) {
+        let Some(charge) = self.peak.charge(bytes) else {
+            return Color::Red;
+        };
+        let took_peak = peak.update(|p| match self.peak.take_charged(p, t[0], charge) {
             Some(next) => Ok((next, ())),
             None => Err(()),
         });
@@ -171,12 +174,15 @@ impl Steps for TrTcm {
             return Color::Red;
         }
         if pre == Color::Green {
-            let took = committed.update(|c| match self.committed.take(c, t[1], bytes) {
-                Some(next) => Ok((next, ())),
-                None => Err(()),
-            });
-            if took.is_ok() {
-                return Color::Green;
+            if let Some(charge) = self.committed.charge(bytes) {
+                let took =
+                    committed.update(|c| match self.committed.take_charged(c, t[1], charge) {
+                        Some(next) => Ok((next, ())),
+                        None => Err(()),
+                    });
+                if took.is_ok() {
+                    return Color::Green;
+                }
             }
         }
         Color::Yellow

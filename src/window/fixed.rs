@@ -90,8 +90,7 @@ pub struct FixedWindowQuota {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 struct At {
-    /// `⌊now / W⌋`, the window index (its tag is the low bits).
-    index: u64,
+    tag: u64,
     /// `tag << count_bits`: the state of this window with a count of 0.
     base: u64,
     until_end: u64,
@@ -175,7 +174,7 @@ impl FixedWindowQuota {
         let (index, elapsed) = self.window.div_rem(now);
         let tag = index & self.tag_mask;
         At {
-            index,
+            tag,
             base: tag << self.count_bits,
             until_end: self.window.get() - elapsed,
         }
@@ -189,7 +188,7 @@ impl FixedWindowQuota {
         let count = state.wrapping_sub(at.base);
         if count <= self.limit {
             return View {
-                tag: at.index & self.tag_mask,
+                tag: at.tag,
                 count,
                 until_end: at.until_end,
             };
@@ -207,7 +206,7 @@ impl FixedWindowQuota {
         // A word this quota did not write (saved under another limit without
         // `translate`) may count more than the limit: it is judged full.
         let count = (state & self.count_mask).min(self.limit);
-        let tag = at.index & self.tag_mask;
+        let tag = at.tag;
         let behind = tag.wrapping_sub(stored_tag) & self.tag_mask;
         if behind == 0 {
             return View {
@@ -219,8 +218,13 @@ impl FixedWindowQuota {
         // Across the wrap of the tick counter window 0 follows the last
         // window (see the module docs of `window`), whose tag need not be
         // one before 0's: in the last window a state of window 0 is ahead.
+        // (Matched by tag alone: in a window that only shares the last
+        // one's tag, such a state is an alias of an old window, and judging
+        // against it only denies more; the state it leaves is tagged with a
+        // window that the next one reads as old or as itself, both safe for
+        // counts that are each window's own.)
         let ahead = behind == self.tag_mask
-            || (stored_tag == 0 && at.index == super::last_index(&self.window));
+            || (stored_tag == 0 && tag == super::last_index(&self.window) & self.tag_mask);
         if ahead && count > 0 {
             // The state is one window ahead of this `now`: judge against it.
             View {
@@ -246,7 +250,7 @@ impl FixedWindowQuota {
     /// The tag of `now`'s window.
     #[inline]
     pub(crate) fn tag_at(&self, now: u64) -> u64 {
-        self.at(now).index & self.tag_mask
+        self.at(now).tag
     }
 
     /// The tag of the window a state word was written in.

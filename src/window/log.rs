@@ -43,13 +43,16 @@
 //! A small header keeps what a check needs in words at fixed places (no
 //! read whose address depends on another read): the ring's start `head`, a
 //! prefix of `known` slots that have expired by the tick `since` (what the
-//! last admission left, at its `now`), a copy `next` of the slot after that
-//! prefix and a copy of the newest slot. When `now ≥ since` and `next` has
-//! not expired, exactly `known` slots have expired (always so while `now`
-//! stands still); otherwise a galloping search from `known` finds the count
+//! last admission left, at its `now`), and, as ticks after `since`, when
+//! the slot after that prefix expires (`next_in`) and when the newest one
+//! does (`newest_in`). When `0 ≤ now − since < next_in` (wrapping
+//! differences: any clock), exactly `known` slots have expired (always so
+//! while `now` stands still), and the header alone answers with a subtract
+//! and a compare; otherwise a galloping search from `known` finds the count
 //! in `O(log d)` reads for an answer `d` slots away, once per change of
-//! `now`, not per check. An admission of `cost ≤ known` cells leaves `next`
-//! where it was (`known − cost` slots on) and its own cells the newest.
+//! `now`, not per check. An admission of `cost ≤ known` cells leaves the
+//! next slot where it was (`known − cost` slots on) and its own cells the
+//! newest.
 //!
 //! # Concurrency: a sequence lock on hosts, a critical section on bare metal
 //!
@@ -86,9 +89,10 @@
 //! * `known ≤ limit`, and the first `known` slots have expired by `since`
 //!   (`known = 0` always holds, and is what `reset`, `set_limit` and a
 //!   revocation leave).
-//! * `next` equals logical slot `known` when `known < limit` and is `0`
-//!   (unused) when `known == limit`; `newest` equals logical slot
-//!   `limit − 1`.
+//! * `known < limit`; `next_in` is 0 or the ticks from `since` until logical
+//!   slot `known` expires (then it had not expired at `since`); `newest_in`
+//!   is the ticks from `since` until logical slot `limit − 1` expires (0 if
+//!   it had by then), read only while `next_in` is not 0.
 //! * A denial and a peek write nothing.
 
 use core::fmt;
@@ -108,6 +112,16 @@ use crate::{Decision, Denied, Limited, RateLimiter, Snapshot};
 /// ```
 pub const MAX_WINDOW: u64 = step::REACH;
 
+/// What a check reads of the ring at its `now`: the expired slots (a
+/// prefix), and the ticks until the first that has not expired expires
+/// and until the newest does (0 for one that has).
+#[derive(Clone, Copy)]
+struct Expired {
+    free: usize,
+    next: u64,
+    newest: u64,
+}
+
 /// The ring, and a header that lets a check decide without reading a slot
 /// whose place depends on another read.
 struct Ring<const N: usize> {
@@ -119,11 +133,12 @@ struct Ring<const N: usize> {
     pos: GuardedU64,
     /// The tick `known` holds at (the last admission's `now`).
     since: GuardedU64,
-    /// A copy of logical slot `known`, the first slot not known to have
-    /// expired; 0 (not read) when `known == limit`.
-    next: GuardedU64,
-    /// A copy of logical slot `limit − 1`, the newest.
-    newest: GuardedU64,
+    /// Ticks from `since` until logical slot `known`, the first not known
+    /// to have expired, expires; 0: not known (the header answers nothing).
+    next_in: GuardedU64,
+    /// Ticks from `since` until logical slot `limit − 1`, the newest,
+    /// expires (0 if it had by `since`); valid while `next_in` is not 0.
+    newest_in: GuardedU64,
     /// Expiry words `2·e + 1`, oldest first from `head`; 0 is an empty slot.
     slots: [GuardedU64; N],
 }
@@ -192,8 +207,8 @@ impl<const N: usize> SlidingLog<N> {
                     ring: Guarded::new(Ring {
                         pos: GuardedU64::new(0),
                         since: GuardedU64::new(0),
-                        next: GuardedU64::new(0),
-                        newest: GuardedU64::new(0),
+                        next_in: GuardedU64::new(0),
+                        newest_in: GuardedU64::new(0),
                         slots: guarded_zeros(),
                     }),
                 }),
@@ -251,13 +266,6 @@ impl<const N: usize> SlidingLog<N> {
         step::debt(slot, step::word(now))
     }
 
-    /// The tick a slot's cells were recorded at: its expiry minus `W`
-    /// (modulo 2⁶³, as the slot holds it).
-    #[inline(always)]
-    fn recorded(&self, slot: u64) -> u64 {
-        (slot >> 1).wrapping_sub(self.window)
-    }
-
     /// The expiry tick at logical slot `i` (0 the oldest).
     #[inline(always)]
     fn slot(&self, ring: &Ring<N>, head: usize, i: usize) -> u64 {
@@ -265,37 +273,45 @@ impl<const N: usize> SlidingLog<N> {
     }
 
     /// How many slots have expired at `now` (they are a prefix: the ring is
-    /// sorted), and a copy of the first that has not (0 if all have). The
-    /// header knows a prefix that has expired by `since`, and the slot after
-    /// it: when `now ≥ since` (serial: `now − since` is below 2⁶³) and that
-    /// slot has not expired (or there is none), the prefix is the answer,
-    /// from the header alone (always so while `now` stands still).
-    /// Otherwise [`search`](Self::search) from there.
+    /// sorted), and the ticks from `now` until the first that has not
+    /// expires and until the newest does (0 for one that has). The header
+    /// answers when `now` lies in `[since, since + next_in)`: one subtract
+    /// and a compare, always so while `now` stands still. Otherwise
+    /// [`search`](Self::search) from the known prefix.
     #[inline(always)]
-    fn expired_prefix(
-        &self,
-        ring: &Ring<N>,
-        (head, known): (usize, usize),
-        now: u64,
-    ) -> (usize, u64) {
-        let next = ring.next.get();
-        let all = known == self.limit as usize;
-        if (all | !Self::expired(next, now)) & (now.wrapping_sub(ring.since.get()) < 1 << 63) {
-            (known, next)
+    fn expired_prefix(&self, ring: &Ring<N>, (head, known): (usize, usize), now: u64) -> Expired {
+        let elapsed = now.wrapping_sub(ring.since.get());
+        let next_in = ring.next_in.get();
+        // (`known < limit` always: an admission leaves `free − cost` with
+        // `cost ≥ 1`, everything else 0. And next_in < 2⁶³: `elapsed` below
+        // it is a time after `since`, never one before.)
+        if elapsed < next_in {
+            Expired {
+                free: known,
+                next: next_in - elapsed,
+                newest: ring.newest_in.get().saturating_sub(elapsed),
+            }
         } else {
-            self.search_next(ring, head, now, known)
+            // From the slots themselves (two words back, in registers).
+            let (free, next) = self.search_next(ring, head, now, known);
+            let newest = self.slot(ring, head, self.limit as usize - 1);
+            Expired {
+                free,
+                next,
+                newest: Self::until_expiry(newest, now),
+            }
         }
     }
 
-    /// [`search`](Self::search) over the whole ring, and a copy of the first
-    /// slot that has not expired (0 if all have).
+    /// [`search`](Self::search) over the whole ring, and the ticks until
+    /// the first slot that has not expired expires (0 if all have).
     #[cold]
     #[inline(never)]
     fn search_next(&self, ring: &Ring<N>, head: usize, now: u64, guess: usize) -> (usize, u64) {
         let limit = self.limit as usize;
         let free = self.search(ring, head, now, guess);
         let next = if free < limit {
-            self.slot(ring, head, free)
+            Self::until_expiry(self.slot(ring, head, free), now)
         } else {
             0
         };
@@ -303,13 +319,12 @@ impl<const N: usize> SlidingLog<N> {
     }
 
     /// Rewrites the header for the ring as it is under `limit`, claiming no
-    /// expired prefix (after a change that moves slots).
-    fn rehead(ring: &Ring<N>, head: usize, limit: usize) {
+    /// expired prefix (after a change that moves slots): checks read the
+    /// slots until the next admission.
+    fn rehead(ring: &Ring<N>, head: usize) {
         ring.set_pos(head, 0);
-        ring.next.set(ring.slots[head].get());
-        // Logical slot `limit − 1`, wrapped once.
-        let last = if head == 0 { limit - 1 } else { head - 1 };
-        ring.newest.set(ring.slots[last].get());
+        ring.next_in.set(0);
+        ring.newest_in.set(0);
     }
 
     /// The expired prefix's length, searched from `guess ≤ limit`:
@@ -375,23 +390,23 @@ impl<const N: usize> SlidingLog<N> {
             |ring| {
                 let pos = ring.pos();
                 let head = pos.0;
-                let newest = ring.newest.get();
-                let (free, next) = self.expired_prefix(ring, pos, now);
-                if free < cost || cost == 0 {
-                    // Slot `cost − 1` has not expired; for one cell, it is
-                    // `next`.
+                let seen = self.expired_prefix(ring, pos, now);
+                if seen.free < cost || cost == 0 {
+                    // Slot `cost − 1` has not expired; for one cell more
+                    // than have, it is the first that has not.
                     let boundary = match cost {
                         0 => 0,
-                        _ if cost - 1 == free => next,
-                        _ => self.slot(ring, head, cost - 1),
+                        _ if cost - 1 == seen.free => seen.next,
+                        _ => Self::until_expiry(self.slot(ring, head, cost - 1), now),
                     };
-                    return Err(self.without_admitting(boundary, newest, free, now, cost));
+                    return Err(self.without_admitting(boundary, &seen, now, cost));
                 }
-                Ok((head, free, next, newest))
+                Ok((head, seen))
             },
             // The single writer, on the state just read.
-            |ring, (head, free, next, newest)| {
-                let value = self.new_expiry(newest, now);
+            |ring, (head, seen)| {
+                let until = self.new_expiry(&seen);
+                let value = step::word(now.wrapping_add(until));
                 for i in 0..cost {
                     ring.slots[self.index(head, i)].set(value);
                 }
@@ -402,49 +417,53 @@ impl<const N: usize> SlidingLog<N> {
                 // have not (`value` is after `now`): `free − cost` remain.
                 // The first slot not expired stays where it was (cost ≤
                 // free), or is the first written if all had expired.
-                let next = if free == limit { value } else { next };
-                let free = free - cost;
+                let next = if seen.free == limit { until } else { seen.next };
+                let free = seen.free - cost;
                 ring.set_pos(head, free);
                 ring.since.set(now);
-                ring.next.set(next);
-                ring.newest.set(value);
-                let reset = Self::until_expiry(value, now);
-                let recorded = self.recorded(value);
-                Ok((Decision::new(self.limit, free as u64, reset), recorded))
+                ring.next_in.set(next);
+                ring.newest_in.set(until);
+                let recorded = now.wrapping_add(until - self.window);
+                Ok((Decision::new(self.limit, free as u64, until), recorded))
             },
         )
     }
 
-    /// The expiry word of cells admitted at `now`: `now + W`, or the newest
-    /// if later in serial order (a clock that stepped back), so the ring
-    /// stays sorted.
+    /// The ticks from `now` until cells admitted at `now` expire: `W`, or
+    /// until the newest does if later (a clock that stepped back), so the
+    /// ring stays sorted.
     #[inline(always)]
-    fn new_expiry(&self, newest: u64, now: u64) -> u64 {
-        step::base(newest, step::word(now.wrapping_add(self.window)))
+    fn new_expiry(&self, seen: &Expired) -> u64 {
+        if seen.newest > self.window {
+            seen.newest
+        } else {
+            self.window
+        }
     }
 
     /// The answer to a check that writes nothing: `cost == 0` (admitted,
-    /// recorded at `max(now, newest)`) or slot `cost − 1`, `boundary`, not
-    /// expired (denied until it does).
+    /// recorded at `max(now, newest − W)`) or slot `cost − 1` not expired
+    /// (denied for `boundary` ticks, until it does).
     #[inline(always)]
     fn without_admitting(
         &self,
         boundary: u64,
-        newest: u64,
-        free: usize,
+        seen: &Expired,
         now: u64,
         cost: usize,
     ) -> Result<(Decision, u64), Denied> {
-        let reset = Self::until_expiry(newest, now);
         if cost == 0 {
-            let recorded = self.recorded(self.new_expiry(newest, now));
-            return Ok((Decision::new(self.limit, free as u64, reset), recorded));
+            let recorded = now.wrapping_add(self.new_expiry(seen) - self.window);
+            return Ok((
+                Decision::new(self.limit, seen.free as u64, seen.newest),
+                recorded,
+            ));
         }
         Err(Denied::Limited(Limited::with_remaining(
             self.limit,
-            free as u64,
-            Self::until_expiry(boundary, now),
-            reset,
+            seen.free as u64,
+            boundary,
+            seen.newest,
         )))
     }
 
@@ -498,7 +517,7 @@ impl<const N: usize> SlidingLog<N> {
                 at(i).set(0);
             }
             // Cells moved: claim no expired prefix (always true).
-            Self::rehead(ring, head, limit);
+            Self::rehead(ring, head);
         })
     }
 
@@ -507,14 +526,12 @@ impl<const N: usize> SlidingLog<N> {
         self.ring.read(|ring| {
             let pos = ring.pos();
             let head = pos.0;
-            let newest = ring.newest.get();
-            let (free, _) = self.expired_prefix(ring, pos, now);
-            let free = free as u64;
+            let seen = self.expired_prefix(ring, pos, now);
             let oldest = self.slot(ring, head, 0);
             Snapshot::new(
                 self.limit,
-                free,
-                Self::until_expiry(newest, now),
+                seen.free as u64,
+                seen.newest,
                 Self::until_expiry(oldest, now),
             )
         })
@@ -527,7 +544,7 @@ impl<const N: usize> SlidingLog<N> {
                 s.set(0);
             }
             ring.since.set(0);
-            Self::rehead(ring, 0, self.limit as usize);
+            Self::rehead(ring, 0);
         })
     }
 
@@ -567,7 +584,7 @@ impl<const N: usize> SlidingLog<N> {
         for slot in &slots[new..] {
             slot.set(0);
         }
-        Self::rehead(ring, 0, new);
+        Self::rehead(ring, 0);
         self.limit = limit;
         self.window = window;
         Ok(())
@@ -767,11 +784,13 @@ mod tests {
                 log.ring.read(|ring| {
                     let (head, known) = ring.pos();
                     let limit = log.limit as usize;
-                    assert_eq!(ring.newest.get(), log.slot(ring, head, limit - 1));
-                    if known < limit {
-                        assert_eq!(ring.next.get(), log.slot(ring, head, known));
-                    } else {
-                        assert_eq!(ring.next.get(), 0);
+                    let since = ring.since.get();
+                    assert!(known < limit);
+                    let next_in = ring.next_in.get();
+                    if next_in > 0 {
+                        let until = |i| SlidingLog::<16>::until_expiry(log.slot(ring, head, i), since);
+                        assert_eq!(next_in, until(known));
+                        assert_eq!(ring.newest_in.get(), until(limit - 1));
                     }
                 });
                 let expect = count_expired(&log, probe);
