@@ -234,7 +234,7 @@
 //!   configuration (`footprint_gcra`). Both keep the full `Decision` or
 //!   `Denied` result; a caller that only asks `is_ok()` gets less code.
 //! * **RAM**: the size of the `static Gcra`. On these targets that is the
-//!   state word (8 bytes), the quota fixed at construction (56) and the three
+//!   state word (8 bytes), the quota fixed at construction (48) and the three
 //!   quota words `set_quota` may replace (24).
 //!
 //! Only the update runs with interrupts masked, at every one of those build
@@ -242,8 +242,9 @@
 //! routine and no panic anywhere, and no memory-copy routine (`memcpy`,
 //! `__aeabi_memcpy`, …) inside a critical section; the multiplications
 //! (`now · scale`, `cost · T`, which on the M0 are `__aeabi_lmul` calls) run
-//! before the state update's critical section, which only compares, adds and
-//! subtracts. The stage script proves that each check would notice: it must
+//! before the state update's critical section, which only compares, adds,
+//! subtracts and rotates (the serial reading of the state word, see
+//! [`gcra`](crate::gcra#serial-time)). The stage script proves that each check would notice: it must
 //! flag the division in [`Decision::remaining`](crate::Decision::remaining)
 //! (which converts lazily), and a control that copies a table inside a
 //! critical section.

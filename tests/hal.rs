@@ -284,17 +284,21 @@ impl DelayNs for SimDelay<'_> {
 
 #[test]
 fn wait_n_sleeps_exactly_the_retry_time() {
-    // 1 % duty cycle in ms: 400 ms of airtime needs 40 s of rest.
-    let radio = Gcra::new(Quota::per_ticks(1, 100).with_burst(400).at_hz(1_000));
-    let clock = ManualClock::new(0);
-    let mut delay = SimDelay::new(&clock, 1_000);
-    let d = wait_n(&radio, &clock, &mut delay, 1_000, 400).unwrap();
-    assert_eq!(d.remaining(), 0);
-    assert!(delay.calls.is_empty());
-    wait_n(&radio, &clock, &mut delay, 1_000, 100).unwrap();
-    assert_eq!(clock.now(), 10_000);
-    assert_eq!(delay.total_ns(), 10_000_000_000);
-    assert_eq!(delay.calls.len(), 10);
+    // From 0, and on a tick counter that wraps past 2⁶⁴ while it waits:
+    // the same sleeps.
+    for start in [0, u64::MAX - 5_000] {
+        // 1 % duty cycle in ms: 400 ms of airtime needs 40 s of rest.
+        let radio = Gcra::new(Quota::per_ticks(1, 100).with_burst(400).at_hz(1_000));
+        let clock = ManualClock::new(start);
+        let mut delay = SimDelay::new(&clock, 1_000);
+        let d = wait_n(&radio, &clock, &mut delay, 1_000, 400).unwrap();
+        assert_eq!(d.remaining(), 0);
+        assert!(delay.calls.is_empty());
+        wait_n(&radio, &clock, &mut delay, 1_000, 100).unwrap();
+        assert_eq!(clock.now(), start.wrapping_add(10_000));
+        assert_eq!(delay.total_ns(), 10_000_000_000);
+        assert_eq!(delay.calls.len(), 10);
+    }
 }
 
 #[test]

@@ -559,3 +559,51 @@ async fn admitted_responses_keep_the_handlers_headers() {
     check_reply(&r, Ok((9, 2)));
     let _ = Arc::new(());
 }
+
+/// The layer on a Unix-time clock (nanoseconds since 1970, at 1 GHz): the
+/// same requests get the same statuses and the same rate-limit fields as on
+/// a clock from 0, with a quota whose scale (7 sub-ticks per ns) used to
+/// push Unix time past the limiter's horizon, where every request was
+/// refused.
+#[tokio::test]
+async fn the_layer_runs_on_unix_time() {
+    static ZERO: ManualClock = ManualClock::new(0);
+    static UNIX: ManualClock = ManualClock::new(1_796_169_600 * 1_000_000_000);
+    let layer = |clock: &'static ManualClock| {
+        RateLimitLayer::builder(
+            HeaderKey::new("x-api-key"),
+            KeyedTiers::new()
+                .per_client("key", Quota::per_minute(7).at_hz(1_000_000_000), 64)
+                .unwrap(),
+            clock,
+        )
+        .build()
+        .unwrap()
+    };
+    let mut runs = Vec::new();
+    for clock in [&ZERO, &UNIX] {
+        let server = serve(
+            Router::new()
+                .route("/", get(|| async { "hi\n" }))
+                .layer(layer(clock)),
+        )
+        .await;
+        let mut seen = Vec::new();
+        for i in 0..12 {
+            if i == 9 {
+                clock.advance(9_000_000_000); // 9 s: one cell back
+            }
+            let r = get_key(server.addr, "/", "client").await;
+            let field = |name: &str| r.headers.get(name).map(|v| v.to_str().unwrap().to_owned());
+            seen.push((r.status, field("ratelimit"), field("retry-after")));
+        }
+        runs.push(seen);
+    }
+    let ok = runs[0]
+        .iter()
+        .filter(|(s, ..)| *s == StatusCode::OK)
+        .count();
+    assert_eq!(ok, 8, "{:?}", runs[0]); // the burst of 7, then one more after 9 s
+    assert_eq!(runs[0][7].2.as_deref(), Some("9")); // ⌈60/7⌉ s
+    assert_eq!(runs[1], runs[0]);
+}

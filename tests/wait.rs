@@ -20,9 +20,15 @@ fn reference(n: u64, per: u64, b: u64) -> Vec<u64> {
 
 #[test]
 fn waiters_are_served_in_order_at_the_exact_rate() {
-    for (per, b) in [(10u64, 1u64), (4, 3), (100, 20)] {
+    // From 0, on Unix milliseconds, and on a clock about to wrap past 2⁶⁴:
+    // the same departures.
+    let cases = [(10u64, 1u64), (4, 3), (100, 20)];
+    for (start, (per, b)) in [0, 1_796_169_600_000, u64::MAX - 100]
+        .into_iter()
+        .flat_map(|s| cases.map(|c| (s, c)))
+    {
         let g = Gcra::new(Quota::per_second(per).with_burst(b).at_hz(1_000));
-        let clock = ManualClock::new(0);
+        let clock = ManualClock::new(start);
         let mut departures = Vec::new();
         for _ in 0..3 * b + 5 {
             let mut slept = Duration::ZERO;
@@ -32,7 +38,7 @@ fn waiters_are_served_in_order_at_the_exact_rate() {
         assert_eq!(
             departures,
             reference(3 * b + 5, per, b),
-            "per {per} burst {b}"
+            "per {per} burst {b} from {start}"
         );
     }
 }

@@ -98,8 +98,8 @@ impl Bucket {
     }
 
     /// The GCRA step with the increment `B·T`: the TAT after taking `bytes`
-    /// at sub-tick time `now`, or `None` if the bucket holds fewer (always
-    /// when `bytes > S`).
+    /// at `now` (a state word of this bucket's sub-ticks), or `None` if the
+    /// bucket holds fewer (always when `bytes > S`).
     #[inline(always)]
     pub(super) fn take(&self, tat: u64, now: u64, bytes: u64) -> Option<u64> {
         if bytes > self.size {
@@ -153,10 +153,10 @@ impl Bucket {
         }
     }
 
-    /// One bucket's pass over a burst at sub-tick `now`, one [`take`](Self::take)
-    /// per candidate in order: each packet `i` with `candidate(i, out[i])`
-    /// gets `pass` if the bucket (after the earlier passing candidates)
-    /// holds it and `fail` if not; others are left alone. Returns the TAT
+    /// One bucket's pass over a burst at `now` (a word), one
+    /// [`take`](Self::take) per candidate in order: each packet `i` with
+    /// `candidate(i, out[i])` gets `pass` if the bucket (after the earlier
+    /// passing candidates) holds it and `fail` if not; others are left alone. Returns the TAT
     /// after the pass. Only the shared flows' contention path uses it (to
     /// redo one bucket's decisions on a fresh TAT), so it is the plain loop.
     pub(super) fn pass(
