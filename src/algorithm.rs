@@ -175,9 +175,9 @@ impl Algorithm for Quota {
         })
     }
 
-    /// [`gcra::step::admit`](crate::gcra#the-math): a subtract, a rotate,
-    /// a compare and one add between the load and the store (and a second
-    /// compare for a state that is not owing).
+    /// [`gcra::step::admit`](crate::gcra#the-math): a parity test, a
+    /// subtract, a compare and one add between the load and the store (and
+    /// a sign test for a state that is not owing).
     #[inline(always)]
     fn step(&self, state: u64, p: &GcraPrepared) -> Result<(u64, Decision), GcraShortfall> {
         match gcra_step::admit(state, p.now, p.increment, p.room) {

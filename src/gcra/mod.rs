@@ -15,8 +15,8 @@
 //! and then `TAT ← max(TAT, now) + cost·T`. A denied request changes nothing.
 //! All of it runs in sub-ticks (`now · scale`, see [`quota`](crate::quota)),
 //! in serial time ([below](#serial-time)), so the admit/deny path is one
-//! multiply, adds, a rotate, compares and one compare-and-swap: no division,
-//! no floating point, no loop but the CAS retry.
+//! multiply, adds, compares and one compare-and-swap: no division, no
+//! floating point, no loop but the CAS retry.
 //!
 //! Every check ([`Gcra`], [`LocalGcra`], a keyed table's GCRA) runs the
 //! quota's [`Algorithm`] phases, which evaluate the inequality in the
@@ -25,9 +25,11 @@
 //! [`prepare`](Algorithm::prepare), before the state is read, the rest in
 //! [`step`](Algorithm::step), written once over plain numbers in the
 //! `step` submodule (which the meters' buckets share, with their own span).
-//! Between the load of `TAT` and the compare-and-swap there is then one
-//! subtract, a rotate and a compare, and one add to whichever of `TAT` and
-//! `now` is the later; no `max` lies on the path from the load to the swap.
+//! Between the load of `TAT` and the compare-and-swap there is then a test
+//! of the word's low bit, one subtract and a compare (the serial reading
+//! below, without its rotate: for a written word `state − now₂ = 2·e`), and
+//! one add to whichever of `TAT` and `now` is the later; no `max` lies on
+//! the path from the load to the swap.
 //!
 //! Derived quantities (`remaining`, `retry_after`, `reset_after`) are exact
 //! consequences of the same inequality and are converted to cells and ticks

@@ -135,7 +135,8 @@ pub(crate) struct At {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct View {
-    tag: u64,
+    /// The judged window's state with both counts 0 (its tag, shifted).
+    base: u64,
     prev: u64,
     cur: u64,
     /// Elapsed ticks of the judged window.
@@ -231,7 +232,7 @@ impl SlidingWindowQuota {
             // Counts above the limit come only from a word this quota did
             // not write (see `view_other`): judged full.
             return View {
-                tag: at.index & self.tag_mask,
+                base: at.base,
                 prev: (counts >> self.count_bits).min(self.limit),
                 cur: (counts & self.count_mask).min(self.limit),
                 elapsed: at.elapsed,
@@ -265,7 +266,7 @@ impl SlidingWindowQuota {
             tag_now.wrapping_sub(tag) & self.tag_mask
         };
         let current = |prev, cur| View {
-            tag: tag_now,
+            base: at.base,
             prev,
             cur,
             elapsed,
@@ -278,7 +279,7 @@ impl SlidingWindowQuota {
         } else if behind == self.tag_mask && (prev | cur) != 0 {
             // One window ahead of this `now`: judge at that window's start.
             View {
-                tag,
+                base: tag << (2 * self.count_bits),
                 prev,
                 cur,
                 elapsed: 0,
@@ -377,7 +378,7 @@ impl SlidingWindowQuota {
         if self.fits(&v, p.cost) {
             let cur = v.cur + p.cost;
             Ok((
-                self.pack(v.tag, v.prev, cur),
+                v.base | (v.prev << self.count_bits) | cur,
                 Decision::from_usage(self.usage(&v, cur)),
             ))
         } else {
@@ -500,7 +501,7 @@ impl Algorithm for SlidingWindowQuota {
         let (prev, cur) = (counts >> self.count_bits, counts & self.count_mask);
         if prev + cur + p.cost <= self.limit {
             let v = View {
-                tag: p.at.index & self.tag_mask,
+                base: p.at.base,
                 prev,
                 cur,
                 elapsed: p.at.elapsed,
