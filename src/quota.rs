@@ -65,8 +65,8 @@
 //! Past that gap a client's state may read as owing when it is in truth
 //! full: the limiter then refuses that client until its debt, as read,
 //! drains (at most the gap again), and never admits more than the quota.
-//! A clock that steps **back** is judged conservatively (denied, with the
-//! exact wait) by up to `2⁶¹ / scale` ticks, half the gap; see
+//! A clock that steps **back** by less than `2⁶¹ / scale` ticks (half the
+//! gap) is judged conservatively, denied with the exact wait; see
 //! [`gcra`](crate::gcra#serial-time) for what lies beyond.
 
 //! # Rounding keeps the burst

@@ -7,6 +7,10 @@ use cellrate::window::{FixedWindow, SlidingLog, SlidingWindow, WindowError};
 use cellrate::{Denied, Gcra, Quota, QuotaError, RateLimiter};
 use proptest::prelude::*;
 
+#[path = "support/origin.rs"]
+mod origin;
+use origin::{aligned_within, origins, with_zero};
+
 const HZ: u64 = 1_000;
 
 #[test]
@@ -156,18 +160,24 @@ proptest! {
         strikes in 1u32..4, max_level in 0u8..4, good_period in 1u64..500,
         limit in 1u64..20,
         steps in prop::collection::vec((0u64..120, 0u64..6), 1..80),
+        drawn in origins(),
     ) {
-        let adaptive = Adaptive::new(FixedWindow::new(limit, 100), Penalty::new(strikes, max_level, good_period));
-        let mut model = PenaltyModel {
-            strikes_per_level: strikes, max_level: max_level as u32, good_period,
-            level: 0, strikes: 0, last_denial: 0, inner: FixedWindow::new(limit, 100),
-        };
-        let mut now = 0;
-        for (dt, cost) in steps {
-            now += dt;
-            let got = adaptive.check_n(now, cost).map(|d| (d.limit(), d.remaining())).map_err(|_| ());
-            prop_assert_eq!(got, model.check(now, cost));
-            prop_assert_eq!(adaptive.level() as u32, model.level);
+        // At origin 0 and at two others (multiples of the inner window):
+        // the adaptive limiter sees `origin + now`, the model `now`.
+        let run: u64 = steps.iter().map(|s| s.0).sum::<u64>() + 100;
+        for origin in with_zero(drawn).map(|o| aligned_within(o, 100, run)) {
+            let adaptive = Adaptive::new(FixedWindow::new(limit, 100), Penalty::new(strikes, max_level, good_period));
+            let mut model = PenaltyModel {
+                strikes_per_level: strikes, max_level: max_level as u32, good_period,
+                level: 0, strikes: 0, last_denial: 0, inner: FixedWindow::new(limit, 100),
+            };
+            let mut now = 0;
+            for &(dt, cost) in &steps {
+                now += dt;
+                let got = adaptive.check_n(origin.wrapping_add(now), cost).map(|d| (d.limit(), d.remaining())).map_err(|_| ());
+                prop_assert_eq!(got, model.check(now, cost), "origin {}", origin);
+                prop_assert_eq!(adaptive.level() as u32, model.level);
+            }
         }
     }
 
@@ -337,4 +347,23 @@ proptest! {
             &ops,
         )?;
     }
+}
+
+/// The good period is a difference of `now`s, so it runs across the wrap
+/// of the tick counter: penalised just before the wrap, forgiven a good
+/// period after it.
+#[test]
+fn adaptive_forgives_across_the_wrap_of_the_counter() {
+    let inner = cellrate::Gcra::new(cellrate::Quota::per_ticks(1, 10).with_burst(2).at_hz(1_000));
+    let client = Adaptive::new(inner, Penalty::new(1, 3, 100));
+    let start = u64::MAX - 10;
+    client.check_n(start, 2).unwrap();
+    assert!(client.check(start).is_err()); // one strike: level 1
+    assert_eq!(client.level(), 1);
+    let later = start.wrapping_add(99);
+    assert_eq!(client.peek(later).limit(), 1); // still penalised (2 >> 1)
+    let forgiven = start.wrapping_add(100);
+    assert_eq!(client.peek(forgiven).limit(), 2);
+    assert_eq!(client.check(forgiven).unwrap().limit(), 2);
+    assert_eq!(client.level(), 0);
 }
