@@ -144,16 +144,16 @@ pub trait Algorithm {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GcraPrepared {
     now: u64,
-    increment: u64,
-    room: u64,
+    charge: gcra_step::Charge,
 }
 
-/// What a denying GCRA step leaves: the debt `TAT − now` it saw and the
-/// sub-ticks before the same request fits. See [`GcraPrepared`] for an
-/// example.
+/// What a denying GCRA step leaves: how far the TAT it saw is ahead of
+/// `now`, from which [`denial`](Algorithm::denial) computes the debt and
+/// the sub-ticks before the same request fits (after the compare-and-swap
+/// loop or critical section). See [`GcraPrepared`] for an example.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GcraShortfall(gcra_step::Shortfall);
+pub struct GcraShortfall(u64);
 
 impl Algorithm for Quota {
     type Prepared = GcraPrepared;
@@ -170,8 +170,7 @@ impl Algorithm for Quota {
         let increment = crate::gcra::charge(self, cost)?.max(1);
         Ok(GcraPrepared {
             now,
-            increment,
-            room: gcra_step::room(self.span(), increment),
+            charge: gcra_step::Charge::new(self.span(), increment),
         })
     }
 
@@ -180,15 +179,15 @@ impl Algorithm for Quota {
     /// a sign test for a state that is not owing).
     #[inline(always)]
     fn step(&self, state: u64, p: &GcraPrepared) -> Result<(u64, Decision), GcraShortfall> {
-        match gcra_step::admit(state, p.now, p.increment, p.room) {
+        match gcra_step::admit(state, p.now, &p.charge) {
             Ok((next, debt)) => Ok((next, Decision::from_usage(Usage::gcra(self, debt)))),
-            Err(shortfall) => Err(GcraShortfall(shortfall)),
+            Err(distance) => Err(GcraShortfall(distance)),
         }
     }
 
     #[inline(always)]
-    fn denial(&self, _: &GcraPrepared, shortfall: GcraShortfall) -> Denied {
-        gcra_denial(self, shortfall.0)
+    fn denial(&self, p: &GcraPrepared, shortfall: GcraShortfall) -> Denied {
+        gcra_denial(self, p.charge.shortfall(shortfall.0))
     }
 
     fn peek(&self, state: u64, now: u64) -> Snapshot {

@@ -144,9 +144,50 @@ pub(crate) const fn room(span: u64, increment: u64) -> u64 {
     span - increment
 }
 
+/// A charge prepared for [`admit`] before the state is read: `increment`,
+/// and the doubles the step adds and compares in state-word units, so that
+/// between the load and the store nothing is shifted (on a 32-bit core a
+/// 64-bit shift is several instructions, which would sit in the critical
+/// section).
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Charge {
+    /// `cost·T`, sub-ticks.
+    pub(crate) increment: u64,
+    /// `2·increment`: what an admission adds to a word.
+    added: u64,
+    /// `2·(span − increment)`: the room in word units.
+    room: u64,
+}
+
+impl Charge {
+    /// The shortfall of a denied [`admit`] from its distance `d = 2·e`
+    /// (`e` more than the room ahead): the debt `e` and the wait `e − room`.
+    #[inline(always)]
+    pub(crate) const fn shortfall(&self, d: u64) -> Shortfall {
+        // d and 2·room are even: (d − 2·room)/2 = e − room.
+        Shortfall {
+            debt: d >> 1,
+            wait: (d - self.room) >> 1,
+        }
+    }
+
+    /// The charge of `increment ≤ span` sub-ticks against `span`.
+    #[inline(always)]
+    pub(crate) const fn new(span: u64, increment: u64) -> Charge {
+        Charge {
+            increment,
+            added: increment << 1,
+            room: room(span, increment) << 1,
+        }
+    }
+}
+
 /// One step in the `room` form: the new state word and its debt
-/// `TAT′ − now`, or the shortfall. `now` is a word, `room = span −
-/// increment`.
+/// `TAT′ − now`, or, denied, the distance `d = state − now` (in word
+/// units) that [`Charge::shortfall`] turns into the shortfall after the
+/// store was given up (out of a critical section). `now` is a word, and
+/// `charge` was prepared for `increment` and `room = span − increment`.
 ///
 /// 1. `e ≤ room`: owing (or exactly at `now`), and the charge fits:
 ///    `state + 2·increment`.
@@ -160,27 +201,21 @@ pub(crate) const fn room(span: u64, increment: u64) -> u64 {
 /// admitting measured 1.03 of the previous code's time; this way 1.00:
 /// `docs/design/gcra.md`, "Serial time".)
 #[inline(always)]
-pub(crate) const fn admit(
-    state: u64,
-    now: u64,
-    increment: u64,
-    room: u64,
-) -> Result<(u64, u64), Shortfall> {
+pub(crate) const fn admit(state: u64, now: u64, charge: &Charge) -> Result<(u64, u64), u64> {
     // For a written (odd) word `d = 2·e`, so `e ≤ room ⇔ d ≤ 2·room` and
     // `e ≥ AHEAD ⇔ d ≥ 2⁶³`; an even word is idle. The parity test reads
     // the word alone, beside the subtract.
     let d = state.wrapping_sub(now);
     let written = state & 1 == 1;
-    if written && d <= room << 1 {
-        Ok((later(state, increment), (d >> 1) + increment))
+    if written && d <= charge.room {
+        Ok((
+            state.wrapping_add(charge.added),
+            (d >> 1) + charge.increment,
+        ))
     } else if !written || (d as i64) < 0 {
-        Ok((later(now, increment), increment))
+        Ok((now.wrapping_add(charge.added), charge.increment))
     } else {
-        let e = d >> 1;
-        Err(Shortfall {
-            debt: e,
-            wait: e - room,
-        })
+        Err(d)
     }
 }
 
@@ -335,7 +370,7 @@ mod tests {
                     let want = reference(tat, now, increment, span);
                     for origin in ORIGINS {
                         let (state, at) = words(tat, now, origin);
-                        let got = admit(state, at, increment, room(span, increment));
+                        let got = admit(state, at, &Charge::new(span, increment));
                         match (got, want) {
                             (Ok((next, debt)), Ok(new_tat)) => {
                                 assert_eq!(
@@ -343,8 +378,9 @@ mod tests {
                                     (words(new_tat, 0, origin).0, new_tat - now)
                                 );
                             }
-                            (Err(s), Err((debt, wait))) => {
-                                assert_eq!((s.debt, s.wait), (debt, wait))
+                            (Err(d), Err((debt, wait))) => {
+                                let s = Charge::new(span, increment).shortfall(d);
+                                assert_eq!((s.debt, s.wait), (debt, wait));
                             }
                             other => panic!("{other:?} at tat {tat} now {now} origin {origin}"),
                         }
@@ -362,7 +398,10 @@ mod tests {
             for even in [0, 2, 1 << 63, u64::MAX - 1] {
                 assert!(is_idle(even, at));
                 assert_eq!(debt(even, at), 0);
-                assert_eq!(admit(even, at, 10, 90), Ok((later(at, 10), 10)));
+                assert_eq!(
+                    admit(even, at, &Charge::new(100, 10)),
+                    Ok((later(at, 10), 10))
+                );
             }
         }
     }

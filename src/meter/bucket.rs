@@ -123,13 +123,13 @@ impl Bucket {
     /// [`take_charged`](Self::take_charged), computed before a shared word
     /// is read; `None` when the bucket can never hold them (`bytes > S`).
     #[inline(always)]
-    pub(super) fn charge(&self, bytes: u64) -> Option<(u64, u64)> {
+    pub(super) fn charge(&self, bytes: u64) -> Option<step::Charge> {
         if bytes > self.size {
             return None;
         }
         // bytes ≤ size, so bytes·T ≤ span fits.
         let increment = bytes * self.quota.emission_interval();
-        Some((increment, step::room(self.span, increment)))
+        Some(step::Charge::new(self.span, increment))
     }
 
     /// [`take`](Self::take) in the room form ([`step::admit`]), on a charge
@@ -141,13 +141,8 @@ impl Bucket {
     /// faster there; the room form measured faster in the loops:
     /// `docs/design/gcra.md`, "Serial time".)
     #[inline(always)]
-    pub(super) fn take_charged(
-        &self,
-        tat: u64,
-        now: u64,
-        (increment, room): (u64, u64),
-    ) -> Option<u64> {
-        match step::admit(tat, now, increment, room) {
+    pub(super) fn take_charged(&self, tat: u64, now: u64, charge: step::Charge) -> Option<u64> {
+        match step::admit(tat, now, &charge) {
             Ok((next, _)) => Some(next),
             Err(_) => None,
         }
