@@ -73,8 +73,8 @@
 //! critical-section lengths.
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-#![deny(missing_docs, unsafe_op_in_unsafe_fn)]
-#![warn(clippy::undocumented_unsafe_blocks)]
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 #[cfg(feature = "std")]
 extern crate std;

@@ -10,7 +10,6 @@
 //! | `quota_cell.rs` | `QuotaCell`: the quota `set_quota` replaces |
 //! | `seqlock.rs` | `Guarded`: state larger than a word |
 //! | `slot.rs` | `PairWord` (a keyed slot's 128-bit word: load, compare-and-swap) and `Counter` (relaxed statistics) |
-//! | `cx16.rs` | `PairOps`: a `PairWord`'s load and compare-and-swap as a value a hot path is generic over, `Portable` or, on x86_64, inline `cmpxchg16b` (`Cx16`), chosen once per call by `PairPath::choose` |
 //!
 //! | target | state word | quota under `set_quota` |
 //! |---|---|---|
@@ -59,24 +58,16 @@
 //!   returns `false`) rather than waited for, so an interrupt handler can never
 //!   spin on a preempted writer.
 
-mod cx16;
 mod loom;
 mod quota_cell;
 mod seqlock;
 mod slot;
 mod word;
 
-pub(crate) use self::cx16::{PairOps, PairPath, Portable};
 pub(crate) use self::loom::atomic;
 #[allow(unused_imports)]
 pub(crate) use self::loom::{loom_const_fn, repeat_const, word_atomic, word_section};
-#[allow(unused_imports)]
-pub(crate) use self::loom::{pair_inline, pair_portable_only};
 pub(crate) use self::quota_cell::QuotaCell;
 pub(crate) use self::seqlock::{guarded_zeros, Guarded, GuardedU64};
 pub(crate) use self::slot::{Counter, PairWord};
 pub(crate) use self::word::StateWord;
-pair_inline! {
-    #[cfg(test)]
-    pub(crate) use self::cx16::tests::each_inline_path;
-}
