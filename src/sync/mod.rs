@@ -13,7 +13,7 @@
 //!
 //! | target | state word | quota under `set_quota` |
 //! |---|---|---|
-//! | has 64-bit CAS (`target_has_atomic = "64"`: x86_64, aarch64, riscv64…) | one `AtomicU64`, compare-and-swap loop: **lock-free** | two seqlocked slots, readers never wait for a writer |
+//! | has 64-bit CAS (`target_has_atomic = "64"`: x86_64, aarch64, riscv64, wasm32…) | one `AtomicU64`, compare-and-swap loop: **lock-free** | two seqlocked slots, readers never wait for a writer |
 //! | no 64-bit CAS (thumbv6m, thumbv7m/7em, thumbv8m, riscv32) | `u64` in a [`critical_section::Mutex`] | the same mutex |
 //! | this crate's unit tests with `--features loom` | loom's `AtomicU64` | loom's atomics |
 //!
