@@ -23,7 +23,7 @@
 //! | RISC-V 32-bit with atomics | `riscv32imac-unknown-none-elf` | the same |
 //! | multi-core, e.g. RP2040 (2 × M0+) | `thumbv6m-none-eabi` | the HAL's multi-core implementation, e.g. `rp2040-hal = { version = "0.10", features = ["critical-section-impl"] }` (a hardware spinlock plus interrupts off); **never** `cortex-m`'s single-core one, which does not stop the other core |
 //! | AArch64 bare metal (Cortex-A/R, hypervisors) | `aarch64-unknown-none` | nothing for `Gcra`, windows and keyed tables; a critical-section implementation for `SlidingLog` (the kernel's or HAL's, interrupts off) |
-//! | x86_64 kernels, UEFI-adjacent code | `x86_64-unknown-none` | nothing for `Gcra` and windows; a critical-section implementation (interrupts off, plus a spinlock on several cores) for keyed tables and `SlidingLog`, or `-C target-feature=+cmpxchg16b` in `RUSTFLAGS` to make keyed tables lock-free (every x86_64 CPU since about 2006 has it) |
+//! | x86_64 kernels, UEFI-adjacent code | `x86_64-unknown-none` (and `x86_64-unknown-uefi`, the same) | nothing for `Gcra` and windows; a critical-section implementation (interrupts off, plus a spinlock on several cores) for keyed tables and `SlidingLog`, or `-C target-feature=+cmpxchg16b` in `RUSTFLAGS` to make keyed tables lock-free (every x86_64 CPU since about 2006 has it) |
 //! | WebAssembly | `wasm32-unknown-unknown` (no default features) | nothing for `Gcra` and windows; for keyed tables and `SlidingLog` a critical-section implementation, e.g. `critical-section = { version = "1.2", features = ["std"] }` (without one the module imports `_critical_section_1_0_acquire` and fails to instantiate) |
 //!
 //! What each target does with each kind of state (`scripts/stages/40-bare-metal.sh`
@@ -44,10 +44,10 @@
 //! cellrate uses portable-atomic only for the 16-byte slot, and only where
 //! that atomic is native. Its `fallback` (a global lock) is enabled only for
 //! x86_64 under an operating system, for a CPU without `cmpxchg16b`; on
-//! bare-metal x86_64, where an interrupt handler could preempt the lock's
-//! holder and spin on it forever, cellrate never depends on it and shares
-//! the slots through a critical section unless `cmpxchg16b` is enabled at
-//! compile time. The multi-core rule of the RP2040 row holds for every
+//! bare-metal and UEFI x86_64, where an interrupt handler could preempt the
+//! lock's holder and spin on it forever, cellrate never depends on it and
+//! shares the slots through a critical section unless `cmpxchg16b` is
+//! enabled at compile time. The multi-core rule of the RP2040 row holds for every
 //! target: the implementation must exclude the other cores too.
 //!
 //! Crate features a firmware typically turns on:

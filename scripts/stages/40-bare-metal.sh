@@ -12,6 +12,8 @@ for target in "${targets[@]}"; do
     cargo build --lib --release --no-default-features --target "$target"
 done
 cargo build --lib --release --no-default-features --features defmt --target thumbv7em-none-eabihf
+# UEFI x86_64 takes the bare-metal path too (src/sync/loom.rs, `pair_atomic!`).
+cargo build --lib --release --no-default-features --target x86_64-unknown-uefi
 # Bare-metal x86_64 with `cmpxchg16b` at compile time: the keyed slots are
 # portable-atomic's inline 16-byte atomics instead of a critical section.
 # (A target directory of its own: other RUSTFLAGS would rebuild the rest.)

@@ -39,7 +39,10 @@ pub(crate) mod atomic {
             target_arch = "aarch64",
             all(
                 target_arch = "x86_64",
-                any(target_feature = "cmpxchg16b", not(target_os = "none"))
+                any(
+                    target_feature = "cmpxchg16b",
+                    not(any(target_os = "none", target_os = "uefi"))
+                )
             ),
         )
     ))]
@@ -174,15 +177,19 @@ mod model {
 /// `portable_atomic::AtomicU128` on aarch64 (always native), on x86_64
 /// with `cmpxchg16b` enabled at compile time, and on x86_64 under an
 /// operating system (detected at run time, see `Cargo.toml`); loom's
-/// stand-in in models. Bare-metal x86_64 without `cmpxchg16b` at compile
-/// time is left out: there, on a CPU without the instruction,
-/// portable-atomic would fall back to a global lock, which an interrupt
-/// handler could spin on forever.
+/// stand-in in models. Bare-metal and UEFI x86_64 (`target_os = "none"`,
+/// `"uefi"`) without `cmpxchg16b` at compile time are left out: there, on
+/// a CPU without the instruction, portable-atomic would fall back to a
+/// global lock, which an interrupt handler (or a UEFI event callback)
+/// could spin on forever.
 macro_rules! pair_atomic {
     ($($item:item)*) => {$(
         #[cfg(any(
             target_arch = "aarch64",
-            all(target_arch = "x86_64", any(target_feature = "cmpxchg16b", not(target_os = "none"))),
+            all(
+                target_arch = "x86_64",
+                any(target_feature = "cmpxchg16b", not(any(target_os = "none", target_os = "uefi"))),
+            ),
             all(feature = "loom", test),
         ))]
         $item
@@ -196,7 +203,10 @@ macro_rules! pair_section {
     ($($item:item)*) => {$(
         #[cfg(not(any(
             target_arch = "aarch64",
-            all(target_arch = "x86_64", any(target_feature = "cmpxchg16b", not(target_os = "none"))),
+            all(
+                target_arch = "x86_64",
+                any(target_feature = "cmpxchg16b", not(any(target_os = "none", target_os = "uefi"))),
+            ),
             all(feature = "loom", test),
         )))]
         $item
