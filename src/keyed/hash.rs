@@ -375,8 +375,8 @@ pub trait Key: sealed::Sealed {
     fn exact(&self) -> u64;
 
     /// Writes the key's bytes to the hasher: equal keys write equal bytes,
-    /// different keys different bytes (an exactly stored key writes its
-    /// exact value's 8 little-endian bytes; the table reads this only when
+    /// different keys different bytes (an exactly stored integer writes its
+    /// value's 8 little-endian bytes; the table reads this only when
     /// `EXACT_BITS == 0`).
     fn feed(&self, hasher: &mut KeyHasher);
 }
