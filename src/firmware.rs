@@ -60,8 +60,8 @@
 //!
 //! Never `loom` (it is for this crate's own tests) and never `std` on bare
 //! metal. On 32-bit MCUs cellrate does not depend on `portable-atomic`, and
-//! no target needs its `unsafe-assume-single-core`, which cellrate never
-//! enables.
+//! no target needs its single-core assumption (`…-assume-single-core`),
+//! which cellrate never enables.
 //!
 //! # What is lock-free, and what takes a critical section
 //!
@@ -92,7 +92,7 @@
 //!
 //! The limiter is `const`-constructible, so it lives in a `static` and both
 //! contexts call it through `&self`, with no `Mutex`, no `RefCell` and no
-//! `unsafe`:
+//! unchecked code:
 //!
 //! ```
 //! use cellrate::{Gcra, Quota};

@@ -57,7 +57,8 @@
 //! safe against interrupt handlers and never deadlocks. On those targets the
 //! final binary must provide a `critical-section` implementation, exactly as
 //! for any embedded HAL; cellrate never enables one, and never enables
-//! `portable-atomic`'s `unsafe-assume-single-core`:
+//! `portable-atomic`'s single-core assumption (its `…-assume-single-core`
+//! feature):
 //!
 //! ```toml
 //! # Single-core Cortex-M (M0/M0+/M3/M4/M7/M33):
@@ -75,7 +76,6 @@
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
 
 #[cfg(feature = "std")]
 extern crate std;

@@ -37,7 +37,8 @@
 //! The binary, never this library, chooses the critical-section
 //! implementation (`cortex-m`'s `critical-section-single-core`, a HAL's
 //! multi-core one, `riscv`'s `critical-section-single-hart`, or `std`'s on a
-//! host). This crate enables no `unsafe-assume-single-core` anywhere.
+//! host). This crate never enables portable-atomic's single-core assumption
+//! (`…-assume-single-core`).
 //!
 //! # Invariants
 //!
