@@ -14,15 +14,41 @@
 //! cellrate enables no feature by default and chooses no critical-section
 //! implementation: the **binary** does, exactly as it does for its HAL.
 //!
-//! | family | Rust target | state word | the binary adds |
+//! | family | Rust target | the binary adds |
+//! |---|---|---|
+//! | Cortex-M0 / M0+ | `thumbv6m-none-eabi` | `cortex-m = { version = "0.7", features = ["critical-section-single-core"] }` |
+//! | Cortex-M3 / M4 / M7 | `thumbv7m-none-eabi`, `thumbv7em-none-eabi(hf)` | the same |
+//! | Cortex-M23 / M33 | `thumbv8m.base/main-none-eabi(hf)` | the same |
+//! | RISC-V without atomics | `riscv32imc-unknown-none-elf` | `riscv = { version = "0.16", features = ["critical-section-single-hart"] }` |
+//! | RISC-V 32-bit with atomics | `riscv32imac-unknown-none-elf` | the same |
+//! | multi-core, e.g. RP2040 (2 × M0+) | `thumbv6m-none-eabi` | the HAL's multi-core implementation, e.g. `rp2040-hal = { version = "0.10", features = ["critical-section-impl"] }` (a hardware spinlock plus interrupts off); **never** `cortex-m`'s single-core one, which does not stop the other core |
+//! | AArch64 bare metal (Cortex-A/R, hypervisors) | `aarch64-unknown-none` | nothing for `Gcra`, windows and keyed tables; a critical-section implementation for `SlidingLog` (the kernel's or HAL's, interrupts off) |
+//! | x86_64 kernels, UEFI-adjacent code | `x86_64-unknown-none` (and `x86_64-unknown-uefi`, the same) | nothing for `Gcra` and windows; a critical-section implementation (interrupts off, plus a spinlock on several cores) for keyed tables and `SlidingLog`, or `-C target-feature=+cmpxchg16b` in `RUSTFLAGS` to make keyed tables lock-free (every x86_64 CPU since about 2006 has it) |
+//! | WebAssembly | `wasm32-unknown-unknown` (no default features) | nothing for `Gcra` and windows; for keyed tables and `SlidingLog` a critical-section implementation, e.g. `critical-section = { version = "1.2", features = ["std"] }` (without one the module imports `_critical_section_1_0_acquire` and fails to instantiate) |
+//!
+//! What each target does with each kind of state (`scripts/stages/40-bare-metal.sh`
+//! builds every row and links a small binary per row and column,
+//! `examples/bare-metal`, checking which ones need a critical section):
+//!
+//! | Rust target | state word (`Gcra`, windows, meters) | keyed table slot (16 bytes) | `SlidingLog` ring |
 //! |---|---|---|---|
-//! | Cortex-M0 / M0+ | `thumbv6m-none-eabi` | critical section | `cortex-m = { version = "0.7", features = ["critical-section-single-core"] }` |
-//! | Cortex-M3 / M4 / M7 | `thumbv7m-none-eabi`, `thumbv7em-none-eabi(hf)` | critical section (32-bit CAS only; the state is 64-bit) | the same |
-//! | Cortex-M23 / M33 | `thumbv8m.base/main-none-eabi(hf)` | critical section | the same |
-//! | RISC-V without atomics | `riscv32imc-unknown-none-elf` | critical section | `riscv = { version = "0.16", features = ["critical-section-single-hart"] }` |
-//! | RISC-V 32-bit with atomics | `riscv32imac-unknown-none-elf` | critical section (no 64-bit CAS) | the same |
-//! | multi-core, e.g. RP2040 (2 × M0+) | `thumbv6m-none-eabi` | critical section across both cores | the HAL's multi-core implementation, e.g. `rp2040-hal = { version = "0.10", features = ["critical-section-impl"] }` (a hardware spinlock plus interrupts off); **never** `cortex-m`'s single-core one, which does not stop the other core |
-//! | 64-bit (x86_64, aarch64, riscv64) | any | `AtomicU64` compare-and-swap: lock-free | nothing |
+//! | `thumbv6m-none-eabi` (no compare-and-swap) | critical section | critical section | critical section |
+//! | `thumbv7em-none-eabihf`, `thumbv8m.main-none-eabihf` (32-bit CAS) | critical section | critical section | critical section |
+//! | `riscv32imc-unknown-none-elf` (no A extension) | critical section | critical section | critical section |
+//! | `riscv32imac-unknown-none-elf` (32-bit AMOs) | critical section | critical section | critical section |
+//! | `aarch64-unknown-none` | `AtomicU64`: lock-free | `portable_atomic::AtomicU128` (`ldxp`/`stxp`, or `casp` with LSE): lock-free | critical section |
+//! | `x86_64-unknown-none` (no SSE) | `AtomicU64`: lock-free | critical section; with `+cmpxchg16b`, `portable_atomic::AtomicU128` (`lock cmpxchg16b`): lock-free | critical section |
+//! | `wasm32-unknown-unknown` | `AtomicU64` (single-threaded: plain loads and stores) | critical section | critical section |
+//!
+//! No target needs `portable-atomic`'s `critical-section` feature:
+//! cellrate uses portable-atomic only for the 16-byte slot, and only where
+//! that atomic is native. Its `fallback` (a global lock) is enabled only for
+//! x86_64 under an operating system, for a CPU without `cmpxchg16b`; on
+//! bare-metal and UEFI x86_64, where an interrupt handler could preempt the
+//! lock's holder and spin on it forever, cellrate never depends on it and
+//! shares the slots through a critical section unless `cmpxchg16b` is
+//! enabled at compile time. The multi-core rule of the RP2040 row holds for every
+//! target: the implementation must exclude the other cores too.
 //!
 //! Crate features a firmware typically turns on:
 //!
@@ -33,8 +59,9 @@
 //! | `defmt` | `defmt::Format` for every public type | logging over RTT |
 //!
 //! Never `loom` (it is for this crate's own tests) and never `std` on bare
-//! metal. cellrate does not depend on `portable-atomic`, so no
-//! `unsafe-assume-single-core` is needed, or enabled, anywhere.
+//! metal. On 32-bit MCUs cellrate does not depend on `portable-atomic`, and
+//! no target needs its single-core assumption (`…-assume-single-core`),
+//! which cellrate never enables.
 //!
 //! # What is lock-free, and what takes a critical section
 //!
@@ -65,7 +92,7 @@
 //!
 //! The limiter is `const`-constructible, so it lives in a `static` and both
 //! contexts call it through `&self`, with no `Mutex`, no `RefCell` and no
-//! `unsafe`:
+//! unchecked code:
 //!
 //! ```
 //! use cellrate::{Gcra, Quota};

@@ -52,14 +52,16 @@
 //! ## Firmware: which targets share state how
 //!
 //! [`sync`] decides for every 64-bit state word (and for the keyed tables'
-//! 16-byte slots, lock-free on x86_64 and aarch64). Targets with a 64-bit
-//! compare-and-swap (x86_64, aarch64, riscv64, …) use native atomics and are
-//! lock-free. Targets without one (thumbv6m, thumbv7m, thumbv7em, thumbv8m,
-//! riscv32) update the state word inside a [`critical_section`], which is
+//! 16-byte slots, lock-free on aarch64 and on x86_64 under an OS or built
+//! with `cmpxchg16b`). Targets with a 64-bit compare-and-swap (x86_64,
+//! aarch64, riscv64, wasm32, …) use native atomics and are lock-free.
+//! Targets without one (thumbv6m, thumbv7m, thumbv7em, thumbv8m, riscv32)
+//! update the state word inside a [`critical_section`], which is
 //! safe against interrupt handlers and never deadlocks. On those targets the
 //! final binary must provide a `critical-section` implementation, exactly as
 //! for any embedded HAL; cellrate never enables one, and never enables
-//! `portable-atomic`'s `unsafe-assume-single-core`:
+//! `portable-atomic`'s single-core assumption (its `…-assume-single-core`
+//! feature):
 //!
 //! ```toml
 //! # Single-core Cortex-M (M0/M0+/M3/M4/M7/M33):
@@ -76,8 +78,7 @@
 //! critical-section lengths.
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-#![deny(missing_docs, unsafe_op_in_unsafe_fn)]
-#![warn(clippy::undocumented_unsafe_blocks)]
+#![deny(missing_docs)]
 
 #[cfg(feature = "std")]
 extern crate std;

@@ -8,7 +8,9 @@ cargo clippy --all-targets --features loom -- -D warnings
 # The HTTP layer alone, and with axum's extractors and the tracing events.
 cargo clippy --all-targets --features tower -- -D warnings
 cargo clippy --all-targets --features axum,tracing -- -D warnings
-for target in thumbv6m-none-eabi thumbv7em-none-eabihf riscv32imc-unknown-none-elf; do
+for target in thumbv6m-none-eabi thumbv7em-none-eabihf thumbv8m.main-none-eabihf \
+    riscv32imc-unknown-none-elf riscv32imac-unknown-none-elf aarch64-unknown-none \
+    x86_64-unknown-none wasm32-unknown-unknown; do
     cargo clippy --lib --target "$target" -- -D warnings
 done
 cargo clippy --lib --target thumbv7em-none-eabihf --features defmt -- -D warnings

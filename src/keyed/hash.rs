@@ -206,8 +206,8 @@ pub(crate) fn hash_word(seed: &Seed, word: u64) -> u64 {
 /// finalization rounds (1 and 3 for the table; 2 and 4 in the tests, to check
 /// the rounds against the standard library's SipHash-2-4).
 ///
-/// It implements [`Hasher`] so that any `Hash` type can feed it (see
-/// [`Hashed`]); [`Key::feed`] implementations call its `write_*` methods.
+/// [`Key::feed`] writes a key's bytes to it; it implements [`Hasher`], so
+/// that any `Hash` type wrapped in [`Hashed`] writes itself.
 #[derive(Clone, Copy)]
 pub struct KeyHasher {
     state: Sip,
@@ -298,6 +298,13 @@ impl Hasher for KeyHasher {
     }
 }
 
+/// The seal of [`Key`]: a public trait in a module private to the crate,
+/// so that no type outside it can implement `Key`.
+pub(crate) mod sealed {
+    /// Implemented, with [`Key`](super::Key), only in this crate.
+    pub trait Sealed {}
+}
+
 /// A key of a keyed table: a client, an endpoint, a `(client, endpoint)` pair.
 ///
 /// Keys of at most 61 bits are stored exactly; wider keys as a 61-bit
@@ -312,31 +319,79 @@ impl Hasher for KeyHasher {
 /// assert_eq!(<u64 as Key>::EXACT_BITS, 0);         // fingerprinted
 /// assert_eq!((7u32, 3u16).exact(), (7 << 16) | 3);
 /// ```
-pub trait Key {
+///
+/// # Keying by your own type
+///
+/// Derive `Hash` and wrap the key in [`Hashed`], or key by the field that
+/// identifies the client (an integer of at most 61 bits stays exact):
+///
+/// ```
+/// use cellrate::keyed::{Hashed, Keyed, Seed, WhenFull};
+/// use cellrate::Quota;
+///
+/// #[derive(Hash)]
+/// struct UserId { tenant: u16, user: u64 }
+///
+/// let table: Keyed<Quota, 64> = Keyed::new(Quota::per_second(1).at_hz(1_000), WhenFull::Deny, Seed::new(1, 2));
+/// let alice = UserId { tenant: 1, user: 7 };
+/// assert!(table.check(&Hashed(&alice), 0).is_ok());  // the one line
+/// assert!(table.check(&Hashed(&alice), 0).is_err()); // alice's own limit
+/// assert!(table.check(&Hashed(&UserId { tenant: 1, user: 8 }), 0).is_ok());
+/// assert!(table.check(&(alice.tenant, alice.user as u32), 0).is_ok()); // exact, by fields
+/// ```
+///
+/// # Sealed
+///
+/// Only this crate implements `Key`. A key's placement rests on promises
+/// the compiler cannot check (an exact value below `2^EXACT_BITS` that
+/// differs for different keys, or bytes that differ for different keys);
+/// an implementation that kept none of them would merge every client into
+/// one limiter without an error. So an implementation outside the crate
+/// does not compile, however complete:
+///
+/// ```compile_fail,E0277
+/// use cellrate::keyed::Key;
+/// struct MyId(u32);
+/// impl Key for MyId {} // error: `MyId: Sealed` is not satisfied
+/// ```
+///
+/// ```compile_fail,E0277
+/// use cellrate::keyed::{Key, KeyHasher};
+/// struct MyId(u32);
+/// impl Key for MyId {
+///     const EXACT_BITS: u32 = 32;
+///     fn exact(&self) -> u64 { self.0 as u64 }
+///     fn feed(&self, _: &mut KeyHasher) {}
+/// }
+/// ```
+pub trait Key: sealed::Sealed {
     /// How many bits the key needs when stored exactly (1 to 61), or 0 if it
     /// is stored as a fingerprint.
-    const EXACT_BITS: u32 = 0;
+    const EXACT_BITS: u32;
 
-    /// The key as a number below `2^EXACT_BITS` (only called when
-    /// `EXACT_BITS > 0`).
-    fn exact(&self) -> u64 {
-        0
-    }
+    /// The key as a number below `2^EXACT_BITS`, different for different
+    /// keys, when `EXACT_BITS > 0` (a fingerprinted key returns 0 and the
+    /// table never reads it).
+    fn exact(&self) -> u64;
 
-    /// Writes the key's bytes to the hasher (only called when
-    /// `EXACT_BITS == 0`). Equal keys must write equal bytes.
-    fn feed(&self, hasher: &mut KeyHasher) {
-        let _ = hasher;
-    }
+    /// Writes the key's bytes to the hasher: equal keys write equal bytes,
+    /// different keys different bytes (an exactly stored integer writes its
+    /// value's 8 little-endian bytes; the table reads this only when
+    /// `EXACT_BITS == 0`).
+    fn feed(&self, hasher: &mut KeyHasher);
 }
 
 macro_rules! exact_key {
     ($($t:ty => $bits:expr, $as:ty;)*) => {$(
+        impl sealed::Sealed for $t {}
         impl Key for $t {
             const EXACT_BITS: u32 = $bits;
             #[inline(always)]
             fn exact(&self) -> u64 {
                 *self as $as as u64
+            }
+            fn feed(&self, hasher: &mut KeyHasher) {
+                hasher.write(&self.exact().to_le_bytes());
             }
         }
     )*};
@@ -352,27 +407,54 @@ exact_key! {
     bool => 1, u8;
 }
 
+impl sealed::Sealed for char {}
 impl Key for char {
     const EXACT_BITS: u32 = 21;
     #[inline(always)]
     fn exact(&self) -> u64 {
         *self as u64
     }
+    fn feed(&self, hasher: &mut KeyHasher) {
+        hasher.write(&self.exact().to_le_bytes());
+    }
 }
 
+/// Fingerprinted keys: `EXACT_BITS = 0`, and `exact` is never read.
 macro_rules! wide_key {
-    ($($t:ty),*) => {$(
-        impl Key for $t {
+    ($(impl$([$($generics:tt)*])? for $t:ty => |$key:ident, $hasher:ident| $feed:expr;)*) => {$(
+        impl$(<$($generics)*>)? sealed::Sealed for $t {}
+        impl$(<$($generics)*>)? Key for $t {
+            const EXACT_BITS: u32 = 0;
+            fn exact(&self) -> u64 {
+                0
+            }
             #[inline(always)]
-            fn feed(&self, hasher: &mut KeyHasher) {
-                hasher.write(&self.to_le_bytes());
+            fn feed(&self, $hasher: &mut KeyHasher) {
+                let $key = self;
+                $feed
             }
         }
     )*};
 }
 
-wide_key!(u64, i64, u128, i128);
+wide_key! {
+    impl for u64 => |key, hasher| hasher.write(&key.to_le_bytes());
+    impl for i64 => |key, hasher| hasher.write(&key.to_le_bytes());
+    impl for u128 => |key, hasher| hasher.write(&key.to_le_bytes());
+    impl for i128 => |key, hasher| hasher.write(&key.to_le_bytes());
+    impl for [u8] => |key, hasher| hasher.write(key);
+    impl[const N: usize] for [u8; N] => |key, hasher| hasher.write(key);
+    impl for str => |key, hasher| hasher.write(key.as_bytes());
+    impl[T: Hash] for Hashed<T> => |key, hasher| key.0.hash(hasher);
+}
 
+#[cfg(feature = "alloc")]
+wide_key! {
+    impl for alloc::string::String => |key, hasher| hasher.write(key.as_bytes());
+    impl for alloc::vec::Vec<u8> => |key, hasher| hasher.write(key);
+}
+
+impl sealed::Sealed for usize {}
 impl Key for usize {
     const EXACT_BITS: u32 = if usize::BITS <= 61 { usize::BITS } else { 0 };
     #[inline(always)]
@@ -385,38 +467,7 @@ impl Key for usize {
     }
 }
 
-impl Key for [u8] {
-    fn feed(&self, hasher: &mut KeyHasher) {
-        hasher.write(self);
-    }
-}
-
-impl<const N: usize> Key for [u8; N] {
-    fn feed(&self, hasher: &mut KeyHasher) {
-        hasher.write(self);
-    }
-}
-
-impl Key for str {
-    fn feed(&self, hasher: &mut KeyHasher) {
-        hasher.write(self.as_bytes());
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl Key for alloc::string::String {
-    fn feed(&self, hasher: &mut KeyHasher) {
-        hasher.write(self.as_bytes());
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl Key for alloc::vec::Vec<u8> {
-    fn feed(&self, hasher: &mut KeyHasher) {
-        hasher.write(self);
-    }
-}
-
+impl<K: Key + ?Sized> sealed::Sealed for &K {}
 impl<K: Key + ?Sized> Key for &K {
     const EXACT_BITS: u32 = K::EXACT_BITS;
     #[inline(always)]
@@ -451,6 +502,7 @@ const fn pair_bits(a: u32, b: u32) -> u32 {
     }
 }
 
+impl<A: Key, B: Key> sealed::Sealed for (A, B) {}
 impl<A: Key, B: Key> Key for (A, B) {
     const EXACT_BITS: u32 = pair_bits(A::EXACT_BITS, B::EXACT_BITS);
     #[inline(always)]
@@ -463,6 +515,7 @@ impl<A: Key, B: Key> Key for (A, B) {
     }
 }
 
+impl<A: Key, B: Key, C: Key> sealed::Sealed for (A, B, C) {}
 impl<A: Key, B: Key, C: Key> Key for (A, B, C) {
     const EXACT_BITS: u32 = pair_bits(pair_bits(A::EXACT_BITS, B::EXACT_BITS), C::EXACT_BITS);
     #[inline(always)]
@@ -489,12 +542,6 @@ impl<A: Key, B: Key, C: Key> Key for (A, B, C) {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Hashed<T>(pub T);
-
-impl<T: Hash> Key for Hashed<T> {
-    fn feed(&self, hasher: &mut KeyHasher) {
-        self.0.hash(hasher);
-    }
-}
 
 /// The table's name for a key: what its slot stores.
 ///

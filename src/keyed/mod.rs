@@ -11,13 +11,12 @@
 //! A table is `capacity` [`Slot`]s of 16 bytes. A slot holds a **key word**
 //! and the limiter's **state word** (one [`Algorithm`] state, e.g. a GCRA
 //! TAT), read and replaced together by one 128-bit compare-and-swap: a
-//! `portable_atomic::AtomicU128` on x86_64 (`cmpxchg16b`, detected once at
-//! run time; a check then runs a copy of its path with the slot's 16-byte
-//! load and compare-and-swap inline) and aarch64, and a `u128` inside a
-//! [`critical_section`] on every
-//! other target (thumbv6m/7m/7em, riscv32, …), which is safe against
-//! interrupt handlers and never deadlocks ([`sync`](crate::sync) makes that
-//! choice). The key word is
+//! `portable_atomic::AtomicU128` on aarch64 and on x86_64 (`cmpxchg16b`,
+//! inline when enabled at compile time, otherwise detected once at run
+//! time), and a `u128` inside a [`critical_section`] on every other target
+//! (thumbv6m/7m/7em, riscv32, wasm32, bare-metal x86_64 built without
+//! `cmpxchg16b`, …), which is safe against interrupt handlers and never
+//! deadlocks ([`sync`](crate::sync) makes that choice). The key word is
 //!
 //! | value | meaning |
 //! |---|---|
@@ -135,11 +134,11 @@
 //!
 //! **Cost:** a check is one keyed hash, one to `W` 16-byte loads (most keys
 //! sit in their home slot) and one 16-byte compare-and-swap. On x86_64 they
-//! are inline in every build: after one cached `cmpxchg16b` detection per
-//! check in the default build, at compile time with `-C
-//! target-cpu=x86-64-v2` (or `+cmpxchg16b`). docs/benchmarks.md has the
-//! speed of both builds against `governor` (its `keyed` and `keyed-v2`
-//! tables).
+//! are inline instructions when `cmpxchg16b` is enabled at compile time
+//! (`-C target-cpu=x86-64-v2`, or `-C target-feature=+cmpxchg16b`); in the
+//! default build portable-atomic detects it once and calls each of them
+//! through a function pointer. docs/benchmarks.md has the speed of both
+//! builds against `governor` (its `keyed` and `keyed-v2` tables).
 //!
 //! # All or nothing over several tables
 //!
@@ -186,6 +185,8 @@ mod storage;
 mod table;
 
 pub use entry::{Entry, EntryReceipt};
+#[cfg(feature = "tower")]
+pub(crate) use hash::sealed::Sealed as SealedKey;
 pub use hash::{Hashed, Key, KeyHasher, KeyId, Seed};
 pub use policy::{NoOverrides, Overrides, WhenFull};
 pub use probe::PROBE_WINDOW;

@@ -11,7 +11,6 @@ use super::policy::{Overrides, WhenFull};
 use super::slot::{key_of, pack, state_of, Slot, CLAIMING, EMPTY, LIVE, TAG_MASK, TOMB};
 use super::storage::Storage;
 use super::table::KeyedTable;
-use crate::sync::{PairOps, Portable};
 use crate::{Algorithm, Decision, Denied};
 
 /// Where a check charged its cells: what undoing it must give back to.
@@ -71,12 +70,11 @@ fn window(slots: &[Slot], hash: u64) -> (usize, &[Slot]) {
 /// line: a fully unrolled 16-slot loop around the out-of-line 128-bit loads
 /// spills every address and costs more than it saves. Reading the whole
 /// home line and choosing its slot without branches was measured slower
-/// (docs/design/keyed.md). Slots are read through `ops` (see
-/// [`PairOps`]).
+/// (docs/design/keyed.md).
 #[inline(always)]
-fn find<P: PairOps>(ops: P, run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
+fn find(run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
     let (slot, rest) = run.split_first()?;
-    let value = slot.load_with(ops);
+    let value = slot.load();
     let key = key_of(value);
     if key == live_key {
         return Some((0, value));
@@ -84,15 +82,15 @@ fn find<P: PairOps>(ops: P, run: &[Slot], live_key: u64) -> Option<(usize, u128)
     if key == EMPTY {
         return None;
     }
-    scan(ops, rest, live_key).map(|(offset, value)| (1 + offset, value))
+    scan(rest, live_key).map(|(offset, value)| (1 + offset, value))
 }
 
 /// The position in `run` of the slot holding `live_key`, and its value;
 /// `None` at the first EMPTY slot or the end.
 #[inline(never)]
-fn scan<P: PairOps>(ops: P, run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
+fn scan(run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
     for (offset, slot) in run.iter().enumerate() {
-        let value = slot.load_with(ops);
+        let value = slot.load();
         let key = key_of(value);
         if key == live_key {
             return Some((offset, value));
@@ -108,21 +106,10 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     /// Finds `id`'s slot and the value read from it, if it has one.
     #[inline(always)]
     pub(super) fn locate(&self, id: KeyId, hash: u64) -> Option<(usize, u128)> {
-        self.locate_with(Portable, id, hash)
-    }
-
-    /// [`locate`](Self::locate), reading slots through `ops`.
-    #[inline(always)]
-    pub(super) fn locate_with<P: PairOps>(
-        &self,
-        ops: P,
-        id: KeyId,
-        hash: u64,
-    ) -> Option<(usize, u128)> {
         // The key's slot, or the first EMPTY slot (no copy of a key lies
         // beyond it).
         let (first, run) = window(self.slots.slots(), hash);
-        find(ops, run, LIVE | id.0).map(|(at, value)| (first + at, value))
+        find(run, LIVE | id.0).map(|(at, value)| (first + at, value))
     }
 
     /// A key [`locate`](Self::locate) did not find: charge a new client

@@ -16,7 +16,7 @@
 //! which a check of one key can write into a slot another key has taken
 //! over.
 
-use crate::sync::{PairOps, PairWord, Portable};
+use crate::sync::PairWord;
 
 pub(crate) const EMPTY: u64 = 0;
 pub(crate) const TOMB: u64 = 1;
@@ -70,13 +70,7 @@ impl Slot {
     /// The slot's value.
     #[inline(always)]
     pub(crate) fn load(&self) -> u128 {
-        self.load_with(Portable)
-    }
-
-    /// The slot's value, read through `ops` (see [`PairOps`]).
-    #[inline(always)]
-    pub(crate) fn load_with<P: PairOps>(&self, ops: P) -> u128 {
-        ops.load(&self.0)
+        self.0.load()
     }
 
     /// Replaces `current` by `new` if the slot still holds `current`;
@@ -88,7 +82,7 @@ impl Slot {
 
     /// Replaces the state `s` of the key whose key word is `key` by
     /// `step(s).0`, starting from `value` (read from this slot), by
-    /// compare-and-swap through `ops`; `step` returning `Err`, or the state it returns
+    /// compare-and-swap; `step` returning `Err`, or the state it returns
     /// being `s`, stores nothing. `step` may run more than once (on
     /// contention).
     ///
@@ -97,9 +91,8 @@ impl Slot {
     /// compare-and-swap carries the key word, so a state is only ever
     /// written into its own key's slot.
     #[inline(always)]
-    pub(crate) fn update<P: PairOps, T, E>(
+    pub(crate) fn update<T, E>(
         &self,
-        ops: P,
         key: u64,
         mut value: u128,
         mut step: impl FnMut(u64) -> Result<(u64, T), E>,
@@ -113,7 +106,7 @@ impl Slot {
             if new == state {
                 return Some(Ok(out));
             }
-            match ops.compare_exchange(&self.0, value, pack(key, new)) {
+            match self.0.compare_exchange(value, pack(key, new)) {
                 Ok(()) => return Some(Ok(out)),
                 Err(actual) if key_of(actual) == key => value = actual,
                 Err(_) => return None,

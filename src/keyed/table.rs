@@ -9,7 +9,7 @@ use super::slot::{state_of, Slot, LIVE};
 use super::stats::Counters;
 use super::storage::Storage;
 use crate::quota::Quota;
-use crate::sync::{PairOps, PairPath, Portable, StateWord};
+use crate::sync::StateWord;
 use crate::{gcra, Algorithm, Decision, Denied, Snapshot};
 
 /// A keyed limiter: one [`Algorithm`] state per key in a table of fixed size.
@@ -266,13 +266,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     /// The state of the key `(id, hash)` at `now`: its slot's, or new.
     #[inline]
     pub(super) fn state_id(&self, id: KeyId, hash: u64) -> u64 {
-        self.state_id_with(Portable, id, hash)
-    }
-
-    /// [`state_id`](Self::state_id), reading slots through `ops`.
-    #[inline(always)]
-    fn state_id_with<P: PairOps>(&self, ops: P, id: KeyId, hash: u64) -> u64 {
-        match self.locate_with(ops, id, hash) {
+        match self.locate(id, hash) {
             Some((_, value)) => state_of(value),
             None => A::NEW,
         }
@@ -283,11 +277,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         self.algorithm_for(id).peek(self.state_id(id, hash), now)
     }
 
-    /// [`check_n`](Self::check_n) of an identified key, with the fastest
-    /// slot operations this CPU has, chosen once per check
-    /// ([`PairPath::choose`]: on x86_64 a cached detection of `cmpxchg16b`,
-    /// then a copy of the check path with its 16-byte loads and
-    /// compare-and-swaps inline).
+    /// [`check_n`](Self::check_n) of an identified key.
     #[inline(always)]
     pub(super) fn check_id(
         &self,
@@ -309,33 +299,14 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         now: u64,
         cost: u64,
     ) -> (Result<Decision, Denied>, Charged) {
-        match PairPath::choose() {
-            PairPath::Portable(ops) => self.check_id_charged_with(ops, id, hash, now, cost),
-            PairPath::Cx16(ops) => self.check_id_charged_with(ops, id, hash, now, cost),
-            PairPath::Movdqa(ops) => self.check_id_charged_with(ops, id, hash, now, cost),
-        }
-    }
-
-    /// A check of an identified key, reading and swapping its slot through
-    /// `ops` (inserting a new key stays on the portable path: it is cold),
-    /// and where it charged.
-    #[inline(always)]
-    pub(super) fn check_id_charged_with<P: PairOps>(
-        &self,
-        ops: P,
-        id: KeyId,
-        hash: u64,
-        now: u64,
-        cost: u64,
-    ) -> (Result<Decision, Denied>, Charged) {
         let algorithm = self.algorithm_for(id);
         if cost == 0 {
-            let state = self.state_id_with(ops, id, hash);
+            let state = self.state_id(id, hash);
             return (Ok(algorithm.peek(state, now).to_decision()), Charged::Slot);
         }
         let slots = self.slots.slots();
         loop {
-            let (index, value) = match self.locate_with(ops, id, hash) {
+            let (index, value) = match self.locate(id, hash) {
                 Some(found) => found,
                 // A new key is inserted already charged, so that it is never
                 // idle (evictable) between its insertion and its first charge.
@@ -347,7 +318,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
             // `check` (the algorithm's prepare, step and denial in order)
             // inside the loop: hoisting `prepare` out of it measured slower
             // on a hot key (docs/design/keyed.md).
-            if let Some(result) = slots[index].update(ops, LIVE | id.0, value, |state| {
+            if let Some(result) = slots[index].update(LIVE | id.0, value, |state| {
                 algorithm.check(state, now, cost)
             }) {
                 return (result, Charged::Slot);
@@ -410,7 +381,7 @@ impl<S: Storage, O: Overrides<Quota>> KeyedTable<Quota, S, O> {
             let Some((index, value)) = self.locate(id, hash) else {
                 return quota.peek(Quota::NEW, now);
             };
-            let refunded = slots[index].update(Portable, LIVE | id.0, value, |state| {
+            let refunded = slots[index].update(LIVE | id.0, value, |state| {
                 let back = gcra::refund(&quota, state, now_word, cost);
                 Ok::<_, core::convert::Infallible>((back, back))
             });

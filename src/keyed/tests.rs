@@ -244,102 +244,41 @@ fn an_entry_composes_with_other_limiters() {
     assert_eq!(table.entry(&7u32).peek(0), table.peek(&7u32, 0));
 }
 
-crate::sync::pair_inline! {
-    /// The x86_64 check paths with their slot operations inline
-    /// (`sync::PairPath`), against the portable one. Under miri (which
-    /// cannot run CPUID or `asm!`) only the `cmpxchg16b` path exists, only
-    /// with the feature enabled at compile time, and its compare-and-swap
-    /// is the intrinsic for the same instruction:
-    /// `RUSTFLAGS="-C target-feature=+cmpxchg16b" cargo +nightly miri test --lib cx16`.
-    mod cx16 {
-        use super::*;
-        use crate::sync::{each_inline_path, PairOps, Portable};
-
-        /// Twin tables driven by the same requests, one through `ops` and
-        /// one through the portable path, through inserts, denials, full
-        /// windows and reuse of idle slots: the same answers and the same
-        /// occupancy.
-        fn decide_like_portable<O: PairOps>(ops: O) {
-            let seed = Seed::new(3, 4);
-            let fast: Keyed<Quota, 24> = Keyed::new(quota(2, 3), WhenFull::Deny, seed);
-            let portable: Keyed<Quota, 24> = Keyed::new(quota(2, 3), WhenFull::Deny, seed);
-            let mut x = 0x9e37_79b9_7f4a_7c15u64;
-            let steps = if cfg!(miri) { 300 } else { 20_000 };
-            for step in 0..steps {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let key = (x % 40) as u32;
-                let now = step as u64 * 7;
-                let cost = x >> 60 & 3;
-                let (id, hash) = identify(&key, &seed);
-                let a = fast.check_id_charged_with(ops, id, hash, now, cost).0;
-                let b = portable.check_id_charged_with(Portable, id, hash, now, cost).0;
-                assert_eq!(a, b, "step {step}: key {key} at {now}, cost {cost}");
-            }
-            assert_eq!(
-                fast.sweep(steps as u64 * 7),
-                portable.sweep(steps as u64 * 7)
-            );
-            assert_eq!(fast.stats(), portable.stats());
-            let s = fast.stats();
-            assert!(s.inserted > 24 && s.reused > 0 && s.overflow_denied > 0, "{s:?}");
-        }
-
-        #[test]
-        fn cx16_and_portable_paths_decide_alike() {
-            each_inline_path!(decide_like_portable);
-        }
-
-        /// Threads checking the same keys of one table, alternating between
-        /// `ops` and the portable path (mixed 16-byte atomics on the same
-        /// slots), on a frozen clock: every key admits exactly its burst,
-        /// whatever the interleaving.
-        fn mixed_threads_admit_exactly_the_burst<O: PairOps + Send>(ops: O) {
-            const KEYS: u32 = 8;
-            let threads: u64 = if cfg!(miri) { 2 } else { 4 };
-            let rounds: u64 = if cfg!(miri) { 30 } else { 4_000 };
-            // About 3/8 of the attempts admitted, so that most of the run is
-            // contended compare-and-swaps, not denials (which write nothing).
-            let burst = threads * rounds * 3 / 8;
-            let seed = Seed::new(5, 6);
-            let table: Keyed<Quota, 64> = Keyed::new(quota(1, burst), WhenFull::Deny, seed);
-            let admitted: std::vec::Vec<std::vec::Vec<u64>> = std::thread::scope(|s| {
-                let handles: std::vec::Vec<_> = (0..threads)
-                    .map(|thread| {
-                        let table = &table;
-                        s.spawn(move || {
-                            let mut admitted = std::vec![0u64; KEYS as usize];
-                            for round in 0..rounds {
-                                for key in 0..KEYS {
-                                    let (id, hash) = identify(&key, &seed);
-                                    let result = if (thread + round) % 2 == 0 {
-                                        table.check_id_charged_with(ops, id, hash, 0, 1).0
-                                    } else {
-                                        table.check_id_charged_with(Portable, id, hash, 0, 1).0
-                                    };
-                                    admitted[key as usize] += result.is_ok() as u64;
-                                }
-                            }
-                            admitted
-                        })
-                    })
-                    .collect();
-                handles.into_iter().map(|h| h.join().unwrap()).collect()
-            });
-            for key in 0..KEYS as usize {
-                let total: u64 = admitted.iter().map(|per_thread| per_thread[key]).sum();
-                assert_eq!(total, burst, "key {key}");
-            }
-            assert_eq!(table.stats().inserted, KEYS as usize);
-            assert_eq!(table.sweep(0).owing, KEYS as usize);
-        }
-
-        #[test]
-        fn cx16_and_portable_paths_mixed_on_one_table_admit_exactly_the_burst() {
-            each_inline_path!(mixed_threads_admit_exactly_the_burst);
-        }
+/// Threads checking the same keys of one table on a frozen clock (contended
+/// 16-byte compare-and-swaps on the same slots): every key admits exactly
+/// its burst, whatever the interleaving, and is inserted once.
+#[test]
+fn threads_on_shared_keys_admit_exactly_the_burst() {
+    const KEYS: u32 = 8;
+    let threads: u64 = if cfg!(miri) { 2 } else { 4 };
+    let rounds: u64 = if cfg!(miri) { 30 } else { 4_000 };
+    // About 3/8 of the attempts admitted, so that most of the run is
+    // contended compare-and-swaps, not denials (which write nothing).
+    let burst = threads * rounds * 3 / 8;
+    let table: Keyed<Quota, 64> = Keyed::new(quota(1, burst), WhenFull::Deny, Seed::new(5, 6));
+    let admitted: std::vec::Vec<std::vec::Vec<u64>> = std::thread::scope(|s| {
+        let handles: std::vec::Vec<_> = (0..threads)
+            .map(|_| {
+                let table = &table;
+                s.spawn(move || {
+                    let mut admitted = std::vec![0u64; KEYS as usize];
+                    for _ in 0..rounds {
+                        for key in 0..KEYS {
+                            admitted[key as usize] += table.check(&key, 0).is_ok() as u64;
+                        }
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for key in 0..KEYS as usize {
+        let total: u64 = admitted.iter().map(|per_thread| per_thread[key]).sum();
+        assert_eq!(total, burst, "key {key}");
     }
+    assert_eq!(table.stats().inserted, KEYS as usize);
+    assert_eq!(table.sweep(0).owing, KEYS as usize);
 }
 
 /// A request that a later tier refuses gives its cells back wherever the

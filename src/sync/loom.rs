@@ -31,11 +31,20 @@ pub(crate) mod atomic {
     pub(crate) use core::sync::atomic::AtomicUsize;
     #[cfg(not(all(feature = "loom", test)))]
     pub(crate) use core::sync::atomic::{fence, AtomicBool, Ordering};
-    /// The 128-bit word of keyed slots, lock-free on these two
-    /// architectures only (see `Cargo.toml`).
+    /// The 128-bit word of keyed slots where [`pair_atomic!`] holds (see
+    /// `Cargo.toml`).
     #[cfg(all(
         not(all(feature = "loom", test)),
-        any(target_arch = "x86_64", target_arch = "aarch64")
+        any(
+            target_arch = "aarch64",
+            all(
+                target_arch = "x86_64",
+                any(
+                    target_feature = "cmpxchg16b",
+                    not(any(target_os = "none", target_os = "uefi"))
+                )
+            ),
+        )
     ))]
     pub(crate) use portable_atomic::AtomicU128;
 
@@ -164,11 +173,25 @@ mod model {
     }
 }
 
-/// Items for where a 128-bit word (a keyed slot) is an atomic: x86_64
-/// (`cmpxchg16b`) and aarch64 through `portable-atomic`, and loom.
+/// Items for where a 128-bit word (a keyed slot) is an atomic:
+/// `portable_atomic::AtomicU128` on aarch64 (always native), on x86_64
+/// with `cmpxchg16b` enabled at compile time, and on x86_64 under an
+/// operating system (detected at run time, see `Cargo.toml`); loom's
+/// stand-in in models. Bare-metal and UEFI x86_64 (`target_os = "none"`,
+/// `"uefi"`) without `cmpxchg16b` at compile time are left out: there, on
+/// a CPU without the instruction, portable-atomic would fall back to a
+/// global lock, which an interrupt handler (or a UEFI event callback)
+/// could spin on forever.
 macro_rules! pair_atomic {
     ($($item:item)*) => {$(
-        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", all(feature = "loom", test)))]
+        #[cfg(any(
+            target_arch = "aarch64",
+            all(
+                target_arch = "x86_64",
+                any(target_feature = "cmpxchg16b", not(any(target_os = "none", target_os = "uefi"))),
+            ),
+            all(feature = "loom", test),
+        ))]
         $item
     )*};
 }
@@ -178,31 +201,18 @@ pub(crate) use pair_atomic;
 /// complement of [`pair_atomic!`]).
 macro_rules! pair_section {
     ($($item:item)*) => {$(
-        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", all(feature = "loom", test))))]
+        #[cfg(not(any(
+            target_arch = "aarch64",
+            all(
+                target_arch = "x86_64",
+                any(target_feature = "cmpxchg16b", not(any(target_os = "none", target_os = "uefi"))),
+            ),
+            all(feature = "loom", test),
+        )))]
         $item
     )*};
 }
 pub(crate) use pair_section;
-
-/// Items for where a 128-bit word may also be reached by inline
-/// `cmpxchg16b` / `movdqa` ([`cx16`](super::cx16)): x86_64 outside SGX
-/// enclaves (which trap CPUID), never in loom models.
-macro_rules! pair_inline {
-    ($($item:item)*) => {$(
-        #[cfg(all(target_arch = "x86_64", not(target_env = "sgx"), not(all(feature = "loom", test))))]
-        $item
-    )*};
-}
-pub(crate) use pair_inline;
-
-/// Items for where it may not (the complement of [`pair_inline!`]).
-macro_rules! pair_portable_only {
-    ($($item:item)*) => {$(
-        #[cfg(not(all(target_arch = "x86_64", not(target_env = "sgx"), not(all(feature = "loom", test)))))]
-        $item
-    )*};
-}
-pub(crate) use pair_portable_only;
 
 /// Items for where a `usize` counter is an atomic: targets with
 /// pointer-sized compare-and-swap, and loom.

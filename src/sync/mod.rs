@@ -10,11 +10,10 @@
 //! | `quota_cell.rs` | `QuotaCell`: the quota `set_quota` replaces |
 //! | `seqlock.rs` | `Guarded`: state larger than a word |
 //! | `slot.rs` | `PairWord` (a keyed slot's 128-bit word: load, compare-and-swap) and `Counter` (relaxed statistics) |
-//! | `cx16.rs` | `PairOps`: a `PairWord`'s load and compare-and-swap as a value a hot path is generic over, `Portable` or, on x86_64, inline `cmpxchg16b` (`Cx16`), chosen once per call by `PairPath::choose` |
 //!
 //! | target | state word | quota under `set_quota` |
 //! |---|---|---|
-//! | has 64-bit CAS (`target_has_atomic = "64"`: x86_64, aarch64, riscv64…) | one `AtomicU64`, compare-and-swap loop: **lock-free** | two seqlocked slots, readers never wait for a writer |
+//! | has 64-bit CAS (`target_has_atomic = "64"`: x86_64, aarch64, riscv64, wasm32…) | one `AtomicU64`, compare-and-swap loop: **lock-free** | two seqlocked slots, readers never wait for a writer |
 //! | no 64-bit CAS (thumbv6m, thumbv7m/7em, thumbv8m, riscv32) | `u64` in a [`critical_section::Mutex`] | the same mutex |
 //! | this crate's unit tests with `--features loom` | loom's `AtomicU64` | loom's atomics |
 //!
@@ -38,7 +37,8 @@
 //! The binary, never this library, chooses the critical-section
 //! implementation (`cortex-m`'s `critical-section-single-core`, a HAL's
 //! multi-core one, `riscv`'s `critical-section-single-hart`, or `std`'s on a
-//! host). This crate enables no `unsafe-assume-single-core` anywhere.
+//! host). This crate never enables portable-atomic's single-core assumption
+//! (`…-assume-single-core`).
 //!
 //! # Invariants
 //!
@@ -59,24 +59,16 @@
 //!   returns `false`) rather than waited for, so an interrupt handler can never
 //!   spin on a preempted writer.
 
-mod cx16;
 mod loom;
 mod quota_cell;
 mod seqlock;
 mod slot;
 mod word;
 
-pub(crate) use self::cx16::{PairOps, PairPath, Portable};
 pub(crate) use self::loom::atomic;
 #[allow(unused_imports)]
 pub(crate) use self::loom::{loom_const_fn, repeat_const, word_atomic, word_section};
-#[allow(unused_imports)]
-pub(crate) use self::loom::{pair_inline, pair_portable_only};
 pub(crate) use self::quota_cell::QuotaCell;
 pub(crate) use self::seqlock::{guarded_zeros, Guarded, GuardedU64};
 pub(crate) use self::slot::{Counter, PairWord};
 pub(crate) use self::word::StateWord;
-pair_inline! {
-    #[cfg(test)]
-    pub(crate) use self::cx16::tests::each_inline_path;
-}

@@ -3,8 +3,10 @@
 //!
 //! | target | [`PairWord`] | [`Counter`] |
 //! |---|---|---|
-//! | x86_64 (`cmpxchg16b`, detected at run time), aarch64 (`ldxp`/`stxp` or LSE `casp`) | `portable_atomic::AtomicU128`: **lock-free**; on x86_64 a hot path may also reach it by inline `lock cmpxchg16b` / `movdqa` once the CPU is known to have them ([`cx16`](super::cx16)) | `AtomicUsize` |
-//! | every other target | `u128` in a [`critical_section::Mutex`] | `AtomicUsize` where the target has it, else the same |
+//! | aarch64 (`ldxp`/`stxp`, or LSE `casp`) | `portable_atomic::AtomicU128`: **lock-free** | `AtomicUsize` |
+//! | x86_64 with `cmpxchg16b` at compile time (`-C target-cpu=x86-64-v2` or later) | `portable_atomic::AtomicU128`, inline `lock cmpxchg16b` (and `vmovdqa` loads where AVX is enabled): **lock-free** | `AtomicUsize` |
+//! | x86_64 under an OS, default target (no `cmpxchg16b` at compile time) | `portable_atomic::AtomicU128`, which detects `cmpxchg16b` (and AVX) once at run time and calls each operation through a function pointer: **lock-free** on every CPU that has `cmpxchg16b` (every x86_64 CPU since about 2006); on one without it, portable-atomic's global-lock fallback | `AtomicUsize` |
+//! | every other target, and bare-metal or UEFI x86_64 (`target_os = "none"`, `"uefi"`) without `cmpxchg16b` at compile time | `u128` in a [`critical_section::Mutex`] | `AtomicUsize` where the target has it, else the same |
 //! | this crate's unit tests with `--features loom` | a loom `Mutex<u128>` (each access is one step) | loom's `AtomicUsize` |
 //!
 //! # Invariants

@@ -59,7 +59,12 @@ impl Part<'_> {
     }
 }
 
+impl crate::keyed::SealedKey for Part<'_> {}
 impl Key for Part<'_> {
+    const EXACT_BITS: u32 = 0;
+    fn exact(&self) -> u64 {
+        0 // fingerprinted: never read
+    }
     // The variant's tag is written as a whole 8-byte word before the bytes,
     // so every write of a part starts on a block boundary of the hasher.
     fn feed(&self, hasher: &mut KeyHasher) {
