@@ -17,6 +17,11 @@ use crate::{Decision, Denied, Gcra, Quota, QuotaError, RateLimiter, SetQuotaErro
 /// assert_eq!(AlgorithmKind::TokenBucket.as_str(), "token_bucket");
 /// ```
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AlgorithmKind {
     /// [`FixedWindow`]: `limit` per aligned window.
@@ -83,7 +88,17 @@ impl fmt::Display for AlgorithmKind {
 /// let c = LimiterConfig::new(AlgorithmKind::TokenBucket, 100, 1_000, 1_000).with_burst(20);
 /// assert_eq!(c.burst, Some(20));
 /// ```
+///
+/// With feature `serde` it reads and writes these fields (`hz` defaults to
+/// [`config::DEFAULT_HZ`](crate::config::DEFAULT_HZ)), and reading checks
+/// what [`validate`](Self::validate) checks, so a bad file fails where it
+/// is read (see [`config`](crate::config)).
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(try_from = "crate::config::LimiterFields")
+)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LimiterConfig {
     /// Which algorithm.
@@ -117,6 +132,52 @@ impl LimiterConfig {
             burst: Some(burst),
             ..self
         }
+    }
+
+    /// Checks everything [`AnyLimiter::from_config`] checks but the sliding
+    /// log's capacity `N` (its limit is checked against the largest any log
+    /// accepts, 2³² − 1).
+    ///
+    /// ```
+    /// use cellrate::compose::{AlgorithmKind, ConfigError, LimiterConfig};
+    /// use cellrate::QuotaError;
+    /// let c = LimiterConfig::new(AlgorithmKind::Gcra, 10, 1_000, 1_000).with_burst(0);
+    /// assert_eq!(c.validate(), Err(ConfigError::Quota(QuotaError::ZeroBurst)));
+    /// assert!(LimiterConfig::new(AlgorithmKind::SlidingLog, 1_000, 1_000, 1_000).validate().is_ok());
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.hz == 0 {
+            return Err(ConfigError::ZeroHz);
+        }
+        match self.algorithm {
+            AlgorithmKind::FixedWindow => {
+                self.window_burst_ok()?;
+                FixedWindowQuota::try_new(self.limit, self.window).map_err(ConfigError::Window)?;
+            }
+            AlgorithmKind::SlidingWindow => {
+                self.window_burst_ok()?;
+                SlidingWindowQuota::try_new(self.limit, self.window)
+                    .map_err(ConfigError::Window)?;
+            }
+            AlgorithmKind::SlidingLog => {
+                self.window_burst_ok()?;
+                if self.limit > u64::from(u32::MAX) {
+                    return Err(ConfigError::Window(WindowError::LimitTooLarge {
+                        max: u64::from(u32::MAX),
+                    }));
+                }
+                // The window and a zero limit, as any log checks them.
+                SlidingLog::<1>::try_new(self.limit.min(1), self.window)
+                    .map_err(ConfigError::Window)?;
+                if self.limit == 0 {
+                    return Err(ConfigError::Window(WindowError::ZeroLimit));
+                }
+            }
+            AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket | AlgorithmKind::Gcra => {
+                self.quota()?;
+            }
+        }
+        Ok(())
     }
 
     /// The GCRA quota of a bucket configuration.

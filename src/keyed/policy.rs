@@ -28,6 +28,11 @@ use crate::{Algorithm, Decision, Denied};
 /// assert!(shared.check(&3u32, 0).is_err()); // …which every untracked key shares
 /// ```
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WhenFull {
     /// Deny the new key (fail closed). The denial's `retry_after` is when the
