@@ -9,7 +9,8 @@
 # Over the host features, never `loom` (CI never combines it: stage 10 and
 # stage 30 use it alone) nor `default` (empty, so every pair with it is the
 # other feature alone). cargo-hack skips combinations a feature implies
-# (`redis` with `std`, `axum` with `tower`, ...). The runs stage 10 already
+# (`redis` with `std`, `axum` with `tower`, `serde` with `alloc`, ...); a new
+# feature is covered by both runs as soon as Cargo.toml declares it. The runs stage 10 already
 # made (no feature, std, tower) are up to date and cost nothing here.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

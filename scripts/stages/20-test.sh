@@ -10,6 +10,11 @@ cargo test --features std
 cargo build --features axum --example gateway
 cargo test --features axum,tracing --test tower --test tower_fields --test gateway --test wait
 cargo test --features axum --doc -- tower wait compose headers
+# Configuration (feature `serde`): round trips, the human syntax against
+# its model, the golden error messages, and the config module's doc
+# examples (TOML and JSON) with those of the types it derives serde for.
+cargo test --features serde,std --test config
+cargo test --features serde,std --doc -- config LimiterConfig WhenFull
 # A keyed table's hot loop built in release (portable-atomic's 16-byte
 # atomics under the optimizer, in the default build's run-time dispatch):
 # it fails on a crash or a wrong count.
