@@ -44,7 +44,7 @@
 //! | `tower` | `tower`: HTTP rate-limit middleware (tower 0.5, http 1) over keyed tiers, any limiter, or (with `redis`) the Redis clients; implies `tokio` |
 //! | `axum` | the `tower` extractors read axum's `ConnectInfo` and `MatchedPath`; implies `tower` |
 //! | `tokio` | `wait::wait_n_async`, waits for budget in a tokio task; implies `std` |
-//! | `serde` | [`config`]: quotas (structured or `"100/min, burst 20"`), limiters, keyed tables with overrides, tiers and the HTTP layer's rules from any serde format, errors naming the place; implies `alloc` |
+//! | `serde` | `config`: quotas (structured or `"100/min, burst 20"`), limiters, keyed tables with overrides, tiers and the HTTP layer's rules from any serde format, errors naming the place; implies `alloc` |
 //! | `tracing` | events when a Redis backend of the `tower` layer enters or leaves its failure mode |
 //! | `loom` | swaps the atomics for loom's in this crate's own unit tests (`cargo test --features loom`); never enable it in a dependent crate |
 //!

@@ -8,13 +8,15 @@ cargo test --features std
 # first), the waits, and the doc examples of those modules only (the rest
 # of the doc tests ran above).
 cargo build --features axum --example gateway
-cargo test --features axum,tracing --test tower --test tower_fields --test gateway --test wait
+# With `serde` on (one build for both): the configuration's round trips,
+# the human syntax against its model, the golden error messages, the layer
+# built from its config (tests/config.rs, tests/tower_config.rs) and the
+# doc examples (TOML and JSON) of `config`, `tower::config` and the types
+# they derive serde for.
+cargo test --features axum,tracing,serde --test tower --test tower_fields --test gateway --test wait \
+    --test config --test tower_config
 cargo test --features axum --doc -- tower wait compose headers
-# Configuration (feature `serde`): round trips, the human syntax against
-# its model, the golden error messages, and the config module's doc
-# examples (TOML and JSON) with those of the types it derives serde for.
-cargo test --features serde,std --test config
-cargo test --features serde,std --doc -- config LimiterConfig WhenFull
+cargo test --features axum,tracing,serde --doc -- config LimiterConfig WhenFull
 # A keyed table's hot loop built in release (portable-atomic's 16-byte
 # atomics under the optimizer, in the default build's run-time dispatch):
 # it fails on a crash or a wrong count.

@@ -90,9 +90,9 @@ impl fmt::Display for AlgorithmKind {
 /// ```
 ///
 /// With feature `serde` it reads and writes these fields (`hz` defaults to
-/// [`config::DEFAULT_HZ`](crate::config::DEFAULT_HZ)), and reading checks
-/// what [`validate`](Self::validate) checks, so a bad file fails where it
-/// is read (see [`config`](crate::config)).
+/// `config::DEFAULT_HZ`, 10⁹), and reading checks what
+/// [`validate`](Self::validate) checks, so a bad file fails where it is
+/// read (see the `config` module).
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[cfg_attr(
     feature = "serde",

@@ -86,6 +86,8 @@
 //! one that finds the queue full gets 503.
 
 mod backend;
+#[cfg(feature = "serde")]
+pub mod config;
 mod key;
 #[cfg(feature = "redis")]
 mod redis;

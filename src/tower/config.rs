@@ -1,0 +1,354 @@
+//! The HTTP layer's rules as plain data (features `tower` and `serde`):
+//! where the key comes from, the tiers with their quotas, scopes and
+//! capacities, the header families, what a keyless request gets and what a
+//! full table does. [`LayerConfig::build`] makes the layer through the
+//! public builder ([`RateLimitLayer::builder`]), so a configured layer is
+//! exactly one written in code.
+//!
+//! ```
+//! use cellrate::time::StdClock;
+//! use cellrate::tower::config::LayerConfig;
+//!
+//! let text = r#"
+//! fields = "both"                  # ietf, legacy, both, neither
+//! keyless = { reject = 401 }       # or "shared"
+//! when_full = "deny"               # admit, shared
+//! key = { client = { header = "x-api-key" }, endpoint = "route" }
+//!
+//! [[tiers]]
+//! name = "key"
+//! quota = "100/min, burst 20"
+//! capacity = 100000
+//!
+//! [[tiers]]
+//! name = "endpoint"
+//! quota = { rate = 10, per = "s" }
+//! scope = "client_and_endpoint"
+//! capacity = 100000
+//! "#;
+//! let config: LayerConfig = cellrate::config::from_deserializer(
+//!     toml::Deserializer::parse(text).unwrap(),
+//! ).unwrap();
+//! let layer = config.build(StdClock::new(), StdClock::HZ).unwrap();
+//! // axum: Router::new().route("/orders", get(handler)).route_layer(layer)
+//! # let _ = layer;
+//! ```
+//!
+//! # Fields
+//!
+//! | field | values | default |
+//! |---|---|---|
+//! | `key.client` | `{ header = "name" }`, `"peer_ip"`, `"route"` | required |
+//! | `key.endpoint` | the same, usually `"route"` | none (client only) |
+//! | `tiers[i].name` | 1 to 32 printable ASCII characters, unique | required |
+//! | `tiers[i].quota` | a quota in either [form](crate::config#quotas-two-forms), at the clock's `hz` | required |
+//! | `tiers[i].scope` | `"client"`, `"client_and_endpoint"` | `"client"` |
+//! | `tiers[i].capacity` | live keys the tier's table holds, ≥ 1 | required |
+//! | `fields` | `"ietf"`, `"legacy"`, `"both"`, `"neither"` ([`Fields`]) | `"both"` |
+//! | `keyless` | `{ reject = <status 400–599> }`, `"shared"` ([`Keyless`]) | `{ reject = 401 }` |
+//! | `when_full` | `"deny"`, `"admit"`, `"shared"` ([`WhenFull`]) | `"deny"` |
+//!
+//! Not yet data: routes with their own tiers, per-client overrides, the
+//! Redis target and its failure policy; build those layers in code.
+
+use std::format;
+use std::string::String;
+use std::vec::Vec;
+
+use http::request::Parts;
+use http::StatusCode;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Extract, Fields, HeaderKey, KeyError, KeyPart, KeyedTiers, Keyless, Part, PeerIp,
+    RateLimitLayer, RequestKey, Route,
+};
+use crate::config::{Error, QuotaSpec};
+use crate::keyed::WhenFull;
+use crate::Clock;
+
+/// Where one part of a key comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeySource {
+    /// A request header ([`HeaderKey`]): `{ header = "x-api-key" }`.
+    Header(String),
+    /// The peer's address ([`PeerIp`]): `"peer_ip"`.
+    PeerIp,
+    /// The matched route ([`Route`]): `"route"`.
+    Route,
+}
+
+/// The key: a client and, optionally, an endpoint.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyConfig {
+    /// Who the client is.
+    pub client: KeySource,
+    /// The endpoint, for tiers scoped `client_and_endpoint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<KeySource>,
+}
+
+/// What a tier is keyed by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TierScope {
+    /// The client ([`KeyedTiers::per_client`]).
+    #[default]
+    Client,
+    /// (client, endpoint) ([`KeyedTiers::per_client_and_endpoint`]).
+    ClientAndEndpoint,
+}
+
+/// One tier of the layer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayerTier {
+    /// The name announced in `RateLimit-Policy`.
+    pub name: String,
+    /// Its quota.
+    pub quota: QuotaSpec,
+    /// What it is keyed by.
+    #[serde(default)]
+    pub scope: TierScope,
+    /// The most live keys its table holds.
+    pub capacity: usize,
+}
+
+/// [`Fields`] as data.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeaderMode {
+    /// [`Fields::Ietf`].
+    Ietf,
+    /// [`Fields::Legacy`].
+    Legacy,
+    /// [`Fields::Both`].
+    #[default]
+    Both,
+    /// [`Fields::Neither`].
+    Neither,
+}
+
+impl From<HeaderMode> for Fields {
+    fn from(m: HeaderMode) -> Fields {
+        match m {
+            HeaderMode::Ietf => Fields::Ietf,
+            HeaderMode::Legacy => Fields::Legacy,
+            HeaderMode::Both => Fields::Both,
+            HeaderMode::Neither => Fields::Neither,
+        }
+    }
+}
+
+/// [`Keyless`] as data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeylessPolicy {
+    /// Answer with this status (400–599): `{ reject = 401 }`.
+    Reject(u16),
+    /// Charge one shared client: `"shared"`.
+    Shared,
+}
+
+impl Default for KeylessPolicy {
+    fn default() -> Self {
+        KeylessPolicy::Reject(401)
+    }
+}
+
+fn deny() -> WhenFull {
+    WhenFull::Deny
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+fn is_deny(w: &WhenFull) -> bool {
+    *w == WhenFull::Deny
+}
+
+/// The layer's rules; see the [module docs](self).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayerConfig {
+    /// Where the key comes from.
+    pub key: KeyConfig,
+    /// The tiers, all or nothing, in order.
+    pub tiers: Vec<LayerTier>,
+    /// The header families.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub fields: HeaderMode,
+    /// What a request without a key gets.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub keyless: KeylessPolicy,
+    /// What a full table does with a new key.
+    #[serde(default = "deny", skip_serializing_if = "is_deny")]
+    pub when_full: WhenFull,
+}
+
+/// A key part chosen by configuration.
+#[derive(Clone, Debug)]
+enum Source {
+    Header(HeaderKey),
+    PeerIp,
+    Route,
+}
+
+impl KeyPart for Source {
+    fn part<'r>(&self, req: &'r Parts) -> Result<Part<'r>, KeyError> {
+        match self {
+            Source::Header(h) => h.part(req),
+            Source::PeerIp => PeerIp.part(req),
+            Source::Route => Route.part(req),
+        }
+    }
+}
+
+/// The extractor a [`KeyConfig`] describes: a client part and an optional
+/// endpoint part, read as the built-in extractors read them.
+#[derive(Clone, Debug)]
+pub struct ConfigKey {
+    client: Source,
+    endpoint: Option<Source>,
+}
+
+impl Extract for ConfigKey {
+    fn extract<'r>(&self, req: &'r Parts) -> Result<RequestKey<'r>, KeyError> {
+        match &self.endpoint {
+            None => Ok(RequestKey::new(self.client.part(req)?, None)),
+            // As the `(client, endpoint)` pair reads them.
+            Some(e) => {
+                let client = self.client.part(req)?;
+                Ok(RequestKey::new(client, Some(e.part(req)?)))
+            }
+        }
+    }
+    fn scope<'r>(&self, req: &'r Parts) -> Option<Part<'r>> {
+        self.endpoint.as_ref().and_then(|e| e.part(req).ok())
+    }
+}
+
+impl KeySource {
+    fn build(&self, place: &str) -> Result<Source, Error> {
+        Ok(match self {
+            KeySource::Header(name) => {
+                Source::Header(HeaderKey::try_new(name).ok_or_else(|| {
+                    Error::new(format!("{place}.header"), "not a valid header name")
+                })?)
+            }
+            KeySource::PeerIp => Source::PeerIp,
+            KeySource::Route => Source::Route,
+        })
+    }
+}
+
+impl KeyConfig {
+    /// The extractor.
+    ///
+    /// ```
+    /// use cellrate::tower::config::{KeyConfig, KeySource};
+    /// let bad = KeyConfig { client: KeySource::Header("bad name".into()), endpoint: None };
+    /// assert_eq!(bad.build().unwrap_err().to_string(), "key.client.header: not a valid header name");
+    /// ```
+    pub fn build(&self) -> Result<ConfigKey, Error> {
+        Ok(ConfigKey {
+            client: self.client.build("key.client")?,
+            endpoint: match &self.endpoint {
+                None => None,
+                Some(e) => Some(e.build("key.endpoint")?),
+            },
+        })
+    }
+}
+
+impl LayerConfig {
+    /// The layer, its quotas at `hz` (the frequency of `clock`; a tier
+    /// quota's own `hz` must equal it). Errors name the field:
+    /// `tiers[1].quota: …`, `keyless: …`.
+    ///
+    /// ```
+    /// use cellrate::time::StdClock;
+    /// use cellrate::tower::config::LayerConfig;
+    /// let c: LayerConfig = serde_json::from_str(r#"{
+    ///     "key": {"client": "peer_ip"},
+    ///     "tiers": [{"name": "ip", "quota": "10/s", "scope": "client_and_endpoint", "capacity": 10}]
+    /// }"#).unwrap();
+    /// assert_eq!(
+    ///     c.build(StdClock::new(), StdClock::HZ).unwrap_err().to_string(),
+    ///     "tiers[0].scope: client_and_endpoint needs key.endpoint"
+    /// );
+    /// ```
+    pub fn build<C: Clock + Send + Sync + 'static>(
+        &self,
+        clock: C,
+        hz: u64,
+    ) -> Result<RateLimitLayer<ConfigKey, KeyedTiers, C>, Error> {
+        let key = self.key.build()?;
+        let keyless = match self.keyless {
+            KeylessPolicy::Shared => Keyless::Shared,
+            KeylessPolicy::Reject(code) => Keyless::Reject(
+                StatusCode::from_u16(code)
+                    .ok()
+                    .filter(|s| s.is_client_error() || s.is_server_error())
+                    .ok_or_else(|| {
+                        Error::new("keyless.reject", "a status from 400 to 599 is needed")
+                    })?,
+            ),
+        };
+        if self.tiers.is_empty() {
+            return Err(Error::new("tiers", super::ConfigError::NoTiers));
+        }
+        let mut tiers = KeyedTiers::new().when_full(self.when_full);
+        for (i, t) in self.tiers.iter().enumerate() {
+            let place = |field: &str| format!("tiers[{i}].{field}");
+            if self.tiers[..i].iter().any(|u| u.name == t.name) {
+                return Err(Error::new(
+                    place("name"),
+                    format_args!("tier name {:?} is used twice", t.name),
+                ));
+            }
+            if t.scope == TierScope::ClientAndEndpoint && self.key.endpoint.is_none() {
+                return Err(Error::new(
+                    place("scope"),
+                    "client_and_endpoint needs key.endpoint",
+                ));
+            }
+            let quota = t
+                .quota
+                .quota(hz)
+                .map_err(|e| Error::new(place("quota"), e))?;
+            if quota.hz() != hz {
+                return Err(Error::new(
+                    place("quota"),
+                    "a tier must count ticks at the clock's frequency",
+                ));
+            }
+            tiers = match t.scope {
+                TierScope::Client => tiers.per_client(&t.name, quota, t.capacity),
+                TierScope::ClientAndEndpoint => {
+                    tiers.per_client_and_endpoint(&t.name, quota, t.capacity)
+                }
+            }
+            .map_err(|e| {
+                let field = match e {
+                    super::ConfigError::InvalidName => "name",
+                    super::ConfigError::ZeroCapacity => "capacity",
+                    _ => "",
+                };
+                if field.is_empty() {
+                    Error::new("tiers", e)
+                } else {
+                    Error::new(place(field), e)
+                }
+            })?;
+        }
+        RateLimitLayer::builder(key, tiers, clock)
+            .fields(self.fields.into())
+            .keyless(keyless)
+            .build()
+            .map_err(|e| Error::new("tiers", e))
+    }
+}
