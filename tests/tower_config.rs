@@ -9,7 +9,8 @@ use std::convert::Infallible;
 use cellrate::config::{self, QuotaSpec};
 use cellrate::keyed::WhenFull;
 use cellrate::tower::config::{
-    HeaderMode, KeyConfig, KeySource, KeylessPolicy, LayerConfig, LayerTier, TierScope,
+    FailureMode, HeaderMode, KeyConfig, KeySource, KeylessPolicy, LayerConfig, LayerTier,
+    RedisRules, RedisTarget, TierScope,
 };
 use cellrate::tower::RouteName;
 use cellrate::{Clock, ManualClock};
@@ -179,6 +180,38 @@ fn source() -> impl Strategy<Value = KeySource> {
     ]
 }
 
+fn redis_rules() -> impl Strategy<Value = RedisRules> {
+    (
+        prop_oneof![
+            "redis://[a-z0-9.]{1,12}:[0-9]{1,5}/".prop_map(RedisTarget::Standalone),
+            prop::collection::vec("redis://[a-z0-9.]{1,12}/", 1..4).prop_map(RedisTarget::Cluster),
+        ],
+        "[a-z]{1,8}",
+        prop_oneof![
+            Just(FailureMode::Open),
+            Just(FailureMode::Closed),
+            prop::collection::vec(
+                (1u64..1000).prop_map(|r| QuotaSpec::new(r, "s".parse().unwrap())),
+                0..4
+            )
+            .prop_map(FailureMode::Fallback),
+        ],
+        prop::option::of(0u64..10_000),
+        prop::option::of(0u64..10_000),
+        prop::option::of(1usize..1 << 20),
+    )
+        .prop_map(
+            |(target, prefix, failure, timeout_ms, reconnect_ms, fallback_capacity)| RedisRules {
+                target,
+                prefix,
+                failure,
+                timeout_ms,
+                reconnect_ms,
+                fallback_capacity,
+            },
+        )
+}
+
 fn layer_config() -> impl Strategy<Value = LayerConfig> {
     let tier = (
         "[ -~]{1,32}",
@@ -213,14 +246,16 @@ fn layer_config() -> impl Strategy<Value = LayerConfig> {
             (0u16..1000).prop_map(KeylessPolicy::Reject)
         ],
         prop::sample::select(vec![WhenFull::Deny, WhenFull::Admit, WhenFull::Shared]),
+        prop::option::of(redis_rules()),
     )
         .prop_map(
-            |(client, endpoint, tiers, fields, keyless, when_full)| LayerConfig {
+            |(client, endpoint, tiers, fields, keyless, when_full, redis)| LayerConfig {
                 key: KeyConfig { client, endpoint },
                 tiers,
                 fields,
                 keyless,
                 when_full,
+                redis,
             },
         )
 }
@@ -233,4 +268,79 @@ proptest! {
         let toml = toml::to_string(&c).unwrap();
         prop_assert_eq!(&toml::from_str::<LayerConfig>(&toml).unwrap(), &c);
     }
+}
+
+/// No server needed: a fail-closed layer whose Redis refuses connections
+/// answers 503, never 200 or a 4xx.
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn a_configured_redis_layer_applies_its_failure_policy() {
+    let text = r#"
+        key = { client = { header = "x-api-key" } }
+        tiers = [{ name = "key", quota = "10/min", capacity = 1 }]
+        [redis]
+        target = { standalone = "redis://127.0.0.1:1/" }
+        failure = "closed"
+        timeout_ms = 500
+    "#;
+    let layer = read(text)
+        .unwrap()
+        .build_redis(TestClock(Arc::new(ManualClock::new(0))), 1_000)
+        .unwrap();
+    let inner = tower::service_fn(|_req: Request<String>| async {
+        Ok::<_, Infallible>(Response::new(String::from("ok")))
+    });
+    let mut svc = layer.layer(inner);
+    let res = call(&mut svc, Some("alice"), "/a").await;
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(res.headers().contains_key("retry-after"));
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn golden_redis_layer_errors() {
+    let err = |redis: &str, tiers: &str| -> String {
+        let text = format!("key = {{ client = \"peer_ip\" }}\n{tiers}\n[redis]\n{redis}");
+        match read(&text) {
+            Err(e) => format!("{}: {}", e.path(), e.message().lines().last().unwrap_or("")),
+            Ok(c) => match c.build_redis(TestClock(Arc::new(ManualClock::new(0))), 1_000) {
+                Err(e) => e.to_string(),
+                Ok(_) => "built".into(),
+            },
+        }
+    };
+    let one = "tiers = [{ name = \"t\", quota = \"1/s\", capacity = 1 }]";
+    let two = "tiers = [{ name = \"t\", quota = \"1/s\", capacity = 1 }, { name = \"u\", quota = \"1/min\", capacity = 1 }]";
+    let target = "target = { standalone = \"redis://127.0.0.1:1/\" }";
+    assert_eq!(
+        err(
+            &format!("{target}\nfailure = {{ fallback = [\"5/s\"] }}"),
+            two
+        ),
+        "redis.failure.fallback: one quota per tier: 2 tiers, 1 quota"
+    );
+    assert_eq!(
+        err(
+            &format!("{target}\nfailure = {{ fallback = [\"5/s\", \"0/s\"] }}"),
+            two
+        ),
+        "redis.failure.fallback[1]: quota: the rate has zero cells per period"
+    );
+    assert_eq!(
+        err(
+            &format!("{target}\nfailure = {{ fallback = [\"5/s, hz 10\"] }}"),
+            one
+        ),
+        "redis.failure.fallback[0]: a fallback quota must count ticks at the clock's frequency"
+    );
+    assert_eq!(
+        err(&format!("{target}\nfailure = \"maybe\""), one),
+        "redis.failure: unknown variant `maybe`, expected one of `open`, `closed`, `fallback`"
+    );
+    assert!(err(
+        "target = { standalone = \"http://x/\" }\nfailure = \"open\"",
+        one
+    )
+    .starts_with("redis.target.standalone: "));
+    assert_eq!(err(&format!("{target}\nfailure = \"open\""), one), "built");
 }

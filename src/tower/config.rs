@@ -48,8 +48,23 @@
 //! | `keyless` | `{ reject = <status 400–599> }`, `"shared"` ([`Keyless`]) | `{ reject = 401 }` |
 //! | `when_full` | `"deny"`, `"admit"`, `"shared"` ([`WhenFull`]) | `"deny"` |
 //!
-//! Not yet data: routes with their own tiers, per-client overrides, the
-//! Redis target and its failure policy; build those layers in code.
+//! | `redis` | a [`RedisRules`] table: the tiers live in Redis (`LayerConfig::build_redis`, feature `redis`) | none (in process) |
+//!
+//! With `redis`, `capacity` bounds nothing in Redis; the fallback's table
+//! holds `redis.fallback_capacity` clients per tier:
+//!
+//! ```toml
+//! [redis]
+//! target = { standalone = "redis://127.0.0.1:6379/" }   # or { cluster = ["redis://…", …] }
+//! prefix = "gw"                                         # default "rl"
+//! failure = { fallback = ["20/min", "6/min"] }          # or "open", "closed"
+//! timeout_ms = 200                                      # default 100
+//! reconnect_ms = 250                                    # default 250
+//! fallback_capacity = 65536                             # default 65 536
+//! ```
+//!
+//! Not yet data: routes with their own tiers and per-client overrides;
+//! build those layers in code.
 
 use std::format;
 use std::string::String;
@@ -170,6 +185,55 @@ fn is_deny(w: &WhenFull) -> bool {
     *w == WhenFull::Deny
 }
 
+/// Where the Redis of a layer is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RedisTarget {
+    /// A standalone server: `{ standalone = "redis://host:6379/" }`.
+    Standalone(String),
+    /// A Cluster, from some of its nodes: `{ cluster = ["redis://…"] }`.
+    Cluster(Vec<String>),
+}
+
+/// What a check answers while Redis cannot (the Redis backend's
+/// `FailurePolicy`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureMode {
+    /// Admit everything: `"open"`.
+    Open,
+    /// Deny everything (503): `"closed"`.
+    Closed,
+    /// Local quotas, one per tier in order: `{ fallback = ["20/min"] }`.
+    Fallback(Vec<QuotaSpec>),
+}
+
+/// The Redis backend of a layer; see the [module docs](self).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisRules {
+    /// Where.
+    pub target: RedisTarget,
+    /// The key prefix.
+    #[serde(default = "default_prefix")]
+    pub prefix: String,
+    /// What a check answers while Redis cannot.
+    pub failure: FailureMode,
+    /// Each call's deadline in milliseconds (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// The reconnect interval in milliseconds (default 250).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconnect_ms: Option<u64>,
+    /// Clients per tier in the fallback's table (default 65 536).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_capacity: Option<usize>,
+}
+
+fn default_prefix() -> String {
+    String::from("rl")
+}
+
 /// The layer's rules; see the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -187,6 +251,9 @@ pub struct LayerConfig {
     /// What a full table does with a new key.
     #[serde(default = "deny", skip_serializing_if = "is_deny")]
     pub when_full: WhenFull,
+    /// The Redis backend; `None`: in-process tables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis: Option<RedisRules>,
 }
 
 /// A key part chosen by configuration.
@@ -286,6 +353,38 @@ impl LayerConfig {
         clock: C,
         hz: u64,
     ) -> Result<RateLimitLayer<ConfigKey, KeyedTiers, C>, Error> {
+        if self.redis.is_some() {
+            return Err(Error::new(
+                "redis",
+                "a Redis backend is built by LayerConfig::build_redis (feature redis)",
+            ));
+        }
+        let (key, keyless) = self.key_and_keyless()?;
+        let mut tiers = KeyedTiers::new().when_full(self.when_full);
+        for (i, t) in self.tiers.iter().enumerate() {
+            let quota = self.tier_quota(i, hz)?;
+            let place = |field: &str| format!("tiers[{i}].{field}");
+            tiers = match t.scope {
+                TierScope::Client => tiers.per_client(&t.name, quota, t.capacity),
+                TierScope::ClientAndEndpoint => {
+                    tiers.per_client_and_endpoint(&t.name, quota, t.capacity)
+                }
+            }
+            .map_err(|e| match e {
+                super::ConfigError::InvalidName => Error::new(place("name"), e),
+                super::ConfigError::ZeroCapacity => Error::new(place("capacity"), e),
+                _ => Error::new("tiers", e),
+            })?;
+        }
+        RateLimitLayer::builder(key, tiers, clock)
+            .fields(self.fields.into())
+            .keyless(keyless)
+            .build()
+            .map_err(|e| Error::new("tiers", e))
+    }
+
+    /// The extractor and the keyless answer.
+    fn key_and_keyless(&self) -> Result<(ConfigKey, Keyless), Error> {
         let key = self.key.build()?;
         let keyless = match self.keyless {
             KeylessPolicy::Shared => Keyless::Shared,
@@ -301,51 +400,137 @@ impl LayerConfig {
         if self.tiers.is_empty() {
             return Err(Error::new("tiers", super::ConfigError::NoTiers));
         }
-        let mut tiers = KeyedTiers::new().when_full(self.when_full);
-        for (i, t) in self.tiers.iter().enumerate() {
-            let place = |field: &str| format!("tiers[{i}].{field}");
-            if self.tiers[..i].iter().any(|u| u.name == t.name) {
-                return Err(Error::new(
-                    place("name"),
-                    format_args!("tier name {:?} is used twice", t.name),
-                ));
-            }
-            if t.scope == TierScope::ClientAndEndpoint && self.key.endpoint.is_none() {
-                return Err(Error::new(
-                    place("scope"),
-                    "client_and_endpoint needs key.endpoint",
-                ));
-            }
-            let quota = t
-                .quota
-                .quota(hz)
-                .map_err(|e| Error::new(place("quota"), e))?;
-            if quota.hz() != hz {
-                return Err(Error::new(
-                    place("quota"),
-                    "a tier must count ticks at the clock's frequency",
-                ));
-            }
-            tiers = match t.scope {
-                TierScope::Client => tiers.per_client(&t.name, quota, t.capacity),
-                TierScope::ClientAndEndpoint => {
-                    tiers.per_client_and_endpoint(&t.name, quota, t.capacity)
-                }
-            }
-            .map_err(|e| {
-                let field = match e {
-                    super::ConfigError::InvalidName => "name",
-                    super::ConfigError::ZeroCapacity => "capacity",
-                    _ => "",
-                };
-                if field.is_empty() {
-                    Error::new("tiers", e)
-                } else {
-                    Error::new(place(field), e)
-                }
-            })?;
+        Ok((key, keyless))
+    }
+
+    /// Tier `i`'s quota at `hz`, its name and scope checked.
+    fn tier_quota(&self, i: usize, hz: u64) -> Result<crate::Quota, Error> {
+        let t = &self.tiers[i];
+        let place = |field: &str| format!("tiers[{i}].{field}");
+        if self.tiers[..i].iter().any(|u| u.name == t.name) {
+            return Err(Error::new(
+                place("name"),
+                format_args!("tier name {:?} is used twice", t.name),
+            ));
         }
-        RateLimitLayer::builder(key, tiers, clock)
+        if t.scope == TierScope::ClientAndEndpoint && self.key.endpoint.is_none() {
+            return Err(Error::new(
+                place("scope"),
+                "client_and_endpoint needs key.endpoint",
+            ));
+        }
+        let quota = t
+            .quota
+            .quota(hz)
+            .map_err(|e| Error::new(place("quota"), e))?;
+        if quota.hz() != hz {
+            return Err(Error::new(
+                place("quota"),
+                "a tier must count ticks at the clock's frequency",
+            ));
+        }
+        Ok(quota)
+    }
+
+    /// The layer over Redis (`redis` must be set): the tiers' quotas at
+    /// `hz`, in a policy under `redis.prefix`, the failure policy's
+    /// fallback quotas at `hz` too, one per tier. Connects lazily, at the
+    /// first request. Errors name the field (`redis.failure.fallback[1]`,
+    /// `redis.target.standalone`).
+    ///
+    /// ```
+    /// use cellrate::time::StdClock;
+    /// use cellrate::tower::config::LayerConfig;
+    /// let c: LayerConfig = toml::from_str(r#"
+    ///     key = { client = { header = "x-api-key" } }
+    ///     tiers = [{ name = "key", quota = "10/min", capacity = 1 }]
+    ///     [redis]
+    ///     target = { standalone = "redis://127.0.0.1:6379/" }
+    ///     failure = { fallback = ["20/min", "5/s"] }
+    /// "#).unwrap();
+    /// assert_eq!(
+    ///     c.build_redis(StdClock::new(), StdClock::HZ).unwrap_err().to_string(),
+    ///     "redis.failure.fallback: one quota per tier: 1 tier, 2 quotas"
+    /// );
+    /// ```
+    #[cfg(feature = "redis")]
+    pub fn build_redis<C: Clock + Send + Sync + 'static>(
+        &self,
+        clock: C,
+        hz: u64,
+    ) -> Result<RateLimitLayer<ConfigKey, super::RedisAsync, C>, Error> {
+        use crate::redis::{
+            AsyncRedisGcra, FailurePolicy, RedisConfig, RedisPolicy, RedisTier, Target,
+        };
+        let Some(rules) = &self.redis else {
+            return Err(Error::new("redis", "no Redis backend is configured"));
+        };
+        let (key, keyless) = self.key_and_keyless()?;
+        let mut tiers = Vec::with_capacity(self.tiers.len());
+        for (i, t) in self.tiers.iter().enumerate() {
+            let quota = self.tier_quota(i, hz)?;
+            let tier = RedisTier::new(t.name.as_str(), quota)
+                .map_err(|e| Error::new(format!("tiers[{i}]"), e))?;
+            tiers.push(match t.scope {
+                TierScope::Client => tier,
+                TierScope::ClientAndEndpoint => tier.per_scope(),
+            });
+        }
+        let policy = RedisPolicy::new(rules.prefix.as_str(), tiers)
+            .map_err(|e| Error::new("redis.prefix", e))?;
+        let failure = match &rules.failure {
+            FailureMode::Open => FailurePolicy::Open,
+            FailureMode::Closed => FailurePolicy::Closed,
+            FailureMode::Fallback(specs) => {
+                if specs.len() != self.tiers.len() {
+                    let plural = |n: usize| if n == 1 { "" } else { "s" };
+                    return Err(Error::new(
+                        "redis.failure.fallback",
+                        format_args!(
+                            "one quota per tier: {} tier{}, {} quota{}",
+                            self.tiers.len(),
+                            plural(self.tiers.len()),
+                            specs.len(),
+                            plural(specs.len())
+                        ),
+                    ));
+                }
+                let mut quotas = Vec::with_capacity(specs.len());
+                for (j, spec) in specs.iter().enumerate() {
+                    let place = || format!("redis.failure.fallback[{j}]");
+                    let q = spec.quota(hz).map_err(|e| Error::new(place(), e))?;
+                    if q.hz() != hz {
+                        return Err(Error::new(
+                            place(),
+                            "a fallback quota must count ticks at the clock's frequency",
+                        ));
+                    }
+                    quotas.push(q);
+                }
+                FailurePolicy::Fallback(quotas)
+            }
+        };
+        let mut config = RedisConfig::new(failure).with_fallback_when_full(self.when_full);
+        if let Some(ms) = rules.timeout_ms {
+            config = config.with_timeout(std::time::Duration::from_millis(ms));
+        }
+        if let Some(ms) = rules.reconnect_ms {
+            config = config.with_reconnect_interval(std::time::Duration::from_millis(ms));
+        }
+        if let Some(c) = rules.fallback_capacity {
+            config = config.with_fallback_capacity(c);
+        }
+        let target = match &rules.target {
+            RedisTarget::Standalone(url) => {
+                Target::standalone(url).map_err(|e| Error::new("redis.target.standalone", e))?
+            }
+            RedisTarget::Cluster(nodes) => {
+                Target::cluster(nodes).map_err(|e| Error::new("redis.target.cluster", e))?
+            }
+        };
+        let limiter =
+            AsyncRedisGcra::new(target, policy, config).map_err(|e| Error::new("redis", e))?;
+        RateLimitLayer::builder(key, super::RedisAsync::new(limiter), clock)
             .fields(self.fields.into())
             .keyless(keyless)
             .build()
