@@ -12,6 +12,9 @@ for target in "${targets[@]}"; do
     cargo build --lib --release --no-default-features --target "$target"
 done
 cargo build --lib --release --no-default-features --features defmt --target thumbv7em-none-eabihf
+# Configuration builds without std (serde with `alloc`): the feature is
+# no_std; a firmware that parses its limits needs only an allocator.
+cargo build --lib --release --no-default-features --features serde --target aarch64-unknown-none
 # UEFI x86_64 takes the bare-metal path too (src/sync/loom.rs, `pair_atomic!`).
 cargo build --lib --release --no-default-features --target x86_64-unknown-uefi
 # Bare-metal x86_64 with `cmpxchg16b` at compile time: the keyed slots are
