@@ -687,8 +687,7 @@ where
 /// (`#[serde(try_from)]`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-#[doc(hidden)]
-pub struct LimiterFields {
+pub(crate) struct LimiterFields {
     algorithm: crate::compose::AlgorithmKind,
     limit: u64,
     window: u64,
