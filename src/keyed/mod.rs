@@ -177,6 +177,7 @@
 
 mod entry;
 mod hash;
+mod live;
 mod policy;
 mod probe;
 mod slot;
@@ -188,6 +189,7 @@ pub use entry::{Entry, EntryReceipt};
 #[cfg(feature = "tower")]
 pub(crate) use hash::sealed::Sealed as SealedKey;
 pub use hash::{Hashed, Key, KeyHasher, KeyId, Seed};
+pub use live::LiveQuota;
 pub use policy::{NoOverrides, Overrides, WhenFull};
 pub use probe::PROBE_WINDOW;
 pub use slot::Slot;
