@@ -665,3 +665,54 @@ fn keyed_overrides_apply_to_their_key_only() {
     assert!(t.check_n("acct_124", 0, 101).is_err());
     assert_eq!(t.check_n("acct_124", 0, 100).unwrap().remaining(), 0);
 }
+
+#[test]
+fn a_reload_changes_quotas_and_keeps_every_clients_state() {
+    let spec = |text: &str| toml::from_str::<KeyedSpec>(text).unwrap();
+    let base = "capacity = 64\n";
+    let table = spec(&format!(
+        "quota = \"10/s\"\n{base}[overrides]\nacct_123 = \"100/min\"\nacct_7 = \"1/s\""
+    ))
+    .build_live(1_000, Seed::new(5, 6))
+    .unwrap();
+    assert!(table.check_n("acct_123", 0, 100).is_ok());
+    assert!(table.check_n("acct_7", 0, 1).is_ok());
+    assert!(table.check_n("guest", 0, 10).is_ok());
+    // Raise acct_123, drop acct_7's override, halve the default.
+    spec(&format!(
+        "quota = \"5/s\"\n{base}[overrides]\nacct_123 = \"500/min\""
+    ))
+    .reload(&table, 1_000)
+    .unwrap();
+    // acct_123's 60 s of debt are kept: 12 s later, 12 s of 500/min.
+    assert!(table.check_n("acct_123", 12_000, 101).is_err());
+    assert_eq!(
+        table.check_n("acct_123", 12_000, 100).unwrap().remaining(),
+        0
+    );
+    // guest's TAT (1 s) stays: full again at 1 s, now with burst 5, not 10.
+    assert!(table.check_n("guest", 1_000, 6).is_err());
+    assert!(table.check_n("guest", 1_000, 5).is_ok());
+    // acct_7 now has the default 5/s.
+    assert_eq!(table.check("acct_7", 1_000).unwrap().limit(), 5);
+
+    let err = |text: &str| spec(text).reload(&table, 1_000).unwrap_err().to_string();
+    assert_eq!(
+        err("quota = \"5/s\"\ncapacity = 65"),
+        "capacity: fixed when the table is made: build a new table to change it"
+    );
+    assert_eq!(
+        err("quota = \"5/s\"\ncapacity = 64\nwhen_full = \"admit\""),
+        "when_full: fixed when the table is made: build a new table to change it"
+    );
+    assert_eq!(
+        err("quota = \"5/s\"\ncapacity = 64\n[overrides]\nnew_key = \"1/s\""),
+        "overrides.new_key: this key had no override when the table was made: build a new table to add one"
+    );
+    assert_eq!(
+        err("quota = \"5/s\"\ncapacity = 64\n[overrides]\nacct_123 = \"1/s, hz 10\""),
+        "overrides.acct_123: a quota must count ticks at the table's frequency"
+    );
+    // A refused reload changed nothing: acct_123 still has 500/min.
+    assert_eq!(table.check("acct_123", 60_000).unwrap().limit(), 500);
+}

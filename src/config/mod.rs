@@ -141,7 +141,7 @@ use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
 
 use crate::compose::{ConfigError, LimiterConfig};
-use crate::keyed::{KeyId, KeyedBox, Seed, WhenFull};
+use crate::keyed::{KeyId, KeyedBox, LiveQuota, Seed, WhenFull};
 use crate::{Gcra, Quota, QuotaError, Rate};
 
 pub use human::SyntaxError;
@@ -836,6 +836,10 @@ fn deny() -> WhenFull {
 /// A table built from a [`KeyedSpec`]: heap slots, overrides by [`KeyId`].
 pub type ConfiguredTable = KeyedBox<Quota, Vec<(KeyId, Quota)>>;
 
+/// A table built from a [`KeyedSpec`] whose quotas change at run time
+/// ([`KeyedSpec::reload`]).
+pub type LiveTable = KeyedBox<LiveQuota, Vec<(KeyId, LiveQuota)>>;
+
 impl KeyedSpec {
     /// The table at `hz` with hash `seed`. Errors name the field
     /// (`capacity`, `quota`, `overrides.acct_123`).
@@ -848,6 +852,102 @@ impl KeyedSpec {
             self.when_full,
             seed,
         ))
+    }
+
+    /// Like [`build`](Self::build), with [`LiveQuota`]s that
+    /// [`reload`](Self::reload) changes at run time.
+    pub fn build_live(&self, hz: u64, seed: Seed) -> Result<LiveTable, Error> {
+        let (quota, overrides) = self.quotas(hz, seed)?;
+        Ok(KeyedBox::with_capacity_and_overrides(
+            self.capacity,
+            LiveQuota::new(quota),
+            overrides
+                .into_iter()
+                .map(|(id, q)| (id, LiveQuota::new(q)))
+                .collect(),
+            self.when_full,
+            seed,
+        ))
+    }
+
+    /// Applies this spec to a table [`build_live`](Self::build_live) made
+    /// (at the same `hz`), keeping every client's state: the default
+    /// quota and each override change with
+    /// [`LiveQuota::set_quota`] semantics (the debt kept as time); an
+    /// override the spec no longer names falls back to the default quota.
+    /// Everything is checked before anything changes; then each quota
+    /// switches on its own (a check sees each one old or new, never a mix).
+    /// What is fixed when a table is made is refused, with its place:
+    /// `capacity`, `when_full`, and a key that had no override.
+    ///
+    /// ```
+    /// use cellrate::config::KeyedSpec;
+    /// use cellrate::keyed::Seed;
+    /// let spec: KeyedSpec = toml::from_str(
+    ///     "quota = \"100/min\"\ncapacity = 64\n[overrides]\nacct_123 = \"100/min\"",
+    /// ).unwrap();
+    /// let table = spec.build_live(1_000, Seed::new(1, 2)).unwrap();
+    /// assert!(table.check_n("acct_123", 0, 100).is_ok());
+    /// assert!(table.check("acct_123", 0).is_err());
+    /// // The operator raises acct_123 to 500/min; 12 s later it has what
+    /// // 12 s earn at 500/min (100 cells), the others what 100/min gives.
+    /// let raised: KeyedSpec = toml::from_str(
+    ///     "quota = \"100/min\"\ncapacity = 64\n[overrides]\nacct_123 = \"500/min\"",
+    /// ).unwrap();
+    /// raised.reload(&table, 1_000).unwrap();
+    /// assert_eq!(table.check_n("acct_123", 12_000, 100).unwrap().remaining(), 0);
+    /// assert_eq!(table.check("acct_9", 12_000).unwrap().limit(), 100);
+    /// ```
+    pub fn reload(&self, table: &LiveTable, hz: u64) -> Result<(), Error> {
+        if self.capacity != table.capacity() {
+            return Err(Error::new(
+                "capacity",
+                "fixed when the table is made: build a new table to change it",
+            ));
+        }
+        if self.when_full != table.when_full() {
+            return Err(Error::new(
+                "when_full",
+                "fixed when the table is made: build a new table to change it",
+            ));
+        }
+        let fixed = table.algorithm().quota();
+        let rescale = |q: Quota, place: &dyn Fn() -> String| -> Result<Quota, Error> {
+            if q.hz() != fixed.hz() {
+                return Err(Error::new(
+                    place(),
+                    "a quota must count ticks at the table's frequency",
+                ));
+            }
+            q.rescaled(fixed.scale(), fixed.hz())
+                .map_err(|e| Error::new(place(), e))
+        };
+        let default = self.quota.quota(hz).map_err(|e| Error::new("quota", e))?;
+        let default = rescale(default, &|| "quota".into())?;
+        // One new quota per override slot of the table, all checked first.
+        let slots = table.overrides();
+        let mut next: Vec<Quota> = slots.iter().map(|_| default).collect();
+        for (key, spec) in &self.overrides {
+            let place = || format!("overrides.{key}");
+            let id = table.key_id(key.as_str());
+            let Some(i) = slots.iter().position(|(k, _)| *k == id) else {
+                return Err(Error::new(
+                    place(),
+                    "this key had no override when the table was made: build a new table to add one",
+                ));
+            };
+            let q = spec.quota(hz).map_err(|e| Error::new(place(), e))?;
+            next[i] = rescale(q, &place)?;
+        }
+        let busy = |place: String| move |e| Error::new(place, e);
+        table
+            .algorithm()
+            .set_quota(default)
+            .map_err(busy("quota".into()))?;
+        for ((_, live), q) in slots.iter().zip(next) {
+            live.set_quota(q).map_err(busy("overrides".into()))?;
+        }
+        Ok(())
     }
 
     /// The default quota and the overrides by [`KeyId`] (at the table's
