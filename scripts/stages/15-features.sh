@@ -26,3 +26,24 @@ echo "--- each feature, all targets: $((SECONDS - start)) s"
 start=$SECONDS
 cargo hack clippy --feature-powerset --depth 2 --exclude-features loom,default --lib -- -D warnings
 echo "--- every pair of features, the library: $((SECONDS - start)) s"
+# Every optional dependency exists on every target, not only on hosted
+# x86_64: a `[target.…]` table in Cargo.toml takes every dependency written
+# below it (so it happened once to redis, tower, axum and serde). The
+# direct dependencies of every feature but loom, per target, must be the
+# host's (portable-atomic aside: it is per target by design). `cargo tree`
+# resolves for a target without its standard library installed.
+features=axum,redis,tracing,serde,defmt,embedded-hal,embassy-time
+direct() {
+    cargo tree --quiet --target "$1" --features "$features" -e normal --depth 1 --prefix none |
+        grep -Ev '^(cellrate|portable-atomic) ' | sort
+}
+host=$(direct x86_64-unknown-linux-gnu)
+for target in aarch64-unknown-linux-gnu aarch64-apple-darwin riscv64gc-unknown-linux-gnu \
+    thumbv7em-none-eabihf; do
+    if [[ $(direct "$target") != "$host" ]]; then
+        echo "FAIL: optional dependencies missing on $target (a [target.…] table in Cargo.toml?):"
+        diff <(echo "$host") <(direct "$target") || true
+        exit 1
+    fi
+done
+echo "--- optional dependencies on every target: $(echo "$host" | wc -l) alike on 5 targets"
