@@ -638,6 +638,30 @@ fn golden_errors_while_building() {
     );
 }
 
+/// A capacity no allocator can grant (a typo of a few digits) is an error
+/// at `capacity`, not an abort of the process: 2⁴⁰ slots are 16 TiB, and
+/// 10¹⁸ slots overflow the size of an allocation.
+#[test]
+fn a_capacity_past_memory_is_an_error() {
+    let build = |capacity: &str| {
+        let text = format!("quota = \"10/s\"\ncapacity = {capacity}");
+        let spec: KeyedSpec = toml::from_str(&text).unwrap();
+        spec.build(1_000, Seed::new(1, 2))
+            .err()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        build("1_099_511_627_776"),
+        "capacity: a keyed table of 1099511627776 slots (17592186044416 bytes) cannot be allocated"
+    );
+    assert_eq!(
+        build("1_000_000_000_000_000_000"),
+        "capacity: a keyed table of 1000000000000000000 slots (16000000000000000000 bytes) \
+         cannot be allocated"
+    );
+}
+
 #[test]
 fn a_limiter_config_file_builds_its_limiter() {
     let text = "algorithm = \"sliding_window\"\nlimit = 10\nwindow = 1000\nhz = 1000\n";

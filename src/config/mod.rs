@@ -819,7 +819,8 @@ pub fn build_tiers(tiers: &[TierSpec], hz: u64) -> Result<Vec<(String, Gcra)>, E
 pub struct KeyedSpec {
     /// Every key's quota unless overridden.
     pub quota: QuotaSpec,
-    /// The most live keys (at least 1).
+    /// The most live keys (at least 1; 16 bytes each, asked of the
+    /// allocator when the table is built: one it refuses is an error here).
     pub capacity: usize,
     /// What a full table does with a new key (default `deny`).
     #[serde(default = "deny")]
@@ -831,6 +832,29 @@ pub struct KeyedSpec {
 
 fn deny() -> WhenFull {
     WhenFull::Deny
+}
+
+/// A capacity of at least 1 whose slots the allocator grants: a table of
+/// `capacity` × 16 bytes is asked for (and given back) before the table is
+/// built, so a size no allocator can grant (a typo of a few digits) is an
+/// error at `capacity` instead of an abort of the process. (A size the
+/// allocator grants but the system cannot back when the slots are written
+/// is the system's to refuse, as for any allocation.)
+fn check_capacity(capacity: usize) -> Result<(), Error> {
+    if capacity == 0 {
+        return Err(Error::new(
+            "capacity",
+            "a keyed table needs a capacity of at least 1",
+        ));
+    }
+    let mut slots: Vec<crate::keyed::Slot> = Vec::new();
+    slots.try_reserve_exact(capacity).map_err(|_| {
+        let bytes = (capacity as u128) * core::mem::size_of::<crate::keyed::Slot>() as u128;
+        Error::new(
+            "capacity",
+            format_args!("a keyed table of {capacity} slots ({bytes} bytes) cannot be allocated"),
+        )
+    })
 }
 
 /// A table built from a [`KeyedSpec`]: heap slots, overrides by [`KeyId`].
@@ -957,12 +981,7 @@ impl KeyedSpec {
         hz: u64,
         seed: Seed,
     ) -> Result<(Quota, Vec<(KeyId, Quota)>), Error> {
-        if self.capacity == 0 {
-            return Err(Error::new(
-                "capacity",
-                "a keyed table needs a capacity of at least 1",
-            ));
-        }
+        check_capacity(self.capacity)?;
         let quota = self.quota.quota(hz).map_err(|e| Error::new("quota", e))?;
         // KeyIds of string keys depend on the seed: a one-slot table with
         // the same seed names them.
