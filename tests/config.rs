@@ -170,6 +170,31 @@ proptest! {
         prop_assert_eq!(&toml::from_str::<File>(&toml).unwrap(), &g);
     }
 
+    /// The same file through postcard, a binary format that does not
+    /// describe itself (it has no `deserialize_any`): both quota forms,
+    /// every integer.
+    #[test]
+    fn file_round_trips_in_a_binary_format(f in file(u64::MAX), s in spec(u64::MAX)) {
+        let bytes = postcard::to_allocvec(&f).unwrap();
+        prop_assert_eq!(&postcard::from_bytes::<File>(&bytes).unwrap(), &f);
+        let bytes = postcard::to_allocvec(&Structured { quota: s }).unwrap();
+        prop_assert_eq!(postcard::from_bytes::<Structured>(&bytes).unwrap(), Structured { quota: s });
+        let q = s.quota(1_000_000);
+        if let Ok(q) = q {
+            let bytes = postcard::to_allocvec(&q).unwrap();
+            let back: Quota = postcard::from_bytes(&bytes).unwrap();
+            #[derive(Serialize, Deserialize)]
+            struct H {
+                #[serde(with = "cellrate::config::human")]
+                q: Quota,
+            }
+            let bytes = postcard::to_allocvec(&H { q }).unwrap();
+            prop_assert_eq!(postcard::from_bytes::<H>(&bytes).unwrap().q, back);
+            prop_assert_eq!(back.emission_interval() as u128 * q.scale() as u128,
+                q.emission_interval() as u128 * back.scale() as u128);
+        }
+    }
+
     /// Every quota a spec builds survives `Serialize` → `Deserialize`:
     /// equal if exact; if rounded, an exact quota of the same `T`, burst
     /// and frequency (module docs). Both forms, JSON.

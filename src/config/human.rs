@@ -2,7 +2,8 @@
 //! [module docs](super#the-human-form)), and the functions for
 //! `#[serde(with = "cellrate::config::human")]` on a [`Quota`] field: it
 //! is written in the human form (`"100/min, burst 20, hz 1000000"`) and
-//! read in either.
+//! read in either (in a binary format, both ways in the structured form:
+//! see [the two forms](super#quotas-two-forms)).
 //!
 //! ```
 //! use cellrate::Quota;
@@ -24,14 +25,15 @@
 
 use core::fmt;
 
-use serde::{Deserialize, Deserializer, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{Per, QuotaSpec, Unit};
 use crate::Quota;
 
 /// Writes `quota` in the human form.
 pub fn serialize<S: Serializer>(quota: &Quota, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(&QuotaSpec::from_quota(quota))
+    // A binary format carries the structured form (see `QuotaSpec`).
+    QuotaSpec::from_quota(quota).serialize(s)
 }
 
 /// Reads either form (as `Quota`'s own `Deserialize`).

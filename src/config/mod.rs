@@ -32,7 +32,10 @@
 //! frequency is chosen; [`QuotaSpec::quota`] builds the [`Quota`]. Both
 //! forms read into the same value, and either may appear wherever a quota
 //! is expected (a string is read as the human form, a table/object as the
-//! structured one):
+//! structured one). A binary format that does not describe itself
+//! (`is_human_readable()` false, such as postcard) cannot tell a reader
+//! which form follows, so there every quota is written and read in the
+//! structured form, whatever the field asks for:
 //!
 //! | structured | human |
 //! |---|---|
@@ -497,15 +500,36 @@ impl<'de> Deserialize<'de> for Per {
 }
 
 /// The structured form's fields.
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Structured {
     rate: u64,
     per: Per,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     burst: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     hz: Option<u64>,
+}
+
+impl Serialize for Structured {
+    /// An absent `burst` or `hz` is left out where a reader finds fields
+    /// by name, and written as none in a binary format, where fields are
+    /// found by position.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let by_name = s.is_human_readable();
+        let mut st = s.serialize_struct("Structured", 4)?;
+        st.serialize_field("rate", &self.rate)?;
+        st.serialize_field("per", &self.per)?;
+        for (name, value) in [("burst", &self.burst), ("hz", &self.hz)] {
+            if value.is_none() && by_name {
+                st.skip_field(name)?;
+            } else {
+                st.serialize_field(name, value)?;
+            }
+        }
+        st.end()
+    }
 }
 
 impl From<QuotaSpec> for Structured {
@@ -520,9 +544,13 @@ impl From<QuotaSpec> for Structured {
 }
 
 impl Serialize for QuotaSpec {
-    /// The human form, e.g. `"100/min, burst 20"` (for the structured one,
-    /// `#[serde(with = "cellrate::config::structured")]`).
+    /// The human form, e.g. `"100/min, burst 20"`, in a format a person
+    /// reads; the structured form in a binary format (in every format
+    /// with `#[serde(with = "cellrate::config::structured")]`).
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if !s.is_human_readable() {
+            return Structured::from(*self).serialize(s);
+        }
         s.collect_str(self)
     }
 }
@@ -530,6 +558,19 @@ impl Serialize for QuotaSpec {
 impl<'de> Deserialize<'de> for QuotaSpec {
     /// Either form; refuses what [`QuotaSpec::check`] refuses.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        if !d.is_human_readable() {
+            // A binary format cannot say which form follows: it carries
+            // the structured one.
+            let s = Structured::deserialize(d)?;
+            let spec = QuotaSpec {
+                rate: s.rate,
+                per: s.per,
+                burst: s.burst,
+                hz: s.hz,
+            };
+            spec.check().map_err(de::Error::custom)?;
+            return Ok(spec);
+        }
         struct V;
         impl<'de> Visitor<'de> for V {
             type Value = QuotaSpec;
@@ -826,7 +867,8 @@ pub struct KeyedSpec {
     #[serde(default = "deny")]
     pub when_full: WhenFull,
     /// Per-key quotas, by key.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// (Written even when empty: a binary format finds fields by position.)
+    #[serde(default)]
     pub overrides: BTreeMap<String, QuotaSpec>,
 }
 
