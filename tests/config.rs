@@ -687,6 +687,32 @@ fn a_capacity_past_memory_is_an_error() {
     );
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    /// What a file's `LimiterConfig` is checked by on read
+    /// (`LimiterConfig::validate`) is what building its limiter checks: for
+    /// every config a 64-cell sliding log can hold, the same success or the
+    /// same error (so a config that was read always builds).
+    #[test]
+    fn a_config_that_reads_builds(
+        algorithm in prop::sample::select(AlgorithmKind::ALL.to_vec()),
+        limit in prop_oneof![Just(0u64), 1..=64u64, number(u64::MAX)],
+        window in prop_oneof![Just(0u64), number(u64::MAX)],
+        burst in prop::option::of(prop_oneof![Just(0u64), number(u64::MAX)]),
+        same_burst in any::<bool>(),
+        hz in prop_oneof![Just(0u64), number(u64::MAX)],
+    ) {
+        let mut c = LimiterConfig::new(algorithm, limit, window, hz);
+        c.burst = if same_burst { burst.map(|_| limit) } else { burst };
+        let built = AnyLimiter::<64>::from_config(c).map(|_| ());
+        // (validate checks a log against the largest, 2³² − 1 cells.)
+        if algorithm != AlgorithmKind::SlidingLog || limit <= 64 {
+            prop_assert_eq!(c.validate(), built, "{:?}", c);
+        }
+    }
+}
+
 #[test]
 fn a_limiter_config_file_builds_its_limiter() {
     let text = "algorithm = \"sliding_window\"\nlimit = 10\nwindow = 1000\nhz = 1000\n";

@@ -882,7 +882,9 @@ fn deny() -> WhenFull {
 /// error at `capacity` instead of an abort of the process. (A size the
 /// allocator grants but the system cannot back when the slots are written
 /// is the system's to refuse, as for any allocation.)
-fn check_capacity(capacity: usize) -> Result<(), Error> {
+/// Crate-wide for every builder that sizes a table from a file (its
+/// message, [`Error::message`], placed at that builder's own field).
+pub(crate) fn check_capacity(capacity: usize) -> Result<(), Error> {
     if capacity == 0 {
         return Err(Error::new(
             "capacity",
