@@ -344,3 +344,40 @@ fn golden_redis_layer_errors() {
     .starts_with("redis.target.standalone: "));
     assert_eq!(err(&format!("{target}\nfailure = \"open\""), one), "built");
 }
+
+/// A capacity no allocator can grant (a typo of a few digits) is an error
+/// at its place, never an abort of the process: a tier's table is
+/// allocated when the layer is built, the Redis fallback's tables when
+/// Redis first fails, long after the file was read.
+#[test]
+fn capacities_past_memory_are_errors() {
+    let slots = "1_099_511_627_776"; // 16 TiB of slots
+    let expected =
+        "a keyed table of 1099511627776 slots (17592186044416 bytes) cannot be allocated";
+    let text = format!(
+        "key = {{ client = \"peer_ip\" }}\n[[tiers]]\nname = \"t\"\nquota = \"1/s\"\ncapacity = {slots}"
+    );
+    let err = read(&text)
+        .unwrap()
+        .build(ManualClock::new(0), 1_000)
+        .err()
+        .unwrap();
+    assert_eq!(err.to_string(), format!("tiers[0].capacity: {expected}"));
+    #[cfg(feature = "redis")]
+    {
+        let text = format!(
+            "key = {{ client = \"peer_ip\" }}\n[[tiers]]\nname = \"t\"\nquota = \"1/s\"\ncapacity = 1\n\
+             [redis]\ntarget = {{ standalone = \"redis://127.0.0.1:6379/\" }}\nfailure = \"open\"\n\
+             fallback_capacity = {slots}"
+        );
+        let err = read(&text)
+            .unwrap()
+            .build_redis(ManualClock::new(0), 1_000)
+            .err()
+            .unwrap();
+        assert_eq!(
+            err.to_string(),
+            format!("redis.fallback_capacity: {expected}")
+        );
+    }
+}

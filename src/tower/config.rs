@@ -364,6 +364,9 @@ impl LayerConfig {
         for (i, t) in self.tiers.iter().enumerate() {
             let quota = self.tier_quota(i, hz)?;
             let place = |field: &str| format!("tiers[{i}].{field}");
+            // A size no allocator grants is an error here, not an abort.
+            crate::config::check_capacity(t.capacity)
+                .map_err(|e| Error::new(place("capacity"), e.message()))?;
             tiers = match t.scope {
                 TierScope::Client => tiers.per_client(&t.name, quota, t.capacity),
                 TierScope::ClientAndEndpoint => {
@@ -518,6 +521,10 @@ impl LayerConfig {
             config = config.with_reconnect_interval(std::time::Duration::from_millis(ms));
         }
         if let Some(c) = rules.fallback_capacity {
+            // Its tables are allocated when Redis first fails: a size no
+            // allocator grants must fail here, while the file is read.
+            crate::config::check_capacity(c)
+                .map_err(|e| Error::new("redis.fallback_capacity", e.message()))?;
             config = config.with_fallback_capacity(c);
         }
         let target = match &rules.target {
