@@ -115,7 +115,9 @@
 //! value is, with the crate's own error texts: `tiers[1].quota: quota: the
 //! burst is zero`. The checks that need the tick frequency run when the
 //! limiters are built ([`build_tiers`], [`KeyedSpec::build`]) and name the
-//! same places. Nothing here panics on any input.
+//! same places, from their own spec down ([`Error::within`] puts the
+//! spec's own place in front: `tables[2].capacity`). Nothing here panics
+//! on any input.
 //!
 //! ```
 //! use cellrate::config::{self, TierSpec};
@@ -685,6 +687,37 @@ impl Error {
     /// What.
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// The same error placed inside `outer`, the field (or element) that
+    /// holds the spec it came from: the builders name places from their own
+    /// spec (`capacity`, `overrides.acct_123`, `tiers[1].quota`), and the
+    /// caller that knows where that spec sits in its file adds the rest.
+    ///
+    /// ```
+    /// use cellrate::config::KeyedSpec;
+    /// use cellrate::keyed::Seed;
+    /// let spec: KeyedSpec = toml::from_str("quota = \"10/s\"\ncapacity = 0").unwrap();
+    /// let err = spec.build(1_000, Seed::new(1, 2)).err().unwrap().within("tables[2]");
+    /// assert_eq!(err.to_string(), "tables[2].capacity: a keyed table needs a capacity of at least 1");
+    /// // An element path joins without a dot; an empty path takes `outer`.
+    /// assert_eq!(cellrate::config::Error::new("[0].name", "bad").within("tiers").path(), "tiers[0].name");
+    /// assert_eq!(cellrate::config::Error::new("", "bad").within("limits").path(), "limits");
+    /// ```
+    pub fn within(self, outer: &str) -> Error {
+        let path = if outer.is_empty() || outer == "." {
+            self.path
+        } else if self.path.is_empty() || self.path == "." {
+            String::from(outer)
+        } else if self.path.starts_with('[') {
+            format!("{outer}{}", self.path)
+        } else {
+            format!("{outer}.{}", self.path)
+        };
+        Error {
+            path,
+            message: self.message,
+        }
     }
 }
 
