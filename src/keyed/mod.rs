@@ -177,7 +177,7 @@
 
 mod entry;
 mod hash;
-mod live;
+pub mod live;
 mod policy;
 mod probe;
 mod slot;
