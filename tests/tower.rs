@@ -358,9 +358,11 @@ async fn keyless_and_malformed_requests() {
     static CLOCK: ManualClock = ManualClock::new(0);
     let server = serve(app(two_tiers(&CLOCK))).await;
     let addr = server.addr;
+    // No key: 400 by default (a 401 would need a challenge, RFC 9110 §15.5.2).
     let r = get_with(addr, "/orders", &[]).await;
-    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert_eq!(r.body, "missing rate-limit key\n");
+    assert!(r.headers.get("www-authenticate").is_none());
     assert!(r.headers.get("ratelimit").is_none());
     let long = vec![b'a'; 300];
     let cases: [&[(&str, &[u8])]; 6] = [
@@ -606,4 +608,149 @@ async fn the_layer_runs_on_unix_time() {
     assert_eq!(ok, 8, "{:?}", runs[0]); // the burst of 7, then one more after 9 s
     assert_eq!(runs[0][7].2.as_deref(), Some("9")); // ⌈60/7⌉ s
     assert_eq!(runs[1], runs[0]);
+}
+
+/// A keyless 401 carries the configured challenge (RFC 9110 §15.5.2); a
+/// 401 without one, or a status that is not a client error, is refused
+/// when the layer is built.
+#[tokio::test]
+async fn a_keyless_401_carries_its_challenge() {
+    use cellrate::tower::ConfigError;
+    static CLOCK: ManualClock = ManualClock::new(0);
+    let tiers = || {
+        KeyedTiers::new()
+            .per_client("key", Quota::per_minute(5).at_hz(HZ), 64)
+            .unwrap()
+    };
+    let build = |keyless: Keyless, challenge: Option<(&str, &str)>| {
+        let mut b =
+            RateLimitLayer::builder(HeaderKey::new("x-api-key"), tiers(), &CLOCK).keyless(keyless);
+        if let Some((scheme, realm)) = challenge {
+            b = b.challenge(scheme, realm);
+        }
+        b.build()
+    };
+    let unauthorized = Keyless::Reject(StatusCode::UNAUTHORIZED);
+    assert_eq!(build(unauthorized, None).unwrap_err(), ConfigError::Keyless);
+    for status in [200, 302, 407, 500, 503] {
+        let keyless = Keyless::Reject(StatusCode::from_u16(status).unwrap());
+        assert_eq!(
+            build(keyless, None).unwrap_err(),
+            ConfigError::Keyless,
+            "{status}"
+        );
+    }
+    for (scheme, realm) in [
+        ("", "r"),
+        ("two words", "r"),
+        ("Bearer", "a\"b"),
+        ("Bearer", "a\\b"),
+        ("Bearer", "é"),
+    ] {
+        assert_eq!(
+            build(unauthorized, Some((scheme, realm))).unwrap_err(),
+            ConfigError::Challenge,
+            "{scheme:?} {realm:?}"
+        );
+    }
+    let layer = build(unauthorized, Some(("ApiKey", "orders api"))).unwrap();
+    let server = serve(Router::new().route("/", get(|| async { "x" })).layer(layer)).await;
+    let r = get_with(server.addr, "/", &[]).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        r.headers["www-authenticate"],
+        r#"ApiKey realm="orders api""#
+    );
+    assert_eq!(r.body, "missing rate-limit key\n");
+    // A keyed request is not challenged.
+    let r = get_key(server.addr, "/", "k").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.headers.get("www-authenticate").is_none());
+    // Another 4xx needs no challenge.
+    let layer = build(Keyless::Reject(StatusCode::FORBIDDEN), None).unwrap();
+    let server = serve(Router::new().route("/", get(|| async { "x" })).layer(layer)).await;
+    let r = get_with(server.addr, "/", &[]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert!(r.headers.get("www-authenticate").is_none());
+}
+
+/// Error events whose message names `into_make_service_with_connect_info`,
+/// counted by a subscriber installed on the test's (only) thread.
+#[cfg(feature = "tracing")]
+mod log_count {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Level, Metadata, Subscriber};
+
+    pub struct Count(pub Arc<AtomicUsize>);
+
+    struct Names(bool);
+    impl Visit for Names {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                self.0 |= format!("{value:?}").contains("into_make_service_with_connect_info");
+            }
+        }
+    }
+
+    impl Subscriber for Count {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let mut names = Names(false);
+            event.record(&mut names);
+            if *event.metadata().level() == Level::ERROR && names.0 {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+}
+
+/// `PeerIp` under a server that records no peer address (plain
+/// `axum::serve`, no connect info) is the server's misconfiguration: 500,
+/// never a 4xx that blames the client, and (with `tracing`) one error
+/// event naming the fix, however many requests arrive.
+#[tokio::test]
+async fn peer_ip_without_connect_info_is_a_server_error_logged_once() {
+    static CLOCK: ManualClock = ManualClock::new(0);
+    #[cfg(feature = "tracing")]
+    let (count, _guard) = {
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let guard = tracing::subscriber::set_default(log_count::Count(Arc::clone(&count)));
+        (count, guard)
+    };
+    let layer = RateLimitLayer::builder(
+        PeerIp,
+        KeyedTiers::new()
+            .per_client("ip", Quota::per_minute(10).at_hz(HZ), 64)
+            .unwrap(),
+        &CLOCK,
+    )
+    .build()
+    .unwrap();
+    let router = Router::new().route("/", get(|| async { "x" })).layer(layer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    let server = Server { addr, task };
+    for _ in 0..3 {
+        let r = get_with(server.addr, "/", &[]).await;
+        assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(r.body, "internal error\n");
+        assert!(r.headers.get("ratelimit").is_none());
+    }
+    #[cfg(feature = "tracing")]
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
 }

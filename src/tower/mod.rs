@@ -26,10 +26,13 @@
 //!
 //! 1. Its key is extracted ([`Extract`]: a header, the peer address, the
 //!    matched route, or a `(client, endpoint)` pair of them). A request
-//!    without one is answered as [`Keyless`] says (401/400 by default, or
-//!    charged to one client every keyless request shares); a key that
-//!    cannot be one (empty, not UTF-8, repeated, over [`MAX_KEY_LEN`]) is
-//!    answered 400 `invalid rate-limit key`.
+//!    without one is answered as [`Keyless`] says (400 `missing rate-limit
+//!    key` by default, see below, or charged to one client every keyless
+//!    request shares); a key that cannot be one (empty, not UTF-8, repeated,
+//!    over [`MAX_KEY_LEN`]) is answered 400 `invalid rate-limit key`. An
+//!    extractor that finds nothing because of the *server* (e.g. [`PeerIp`]
+//!    served without connect info: [`KeyError::Unavailable`]) gets 500, and
+//!    the layer logs once what to fix: the client is not to blame.
 //! 2. Its weight (1 by default; [`RateLimitBuilder::weight`], e.g. by route
 //!    or by `Content-Length`) is checked at the [`Clock`]'s time by the
 //!    [`Backend`]: every tier must admit, and a request refused by one tier
@@ -96,12 +99,12 @@ use core::task::{ready, Context, Poll};
 use std::boxed::Box;
 use std::future::Future;
 use std::string::String;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::vec::Vec;
 
 use ::tower::{Layer, Service};
-use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
+use http::header::{HeaderName, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::request::Parts;
 use http::{HeaderMap, Request, Response, StatusCode};
 
@@ -145,9 +148,35 @@ impl Fields {
 }
 
 /// What a request without a key gets.
+///
+/// The default is `Reject(400 Bad Request)`: the request lacks a field the
+/// server requires, and 400 needs nothing else. `401 Unauthorized` fits a
+/// key that is a credential, but RFC 9110 §15.5.2 requires every 401 to
+/// carry a `WWW-Authenticate` challenge, so the layer answers 401 only with
+/// one ([`RateLimitBuilder::challenge`]): building `Reject(401)` without a
+/// challenge is [`ConfigError::Keyless`], as is any status outside 4xx and
+/// 407 (a proxy's challenge is not the layer's to send).
+///
+/// ```
+/// use cellrate::time::StdClock;
+/// use cellrate::tower::{ConfigError, Global, HeaderKey, Keyless, RateLimitLayer};
+/// use cellrate::Quota;
+/// use http::StatusCode;
+/// let backend = || Global::gcra("all", Quota::per_second(5).at_hz(StdClock::HZ)).unwrap();
+/// let unchallenged = RateLimitLayer::builder(HeaderKey::new("x-api-key"), backend(), StdClock::new())
+///     .keyless(Keyless::Reject(StatusCode::UNAUTHORIZED))
+///     .build();
+/// assert_eq!(unchallenged.unwrap_err(), ConfigError::Keyless);
+/// let challenged = RateLimitLayer::builder(HeaderKey::new("x-api-key"), backend(), StdClock::new())
+///     .keyless(Keyless::Reject(StatusCode::UNAUTHORIZED))
+///     .challenge("ApiKey", "orders")
+///     .build();
+/// assert!(challenged.is_ok()); // 401 with `WWW-Authenticate: ApiKey realm="orders"`
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Keyless {
-    /// This status (e.g. 401 or 400) with a fixed body; nothing is charged.
+    /// This status (a 4xx; 401 only with a challenge) with the fixed body
+    /// `missing rate-limit key`; nothing is charged.
     Reject(StatusCode),
     /// Charged to one client that every keyless request shares (and, with a
     /// `(client, endpoint)` extractor, to its endpoint).
@@ -169,6 +198,12 @@ pub enum ConfigError {
     ZeroCapacity,
     /// The Redis client's fallback quotas do not match its tiers.
     Fallback,
+    /// [`Keyless::Reject`] with a status that is not 4xx, 407, or 401
+    /// without a [challenge](RateLimitBuilder::challenge).
+    Keyless,
+    /// A challenge whose scheme is not an HTTP token or whose realm is not
+    /// printable ASCII (or holds `"` or `\`).
+    Challenge,
 }
 
 impl fmt::Display for ConfigError {
@@ -180,6 +215,12 @@ impl fmt::Display for ConfigError {
             ConfigError::InvalidName => "tier names are 1 to 32 printable ASCII characters",
             ConfigError::ZeroCapacity => "a keyed table needs a capacity of at least 1",
             ConfigError::Fallback => "the fallback quotas do not match the tiers",
+            ConfigError::Keyless => {
+                "a keyless request is rejected with a 4xx status other than 407, and 401 needs a challenge"
+            }
+            ConfigError::Challenge => {
+                "a challenge's scheme is an HTTP token and its realm printable ASCII without quotes or backslashes"
+            }
         })
     }
 }
@@ -426,8 +467,40 @@ struct Shared<E, B, C> {
     clock: C,
     weigh: Option<Box<Weigh>>,
     keyless: Keyless,
+    /// The `WWW-Authenticate` value of a keyless 401.
+    challenge: Option<HeaderValue>,
+    /// Whether a server misconfiguration has been logged (once per layer).
+    misconfigured: AtomicBool,
     announce: Arc<Announce>,
     delay: Option<Delay>,
+}
+
+/// Logs `hint` (a [`KeyError::Unavailable`]) the first time only.
+fn log_misconfigured(flag: &AtomicBool, hint: &str) {
+    if flag.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    #[cfg(feature = "tracing")]
+    tracing::error!(target: "cellrate::tower", "{hint}");
+    #[cfg(not(feature = "tracing"))]
+    std::eprintln!("cellrate::tower: {hint}");
+}
+
+/// The `WWW-Authenticate` value `scheme realm="realm"`, if both are valid.
+fn challenge_value(scheme: &str, realm: &str) -> Result<HeaderValue, ConfigError> {
+    const TCHAR: &[u8] = b"!#$%&'*+-.^_`|~";
+    let token = !scheme.is_empty()
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || TCHAR.contains(&b));
+    let quotable = realm
+        .bytes()
+        .all(|b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\');
+    if !token || !quotable {
+        return Err(ConfigError::Challenge);
+    }
+    HeaderValue::try_from(std::format!("{scheme} realm=\"{realm}\""))
+        .map_err(|_| ConfigError::Challenge)
 }
 
 /// Builds a [`RateLimitLayer`]; see the [module docs](self).
@@ -439,6 +512,7 @@ pub struct RateLimitBuilder<E, B, C> {
     keyless: Keyless,
     fields: Fields,
     delay: Option<(u64, usize)>,
+    challenge: Option<(String, String)>,
 }
 
 impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<E, B, C> {
@@ -448,9 +522,18 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
         self
     }
     /// What a request without a key gets (default
-    /// `Keyless::Reject(StatusCode::UNAUTHORIZED)`).
+    /// `Keyless::Reject(StatusCode::BAD_REQUEST)`; see [`Keyless`]).
     pub fn keyless(mut self, keyless: Keyless) -> Self {
         self.keyless = keyless;
+        self
+    }
+    /// The challenge a keyless `401` carries, as RFC 9110 §15.5.2 requires:
+    /// `WWW-Authenticate: {scheme} realm="{realm}"`. The scheme must be an
+    /// HTTP token and the realm printable ASCII without `"` or `\`
+    /// (checked by [`build`](Self::build): [`ConfigError::Challenge`]).
+    /// See [`Keyless`] for an example.
+    pub fn challenge(mut self, scheme: &str, realm: &str) -> Self {
+        self.challenge = Some((scheme.into(), realm.into()));
         self
     }
     /// The cells a request costs (default 1), e.g. by route or by
@@ -506,6 +589,19 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
                 policy_value(&f)
             }
         };
+        let challenge = match &self.challenge {
+            Some((scheme, realm)) => Some(challenge_value(scheme, realm)?),
+            None => None,
+        };
+        if let Keyless::Reject(status) = self.keyless {
+            let unchallenged = status == StatusCode::UNAUTHORIZED && challenge.is_none();
+            if !status.is_client_error()
+                || status == StatusCode::PROXY_AUTHENTICATION_REQUIRED
+                || unchallenged
+            {
+                return Err(ConfigError::Keyless);
+            }
+        }
         let announce = Arc::new(Announce {
             names: tiers.iter().map(|t| t.name.clone()).collect(),
             hz,
@@ -520,6 +616,8 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
                 clock: self.clock,
                 weigh: self.weigh,
                 keyless: self.keyless,
+                challenge,
+                misconfigured: AtomicBool::new(false),
                 announce,
                 delay: self.delay.map(|(max_wait, max_queued)| Delay {
                     max_wait,
@@ -562,9 +660,10 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayer<E,
             backend,
             clock,
             weigh: None,
-            keyless: Keyless::Reject(StatusCode::UNAUTHORIZED),
+            keyless: Keyless::Reject(StatusCode::BAD_REQUEST),
             fields: Fields::Both,
             delay: None,
+            challenge: None,
         }
     }
     /// The backend (e.g. to read a Redis backend's counters).
@@ -669,13 +768,17 @@ where
         let key = match shared.extract.extract(&parts) {
             Ok(key) => key,
             Err(KeyError::Invalid) => return ResponseFuture::done(StatusCode::BAD_REQUEST),
+            Err(KeyError::Unavailable(hint)) => {
+                log_misconfigured(&shared.misconfigured, hint);
+                return ResponseFuture::done(StatusCode::INTERNAL_SERVER_ERROR);
+            }
             Err(KeyError::Missing) => match shared.keyless {
                 Keyless::Reject(status) => {
-                    return ResponseFuture::fixed(plain(
-                        status,
-                        "missing rate-limit key\n",
-                        Stamp::default(),
-                    ))
+                    let mut stamp = Stamp::default();
+                    if status == StatusCode::UNAUTHORIZED {
+                        stamp.push(WWW_AUTHENTICATE, shared.challenge.clone());
+                    }
+                    return ResponseFuture::fixed(plain(status, "missing rate-limit key\n", stamp));
                 }
                 Keyless::Shared => RequestKey::new(Part::Keyless, shared.extract.scope(&parts)),
             },
