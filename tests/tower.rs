@@ -754,3 +754,65 @@ async fn peer_ip_without_connect_info_is_a_server_error_logged_once() {
     #[cfg(feature = "tracing")]
     assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
+
+/// Delaying mode over loopback at the real clock: `Shaper` at 50/s, burst
+/// 1, requests held up to 1 s, 80 at once. Held requests get 200 and the
+/// rest 429, and every answer's fields describe the decision made: `t` at
+/// most its policy's `w` (a held request's state when it is released, a
+/// refusal's seen from the end of the queue), `Retry-After` within `t`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayed_and_refused_answers_keep_t_within_w() {
+    use cellrate::time::StdClock;
+    let quota = Quota::per_second(50).with_burst(1).at_hz(StdClock::HZ);
+    let layer = RateLimitLayer::builder(
+        Route,
+        Shaper::new("upstream", quota).unwrap(),
+        StdClock::new(),
+    )
+    .delay(StdClock::HZ, 100) // at most 1 s, at most 100 held
+    .build()
+    .unwrap();
+    let server = serve(Router::new().route("/", get(|| async { "x" })).layer(layer)).await;
+    let addr = server.addr;
+    let replies: Vec<_> = (0..80)
+        .map(|_| tokio::spawn(async move { get_with(addr, "/", &[]).await }))
+        .collect();
+    let (mut ok, mut limited) = (0, 0);
+    for r in replies {
+        let r = r.await.unwrap();
+        let policy = parse_list(r.headers["ratelimit-policy"].to_str().unwrap());
+        let state = parse_list(r.headers["ratelimit"].to_str().unwrap());
+        assert_eq!(policy.len(), state.len());
+        let mut longest_w = 0;
+        for ((pname, p), (sname, s)) in policy.iter().zip(&state) {
+            assert_eq!(pname, sname);
+            assert!(s["r"] <= p["q"], "r > q: {policy:?} {state:?}");
+            assert!(
+                s["t"] <= p["w"],
+                "t > w: {policy:?} {state:?} ({})",
+                r.status
+            );
+            longest_w = longest_w.max(p["w"]);
+        }
+        let reset = header_u64(&r.headers, "x-ratelimit-reset").unwrap();
+        assert!(reset <= longest_w, "X-RateLimit-Reset {reset} > w");
+        match r.status {
+            StatusCode::OK => ok += 1,
+            StatusCode::TOO_MANY_REQUESTS => {
+                limited += 1;
+                let retry = header_u64(&r.headers, "retry-after").unwrap();
+                assert!(retry >= 1);
+                assert!(
+                    state.iter().any(|(_, s)| retry <= s["t"].max(1)),
+                    "{retry} {state:?}"
+                );
+            }
+            s => panic!("unexpected {s}"),
+        }
+    }
+    // About 51 fit in 1 s of queue at 50/s; the rest are refused.
+    assert!(
+        ok >= 40 && limited >= 10,
+        "{ok} admitted, {limited} refused"
+    );
+}

@@ -6,7 +6,10 @@
 //! for the in-process backends at a manual clock — a request refused with
 //! `Retry-After: s` is admitted when sent again `s` seconds later, and the
 //! admissions equal those of an exact rational GCRA reference written
-//! independently below.
+//! independently below. The shaper runs both refusing and delaying (held
+//! requests, refusals past `max_wait`): its answers keep the same bounds,
+//! and a retry after `Retry-After` is held at most `max_wait`, then
+//! admitted.
 //!
 //! The Redis backends are exercised without a server (their port refuses
 //! connections), so every answer comes from their failure policy: fallback,
@@ -259,10 +262,17 @@ fn request(client: u8, endpoint: u8, cost: u64) -> Request<()> {
 type Svc = tower::util::BoxService<Request<()>, Response<String>, Infallible>;
 
 fn service<B: Backend>(backend: B, clock: TestClock) -> Svc {
-    let layer = RateLimitLayer::builder(ClientAndRoute, backend, clock)
-        .weight(|req| req.headers["x-cost"].to_str().unwrap().parse().unwrap())
-        .build()
-        .unwrap();
+    service_with(backend, clock, None)
+}
+
+/// With `delay = Some((max_wait, max_queued))`, the delaying mode.
+fn service_with<B: Backend>(backend: B, clock: TestClock, delay: Option<(u64, usize)>) -> Svc {
+    let mut builder = RateLimitLayer::builder(ClientAndRoute, backend, clock)
+        .weight(|req| req.headers["x-cost"].to_str().unwrap().parse().unwrap());
+    if let Some((max_wait, max_queued)) = delay {
+        builder = builder.delay(max_wait, max_queued);
+    }
+    let layer = builder.build().unwrap();
     ServiceBuilder::new()
         .layer(layer)
         .service_fn(|_req: Request<()>| async { Ok::<_, Infallible>(Response::new(String::new())) })
@@ -330,6 +340,16 @@ fn op() -> impl Strategy<Value = (u8, u8, u64, u64)> {
     )
 }
 
+/// A runtime at tokio's paused time: a held request's sleep ends at once
+/// (the layer's own clock is the manual one).
+fn paused_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -390,15 +410,18 @@ proptest! {
         limit in 1u64..10,
         window in 1u64..100_000,
         ops in prop::collection::vec(op(), 1..60),
+        delay in prop::option::of((0u64..20_000, 1usize..4)),
     ) {
-        let rt = rt();
+        // Delaying (held requests, refusals past `max_wait`) for the shaper.
+        let delay = delay.filter(|_| kind == 3);
+        let rt = if delay.is_some() { paused_rt() } else { rt() };
         let gcra = kind != 1;
         let clock = TestClock(Arc::new(ManualClock::new(0)));
         let mut svc = match kind {
             0 => service(Global::new("fixed", FixedWindow::new(limit, window), limit, window, HZ).unwrap(), clock.clone()),
             1 => service(Global::new("sliding", SlidingWindow::new(limit, window), limit, window, HZ).unwrap(), clock.clone()),
             2 => service(Global::gcra("gcra", Quota::per_ticks(limit, window).at_hz(HZ)).unwrap(), clock.clone()),
-            _ => service(Shaper::new("shaper", Quota::per_ticks(limit, window).at_hz(HZ)).unwrap(), clock.clone()),
+            _ => service_with(Shaper::new("shaper", Quota::per_ticks(limit, window).at_hz(HZ)).unwrap(), clock.clone(), delay),
         };
         for (client, endpoint, cost, advance) in ops {
             clock.0.advance(advance);

@@ -432,6 +432,27 @@ impl Shaper {
     pub fn gcra(&self) -> &crate::Gcra {
         &self.gcra
     }
+    /// A refusal of the delaying mode as seen from the end of its queue,
+    /// `max_wait` ticks ahead: the wait is past `max_wait` there, so the
+    /// limiter refuses `cost` at `now + max_wait` too (its debt only grows),
+    /// and that denial is exact: its `retry_after` is how much later a
+    /// retry would be held at most `max_wait`, its `reset_after` the debt
+    /// left beyond the queue (at most the burst's span, so `t ≤ w`).
+    fn queue_edge(&self, now: u64, cost: u64, max_wait: u64, denied: Denied) -> Denied {
+        if max_wait == 0 || denied.retry_after().is_none() {
+            return denied;
+        }
+        let edge = now.wrapping_add(max_wait);
+        match self.gcra.check_n(edge, cost) {
+            Err(at_edge) => at_edge,
+            Ok(_) => {
+                // Only a quota raised meanwhile can admit there: give the
+                // cells back and keep the first answer.
+                self.gcra.refund_n(edge, cost);
+                denied
+            }
+        }
+    }
 }
 
 impl Backend for Shaper {
@@ -453,14 +474,22 @@ impl Backend for Shaper {
         max_wait: u64,
     ) -> Option<Result<(u64, Verdict), Verdict>> {
         Some(match self.gcra.reserve_n(now, cost, max_wait) {
-            Ok(r) => Ok((
-                r.send_after(),
-                Verdict::decided(
-                    &[Ok(Decision::new(r.limit(), r.remaining(), r.reset_after()))],
-                    Mode::Normal,
-                ),
+            Ok(r) => {
+                // The response leaves when the hold ends: the fields describe
+                // the limiter then (the booked cells spent, the debt less the
+                // wait), so `t` never exceeds the policy's `w`.
+                let wait = r.send_after();
+                let decision = if wait == 0 {
+                    Decision::new(r.limit(), r.remaining(), r.reset_after())
+                } else {
+                    Decision::new(r.limit(), 0, r.reset_after().saturating_sub(wait))
+                };
+                Ok((wait, Verdict::decided(&[Ok(decision)], Mode::Normal)))
+            }
+            Err(d) => Err(Verdict::decided(
+                &[Err(self.queue_edge(now, cost, max_wait, d))],
+                Mode::Normal,
             )),
-            Err(d) => Err(Verdict::decided(&[Err(d)], Mode::Normal)),
         })
     }
 }

@@ -87,6 +87,15 @@
 //! the rate exact), at most `max_wait`, with at most `max_queued` requests
 //! waiting; a request that would wait longer gets 429 with `Retry-After`,
 //! one that finds the queue full gets 503.
+//!
+//! The fields describe the decision made, so `t ≤ w` holds here too: a
+//! held request's fields are the limiter's state when it is released and
+//! its response leaves (its cells spent, `r = 0`, `t` the time to refill
+//! the burst); a 429's are the limiter seen from the end of the queue,
+//! `max_wait` ahead (`t` the debt beyond the queue, `Retry-After` how much
+//! later a retry would be held at most `max_wait`). The limiter's raw
+//! state at arrival would say `t` up to `max_wait + w`, which no client
+//! can read against a policy of window `w`.
 
 mod backend;
 mod key;
