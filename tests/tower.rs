@@ -816,3 +816,145 @@ async fn delayed_and_refused_answers_keep_t_within_w() {
         "{ok} admitted, {limited} refused"
     );
 }
+
+/// A request body of `chunks` frames of `size` bytes, with no declared
+/// length: hyper's client sends it chunked.
+struct Chunked {
+    chunks: usize,
+    size: usize,
+}
+
+impl http_body::Body for Chunked {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if self.chunks == 0 {
+            return std::task::Poll::Ready(None);
+        }
+        self.chunks -= 1;
+        let frame = http_body::Frame::data(Bytes::from(vec![b'x'; self.size]));
+        std::task::Poll::Ready(Some(Ok(frame)))
+    }
+}
+
+/// One POST over a fresh connection; `None` if the connection failed
+/// before a response (the server may close while the client still sends).
+async fn post<B>(addr: SocketAddr, key: &str, body: B, length: Option<usize>) -> Option<Reply>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut req = Request::post("/upload")
+        .header("host", addr.to_string())
+        .header("x-api-key", key);
+    if let Some(n) = length {
+        req = req.header("content-length", n);
+    }
+    let res = sender.send_request(req.body(body).unwrap()).await.ok()?;
+    let status = res.status();
+    let headers = res.headers().clone();
+    let body = res.into_body().collect().await.ok()?.to_bytes();
+    Some(Reply {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
+}
+
+/// A byte limiter of 10 KB/s (burst 10 KB) weighing by `Content-Length`
+/// and charging the body as it streams: a sized 8 000-byte POST is
+/// admitted and the next refused before the handler runs; chunked 100 KB
+/// POSTs (no `Content-Length`) get 429 once over, and the handler never
+/// reads more than the quota. Without `charge_body`, as on main, all five
+/// chunked POSTs reached the handler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_byte_limit_cannot_be_bypassed_by_chunked_bodies() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CLOCK: ManualClock = ManualClock::new(0);
+    static READ: AtomicU64 = AtomicU64::new(0);
+    let layer = RateLimitLayer::builder(
+        HeaderKey::new("x-api-key"),
+        KeyedTiers::new()
+            .per_client("bytes", Quota::per_second(10_000).at_hz(HZ), 64)
+            .unwrap(),
+        &CLOCK,
+    )
+    .weight(|req| {
+        req.headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+            .unwrap_or(0)
+    })
+    .charge_body()
+    .build()
+    .unwrap();
+    let handler = |body: axum::body::Body| async move {
+        // Counts what really reached the handler, frame by frame.
+        let mut body = body;
+        let mut n = 0;
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(f) => {
+                    let len = f.data_ref().map_or(0, |d| d.len()) as u64;
+                    READ.fetch_add(len, Ordering::SeqCst);
+                    n += len;
+                }
+                Err(_) => return (StatusCode::BAD_REQUEST, "body error\n".to_string()),
+            }
+        }
+        (StatusCode::OK, format!("{n}\n"))
+    };
+    let server = serve(
+        Router::new()
+            .route("/upload", axum::routing::post(handler))
+            .layer(layer),
+    )
+    .await;
+    let addr = server.addr;
+    let sized = || Chunked {
+        chunks: 1,
+        size: 8_000,
+    };
+    let r = post(addr, "sized", sized(), Some(8_000)).await.unwrap();
+    assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "8000\n"));
+    let r = post(addr, "sized", sized(), Some(8_000)).await.unwrap();
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(READ.load(Ordering::SeqCst), 8_000);
+
+    READ.store(0, Ordering::SeqCst);
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        // 100 KB in 25 frames of 4 000 bytes.
+        let body = Chunked {
+            chunks: 25,
+            size: 4_000,
+        };
+        if let Some(r) = post(addr, "chunked", body, None).await {
+            if r.status == StatusCode::TOO_MANY_REQUESTS {
+                assert!(header_u64(&r.headers, "retry-after").unwrap() >= 1);
+                assert_eq!(r.body, "rate limited\n");
+            }
+            statuses.push(r.status.as_u16());
+        }
+    }
+    // The quota is 10 000 bytes at a frozen clock: two frames, then a refusal.
+    assert_eq!(READ.load(Ordering::SeqCst), 8_000, "{statuses:?}");
+    // Every answer that arrives is 429; an HTTP/1 client still sending its
+    // body may instead see the connection closed once the server answered.
+    assert!(statuses.iter().all(|&s| s == 429), "{statuses:?}");
+    // Bodies within what is left are still admitted whole: another client.
+    let small = Chunked {
+        chunks: 2,
+        size: 1_000,
+    };
+    let r = post(addr, "other", small, None).await.unwrap();
+    assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "2000\n"));
+}

@@ -33,8 +33,10 @@
 //!    extractor that finds nothing because of the *server* (e.g. [`PeerIp`]
 //!    served without connect info: [`KeyError::Unavailable`]) gets 500, and
 //!    the layer logs once what to fix: the client is not to blame.
-//! 2. Its weight (1 by default; [`RateLimitBuilder::weight`], e.g. by route
-//!    or by `Content-Length`) is checked at the [`Clock`]'s time by the
+//! 2. Its weight (1 by default; [`RateLimitBuilder::weight`], e.g. by route;
+//!    bytes by `Content-Length` together with
+//!    [`charge_body`](RateLimitBuilder::charge_body), which charges a body
+//!    of unknown length as it streams) is checked at the [`Clock`]'s time by the
 //!    [`Backend`]: every tier must admit, and a request refused by one tier
 //!    consumes from none.
 //! 3. Admitted: the inner service answers, and the response gets the
@@ -98,7 +100,20 @@
 //! can read against a policy of window `w`.
 
 mod backend;
+#[cfg(feature = "axum")]
+mod body;
 mod key;
+
+/// Without axum there is no body meter: nothing is ever refused mid-body.
+#[cfg(not(feature = "axum"))]
+mod body {
+    pub(super) struct Meter;
+    impl Meter {
+        pub(super) fn refused(&self) -> Option<super::Verdict> {
+            None
+        }
+    }
+}
 #[cfg(feature = "redis")]
 mod redis;
 
@@ -125,6 +140,8 @@ use crate::Clock;
 pub use backend::{
     Backend, Check, Fault, Global, KeyedTiers, Mode, Shaper, TierInfo, Verdict, MAX_TIERS,
 };
+#[cfg(feature = "axum")]
+pub use body::BodyLimited;
 pub use key::{
     Extract, HeaderKey, KeyError, KeyPart, KeyText, Part, PeerIp, RequestKey, Route, RouteName,
     MAX_KEY_LEN, UNMATCHED_ROUTE,
@@ -482,7 +499,19 @@ struct Shared<E, B, C> {
     misconfigured: AtomicBool,
     announce: Arc<Announce>,
     delay: Option<Delay>,
+    /// Whether request bodies are metered (`RateLimitBuilder::charge_body`).
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    charge_body: bool,
 }
+
+/// What a metered request's response needs: the meter, and how to answer
+/// its refusal.
+type Metering = Option<(Arc<body::Meter>, Arc<Announce>)>;
+
+/// What the layer logs when `charge_body` meets a body it cannot meter.
+#[cfg(feature = "axum")]
+const NOT_AXUM_BODY: &str = "charge_body meters axum::body::Body only, and this service's \
+    request body is another type: every request is answered 500";
 
 /// Logs `hint` (a [`KeyError::Unavailable`]) the first time only.
 fn log_misconfigured(flag: &AtomicBool, hint: &str) {
@@ -522,6 +551,7 @@ pub struct RateLimitBuilder<E, B, C> {
     fields: Fields,
     delay: Option<(u64, usize)>,
     challenge: Option<(String, String)>,
+    charge_body: bool,
 }
 
 impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<E, B, C> {
@@ -545,26 +575,50 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
         self.challenge = Some((scheme.into(), realm.into()));
         self
     }
-    /// The cells a request costs (default 1), e.g. by route or by
-    /// `Content-Length`. A cost of 0 charges nothing.
+    /// The cells a request costs (default 1), e.g. by route. A cost of 0
+    /// charges nothing; a cost above a tier's burst is answered 413.
+    ///
+    /// A weight read from the request head alone cannot limit bytes: a
+    /// chunked body declares no length. To limit bytes, weigh by
+    /// `Content-Length` (0 when absent) *and* [`charge_body`](Self::charge_body),
+    /// which charges every byte past the declared ones as the body streams:
     ///
     /// ```
+    /// # #[cfg(feature = "axum")] {
     /// use cellrate::time::StdClock;
     /// use cellrate::tower::{Global, PeerIp, RateLimitLayer};
-    /// use cellrate::{Gcra, Quota};
+    /// use cellrate::Quota;
     /// let q = Quota::per_second(1_000_000).at_hz(StdClock::HZ); // bytes per second
     /// let layer = RateLimitLayer::builder(PeerIp, Global::gcra("bytes", q).unwrap(), StdClock::new())
     ///     .weight(|req| {
     ///         req.headers.get(http::header::CONTENT_LENGTH)
     ///             .and_then(|v| v.to_str().ok()?.parse().ok())
-    ///             .unwrap_or(1)
+    ///             .unwrap_or(0) // unknown length: charged as it streams
     ///     })
+    ///     .charge_body()
     ///     .build()
     ///     .unwrap();
     /// # let _ = layer;
+    /// # }
     /// ```
     pub fn weight(mut self, weigh: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
         self.weigh = Some(Box::new(weigh));
+        self
+    }
+    /// Charges the request body as it streams (feature `axum`; see
+    /// [`BodyLimited`]): the [`weight`](Self::weight) is then the bytes paid
+    /// before the handler runs (the `Content-Length`, or 0 for a body of
+    /// unknown length), and every data frame past them is charged to the
+    /// same key when the handler reads it. A refused frame ends the body
+    /// with [`BodyLimited`] and the client gets `429` (or `413` for a frame
+    /// above a tier's burst) instead of the handler's answer, so a chunked
+    /// or unsized body cannot carry more than the quota. Meters
+    /// `axum::body::Body` only; any other request body type is a
+    /// misconfiguration, answered 500 and logged once. The example under
+    /// [`weight`](Self::weight) limits bytes this way.
+    #[cfg(feature = "axum")]
+    pub fn charge_body(mut self) -> Self {
+        self.charge_body = true;
         self
     }
     /// Delaying mode: hold a request over the rate until its turn instead of
@@ -627,6 +681,7 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
                 keyless: self.keyless,
                 challenge,
                 misconfigured: AtomicBool::new(false),
+                charge_body: self.charge_body,
                 announce,
                 delay: self.delay.map(|(max_wait, max_queued)| Delay {
                     max_wait,
@@ -673,6 +728,7 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayer<E,
             fields: Fields::Both,
             delay: None,
             challenge: None,
+            charge_body: false,
         }
     }
     /// The backend (e.g. to read a Redis backend's counters).
@@ -761,6 +817,7 @@ where
     E: Extract,
     B: Backend,
     C: Clock + Send + Sync + 'static,
+    ReqBody: 'static,
     ResBody: From<&'static str>,
 {
     type Response = Response<ResBody>;
@@ -793,6 +850,22 @@ where
             },
         };
         let cost = shared.weigh.as_ref().map_or(1, |w| w(&parts));
+        #[cfg(feature = "axum")]
+        let (body, metering): (ReqBody, Metering) = if shared.charge_body {
+            match body::meter(body, &key, cost, &self.shared) {
+                Ok((body, meter)) => (body, Some((meter, Arc::clone(&shared.announce)))),
+                Err(other) => {
+                    if other.is_some() {
+                        log_misconfigured(&shared.misconfigured, NOT_AXUM_BODY);
+                    }
+                    return ResponseFuture::done(StatusCode::INTERNAL_SERVER_ERROR);
+                }
+            }
+        } else {
+            (body, None)
+        };
+        #[cfg(not(feature = "axum"))]
+        let metering: Metering = None;
         let now = shared.clock.now();
         if let Some(delay) = &shared.delay {
             // Take a place in the queue first, so a full queue books nothing.
@@ -807,7 +880,7 @@ where
                 return match reserved {
                     Err(verdict) | Ok((0, verdict)) => {
                         drop(slot);
-                        self.finish(verdict, parts, body)
+                        self.finish(verdict, parts, body, metering)
                     }
                     Ok((wait, verdict)) => {
                         let hz = shared.announce.hz;
@@ -821,6 +894,7 @@ where
                                 inner: Some(inner),
                                 stamp: Some(stamp),
                                 slot: Some(slot),
+                                metering,
                             },
                         }
                     }
@@ -829,7 +903,7 @@ where
             drop(slot);
         }
         match shared.backend.check(&key, now, cost) {
-            Check::Ready(verdict) => self.finish(verdict, parts, body),
+            Check::Ready(verdict) => self.finish(verdict, parts, body, metering),
             Check::Pending(check) => {
                 let clone = self.inner.clone();
                 let inner = core::mem::replace(&mut self.inner, clone);
@@ -839,6 +913,7 @@ where
                         req: Some(Request::from_parts(parts, body)),
                         inner: Some(inner),
                         announce: Arc::clone(&shared.announce),
+                        metering,
                     },
                 }
             }
@@ -852,6 +927,7 @@ impl<S, E, B, C> RateLimit<S, E, B, C> {
         verdict: Verdict,
         parts: Parts,
         body: ReqBody,
+        metering: Metering,
     ) -> ResponseFuture<S, B::Future, ReqBody>
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>>,
@@ -864,6 +940,7 @@ impl<S, E, B, C> RateLimit<S, E, B, C> {
                 state: State::Calling {
                     fut: self.inner.call(Request::from_parts(parts, body)),
                     stamp: Some(stamp),
+                    metering,
                 },
             }
         } else {
@@ -895,6 +972,7 @@ pin_project_lite::pin_project! {
             req: Option<Request<ReqBody>>,
             inner: Option<S>,
             announce: Arc<Announce>,
+            metering: Metering,
         },
         Sleeping {
             #[pin] sleep: tokio::time::Sleep,
@@ -902,8 +980,9 @@ pin_project_lite::pin_project! {
             inner: Option<S>,
             stamp: Option<Stamp>,
             slot: Option<Slot>,
+            metering: Metering,
         },
-        Calling { #[pin] fut: S::Future, stamp: Option<Stamp> },
+        Calling { #[pin] fut: S::Future, stamp: Option<Stamp>, metering: Metering },
     }
 }
 
@@ -958,6 +1037,7 @@ where
                     req,
                     inner,
                     announce,
+                    metering,
                 } => {
                     let verdict = ready!(check.poll(cx));
                     let (status, stamp) = announce.answer(&verdict);
@@ -967,9 +1047,11 @@ where
                     };
                     if status == StatusCode::OK {
                         let fut = inner.call(req);
+                        let metering = metering.take();
                         state.set(State::Calling {
                             fut,
                             stamp: Some(stamp),
+                            metering,
                         });
                     } else {
                         state.set(State::Fixed {
@@ -983,6 +1065,7 @@ where
                     inner,
                     stamp,
                     slot,
+                    metering,
                 } => {
                     ready!(sleep.poll(cx));
                     drop(slot.take());
@@ -991,11 +1074,28 @@ where
                         continue;
                     };
                     let stamp = stamp.take();
+                    let metering = metering.take();
                     let fut = inner.call(req);
-                    state.set(State::Calling { fut, stamp });
+                    state.set(State::Calling {
+                        fut,
+                        stamp,
+                        metering,
+                    });
                 }
-                StateProj::Calling { fut, stamp } => {
+                StateProj::Calling {
+                    fut,
+                    stamp,
+                    metering,
+                } => {
                     let mut response = ready!(fut.poll(cx))?;
+                    // The body went over while the handler read it: the
+                    // answer is the refusal, not the handler's.
+                    if let Some((meter, announce)) = metering.take() {
+                        if let Some(verdict) = meter.refused() {
+                            let (status, stamp) = announce.answer(&verdict);
+                            return Poll::Ready(Ok(plain(status, body_for(status), stamp)));
+                        }
+                    }
                     if let Some(stamp) = stamp.take() {
                         stamp.apply(response.headers_mut());
                     }
