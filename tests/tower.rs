@@ -958,3 +958,33 @@ async fn a_byte_limit_cannot_be_bypassed_by_chunked_bodies() {
     let r = post(addr, "other", small, None).await.unwrap();
     assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "2000\n"));
 }
+
+/// 50/s with bursts of 10 is announced as the burst and the real rate,
+/// not `q=10;w=1` alone (a fifth of the rate); a tier whose burst refills
+/// in whole seconds keeps its one policy.
+#[tokio::test]
+async fn a_rate_faster_than_its_burst_is_announced_as_both() {
+    static CLOCK: ManualClock = ManualClock::new(0);
+    let layer = RateLimitLayer::builder(
+        HeaderKey::new("x-api-key"),
+        KeyedTiers::new()
+            .per_client("api", Quota::per_second(50).with_burst(10).at_hz(HZ), 64)
+            .unwrap()
+            .per_client("day", Quota::per_day(1_000).at_hz(HZ), 64)
+            .unwrap(),
+        &CLOCK,
+    )
+    .build()
+    .unwrap();
+    let server = serve(Router::new().route("/", get(|| async { "x" })).layer(layer)).await;
+    let r = get_key(server.addr, "/", "k").await;
+    assert_eq!(
+        r.headers["ratelimit-policy"],
+        r#""api";q=10;w=1, "api/rate";q=50;w=1, "day";q=1000;w=86400"#
+    );
+    assert_eq!(
+        r.headers["ratelimit"],
+        r#""api";r=9;t=1, "api/rate";r=49;t=1, "day";r=999;t=87"#
+    );
+    assert_eq!(header_u64(&r.headers, "x-ratelimit-limit"), Some(10));
+}

@@ -552,3 +552,120 @@ mod redis_backends {
         }
     }
 }
+
+/// The policies one tier announces, as a client reads them: the burst
+/// policy `(q, w)` and the rate policy `"<name>/rate"` (the burst policy
+/// itself when there is none).
+fn announced(res: &Response<String>) -> ((u64, u64), (u64, u64)) {
+    let list = parse_list(res.headers()["ratelimit-policy"].to_str().unwrap()).unwrap();
+    let get = |(_, p): &Member| (p["q"], p["w"]);
+    let burst = get(&list[0]);
+    let rate = list.get(1).map_or(burst, get);
+    assert!(
+        list.len() <= 2 && list.get(1).map_or(true, |(n, _)| n == "t/rate"),
+        "{list:?}"
+    );
+    (burst, rate)
+}
+
+/// A client that paces itself as a token bucket of depth `depth` and rate
+/// `cells` per `secs` seconds, in exact integers: times are kept in ticks
+/// times `cells`, so one cell is `secs·HZ` of them.
+struct Pacer {
+    depth: u64,
+    cells: u64,
+    secs: u64,
+    tat: u128,
+}
+
+impl Pacer {
+    /// The first tick at or after `now` at which one more cell fits.
+    fn next(&self, now: u64) -> u64 {
+        let step = self.secs as u128 * HZ as u128;
+        // fits at t ⇔ max(tat, t·cells) + step − t·cells ≤ depth·step
+        let earliest = (self.tat + step).saturating_sub(self.depth as u128 * step);
+        now.max(earliest.div_ceil(self.cells as u128) as u64)
+    }
+    fn send(&mut self, at: u64) {
+        let step = self.secs as u128 * HZ as u128;
+        self.tat = self.tat.max(at as u128 * self.cells as u128) + step;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// A client pacing by the announced policies (depth: the burst
+    /// policy's `q`; rate: the rate policy's `q` per `w`) is never refused
+    /// by the real layer, however it spaces its requests; one that goes
+    /// one cell per window faster, or sends one more than the burst at
+    /// once, is refused. And the announced rate is the real one whenever
+    /// it is a whole number of cells in at most a day.
+    #[test]
+    fn a_client_pacing_by_the_announced_policies_is_never_refused(
+        cells in 1u64..200,
+        period in prop::sample::select(vec![1u64, 2, 7, 60, 3_600]),
+        burst in 1u64..40,
+        gaps in prop::collection::vec(prop_oneof![Just(0u64), 0u64..500, 0u64..20_000], 1..80),
+        faster in any::<bool>(),
+    ) {
+        let rt = rt();
+        let quota = Quota::per_duration(cells, std::time::Duration::from_secs(period))
+            .with_burst(burst)
+            .at_hz(HZ);
+        let clock = TestClock(Arc::new(ManualClock::new(0)));
+        let backend = KeyedTiers::new().per_client("t", quota, 16).unwrap();
+        let mut svc = service(backend, clock.clone());
+        // The first request reads the policies (and is a cell of the pacer's).
+        let first = rt.block_on(send(&mut svc, request(0, 0, 1)));
+        prop_assert_eq!(first.status(), StatusCode::OK);
+        let ((depth, _), (rate_q, rate_w)) = announced(&first);
+        prop_assert_eq!(depth, burst);
+        // The announced rate never exceeds the real one, and equals it when
+        // the limiter's rate is exact (its window then divides `period`).
+        prop_assert!((rate_q as u128) * (period as u128) <= (cells as u128) * (rate_w as u128));
+        if quota.is_exact() {
+            prop_assert_eq!((rate_q as u128) * (period as u128), (cells as u128) * (rate_w as u128));
+        }
+        let mut pacer = Pacer { depth, cells: rate_q + faster as u64, secs: rate_w, tat: 0 };
+        pacer.send(0);
+        let mut now = 0u64;
+        let mut refused = false;
+        for gap in gaps {
+            now = pacer.next(now + gap);
+            clock.0.advance(now - clock.0.now());
+            let res = rt.block_on(send(&mut svc, request(0, 0, 1)));
+            validate(&res, 1, true)?;
+            if res.status() == StatusCode::OK {
+                pacer.send(now);
+            } else {
+                prop_assert!(faster, "a pacing client was refused at {} ms: {:?}", now, res.headers());
+                refused = true;
+                break;
+            }
+        }
+        if faster && !refused {
+            // Go on at the faster pace from a full bucket: refused within
+            // the burst's worth of extra cells.
+            let mut refused_later = false;
+            for _ in 0..(4 * burst + 2 * rate_q + 8) {
+                now = pacer.next(now);
+                clock.0.advance(now - clock.0.now());
+                let res = rt.block_on(send(&mut svc, request(0, 0, 1)));
+                if res.status() != StatusCode::OK {
+                    refused_later = true;
+                    break;
+                }
+                pacer.send(now);
+            }
+            prop_assert!(refused_later, "one cell per window faster was never refused");
+        }
+        // One more than the burst at once, from full, is refused.
+        clock.0.advance(period * HZ * (burst + 1));
+        let statuses: Vec<_> = (0..=depth)
+            .map(|_| rt.block_on(send(&mut svc, request(0, 0, 1))).status())
+            .collect();
+        prop_assert!(statuses[..depth as usize].iter().all(|s| *s == StatusCode::OK));
+        prop_assert_eq!(statuses[depth as usize], StatusCode::TOO_MANY_REQUESTS);
+    }
+}

@@ -118,6 +118,9 @@ pub enum Check<F> {
 /// use cellrate::Quota;
 /// let t = TierInfo::from_quota("api", &Quota::per_minute(10).at_hz(1_000));
 /// assert_eq!((t.limit, t.window_ticks, t.hz), (10, 60_000, 1_000));
+/// assert_eq!(t.rate, None); // 10 per 60 s is the rate too
+/// let t = TierInfo::from_quota("api", &Quota::per_second(50).with_burst(10).at_hz(1_000));
+/// assert_eq!(t.rate, Some((50, 1_000))); // announced as "api/rate";q=50;w=1
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TierInfo {
@@ -129,6 +132,10 @@ pub struct TierInfo {
     pub window_ticks: u64,
     /// Ticks per second of `window_ticks` and of the tier's results.
     pub hz: u64,
+    /// The rate policy announced beside the burst one, `(q, w)` with `w` in
+    /// ticks of `hz` (see [`headers::sustained`](crate::headers::sustained)),
+    /// or `None` when `limit` per `window_ticks` is the rate.
+    pub rate: Option<(u64, u64)>,
 }
 
 impl TierInfo {
@@ -140,6 +147,8 @@ impl TierInfo {
             limit: p.limit(),
             window_ticks: p.window_ticks(),
             hz: quota.hz(),
+            rate: crate::headers::sustained(quota)
+                .map(|(q, secs)| (q, secs.saturating_mul(quota.hz()))),
         }
     }
 }
@@ -362,6 +371,7 @@ impl<L: RateLimiter> Global<L> {
                 limit,
                 window_ticks,
                 hz,
+                rate: None,
             },
         })
     }

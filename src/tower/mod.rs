@@ -54,7 +54,10 @@
 //! [`Fields`] chooses the families. `RateLimit-Policy` and `RateLimit` (IETF
 //! draft, see [`headers`](crate::headers#fields)) list every tier: `q` its burst,
 //! `w` the time to refill it, `r` the cells left, `t` the seconds until it
-//! is full again. `X-RateLimit-Limit`/`-Remaining`/`-Reset` describe the
+//! is full again; a tier whose burst does not refill in whole seconds also
+//! lists its rate policy `"<tier>/rate"` (its real rate as `q` per `w`
+//! whole seconds, see [`headers`](crate::headers#policies-a-client-can-pace-by)),
+//! so a client can pace by the burst and the rate without exceeding either. `X-RateLimit-Limit`/`-Remaining`/`-Reset` describe the
 //! tightest tier ([`crate::headers::tightest`]): the
 //! refusing one, else the one with the fewest cells left. `Retry-After` is
 //! the refusing tier's wait ([`crate::headers::refusing`]:
@@ -321,16 +324,63 @@ const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
-/// The `RateLimit-Policy` value for `tiers` (all at `tiers[0].hz`).
+/// A tier's rate policy, announced after its burst policy: its name
+/// (`<tier>/rate`), `q`, and `q − burst` (the cells its `r` adds to the
+/// burst's).
+#[derive(Clone, Debug)]
+struct RatePolicy {
+    name: String,
+    limit: u64,
+    extra: u64,
+}
+
+/// The rate policy of each tier (`None`: the burst policy says the rate).
+fn rate_policies(tiers: &[TierInfo]) -> Vec<Option<RatePolicy>> {
+    tiers
+        .iter()
+        .map(|t| {
+            t.rate.map(|(q, _)| RatePolicy {
+                name: std::format!("{}/rate", t.name),
+                limit: q,
+                extra: q.saturating_sub(t.limit),
+            })
+        })
+        .collect()
+}
+
+/// The `RateLimit-Policy` value for `tiers` (all at `tiers[0].hz`): each
+/// tier's burst policy, then its rate policy if it has one.
 fn policy_value(tiers: &[TierInfo]) -> Option<HeaderValue> {
     let hz = tiers.first()?.hz;
-    let policies: Vec<headers::Policy<'_>> = tiers
-        .iter()
-        .map(|t| headers::Policy::new(&t.name, t.limit, t.window_ticks))
-        .collect();
-    let mut buf = ValueBuf::with_capacity(64 * tiers.len());
+    let rates = rate_policies(tiers);
+    let mut policies: Vec<headers::Policy<'_>> = Vec::with_capacity(2 * tiers.len());
+    for (t, rate) in tiers.iter().zip(&rates) {
+        policies.push(headers::Policy::new(&t.name, t.limit, t.window_ticks));
+        if let (Some(r), Some((_, w))) = (rate, t.rate) {
+            policies.push(headers::Policy::new(&r.name, r.limit, w));
+        }
+    }
+    let mut buf = ValueBuf::with_capacity(64 * policies.len());
     headers::write_ratelimit_policy(&mut buf, &policies, hz).ok()?;
     buf.value()
+}
+
+/// The rate policy's answer: the burst's, with `extra` more cells left.
+fn rate_result(rate: &RatePolicy, result: Result<Decision, Denied>) -> Result<Decision, Denied> {
+    match result {
+        Ok(d) => Ok(Decision::new(
+            rate.limit,
+            d.remaining().saturating_add(rate.extra).min(rate.limit),
+            d.reset_after(),
+        )),
+        Err(Denied::Limited(l)) => Err(Denied::Limited(crate::Limited::with_remaining(
+            rate.limit,
+            l.remaining().saturating_add(rate.extra).min(rate.limit),
+            l.retry_after(),
+            l.reset_after(),
+        ))),
+        never => never,
+    }
 }
 
 /// The header fields to add to one response: at most six, no allocation
@@ -354,9 +404,11 @@ impl Stamp {
     }
 }
 
-/// Writes the fields of `results` (one per tier of `names`, at `hz`).
+/// Writes the fields of `results` (one per tier of `names`, at `hz`; each
+/// tier's rate policy, if any, in `rates`).
 fn stamp(
     names: &[String],
+    rates: &[Option<RatePolicy>],
     hz: u64,
     policy: Option<&HeaderValue>,
     results: &[Result<Decision, Denied>],
@@ -365,14 +417,21 @@ fn stamp(
     let mut out = Stamp::default();
     if fields.ietf() {
         out.push(RATELIMIT_POLICY, policy.cloned());
-        let mut states = [PolicyState::new("", Ok(Decision::new(0, 0, 0))); MAX_TIERS];
-        let n = results.len().min(names.len()).min(MAX_TIERS);
-        for i in 0..n {
-            states[i] = PolicyState::new(&names[i], results[i]);
+        let mut states = [PolicyState::new("", Ok(Decision::new(0, 0, 0))); 2 * MAX_TIERS];
+        let mut len = 0;
+        let mut capacity = 16;
+        for (i, (name, result)) in names.iter().zip(results).take(MAX_TIERS).enumerate() {
+            states[len] = PolicyState::new(name, *result);
+            len += 1;
+            capacity += name.len() + 24;
+            if let Some(Some(rate)) = rates.get(i) {
+                states[len] = PolicyState::new(&rate.name, rate_result(rate, *result));
+                len += 1;
+                capacity += rate.name.len() + 24;
+            }
         }
-        let mut buf =
-            ValueBuf::with_capacity(16 + names[..n].iter().map(|s| s.len() + 24).sum::<usize>());
-        if headers::write_ratelimit(&mut buf, &states[..n], hz).is_ok() {
+        let mut buf = ValueBuf::with_capacity(capacity);
+        if headers::write_ratelimit(&mut buf, &states[..len], hz).is_ok() {
             out.push(RATELIMIT, buf.value());
         }
     }
@@ -424,12 +483,15 @@ pub fn insert_fields(
     };
     let names: Vec<String> = tiers.iter().map(|t| t.name.clone()).collect();
     let policy = policy_value(tiers);
-    stamp(&names, hz, policy.as_ref(), results, fields).apply(map);
+    let rates = rate_policies(tiers);
+    stamp(&names, &rates, hz, policy.as_ref(), results, fields).apply(map);
 }
 
 /// What every request of a layer shares, besides the key and the backend.
 struct Announce {
     names: Vec<String>,
+    rates: Vec<Option<RatePolicy>>,
+    fallback_rates: Vec<Option<RatePolicy>>,
     hz: u64,
     policy: Option<HeaderValue>,
     fallback_policy: Option<HeaderValue>,
@@ -451,7 +513,7 @@ impl Announce {
         match verdict.mode() {
             Mode::FailOpen => return (StatusCode::OK, Stamp::default()),
             Mode::FailClosed if !admitted => {
-                let mut s = stamp(&self.names, self.hz, None, results, Fields::Neither);
+                let mut s = stamp(&self.names, &[], self.hz, None, results, Fields::Neither);
                 if s.fields.iter().all(Option::is_none) {
                     s.push(RETRY_AFTER, Some(number(1)));
                 }
@@ -459,11 +521,11 @@ impl Announce {
             }
             _ => {}
         }
-        let policy = match verdict.mode() {
-            Mode::Fallback => self.fallback_policy.as_ref(),
-            _ => self.policy.as_ref(),
+        let (policy, rates) = match verdict.mode() {
+            Mode::Fallback => (self.fallback_policy.as_ref(), &self.fallback_rates),
+            _ => (self.policy.as_ref(), &self.rates),
         };
-        let s = stamp(&self.names, self.hz, policy, results, self.fields);
+        let s = stamp(&self.names, rates, self.hz, policy, results, self.fields);
         let status = if admitted {
             StatusCode::OK
         } else if headers::refusing(results)
@@ -643,13 +705,13 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
         for t in &tiers {
             check_name(&t.name)?;
         }
-        let fallback_policy = match self.backend.fallback_tiers() {
-            None => None,
+        let (fallback_policy, fallback_rates) = match self.backend.fallback_tiers() {
+            None => (None, Vec::new()),
             Some(f) => {
                 if f.len() != tiers.len() || f.iter().any(|t| t.hz != hz) {
                     return Err(ConfigError::Fallback);
                 }
-                policy_value(&f)
+                (policy_value(&f), rate_policies(&f))
             }
         };
         let challenge = match &self.challenge {
@@ -667,6 +729,8 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
         }
         let announce = Arc::new(Announce {
             names: tiers.iter().map(|t| t.name.clone()).collect(),
+            rates: rate_policies(&tiers),
+            fallback_rates,
             hz,
             policy: policy_value(&tiers),
             fallback_policy,
