@@ -404,8 +404,93 @@ impl Stamp {
     }
 }
 
+/// The `RateLimit` value for `results` (one per tier of `names`, at `hz`;
+/// each tier's rate policy, if any, in `rates`).
+fn ratelimit_value(
+    names: &[String],
+    rates: &[Option<RatePolicy>],
+    hz: u64,
+    results: &[Result<Decision, Denied>],
+) -> Option<HeaderValue> {
+    let mut states = [PolicyState::new("", Ok(Decision::new(0, 0, 0))); 2 * MAX_TIERS];
+    let mut len = 0;
+    let mut capacity = 16;
+    for (i, (name, result)) in names.iter().zip(results).take(MAX_TIERS).enumerate() {
+        states[len] = PolicyState::new(name, *result);
+        len += 1;
+        capacity += name.len() + 24;
+        if let Some(Some(rate)) = rates.get(i) {
+            states[len] = PolicyState::new(&rate.name, rate_result(rate, *result));
+            len += 1;
+            capacity += rate.name.len() + 24;
+        }
+    }
+    let mut buf = ValueBuf::with_capacity(capacity);
+    headers::write_ratelimit(&mut buf, &states[..len], hz).ok()?;
+    buf.value()
+}
+
+/// The `RateLimit` values of a one-tier layer, made once per `(r, t)`:
+/// `r ≤ q` and `t ≤ w` (whole seconds) take at most `(q + 1)(w + 1)`
+/// values, and when that is at most [`RateTable::MAX`] a response shares
+/// the value made for the first response with the same state instead of
+/// formatting and allocating its own.
+struct RateTable {
+    limit: u64,
+    window: u64,
+    values: Box<[std::sync::OnceLock<Option<HeaderValue>>]>,
+}
+
+impl RateTable {
+    /// The most values a table holds (each a few dozen bytes once made).
+    const MAX: u64 = 4_096;
+
+    fn new(tiers: &[TierInfo]) -> Option<Self> {
+        let [tier] = tiers else { return None };
+        let window = headers::seconds_ceil(tier.window_ticks, tier.hz).ok()?;
+        let size = tier
+            .limit
+            .checked_add(1)?
+            .checked_mul(window.checked_add(1)?)?;
+        if size > Self::MAX {
+            return None;
+        }
+        Some(RateTable {
+            limit: tier.limit,
+            window,
+            values: (0..size).map(|_| std::sync::OnceLock::new()).collect(),
+        })
+    }
+
+    /// The value for `result`, made by `make` the first time.
+    fn get(
+        &self,
+        result: &Result<Decision, Denied>,
+        hz: u64,
+        make: impl FnOnce() -> Option<HeaderValue>,
+    ) -> Option<HeaderValue> {
+        let (remaining, reset) = match result {
+            Ok(d) => (d.remaining(), d.reset_after()),
+            Err(Denied::Limited(l)) => (l.remaining(), l.reset_after()),
+            Err(Denied::CostTooLarge { .. }) => return None,
+        };
+        let t = headers::seconds_ceil(reset, hz).ok()?;
+        if remaining > self.limit || t > self.window {
+            return make();
+        }
+        let slot = self
+            .values
+            .get((remaining * (self.window + 1) + t) as usize);
+        match slot {
+            Some(slot) => slot.get_or_init(make).clone(),
+            None => make(),
+        }
+    }
+}
+
 /// Writes the fields of `results` (one per tier of `names`, at `hz`; each
-/// tier's rate policy, if any, in `rates`).
+/// tier's rate policy, if any, in `rates`; the one tier's values shared
+/// through `table` if there is one).
 fn stamp(
     names: &[String],
     rates: &[Option<RatePolicy>],
@@ -413,27 +498,17 @@ fn stamp(
     policy: Option<&HeaderValue>,
     results: &[Result<Decision, Denied>],
     fields: Fields,
+    table: Option<&RateTable>,
 ) -> Stamp {
     let mut out = Stamp::default();
     if fields.ietf() {
         out.push(RATELIMIT_POLICY, policy.cloned());
-        let mut states = [PolicyState::new("", Ok(Decision::new(0, 0, 0))); 2 * MAX_TIERS];
-        let mut len = 0;
-        let mut capacity = 16;
-        for (i, (name, result)) in names.iter().zip(results).take(MAX_TIERS).enumerate() {
-            states[len] = PolicyState::new(name, *result);
-            len += 1;
-            capacity += name.len() + 24;
-            if let Some(Some(rate)) = rates.get(i) {
-                states[len] = PolicyState::new(&rate.name, rate_result(rate, *result));
-                len += 1;
-                capacity += rate.name.len() + 24;
-            }
-        }
-        let mut buf = ValueBuf::with_capacity(capacity);
-        if headers::write_ratelimit(&mut buf, &states[..len], hz).is_ok() {
-            out.push(RATELIMIT, buf.value());
-        }
+        let make = || ratelimit_value(names, rates, hz, results);
+        let value = match (table, results) {
+            (Some(table), [only]) => table.get(only, hz, make),
+            _ => make(),
+        };
+        out.push(RATELIMIT, value);
     }
     if fields.legacy() {
         if let Some(Ok((limit, remaining, reset))) =
@@ -484,7 +559,7 @@ pub fn insert_fields(
     let names: Vec<String> = tiers.iter().map(|t| t.name.clone()).collect();
     let policy = policy_value(tiers);
     let rates = rate_policies(tiers);
-    stamp(&names, &rates, hz, policy.as_ref(), results, fields).apply(map);
+    stamp(&names, &rates, hz, policy.as_ref(), results, fields, None).apply(map);
 }
 
 /// What every request of a layer shares, besides the key and the backend.
@@ -492,6 +567,8 @@ struct Announce {
     names: Vec<String>,
     rates: Vec<Option<RatePolicy>>,
     fallback_rates: Vec<Option<RatePolicy>>,
+    /// The shared `RateLimit` values of a one-tier layer.
+    table: Option<RateTable>,
     hz: u64,
     policy: Option<HeaderValue>,
     fallback_policy: Option<HeaderValue>,
@@ -513,7 +590,15 @@ impl Announce {
         match verdict.mode() {
             Mode::FailOpen => return (StatusCode::OK, Stamp::default()),
             Mode::FailClosed if !admitted => {
-                let mut s = stamp(&self.names, &[], self.hz, None, results, Fields::Neither);
+                let mut s = stamp(
+                    &self.names,
+                    &[],
+                    self.hz,
+                    None,
+                    results,
+                    Fields::Neither,
+                    None,
+                );
                 if s.fields.iter().all(Option::is_none) {
                     s.push(RETRY_AFTER, Some(number(1)));
                 }
@@ -521,11 +606,19 @@ impl Announce {
             }
             _ => {}
         }
-        let (policy, rates) = match verdict.mode() {
-            Mode::Fallback => (self.fallback_policy.as_ref(), &self.fallback_rates),
-            _ => (self.policy.as_ref(), &self.rates),
+        let (policy, rates, table) = match verdict.mode() {
+            Mode::Fallback => (self.fallback_policy.as_ref(), &self.fallback_rates, None),
+            _ => (self.policy.as_ref(), &self.rates, self.table.as_ref()),
         };
-        let s = stamp(&self.names, rates, self.hz, policy, results, self.fields);
+        let s = stamp(
+            &self.names,
+            rates,
+            self.hz,
+            policy,
+            results,
+            self.fields,
+            table,
+        );
         let status = if admitted {
             StatusCode::OK
         } else if headers::refusing(results)
@@ -731,6 +824,11 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
             names: tiers.iter().map(|t| t.name.clone()).collect(),
             rates: rate_policies(&tiers),
             fallback_rates,
+            table: if self.fields.ietf() {
+                RateTable::new(&tiers)
+            } else {
+                None
+            },
             hz,
             policy: policy_value(&tiers),
             fallback_policy,
