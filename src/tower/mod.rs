@@ -383,23 +383,54 @@ fn rate_result(rate: &RatePolicy, result: Result<Decision, Denied>) -> Result<De
     }
 }
 
-/// The header fields to add to one response: at most six, no allocation
-/// beyond the values.
+/// The header fields to add to one response, kept small (it travels in
+/// the response future): the two shared IETF values, the legacy numbers
+/// and `Retry-After` as integers (their values come from [`number`] when
+/// applied), and a challenge.
 #[derive(Clone, Debug, Default)]
 struct Stamp {
-    fields: [Option<(HeaderName, HeaderValue)>; 6],
+    policy: Option<HeaderValue>,
+    ratelimit: Option<HeaderValue>,
+    /// `(X-RateLimit-Limit, -Remaining, -Reset)`.
+    legacy: Option<(u64, u64, u64)>,
+    retry: Option<u64>,
+    challenge: Option<HeaderValue>,
 }
 
 impl Stamp {
-    fn push(&mut self, name: HeaderName, value: Option<HeaderValue>) {
-        let Some(value) = value else { return };
-        if let Some(slot) = self.fields.iter_mut().find(|f| f.is_none()) {
-            *slot = Some((name, value));
-        }
+    fn is_empty(&self) -> bool {
+        self.policy.is_none()
+            && self.ratelimit.is_none()
+            && self.legacy.is_none()
+            && self.retry.is_none()
+            && self.challenge.is_none()
     }
     fn apply(self, map: &mut HeaderMap) {
-        for (name, value) in self.fields.into_iter().flatten() {
-            map.insert(name, value);
+        let n = self.policy.is_some() as usize
+            + self.ratelimit.is_some() as usize
+            + 3 * self.legacy.is_some() as usize
+            + self.retry.is_some() as usize
+            + self.challenge.is_some() as usize;
+        if n == 0 {
+            return;
+        }
+        map.reserve(n);
+        if let Some(v) = self.policy {
+            map.insert(RATELIMIT_POLICY, v);
+        }
+        if let Some(v) = self.ratelimit {
+            map.insert(RATELIMIT, v);
+        }
+        if let Some((limit, remaining, reset)) = self.legacy {
+            map.insert(X_LIMIT, number(limit));
+            map.insert(X_REMAINING, number(remaining));
+            map.insert(X_RESET, number(reset));
+        }
+        if let Some(secs) = self.retry {
+            map.insert(RETRY_AFTER, number(secs));
+        }
+        if let Some(v) = self.challenge {
+            map.insert(WWW_AUTHENTICATE, v);
         }
     }
 }
@@ -502,26 +533,24 @@ fn stamp(
 ) -> Stamp {
     let mut out = Stamp::default();
     if fields.ietf() {
-        out.push(RATELIMIT_POLICY, policy.cloned());
+        out.policy = policy.cloned();
         let make = || ratelimit_value(names, rates, hz, results);
         let value = match (table, results) {
             (Some(table), [only]) => table.get(only, hz, make),
             _ => make(),
         };
-        out.push(RATELIMIT, value);
+        out.ratelimit = value;
     }
     if fields.legacy() {
         if let Some(Ok((limit, remaining, reset))) =
             headers::tightest(results).map(|r| headers::x_ratelimit(&r, hz))
         {
-            out.push(X_LIMIT, Some(number(limit)));
-            out.push(X_REMAINING, Some(number(remaining)));
-            out.push(X_RESET, Some(number(reset)));
+            out.legacy = Some((limit, remaining, reset));
         }
     }
     if let Some(Err(denied)) = headers::refusing(results).map(|i| results[i]) {
         if let Ok(secs) = headers::retry_after_secs(&denied, hz) {
-            out.push(RETRY_AFTER, Some(number(secs)));
+            out.retry = Some(secs);
         }
     }
     out
@@ -599,8 +628,8 @@ impl Announce {
                     Fields::Neither,
                     None,
                 );
-                if s.fields.iter().all(Option::is_none) {
-                    s.push(RETRY_AFTER, Some(number(1)));
+                if s.is_empty() {
+                    s.retry = Some(1);
                 }
                 return (StatusCode::SERVICE_UNAVAILABLE, s);
             }
@@ -1004,7 +1033,7 @@ where
                 Keyless::Reject(status) => {
                     let mut stamp = Stamp::default();
                     if status == StatusCode::UNAUTHORIZED {
-                        stamp.push(WWW_AUTHENTICATE, shared.challenge.clone());
+                        stamp.challenge = shared.challenge.clone();
                     }
                     return ResponseFuture::fixed(plain(status, "missing rate-limit key\n", stamp));
                 }
