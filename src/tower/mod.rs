@@ -78,8 +78,11 @@
 //! # Cost per request
 //!
 //! An in-process backend decides inside `call`, with no allocation besides
-//! the header values written into the response; the inner service is
-//! called at once. The Redis backends allocate the key strings they send
+//! the `RateLimit` value of a layer with several tiers (a one-tier layer
+//! makes each of its values once per `(r, t)` state and shares it, and the
+//! other values are shared too); the inner service is called at once. With
+//! [`charge_body`](RateLimitBuilder::charge_body) the key is copied once
+//! for the body meter. The Redis backends allocate the key strings they send
 //! and box the round trip's future. `poll_ready` is the inner service's:
 //! when the check has to wait (Redis, or the delaying mode), the ready
 //! service is moved into the response future and a clone stays behind, as
