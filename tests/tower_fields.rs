@@ -536,7 +536,10 @@ mod redis_backends {
                         // (at the Redis clock, as a tier would hold them).
                         if let Some(p) = res.headers().get("ratelimit-policy") {
                             let p = parse_list(p.to_str().unwrap()).unwrap();
-                            for ((_, params), &(per, burst, _)) in p.iter().zip(&tiers) {
+                            // Each tier's burst policy (its rate policy, if
+                            // any, follows it as "<tier>/rate").
+                            let bursts = p.iter().filter(|(name, _)| !name.ends_with("/rate"));
+                            for ((_, params), &(per, burst, _)) in bursts.zip(&tiers) {
                                 let fallback = Quota::per_minute(per * fallback_scale)
                                     .with_burst(burst * fallback_scale)
                                     .at_hz(HZ);
