@@ -669,3 +669,101 @@ proptest! {
         prop_assert_eq!(statuses[depth as usize], StatusCode::TOO_MANY_REQUESTS);
     }
 }
+
+/// A second, independent client model of the announced policies (see the
+/// `headers` module docs), at a ns clock: it may send the smallest burst
+/// policy's `q` at once (the members not named `"<tier>/rate"`), then one
+/// request every `w/q` seconds of the fastest member, each gap rounded up
+/// to whole ticks of `hz`.
+struct NsPacer {
+    burst: u64,
+    pace: (u64, u64),
+    gap: u64,
+}
+
+impl NsPacer {
+    fn from_policy(list: &[Member], hz: u64) -> Result<NsPacer, TestCaseError> {
+        let burst = list
+            .iter()
+            .filter(|(n, _)| !n.ends_with("/rate"))
+            .map(|(_, p)| p["q"])
+            .min()
+            .unwrap();
+        let pace = list
+            .iter()
+            .map(|(_, p)| (p["q"], p["w"]))
+            .max_by(|a, b| ((a.0 as u128) * (b.1 as u128)).cmp(&((b.0 as u128) * (a.1 as u128))))
+            .unwrap();
+        let gap = (pace.1 * hz).div_ceil(pace.0);
+        Ok(NsPacer { burst, pace, gap })
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Issue 29 4e, against the real layer (keyed and global GCRA, a ns
+    /// clock at any phase): a client that sends the burst at once, then one
+    /// request per `w/q` of the fastest announced policy, is never refused
+    /// and falls behind the limiter by less than one cell per window; one
+    /// that sends that `q` plus the burst plus one within `w` is refused.
+    #[test]
+    fn a_client_pacing_evenly_at_a_ns_clock(
+        per in 1u64..400,
+        secs in prop::sample::select(vec![1u64, 2, 3, 7, 60, 90, 3_600]),
+        burst in 1u64..40,
+        keyed in any::<bool>(),
+        phase in 0u64..5_000_000_000,
+    ) {
+        const NS: u64 = 1_000_000_000;
+        let rt = rt();
+        let quota = Quota::per_duration(per, std::time::Duration::from_secs(secs))
+            .with_burst(burst)
+            .at_hz(NS);
+        let clock = TestClock(Arc::new(ManualClock::new(phase)));
+        let mut svc = if keyed {
+            service(KeyedTiers::new().per_client("api", quota, 8).unwrap(), clock.clone())
+        } else {
+            service(Global::gcra("api", quota).unwrap(), clock.clone())
+        };
+        let first = rt.block_on(send(&mut svc, request(0, 0, 1)));
+        prop_assert_eq!(first.status(), StatusCode::OK);
+        let listed = parse_list(first.headers()["ratelimit-policy"].to_str().unwrap()).unwrap();
+        let pacer = NsPacer::from_policy(&listed, NS)?;
+        prop_assert_eq!(pacer.burst, burst);
+        for _ in 1..pacer.burst {
+            let res = rt.block_on(send(&mut svc, request(0, 0, 1)));
+            prop_assert_eq!(res.status(), StatusCode::OK, "refused in the burst: {:?}", listed);
+        }
+        // Two pace windows, at most 600 requests.
+        let (q, w) = pacer.pace;
+        let paced = (2 * q).min(600);
+        for k in 1..=paced {
+            clock.0.set(phase + k * pacer.gap);
+            let res = rt.block_on(send(&mut svc, request(0, 0, 1)));
+            prop_assert_eq!(res.status(), StatusCode::OK,
+                "paced request {} of {:?} refused at +{} ns", k, listed, k * pacer.gap);
+        }
+        // What the limiter refills in the same time, exactly:
+        // ⌊elapsed·per / (secs·NS)⌋ cells beyond the burst.
+        let elapsed = paced * pacer.gap;
+        let capacity = (elapsed as u128 * per as u128 / (secs as u128 * NS as u128)) as u64;
+        let windows = elapsed.div_ceil(w * NS);
+        prop_assert!(capacity <= paced + windows,
+            "{:?} paced {} in {} ns where the limiter refills {}", listed, paced, elapsed, capacity);
+
+        // Exceeding: q + burst + 1 evenly within w seconds, from a full bucket.
+        let n = q + burst + 1;
+        if n <= 2_000 {
+            let start = phase + elapsed;
+            let mut refused = 0;
+            for i in 0..n {
+                clock.0.set(start + i * (w * NS - 1) / (n - 1));
+                if rt.block_on(send(&mut svc, request(1, 0, 1))).status() == StatusCode::TOO_MANY_REQUESTS {
+                    refused += 1;
+                }
+            }
+            prop_assert!(refused >= 1, "{} within {} s all admitted under {:?}", n, w, listed);
+        }
+    }
+}
