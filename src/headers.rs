@@ -37,6 +37,42 @@
 //! whole burst from empty, `w = ⌈b·T⌉` seconds, and its quota `q` is the burst
 //! `b`.
 //!
+//! # Policies a client can pace by
+//!
+//! The draft's policy is `q` units per window of `w` seconds, `w` a whole
+//! number. A GCRA of rate `1/T` and burst `b` is two facts: at most `b` at
+//! once, and `1/T` sustained. One `q;w` pair carries both only when the
+//! burst refills in whole seconds (`b·T` integral: `q = b`, `w = b·T`).
+//! Otherwise `q=b;w=⌈b·T⌉` alone understates the rate (50/s with bursts of
+//! 10 would read `q=10;w=1`, a fifth of it), and any `q > b` overstates the
+//! burst (a client sending `q` at once is refused past `b`).
+//!
+//! So a tier announces its **burst policy** `q = b, w = ⌈b·T⌉` and, when
+//! that is not exact, a **rate policy** ([`sustained`]) named
+//! `"<tier>/rate"`: `q = W/T` cells per `W` seconds, `W` the smallest
+//! whole number of seconds at least `w` in which the rate is a whole
+//! number of cells (`W/T` exact), so the announced rate is the real one:
+//!
+//! ```text
+//! RateLimit-Policy: "api";q=10;w=1, "api/rate";q=50;w=1
+//! RateLimit: "api";r=7;t=1, "api/rate";r=47;t=1
+//! ```
+//!
+//! The rate policy's state counts the same debt: `r` is its `q` less the
+//! cells the burst lacks (`q − (b − r_burst)`), `t` the burst's (at most
+//! `w ≤ W`). Read either way, a client conforms: honouring every policy as
+//! a window (at most `q` in any `w` seconds) is safe, since the burst
+//! policy alone is (`⌊L/w⌋·b ≤ L/T` for `w ≥ b·T`), though it may use only
+//! `b` per `w`; pacing as a token bucket, depth the burst policy's `q` and
+//! rate the rate policy's `q/w`, is the limiter itself and wastes nothing:
+//! it is never refused, and a client one cell per `W` faster is (both
+//! checked against the real limiter by property tests). Where `W/T` is not
+//! exact within a day's worth of seconds, `W = w` and `q = ⌊W/T⌋`
+//! (under the rate by less than one cell per `W`). The draft's `w` is the
+//! window of a quota, not a refill time; these two policies are how its
+//! syntax can say a token bucket (the draft has no burst parameter since
+//! revision -04).
+//!
 //! # Invariants
 //!
 //! * Every number written is an unsigned integer: never negative.
@@ -222,6 +258,52 @@ impl<'a> Policy<'a> {
     pub const fn window_ticks(&self) -> u64 {
         self.window_ticks
     }
+}
+
+/// The rate policy of a GCRA quota (see [the module docs](self#policies-a-client-can-pace-by)):
+/// `(q, W)`, `q` cells per `W` whole seconds, the quota's real rate, with
+/// `W` at least the burst policy's window and `q` above the burst. `None`
+/// when the burst policy already says the rate (the burst refills in whole
+/// seconds) or no whole-second window adds to it.
+///
+/// ```
+/// use cellrate::headers::sustained;
+/// use cellrate::Quota;
+/// let q = Quota::per_second(50).with_burst(10).at_hz(1_000_000_000);
+/// assert_eq!(sustained(&q), Some((50, 1))); // beside the burst policy q=10;w=1
+/// let q = Quota::per_minute(7).with_burst(2).at_hz(1_000);
+/// assert_eq!(sustained(&q), Some((7, 60))); // burst policy q=2;w=18
+/// assert_eq!(sustained(&Quota::per_minute(10).at_hz(1_000)), None); // q=10;w=60 says it all
+/// ```
+pub fn sustained(quota: &Quota) -> Option<(u64, u64)> {
+    /// The longest window searched for an exact rate: a day.
+    const MAX_EXACT: u128 = 86_400;
+    /// The largest sf-integer.
+    const MAX_INT: u128 = 999_999_999_999_999;
+    let second = quota.hz() as u128 * quota.scale() as u128; // sub-ticks
+    let (span, ei) = (quota.span() as u128, quota.emission_interval() as u128);
+    if second == 0 || ei == 0 {
+        return None;
+    }
+    let w = span.div_ceil(second).max(1);
+    if span == w * second {
+        return None;
+    }
+    let (mut a, mut b) = (ei, second);
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    let exact = ei / a; // the smallest whole-second window of whole cells
+    let window = if exact <= MAX_EXACT {
+        w.div_ceil(exact) * exact
+    } else {
+        w
+    };
+    let cells = window.checked_mul(second)? / ei;
+    if cells <= quota.burst() as u128 || cells > MAX_INT || window > MAX_INT {
+        return None;
+    }
+    Some((cells as u64, window as u64))
 }
 
 /// A policy's name with the result of checking it, for the `RateLimit` field.

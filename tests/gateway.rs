@@ -115,7 +115,7 @@ fn gateway_on_redis() {
 
 fn drive(addr: &str) {
     let addr = addr.to_string();
-    assert_eq!(get(&addr, "/orders", None).status, 401);
+    assert_eq!(get(&addr, "/orders", None).status, 400);
 
     // 3 per minute per endpoint: /a admits 3, then 429 from the endpoint tier.
     for i in 0..3u64 {

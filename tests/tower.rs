@@ -358,9 +358,11 @@ async fn keyless_and_malformed_requests() {
     static CLOCK: ManualClock = ManualClock::new(0);
     let server = serve(app(two_tiers(&CLOCK))).await;
     let addr = server.addr;
+    // No key: 400 by default (a 401 would need a challenge, RFC 9110 §15.5.2).
     let r = get_with(addr, "/orders", &[]).await;
-    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert_eq!(r.body, "missing rate-limit key\n");
+    assert!(r.headers.get("www-authenticate").is_none());
     assert!(r.headers.get("ratelimit").is_none());
     let long = vec![b'a'; 300];
     let cases: [&[(&str, &[u8])]; 6] = [
@@ -606,4 +608,383 @@ async fn the_layer_runs_on_unix_time() {
     assert_eq!(ok, 8, "{:?}", runs[0]); // the burst of 7, then one more after 9 s
     assert_eq!(runs[0][7].2.as_deref(), Some("9")); // ⌈60/7⌉ s
     assert_eq!(runs[1], runs[0]);
+}
+
+/// A keyless 401 carries the configured challenge (RFC 9110 §15.5.2); a
+/// 401 without one, or a status that is not a client error, is refused
+/// when the layer is built.
+#[tokio::test]
+async fn a_keyless_401_carries_its_challenge() {
+    use cellrate::tower::ConfigError;
+    static CLOCK: ManualClock = ManualClock::new(0);
+    let tiers = || {
+        KeyedTiers::new()
+            .per_client("key", Quota::per_minute(5).at_hz(HZ), 64)
+            .unwrap()
+    };
+    let build = |keyless: Keyless, challenge: Option<(&str, &str)>| {
+        let mut b =
+            RateLimitLayer::builder(HeaderKey::new("x-api-key"), tiers(), &CLOCK).keyless(keyless);
+        if let Some((scheme, realm)) = challenge {
+            b = b.challenge(scheme, realm);
+        }
+        b.build()
+    };
+    let unauthorized = Keyless::Reject(StatusCode::UNAUTHORIZED);
+    assert_eq!(build(unauthorized, None).unwrap_err(), ConfigError::Keyless);
+    for status in [200, 302, 407, 500, 503] {
+        let keyless = Keyless::Reject(StatusCode::from_u16(status).unwrap());
+        assert_eq!(
+            build(keyless, None).unwrap_err(),
+            ConfigError::Keyless,
+            "{status}"
+        );
+    }
+    for (scheme, realm) in [
+        ("", "r"),
+        ("two words", "r"),
+        ("Bearer", "a\"b"),
+        ("Bearer", "a\\b"),
+        ("Bearer", "é"),
+    ] {
+        assert_eq!(
+            build(unauthorized, Some((scheme, realm))).unwrap_err(),
+            ConfigError::Challenge,
+            "{scheme:?} {realm:?}"
+        );
+    }
+    let layer = build(unauthorized, Some(("ApiKey", "orders api"))).unwrap();
+    let server = serve(Router::new().route("/", get(|| async { "x" })).layer(layer)).await;
+    let r = get_with(server.addr, "/", &[]).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        r.headers["www-authenticate"],
+        r#"ApiKey realm="orders api""#
+    );
+    assert_eq!(r.body, "missing rate-limit key\n");
+    // A keyed request is not challenged.
+    let r = get_key(server.addr, "/", "k").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.headers.get("www-authenticate").is_none());
+    // Another 4xx needs no challenge.
+    let layer = build(Keyless::Reject(StatusCode::FORBIDDEN), None).unwrap();
+    let server = serve(Router::new().route("/", get(|| async { "x" })).layer(layer)).await;
+    let r = get_with(server.addr, "/", &[]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert!(r.headers.get("www-authenticate").is_none());
+}
+
+/// Error events whose message names `into_make_service_with_connect_info`,
+/// counted by a subscriber installed on the test's (only) thread.
+#[cfg(feature = "tracing")]
+mod log_count {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Level, Metadata, Subscriber};
+
+    pub struct Count(pub Arc<AtomicUsize>);
+
+    struct Names(bool);
+    impl Visit for Names {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                self.0 |= format!("{value:?}").contains("into_make_service_with_connect_info");
+            }
+        }
+    }
+
+    impl Subscriber for Count {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let mut names = Names(false);
+            event.record(&mut names);
+            if *event.metadata().level() == Level::ERROR && names.0 {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+}
+
+/// `PeerIp` under a server that records no peer address (plain
+/// `axum::serve`, no connect info) is the server's misconfiguration: 500,
+/// never a 4xx that blames the client, and (with `tracing`) one error
+/// event naming the fix, however many requests arrive.
+#[tokio::test]
+async fn peer_ip_without_connect_info_is_a_server_error_logged_once() {
+    static CLOCK: ManualClock = ManualClock::new(0);
+    #[cfg(feature = "tracing")]
+    let (count, _guard) = {
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let guard = tracing::subscriber::set_default(log_count::Count(Arc::clone(&count)));
+        (count, guard)
+    };
+    let layer = RateLimitLayer::builder(
+        PeerIp,
+        KeyedTiers::new()
+            .per_client("ip", Quota::per_minute(10).at_hz(HZ), 64)
+            .unwrap(),
+        &CLOCK,
+    )
+    .build()
+    .unwrap();
+    let router = Router::new().route("/", get(|| async { "x" })).layer(layer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    let server = Server { addr, task };
+    for _ in 0..3 {
+        let r = get_with(server.addr, "/", &[]).await;
+        assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(r.body, "internal error\n");
+        assert!(r.headers.get("ratelimit").is_none());
+    }
+    #[cfg(feature = "tracing")]
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+/// Delaying mode over loopback at the real clock: `Shaper` at 50/s, burst
+/// 1, requests held up to 1 s, 80 at once. Held requests get 200 and the
+/// rest 429, and every answer's fields describe the decision made: `t` at
+/// most its policy's `w` (a held request's state when it is released, a
+/// refusal's seen from the end of the queue), `Retry-After` within `t`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayed_and_refused_answers_keep_t_within_w() {
+    use cellrate::time::StdClock;
+    let quota = Quota::per_second(50).with_burst(1).at_hz(StdClock::HZ);
+    let layer = RateLimitLayer::builder(
+        Route,
+        Shaper::new("upstream", quota).unwrap(),
+        StdClock::new(),
+    )
+    .delay(StdClock::HZ, 100) // at most 1 s, at most 100 held
+    .build()
+    .unwrap();
+    let server = serve(Router::new().route("/", get(|| async { "x" })).layer(layer)).await;
+    let addr = server.addr;
+    let replies: Vec<_> = (0..80)
+        .map(|_| tokio::spawn(async move { get_with(addr, "/", &[]).await }))
+        .collect();
+    let (mut ok, mut limited) = (0, 0);
+    for r in replies {
+        let r = r.await.unwrap();
+        let policy = parse_list(r.headers["ratelimit-policy"].to_str().unwrap());
+        let state = parse_list(r.headers["ratelimit"].to_str().unwrap());
+        assert_eq!(policy.len(), state.len());
+        let mut longest_w = 0;
+        for ((pname, p), (sname, s)) in policy.iter().zip(&state) {
+            assert_eq!(pname, sname);
+            assert!(s["r"] <= p["q"], "r > q: {policy:?} {state:?}");
+            assert!(
+                s["t"] <= p["w"],
+                "t > w: {policy:?} {state:?} ({})",
+                r.status
+            );
+            longest_w = longest_w.max(p["w"]);
+        }
+        let reset = header_u64(&r.headers, "x-ratelimit-reset").unwrap();
+        assert!(reset <= longest_w, "X-RateLimit-Reset {reset} > w");
+        match r.status {
+            StatusCode::OK => ok += 1,
+            StatusCode::TOO_MANY_REQUESTS => {
+                limited += 1;
+                let retry = header_u64(&r.headers, "retry-after").unwrap();
+                assert!(retry >= 1);
+                assert!(
+                    state.iter().any(|(_, s)| retry <= s["t"].max(1)),
+                    "{retry} {state:?}"
+                );
+            }
+            s => panic!("unexpected {s}"),
+        }
+    }
+    // About 51 fit in 1 s of queue at 50/s; the rest are refused.
+    assert!(
+        ok >= 40 && limited >= 10,
+        "{ok} admitted, {limited} refused"
+    );
+}
+
+/// A request body of `chunks` frames of `size` bytes, with no declared
+/// length: hyper's client sends it chunked.
+struct Chunked {
+    chunks: usize,
+    size: usize,
+}
+
+impl http_body::Body for Chunked {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if self.chunks == 0 {
+            return std::task::Poll::Ready(None);
+        }
+        self.chunks -= 1;
+        let frame = http_body::Frame::data(Bytes::from(vec![b'x'; self.size]));
+        std::task::Poll::Ready(Some(Ok(frame)))
+    }
+}
+
+/// One POST over a fresh connection; `None` if the connection failed
+/// before a response (the server may close while the client still sends).
+async fn post<B>(addr: SocketAddr, key: &str, body: B, length: Option<usize>) -> Option<Reply>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut req = Request::post("/upload")
+        .header("host", addr.to_string())
+        .header("x-api-key", key);
+    if let Some(n) = length {
+        req = req.header("content-length", n);
+    }
+    let res = sender.send_request(req.body(body).unwrap()).await.ok()?;
+    let status = res.status();
+    let headers = res.headers().clone();
+    let body = res.into_body().collect().await.ok()?.to_bytes();
+    Some(Reply {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
+}
+
+/// A byte limiter of 10 KB/s (burst 10 KB) weighing by `Content-Length`
+/// and charging the body as it streams: a sized 8 000-byte POST is
+/// admitted and the next refused before the handler runs; chunked 100 KB
+/// POSTs (no `Content-Length`) get 429 once over, and the handler never
+/// reads more than the quota. Without `charge_body`, as on main, all five
+/// chunked POSTs reached the handler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_byte_limit_cannot_be_bypassed_by_chunked_bodies() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CLOCK: ManualClock = ManualClock::new(0);
+    static READ: AtomicU64 = AtomicU64::new(0);
+    let layer = RateLimitLayer::builder(
+        HeaderKey::new("x-api-key"),
+        KeyedTiers::new()
+            .per_client("bytes", Quota::per_second(10_000).at_hz(HZ), 64)
+            .unwrap(),
+        &CLOCK,
+    )
+    .weight(|req| {
+        req.headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+            .unwrap_or(0)
+    })
+    .charge_body()
+    .build()
+    .unwrap();
+    let handler = |body: axum::body::Body| async move {
+        // Counts what really reached the handler, frame by frame.
+        let mut body = body;
+        let mut n = 0;
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(f) => {
+                    let len = f.data_ref().map_or(0, |d| d.len()) as u64;
+                    READ.fetch_add(len, Ordering::SeqCst);
+                    n += len;
+                }
+                Err(_) => return (StatusCode::BAD_REQUEST, "body error\n".to_string()),
+            }
+        }
+        (StatusCode::OK, format!("{n}\n"))
+    };
+    let server = serve(
+        Router::new()
+            .route("/upload", axum::routing::post(handler))
+            .layer(layer),
+    )
+    .await;
+    let addr = server.addr;
+    let sized = || Chunked {
+        chunks: 1,
+        size: 8_000,
+    };
+    let r = post(addr, "sized", sized(), Some(8_000)).await.unwrap();
+    assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "8000\n"));
+    let r = post(addr, "sized", sized(), Some(8_000)).await.unwrap();
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(READ.load(Ordering::SeqCst), 8_000);
+
+    READ.store(0, Ordering::SeqCst);
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        // 100 KB in 25 frames of 4 000 bytes.
+        let body = Chunked {
+            chunks: 25,
+            size: 4_000,
+        };
+        if let Some(r) = post(addr, "chunked", body, None).await {
+            if r.status == StatusCode::TOO_MANY_REQUESTS {
+                assert!(header_u64(&r.headers, "retry-after").unwrap() >= 1);
+                assert_eq!(r.body, "rate limited\n");
+            }
+            statuses.push(r.status.as_u16());
+        }
+    }
+    // The quota is 10 000 bytes at a frozen clock: two frames, then a refusal.
+    assert_eq!(READ.load(Ordering::SeqCst), 8_000, "{statuses:?}");
+    // Every answer that arrives is 429; an HTTP/1 client still sending its
+    // body may instead see the connection closed once the server answered.
+    assert!(statuses.iter().all(|&s| s == 429), "{statuses:?}");
+    // Bodies within what is left are still admitted whole: another client.
+    let small = Chunked {
+        chunks: 2,
+        size: 1_000,
+    };
+    let r = post(addr, "other", small, None).await.unwrap();
+    assert_eq!((r.status, r.body.as_str()), (StatusCode::OK, "2000\n"));
+}
+
+/// 50/s with bursts of 10 is announced as the burst and the real rate,
+/// not `q=10;w=1` alone (a fifth of the rate); a tier whose burst refills
+/// in whole seconds keeps its one policy.
+#[tokio::test]
+async fn a_rate_faster_than_its_burst_is_announced_as_both() {
+    static CLOCK: ManualClock = ManualClock::new(0);
+    let layer = RateLimitLayer::builder(
+        HeaderKey::new("x-api-key"),
+        KeyedTiers::new()
+            .per_client("api", Quota::per_second(50).with_burst(10).at_hz(HZ), 64)
+            .unwrap()
+            .per_client("day", Quota::per_day(1_000).at_hz(HZ), 64)
+            .unwrap(),
+        &CLOCK,
+    )
+    .build()
+    .unwrap();
+    let server = serve(Router::new().route("/", get(|| async { "x" })).layer(layer)).await;
+    let r = get_key(server.addr, "/", "k").await;
+    assert_eq!(
+        r.headers["ratelimit-policy"],
+        r#""api";q=10;w=1, "api/rate";q=50;w=1, "day";q=1000;w=86400"#
+    );
+    assert_eq!(
+        r.headers["ratelimit"],
+        r#""api";r=9;t=1, "api/rate";r=49;t=1, "day";r=999;t=87"#
+    );
+    assert_eq!(header_u64(&r.headers, "x-ratelimit-limit"), Some(10));
 }

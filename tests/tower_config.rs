@@ -9,8 +9,8 @@ use std::convert::Infallible;
 use cellrate::config::{self, QuotaSpec};
 use cellrate::keyed::WhenFull;
 use cellrate::tower::config::{
-    FailureMode, HeaderMode, KeyConfig, KeySource, KeylessPolicy, LayerConfig, LayerTier,
-    RedisRules, RedisTarget, TierScope,
+    Challenge, FailureMode, HeaderMode, KeyConfig, KeySource, KeylessPolicy, LayerConfig,
+    LayerTier, RedisRules, RedisTarget, TierScope,
 };
 use cellrate::tower::RouteName;
 use cellrate::{Clock, ManualClock};
@@ -99,10 +99,10 @@ async fn a_configured_layer_decides_as_configured() {
         call(&mut svc, Some("bob"), "/a").await.status(),
         StatusCode::OK
     );
-    // keyless: the default rejection.
+    // keyless: the default rejection, 400 (a 401 needs a challenge).
     assert_eq!(
         call(&mut svc, None, "/a").await.status(),
-        StatusCode::UNAUTHORIZED
+        StatusCode::BAD_REQUEST
     );
     // A minute later alice has her endpoint again.
     clock.advance(60_000);
@@ -136,7 +136,8 @@ fn golden_layer_errors() {
         ),
         (
             format!("key = {{ client = \"peer_ip\" }}\nkeyless = {{ reject = 200 }}\n{tier}"),
-            "keyless.reject: a status from 400 to 599 is needed",
+            "keyless.reject: a keyless request is rejected with a 4xx status other than 407, \
+             and 401 needs a challenge",
         ),
         (
             format!("key = {{ client = \"peer_ip\" }}\nfields = \"all\"\n{tier}"),
@@ -245,15 +246,18 @@ fn layer_config() -> impl Strategy<Value = LayerConfig> {
             Just(KeylessPolicy::Shared),
             (0u16..1000).prop_map(KeylessPolicy::Reject)
         ],
+        prop::option::of(("[A-Za-z]{1,8}", "[ -~]{0,12}"))
+            .prop_map(|c| c.map(|(scheme, realm)| Challenge { scheme, realm })),
         prop::sample::select(vec![WhenFull::Deny, WhenFull::Admit, WhenFull::Shared]),
         prop::option::of(redis_rules()),
     )
         .prop_map(
-            |(client, endpoint, tiers, fields, keyless, when_full, redis)| LayerConfig {
+            |(client, endpoint, tiers, fields, keyless, challenge, when_full, redis)| LayerConfig {
                 key: KeyConfig { client, endpoint },
                 tiers,
                 fields,
                 keyless,
+                challenge,
                 when_full,
                 redis,
             },
@@ -380,4 +384,42 @@ fn capacities_past_memory_are_errors() {
             format!("redis.fallback_capacity: {expected}")
         );
     }
+}
+
+/// A keyless 401 is built only with its challenge (RFC 9110 §15.5.2), which
+/// the response then carries; without one the file is refused at
+/// `keyless.reject`, a bad challenge at `challenge`.
+#[tokio::test]
+async fn a_keyless_401_carries_its_challenge() {
+    let tier = "[[tiers]]\nname = \"t\"\nquota = \"1/s\"\ncapacity = 4\n";
+    let build = |extra: &str| {
+        read(&format!(
+            "key = {{ client = {{ header = \"x-api-key\" }} }}\nkeyless = {{ reject = 401 }}\n{extra}{tier}"
+        ))
+        .unwrap()
+        .build(ManualClock::new(0), 1_000)
+    };
+    assert_eq!(
+        build("").err().unwrap().to_string(),
+        "keyless.reject: a keyless request is rejected with a 4xx status other than 407, \
+         and 401 needs a challenge"
+    );
+    assert_eq!(
+        build("challenge = { scheme = \"Bearer token\", realm = \"api\" }\n")
+            .err()
+            .unwrap()
+            .path(),
+        "challenge"
+    );
+    let layer = build("challenge = { scheme = \"Bearer\", realm = \"api\" }\n").unwrap();
+    let inner = tower::service_fn(|_req: Request<String>| async {
+        Ok::<_, Infallible>(Response::new(String::from("ok")))
+    });
+    let mut svc = layer.layer(inner);
+    let refused = call(&mut svc, None, "/a").await;
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        refused.headers()["www-authenticate"],
+        "Bearer realm=\"api\""
+    );
 }

@@ -6,7 +6,10 @@
 //! for the in-process backends at a manual clock — a request refused with
 //! `Retry-After: s` is admitted when sent again `s` seconds later, and the
 //! admissions equal those of an exact rational GCRA reference written
-//! independently below.
+//! independently below. The shaper runs both refusing and delaying (held
+//! requests, refusals past `max_wait`): its answers keep the same bounds,
+//! and a retry after `Retry-After` is held at most `max_wait`, then
+//! admitted.
 //!
 //! The Redis backends are exercised without a server (their port refuses
 //! connections), so every answer comes from their failure policy: fallback,
@@ -259,10 +262,17 @@ fn request(client: u8, endpoint: u8, cost: u64) -> Request<()> {
 type Svc = tower::util::BoxService<Request<()>, Response<String>, Infallible>;
 
 fn service<B: Backend>(backend: B, clock: TestClock) -> Svc {
-    let layer = RateLimitLayer::builder(ClientAndRoute, backend, clock)
-        .weight(|req| req.headers["x-cost"].to_str().unwrap().parse().unwrap())
-        .build()
-        .unwrap();
+    service_with(backend, clock, None)
+}
+
+/// With `delay = Some((max_wait, max_queued))`, the delaying mode.
+fn service_with<B: Backend>(backend: B, clock: TestClock, delay: Option<(u64, usize)>) -> Svc {
+    let mut builder = RateLimitLayer::builder(ClientAndRoute, backend, clock)
+        .weight(|req| req.headers["x-cost"].to_str().unwrap().parse().unwrap());
+    if let Some((max_wait, max_queued)) = delay {
+        builder = builder.delay(max_wait, max_queued);
+    }
+    let layer = builder.build().unwrap();
     ServiceBuilder::new()
         .layer(layer)
         .service_fn(|_req: Request<()>| async { Ok::<_, Infallible>(Response::new(String::new())) })
@@ -330,6 +340,16 @@ fn op() -> impl Strategy<Value = (u8, u8, u64, u64)> {
     )
 }
 
+/// A runtime at tokio's paused time: a held request's sleep ends at once
+/// (the layer's own clock is the manual one).
+fn paused_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -390,15 +410,18 @@ proptest! {
         limit in 1u64..10,
         window in 1u64..100_000,
         ops in prop::collection::vec(op(), 1..60),
+        delay in prop::option::of((0u64..20_000, 1usize..4)),
     ) {
-        let rt = rt();
+        // Delaying (held requests, refusals past `max_wait`) for the shaper.
+        let delay = delay.filter(|_| kind == 3);
+        let rt = if delay.is_some() { paused_rt() } else { rt() };
         let gcra = kind != 1;
         let clock = TestClock(Arc::new(ManualClock::new(0)));
         let mut svc = match kind {
             0 => service(Global::new("fixed", FixedWindow::new(limit, window), limit, window, HZ).unwrap(), clock.clone()),
             1 => service(Global::new("sliding", SlidingWindow::new(limit, window), limit, window, HZ).unwrap(), clock.clone()),
             2 => service(Global::gcra("gcra", Quota::per_ticks(limit, window).at_hz(HZ)).unwrap(), clock.clone()),
-            _ => service(Shaper::new("shaper", Quota::per_ticks(limit, window).at_hz(HZ)).unwrap(), clock.clone()),
+            _ => service_with(Shaper::new("shaper", Quota::per_ticks(limit, window).at_hz(HZ)).unwrap(), clock.clone(), delay),
         };
         for (client, endpoint, cost, advance) in ops {
             clock.0.advance(advance);
@@ -513,7 +536,10 @@ mod redis_backends {
                         // (at the Redis clock, as a tier would hold them).
                         if let Some(p) = res.headers().get("ratelimit-policy") {
                             let p = parse_list(p.to_str().unwrap()).unwrap();
-                            for ((_, params), &(per, burst, _)) in p.iter().zip(&tiers) {
+                            // Each tier's burst policy (its rate policy, if
+                            // any, follows it as "<tier>/rate").
+                            let bursts = p.iter().filter(|(name, _)| !name.ends_with("/rate"));
+                            for ((_, params), &(per, burst, _)) in bursts.zip(&tiers) {
                                 let fallback = Quota::per_minute(per * fallback_scale)
                                     .with_burst(burst * fallback_scale)
                                     .at_hz(HZ);
@@ -526,6 +552,218 @@ mod redis_backends {
                     }
                 }
             }
+        }
+    }
+}
+
+/// The policies one tier announces, as a client reads them: the burst
+/// policy `(q, w)` and the rate policy `"<name>/rate"` (the burst policy
+/// itself when there is none).
+fn announced(res: &Response<String>) -> ((u64, u64), (u64, u64)) {
+    let list = parse_list(res.headers()["ratelimit-policy"].to_str().unwrap()).unwrap();
+    let get = |(_, p): &Member| (p["q"], p["w"]);
+    let burst = get(&list[0]);
+    let rate = list.get(1).map_or(burst, get);
+    assert!(
+        list.len() <= 2 && list.get(1).map_or(true, |(n, _)| n == "t/rate"),
+        "{list:?}"
+    );
+    (burst, rate)
+}
+
+/// A client that paces itself as a token bucket of depth `depth` and rate
+/// `cells` per `secs` seconds, in exact integers: times are kept in ticks
+/// times `cells`, so one cell is `secs·HZ` of them.
+struct Pacer {
+    depth: u64,
+    cells: u64,
+    secs: u64,
+    tat: u128,
+}
+
+impl Pacer {
+    /// The first tick at or after `now` at which one more cell fits.
+    fn next(&self, now: u64) -> u64 {
+        let step = self.secs as u128 * HZ as u128;
+        // fits at t ⇔ max(tat, t·cells) + step − t·cells ≤ depth·step
+        let earliest = (self.tat + step).saturating_sub(self.depth as u128 * step);
+        now.max(earliest.div_ceil(self.cells as u128) as u64)
+    }
+    fn send(&mut self, at: u64) {
+        let step = self.secs as u128 * HZ as u128;
+        self.tat = self.tat.max(at as u128 * self.cells as u128) + step;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// A client pacing by the announced policies (depth: the burst
+    /// policy's `q`; rate: the rate policy's `q` per `w`) is never refused
+    /// by the real layer, however it spaces its requests; one that goes
+    /// one cell per window faster, or sends one more than the burst at
+    /// once, is refused. And the announced rate is the real one whenever
+    /// it is a whole number of cells in at most a day.
+    #[test]
+    fn a_client_pacing_by_the_announced_policies_is_never_refused(
+        cells in 1u64..200,
+        period in prop::sample::select(vec![1u64, 2, 7, 60, 3_600]),
+        burst in 1u64..40,
+        gaps in prop::collection::vec(prop_oneof![Just(0u64), 0u64..500, 0u64..20_000], 1..80),
+        faster in any::<bool>(),
+    ) {
+        let rt = rt();
+        let quota = Quota::per_duration(cells, std::time::Duration::from_secs(period))
+            .with_burst(burst)
+            .at_hz(HZ);
+        let clock = TestClock(Arc::new(ManualClock::new(0)));
+        let backend = KeyedTiers::new().per_client("t", quota, 16).unwrap();
+        let mut svc = service(backend, clock.clone());
+        // The first request reads the policies (and is a cell of the pacer's).
+        let first = rt.block_on(send(&mut svc, request(0, 0, 1)));
+        prop_assert_eq!(first.status(), StatusCode::OK);
+        let ((depth, _), (rate_q, rate_w)) = announced(&first);
+        prop_assert_eq!(depth, burst);
+        // The announced rate never exceeds the real one, and equals it when
+        // the limiter's rate is exact (its window then divides `period`).
+        prop_assert!((rate_q as u128) * (period as u128) <= (cells as u128) * (rate_w as u128));
+        if quota.is_exact() {
+            prop_assert_eq!((rate_q as u128) * (period as u128), (cells as u128) * (rate_w as u128));
+        }
+        let mut pacer = Pacer { depth, cells: rate_q, secs: rate_w, tat: 0 };
+        pacer.send(0);
+        let mut now = 0u64;
+        for gap in gaps {
+            now = pacer.next(now + gap);
+            clock.0.advance(now - clock.0.now());
+            let res = rt.block_on(send(&mut svc, request(0, 0, 1)));
+            validate(&res, 1, true)?;
+            prop_assert_eq!(res.status(), StatusCode::OK, "a pacing client was refused at {} ms: {:?}", now, res.headers());
+            pacer.send(now);
+        }
+        if faster {
+            // One cell per window more than announced: from full, the burst
+            // at once, then `q + 1` more spread over the next `w` seconds
+            // (the last at `w`): the limiter holds `b + w/T ≤ b + q` there.
+            clock.0.advance(period * HZ * (burst + 1) + rate_w * HZ);
+            let start = clock.0.now();
+            let mut refused = 0;
+            for k in 0..(depth + rate_q + 1) {
+                let at = start + if k < depth {
+                    0
+                } else {
+                    ((k - depth + 1) * rate_w * HZ).div_ceil(rate_q + 1)
+                };
+                clock.0.advance(at - clock.0.now());
+                let res = rt.block_on(send(&mut svc, request(0, 0, 1)));
+                refused += (res.status() != StatusCode::OK) as u32;
+            }
+            prop_assert!(refused >= 1, "one cell per window over the rate policy was never refused");
+        }
+        // One more than the burst at once, from full, is refused.
+        clock.0.advance(period * HZ * (burst + 1));
+        let statuses: Vec<_> = (0..=depth)
+            .map(|_| rt.block_on(send(&mut svc, request(0, 0, 1))).status())
+            .collect();
+        prop_assert!(statuses[..depth as usize].iter().all(|s| *s == StatusCode::OK));
+        prop_assert_eq!(statuses[depth as usize], StatusCode::TOO_MANY_REQUESTS);
+    }
+}
+
+/// A second, independent client model of the announced policies (see the
+/// `headers` module docs), at a ns clock: it may send the smallest burst
+/// policy's `q` at once (the members not named `"<tier>/rate"`), then one
+/// request every `w/q` seconds of the fastest member, each gap rounded up
+/// to whole ticks of `hz`.
+struct NsPacer {
+    burst: u64,
+    pace: (u64, u64),
+    gap: u64,
+}
+
+impl NsPacer {
+    fn from_policy(list: &[Member], hz: u64) -> Result<NsPacer, TestCaseError> {
+        let burst = list
+            .iter()
+            .filter(|(n, _)| !n.ends_with("/rate"))
+            .map(|(_, p)| p["q"])
+            .min()
+            .unwrap();
+        let pace = list
+            .iter()
+            .map(|(_, p)| (p["q"], p["w"]))
+            .max_by(|a, b| ((a.0 as u128) * (b.1 as u128)).cmp(&((b.0 as u128) * (a.1 as u128))))
+            .unwrap();
+        let gap = (pace.1 * hz).div_ceil(pace.0);
+        Ok(NsPacer { burst, pace, gap })
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Issue 29 4e, against the real layer (keyed and global GCRA, a ns
+    /// clock at any phase): a client that sends the burst at once, then one
+    /// request per `w/q` of the fastest announced policy, is never refused
+    /// and falls behind the limiter by less than one cell per window; one
+    /// that sends that `q` plus the burst plus one within `w` is refused.
+    #[test]
+    fn a_client_pacing_evenly_at_a_ns_clock(
+        per in 1u64..400,
+        secs in prop::sample::select(vec![1u64, 2, 3, 7, 60, 90, 3_600]),
+        burst in 1u64..40,
+        keyed in any::<bool>(),
+        phase in 0u64..5_000_000_000,
+    ) {
+        const NS: u64 = 1_000_000_000;
+        let rt = rt();
+        let quota = Quota::per_duration(per, std::time::Duration::from_secs(secs))
+            .with_burst(burst)
+            .at_hz(NS);
+        let clock = TestClock(Arc::new(ManualClock::new(phase)));
+        let mut svc = if keyed {
+            service(KeyedTiers::new().per_client("api", quota, 8).unwrap(), clock.clone())
+        } else {
+            service(Global::gcra("api", quota).unwrap(), clock.clone())
+        };
+        let first = rt.block_on(send(&mut svc, request(0, 0, 1)));
+        prop_assert_eq!(first.status(), StatusCode::OK);
+        let listed = parse_list(first.headers()["ratelimit-policy"].to_str().unwrap()).unwrap();
+        let pacer = NsPacer::from_policy(&listed, NS)?;
+        prop_assert_eq!(pacer.burst, burst);
+        for _ in 1..pacer.burst {
+            let res = rt.block_on(send(&mut svc, request(0, 0, 1)));
+            prop_assert_eq!(res.status(), StatusCode::OK, "refused in the burst: {:?}", listed);
+        }
+        // Two pace windows, at most 600 requests.
+        let (q, w) = pacer.pace;
+        let paced = (2 * q).min(600);
+        for k in 1..=paced {
+            clock.0.set(phase + k * pacer.gap);
+            let res = rt.block_on(send(&mut svc, request(0, 0, 1)));
+            prop_assert_eq!(res.status(), StatusCode::OK,
+                "paced request {} of {:?} refused at +{} ns", k, listed, k * pacer.gap);
+        }
+        // What the limiter refills in the same time, exactly:
+        // ⌊elapsed·per / (secs·NS)⌋ cells beyond the burst.
+        let elapsed = paced * pacer.gap;
+        let capacity = (elapsed as u128 * per as u128 / (secs as u128 * NS as u128)) as u64;
+        let windows = elapsed.div_ceil(w * NS);
+        prop_assert!(capacity <= paced + windows,
+            "{:?} paced {} in {} ns where the limiter refills {}", listed, paced, elapsed, capacity);
+
+        // Exceeding: q + burst + 1 evenly within w seconds, from a full bucket.
+        let n = q + burst + 1;
+        if n <= 2_000 {
+            let start = phase + elapsed;
+            let mut refused = 0;
+            for i in 0..n {
+                clock.0.set(start + i * (w * NS - 1) / (n - 1));
+                if rt.block_on(send(&mut svc, request(1, 0, 1))).status() == StatusCode::TOO_MANY_REQUESTS {
+                    refused += 1;
+                }
+            }
+            prop_assert!(refused >= 1, "{} within {} s all admitted under {:?}", n, w, listed);
         }
     }
 }

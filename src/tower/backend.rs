@@ -118,6 +118,9 @@ pub enum Check<F> {
 /// use cellrate::Quota;
 /// let t = TierInfo::from_quota("api", &Quota::per_minute(10).at_hz(1_000));
 /// assert_eq!((t.limit, t.window_ticks, t.hz), (10, 60_000, 1_000));
+/// assert_eq!(t.rate, None); // 10 per 60 s is the rate too
+/// let t = TierInfo::from_quota("api", &Quota::per_second(50).with_burst(10).at_hz(1_000));
+/// assert_eq!(t.rate, Some((50, 1_000))); // announced as "api/rate";q=50;w=1
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TierInfo {
@@ -129,6 +132,10 @@ pub struct TierInfo {
     pub window_ticks: u64,
     /// Ticks per second of `window_ticks` and of the tier's results.
     pub hz: u64,
+    /// The rate policy announced beside the burst one, `(q, w)` with `w` in
+    /// ticks of `hz` (see [`headers::sustained`](crate::headers::sustained)),
+    /// or `None` when `limit` per `window_ticks` is the rate.
+    pub rate: Option<(u64, u64)>,
 }
 
 impl TierInfo {
@@ -140,6 +147,8 @@ impl TierInfo {
             limit: p.limit(),
             window_ticks: p.window_ticks(),
             hz: quota.hz(),
+            rate: crate::headers::sustained(quota)
+                .map(|(q, secs)| (q, secs.saturating_mul(quota.hz()))),
         }
     }
 }
@@ -362,6 +371,7 @@ impl<L: RateLimiter> Global<L> {
                 limit,
                 window_ticks,
                 hz,
+                rate: None,
             },
         })
     }
@@ -432,6 +442,27 @@ impl Shaper {
     pub fn gcra(&self) -> &crate::Gcra {
         &self.gcra
     }
+    /// A refusal of the delaying mode as seen from the end of its queue,
+    /// `max_wait` ticks ahead: the wait is past `max_wait` there, so the
+    /// limiter refuses `cost` at `now + max_wait` too (its debt only grows),
+    /// and that denial is exact: its `retry_after` is how much later a
+    /// retry would be held at most `max_wait`, its `reset_after` the debt
+    /// left beyond the queue (at most the burst's span, so `t ≤ w`).
+    fn queue_edge(&self, now: u64, cost: u64, max_wait: u64, denied: Denied) -> Denied {
+        if max_wait == 0 || denied.retry_after().is_none() {
+            return denied;
+        }
+        let edge = now.wrapping_add(max_wait);
+        match self.gcra.check_n(edge, cost) {
+            Err(at_edge) => at_edge,
+            Ok(_) => {
+                // Only a quota raised meanwhile can admit there: give the
+                // cells back and keep the first answer.
+                self.gcra.refund_n(edge, cost);
+                denied
+            }
+        }
+    }
 }
 
 impl Backend for Shaper {
@@ -453,14 +484,22 @@ impl Backend for Shaper {
         max_wait: u64,
     ) -> Option<Result<(u64, Verdict), Verdict>> {
         Some(match self.gcra.reserve_n(now, cost, max_wait) {
-            Ok(r) => Ok((
-                r.send_after(),
-                Verdict::decided(
-                    &[Ok(Decision::new(r.limit(), r.remaining(), r.reset_after()))],
-                    Mode::Normal,
-                ),
+            Ok(r) => {
+                // The response leaves when the hold ends: the fields describe
+                // the limiter then (the booked cells spent, the debt less the
+                // wait), so `t` never exceeds the policy's `w`.
+                let wait = r.send_after();
+                let decision = if wait == 0 {
+                    Decision::new(r.limit(), r.remaining(), r.reset_after())
+                } else {
+                    Decision::new(r.limit(), 0, r.reset_after().saturating_sub(wait))
+                };
+                Ok((wait, Verdict::decided(&[Ok(decision)], Mode::Normal)))
+            }
+            Err(d) => Err(Verdict::decided(
+                &[Err(self.queue_edge(now, cost, max_wait, d))],
+                Mode::Normal,
             )),
-            Err(d) => Err(Verdict::decided(&[Err(d)], Mode::Normal)),
         })
     }
 }

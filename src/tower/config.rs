@@ -11,7 +11,8 @@
 //!
 //! let text = r#"
 //! fields = "both"                  # ietf, legacy, both, neither
-//! keyless = { reject = 401 }       # or "shared"
+//! keyless = { reject = 401 }       # or "shared"; default { reject = 400 }
+//! challenge = { scheme = "Bearer", realm = "api" }  # a 401 needs one
 //! when_full = "deny"               # admit, shared
 //! key = { client = { header = "x-api-key" }, endpoint = "route" }
 //!
@@ -45,7 +46,8 @@
 //! | `tiers[i].scope` | `"client"`, `"client_and_endpoint"` | `"client"` |
 //! | `tiers[i].capacity` | live keys the tier's table holds, ≥ 1 | required |
 //! | `fields` | `"ietf"`, `"legacy"`, `"both"`, `"neither"` ([`Fields`]) | `"both"` |
-//! | `keyless` | `{ reject = <status 400–599> }`, `"shared"` ([`Keyless`]) | `{ reject = 401 }` |
+//! | `keyless` | `{ reject = <a 4xx status but 407> }`, `"shared"` ([`Keyless`]) | `{ reject = 400 }` |
+//! | `challenge` | `{ scheme = "Bearer", realm = "api" }`: the `WWW-Authenticate` a keyless 401 carries ([`RateLimitBuilder::challenge`](super::RateLimitBuilder::challenge)); required with `reject = 401` | none |
 //! | `when_full` | `"deny"`, `"admit"`, `"shared"` ([`WhenFull`]) | `"deny"` |
 //!
 //! | `redis` | a [`RedisRules`] table: the tiers live in Redis (`LayerConfig::build_redis`, feature `redis`) | none (in process) |
@@ -161,7 +163,8 @@ impl From<HeaderMode> for Fields {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KeylessPolicy {
-    /// Answer with this status (400–599): `{ reject = 401 }`.
+    /// Answer with this status (a 4xx but 407; 401 only with a
+    /// [`Challenge`]): `{ reject = 400 }`.
     Reject(u16),
     /// Charge one shared client: `"shared"`.
     Shared,
@@ -169,7 +172,7 @@ pub enum KeylessPolicy {
 
 impl Default for KeylessPolicy {
     fn default() -> Self {
-        KeylessPolicy::Reject(401)
+        KeylessPolicy::Reject(400)
     }
 }
 
@@ -234,6 +237,17 @@ fn default_prefix() -> String {
     String::from("rl")
 }
 
+/// The `WWW-Authenticate: {scheme} realm="{realm}"` challenge of a keyless
+/// 401 (RFC 9110 §15.5.2): `{ scheme = "Bearer", realm = "api" }`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Challenge {
+    /// The authentication scheme, an HTTP token.
+    pub scheme: String,
+    /// The realm: printable ASCII without `"` or `\`.
+    pub realm: String,
+}
+
 /// The layer's rules; see the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -248,12 +262,25 @@ pub struct LayerConfig {
     /// What a request without a key gets.
     #[serde(default, skip_serializing_if = "is_default")]
     pub keyless: KeylessPolicy,
+    /// The challenge of a keyless 401.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub challenge: Option<Challenge>,
     /// What a full table does with a new key.
     #[serde(default = "deny", skip_serializing_if = "is_deny")]
     pub when_full: WhenFull,
     /// The Redis backend; `None`: in-process tables.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redis: Option<RedisRules>,
+}
+
+/// Where a refusal of [`RateLimitBuilder::build`](super::RateLimitBuilder::build)
+/// belongs in the file.
+fn builder_error(e: super::ConfigError) -> Error {
+    match e {
+        super::ConfigError::Keyless => Error::new("keyless.reject", e),
+        super::ConfigError::Challenge => Error::new("challenge", e),
+        _ => Error::new("tiers", e),
+    }
 }
 
 /// A key part chosen by configuration.
@@ -379,11 +406,14 @@ impl LayerConfig {
                 _ => Error::new("tiers", e),
             })?;
         }
-        RateLimitLayer::builder(key, tiers, clock)
+        let builder = RateLimitLayer::builder(key, tiers, clock)
             .fields(self.fields.into())
-            .keyless(keyless)
-            .build()
-            .map_err(|e| Error::new("tiers", e))
+            .keyless(keyless);
+        let builder = match &self.challenge {
+            Some(c) => builder.challenge(&c.scheme, &c.realm),
+            None => builder,
+        };
+        builder.build().map_err(builder_error)
     }
 
     /// The extractor and the keyless answer.
@@ -391,13 +421,11 @@ impl LayerConfig {
         let key = self.key.build()?;
         let keyless = match self.keyless {
             KeylessPolicy::Shared => Keyless::Shared,
+            // Which statuses may answer is the builder's rule (checked by
+            // `build`, placed by `builder_error`).
             KeylessPolicy::Reject(code) => Keyless::Reject(
                 StatusCode::from_u16(code)
-                    .ok()
-                    .filter(|s| s.is_client_error() || s.is_server_error())
-                    .ok_or_else(|| {
-                        Error::new("keyless.reject", "a status from 400 to 599 is needed")
-                    })?,
+                    .map_err(|_| Error::new("keyless.reject", "not an HTTP status code"))?,
             ),
         };
         if self.tiers.is_empty() {
@@ -537,10 +565,13 @@ impl LayerConfig {
         };
         let limiter =
             AsyncRedisGcra::new(target, policy, config).map_err(|e| Error::new("redis", e))?;
-        RateLimitLayer::builder(key, super::RedisAsync::new(limiter), clock)
+        let builder = RateLimitLayer::builder(key, super::RedisAsync::new(limiter), clock)
             .fields(self.fields.into())
-            .keyless(keyless)
-            .build()
-            .map_err(|e| Error::new("tiers", e))
+            .keyless(keyless);
+        let builder = match &self.challenge {
+            Some(c) => builder.challenge(&c.scheme, &c.realm),
+            None => builder,
+        };
+        builder.build().map_err(builder_error)
     }
 }

@@ -174,6 +174,12 @@ pub enum KeyError {
     /// The request carries a key that cannot be one: empty, not UTF-8,
     /// repeated, or longer than [`MAX_KEY_LEN`] (answered 400).
     Invalid,
+    /// The server does not supply what the extractor reads (e.g. [`PeerIp`]
+    /// under a server that records no peer address): a misconfiguration,
+    /// not the client's fault. Answered 500 (fixed body); the layer logs
+    /// the hint, which names the fix, once (through `tracing` with that
+    /// feature, else on stderr).
+    Unavailable(&'static str),
 }
 
 /// One part of a key, read from a request's head.
@@ -265,7 +271,9 @@ impl KeyPart for HeaderKey {
 
 /// The peer's IP address: axum's `ConnectInfo<SocketAddr>` (feature
 /// `axum`), or a `SocketAddr` or `IpAddr` request extension set by the
-/// server. Missing: [`KeyError::Missing`].
+/// server. None of them: [`KeyError::Unavailable`] (the server was not set
+/// up to record peers; with axum, serve the router with
+/// `into_make_service_with_connect_info::<SocketAddr>()`), answered 500.
 ///
 /// ```
 /// use cellrate::tower::{Extract, Part, PeerIp};
@@ -277,6 +285,12 @@ impl KeyPart for HeaderKey {
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PeerIp;
+
+/// What [`PeerIp`] logs when the server records no peer address.
+const NO_PEER: &str = "the rate-limit key is the peer address (PeerIp), but the server \
+    records none: with axum, serve the router with \
+    `into_make_service_with_connect_info::<SocketAddr>()` (or insert a SocketAddr or IpAddr \
+    request extension before the layer); until then every request is answered 500";
 
 impl KeyPart for PeerIp {
     fn part<'r>(&self, req: &'r Parts) -> Result<Part<'r>, KeyError> {
@@ -293,7 +307,7 @@ impl KeyPart for PeerIp {
         if let Some(ip) = req.extensions.get::<IpAddr>() {
             return Ok(Part::Ip(*ip));
         }
-        Err(KeyError::Missing)
+        Err(KeyError::Unavailable(NO_PEER))
     }
 }
 

@@ -26,12 +26,17 @@
 //!
 //! 1. Its key is extracted ([`Extract`]: a header, the peer address, the
 //!    matched route, or a `(client, endpoint)` pair of them). A request
-//!    without one is answered as [`Keyless`] says (401/400 by default, or
-//!    charged to one client every keyless request shares); a key that
-//!    cannot be one (empty, not UTF-8, repeated, over [`MAX_KEY_LEN`]) is
-//!    answered 400 `invalid rate-limit key`.
-//! 2. Its weight (1 by default; [`RateLimitBuilder::weight`], e.g. by route
-//!    or by `Content-Length`) is checked at the [`Clock`]'s time by the
+//!    without one is answered as [`Keyless`] says (400 `missing rate-limit
+//!    key` by default, see below, or charged to one client every keyless
+//!    request shares); a key that cannot be one (empty, not UTF-8, repeated,
+//!    over [`MAX_KEY_LEN`]) is answered 400 `invalid rate-limit key`. An
+//!    extractor that finds nothing because of the *server* (e.g. [`PeerIp`]
+//!    served without connect info: [`KeyError::Unavailable`]) gets 500, and
+//!    the layer logs once what to fix: the client is not to blame.
+//! 2. Its weight (1 by default; [`RateLimitBuilder::weight`], e.g. by route;
+//!    bytes by `Content-Length` together with
+//!    [`charge_body`](RateLimitBuilder::charge_body), which charges a body
+//!    of unknown length as it streams) is checked at the [`Clock`]'s time by the
 //!    [`Backend`]: every tier must admit, and a request refused by one tier
 //!    consumes from none.
 //! 3. Admitted: the inner service answers, and the response gets the
@@ -49,7 +54,10 @@
 //! [`Fields`] chooses the families. `RateLimit-Policy` and `RateLimit` (IETF
 //! draft, see [`headers`](crate::headers#fields)) list every tier: `q` its burst,
 //! `w` the time to refill it, `r` the cells left, `t` the seconds until it
-//! is full again. `X-RateLimit-Limit`/`-Remaining`/`-Reset` describe the
+//! is full again; a tier whose burst does not refill in whole seconds also
+//! lists its rate policy `"<tier>/rate"` (its real rate as `q` per `w`
+//! whole seconds, see [`headers`](crate::headers#policies-a-client-can-pace-by)),
+//! so a client can pace by the burst and the rate without exceeding either. `X-RateLimit-Limit`/`-Remaining`/`-Reset` describe the
 //! tightest tier ([`crate::headers::tightest`]): the
 //! refusing one, else the one with the fewest cells left. `Retry-After` is
 //! the refusing tier's wait ([`crate::headers::refusing`]:
@@ -70,8 +78,11 @@
 //! # Cost per request
 //!
 //! An in-process backend decides inside `call`, with no allocation besides
-//! the header values written into the response; the inner service is
-//! called at once. The Redis backends allocate the key strings they send
+//! the `RateLimit` value of a layer with several tiers (a one-tier layer
+//! makes each of its values once per `(r, t)` state and shares it, and the
+//! other values are shared too); the inner service is called at once. With
+//! [`charge_body`](RateLimitBuilder::charge_body) the key is copied once
+//! for the body meter. The Redis backends allocate the key strings they send
 //! and box the round trip's future. `poll_ready` is the inner service's:
 //! when the check has to wait (Redis, or the delaying mode), the ready
 //! service is moved into the response future and a clone stays behind, as
@@ -84,11 +95,33 @@
 //! the rate exact), at most `max_wait`, with at most `max_queued` requests
 //! waiting; a request that would wait longer gets 429 with `Retry-After`,
 //! one that finds the queue full gets 503.
+//!
+//! The fields describe the decision made, so `t ≤ w` holds here too: a
+//! held request's fields are the limiter's state when it is released and
+//! its response leaves (its cells spent, `r = 0`, `t` the time to refill
+//! the burst); a 429's are the limiter seen from the end of the queue,
+//! `max_wait` ahead (`t` the debt beyond the queue, `Retry-After` how much
+//! later a retry would be held at most `max_wait`). The limiter's raw
+//! state at arrival would say `t` up to `max_wait + w`, which no client
+//! can read against a policy of window `w`.
 
 mod backend;
+#[cfg(feature = "axum")]
+mod body;
 #[cfg(feature = "serde")]
 pub mod config;
 mod key;
+
+/// Without axum there is no body meter: nothing is ever refused mid-body.
+#[cfg(not(feature = "axum"))]
+mod body {
+    pub(super) struct Meter;
+    impl Meter {
+        pub(super) fn refused(&self) -> Option<super::Verdict> {
+            None
+        }
+    }
+}
 #[cfg(feature = "redis")]
 mod redis;
 
@@ -98,12 +131,12 @@ use core::task::{ready, Context, Poll};
 use std::boxed::Box;
 use std::future::Future;
 use std::string::String;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::vec::Vec;
 
 use ::tower::{Layer, Service};
-use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
+use http::header::{HeaderName, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::request::Parts;
 use http::{HeaderMap, Request, Response, StatusCode};
 
@@ -115,6 +148,8 @@ use crate::Clock;
 pub use backend::{
     Backend, Check, Fault, Global, KeyedTiers, Mode, Shaper, TierInfo, Verdict, MAX_TIERS,
 };
+#[cfg(feature = "axum")]
+pub use body::BodyLimited;
 pub use key::{
     Extract, HeaderKey, KeyError, KeyPart, KeyText, Part, PeerIp, RequestKey, Route, RouteName,
     MAX_KEY_LEN, UNMATCHED_ROUTE,
@@ -147,9 +182,35 @@ impl Fields {
 }
 
 /// What a request without a key gets.
+///
+/// The default is `Reject(400 Bad Request)`: the request lacks a field the
+/// server requires, and 400 needs nothing else. `401 Unauthorized` fits a
+/// key that is a credential, but RFC 9110 §15.5.2 requires every 401 to
+/// carry a `WWW-Authenticate` challenge, so the layer answers 401 only with
+/// one ([`RateLimitBuilder::challenge`]): building `Reject(401)` without a
+/// challenge is [`ConfigError::Keyless`], as is any status outside 4xx and
+/// 407 (a proxy's challenge is not the layer's to send).
+///
+/// ```
+/// use cellrate::time::StdClock;
+/// use cellrate::tower::{ConfigError, Global, HeaderKey, Keyless, RateLimitLayer};
+/// use cellrate::Quota;
+/// use http::StatusCode;
+/// let backend = || Global::gcra("all", Quota::per_second(5).at_hz(StdClock::HZ)).unwrap();
+/// let unchallenged = RateLimitLayer::builder(HeaderKey::new("x-api-key"), backend(), StdClock::new())
+///     .keyless(Keyless::Reject(StatusCode::UNAUTHORIZED))
+///     .build();
+/// assert_eq!(unchallenged.unwrap_err(), ConfigError::Keyless);
+/// let challenged = RateLimitLayer::builder(HeaderKey::new("x-api-key"), backend(), StdClock::new())
+///     .keyless(Keyless::Reject(StatusCode::UNAUTHORIZED))
+///     .challenge("ApiKey", "orders")
+///     .build();
+/// assert!(challenged.is_ok()); // 401 with `WWW-Authenticate: ApiKey realm="orders"`
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Keyless {
-    /// This status (e.g. 401 or 400) with a fixed body; nothing is charged.
+    /// This status (a 4xx; 401 only with a challenge) with the fixed body
+    /// `missing rate-limit key`; nothing is charged.
     Reject(StatusCode),
     /// Charged to one client that every keyless request shares (and, with a
     /// `(client, endpoint)` extractor, to its endpoint).
@@ -171,6 +232,12 @@ pub enum ConfigError {
     ZeroCapacity,
     /// The Redis client's fallback quotas do not match its tiers.
     Fallback,
+    /// [`Keyless::Reject`] with a status that is not 4xx, 407, or 401
+    /// without a [challenge](RateLimitBuilder::challenge).
+    Keyless,
+    /// A challenge whose scheme is not an HTTP token or whose realm is not
+    /// printable ASCII (or holds `"` or `\`).
+    Challenge,
 }
 
 impl fmt::Display for ConfigError {
@@ -182,6 +249,12 @@ impl fmt::Display for ConfigError {
             ConfigError::InvalidName => "tier names are 1 to 32 printable ASCII characters",
             ConfigError::ZeroCapacity => "a keyed table needs a capacity of at least 1",
             ConfigError::Fallback => "the fallback quotas do not match the tiers",
+            ConfigError::Keyless => {
+                "a keyless request is rejected with a 4xx status other than 407, and 401 needs a challenge"
+            }
+            ConfigError::Challenge => {
+                "a challenge's scheme is an HTTP token and its realm printable ASCII without quotes or backslashes"
+            }
         })
     }
 }
@@ -256,73 +329,233 @@ const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
-/// The `RateLimit-Policy` value for `tiers` (all at `tiers[0].hz`).
+/// A tier's rate policy, announced after its burst policy: its name
+/// (`<tier>/rate`), `q`, and `q − burst` (the cells its `r` adds to the
+/// burst's).
+#[derive(Clone, Debug)]
+struct RatePolicy {
+    name: String,
+    limit: u64,
+    extra: u64,
+}
+
+/// The rate policy of each tier (`None`: the burst policy says the rate).
+fn rate_policies(tiers: &[TierInfo]) -> Vec<Option<RatePolicy>> {
+    tiers
+        .iter()
+        .map(|t| {
+            t.rate.map(|(q, _)| RatePolicy {
+                name: std::format!("{}/rate", t.name),
+                limit: q,
+                extra: q.saturating_sub(t.limit),
+            })
+        })
+        .collect()
+}
+
+/// The `RateLimit-Policy` value for `tiers` (all at `tiers[0].hz`): each
+/// tier's burst policy, then its rate policy if it has one.
 fn policy_value(tiers: &[TierInfo]) -> Option<HeaderValue> {
     let hz = tiers.first()?.hz;
-    let policies: Vec<headers::Policy<'_>> = tiers
-        .iter()
-        .map(|t| headers::Policy::new(&t.name, t.limit, t.window_ticks))
-        .collect();
-    let mut buf = ValueBuf::with_capacity(64 * tiers.len());
+    let rates = rate_policies(tiers);
+    let mut policies: Vec<headers::Policy<'_>> = Vec::with_capacity(2 * tiers.len());
+    for (t, rate) in tiers.iter().zip(&rates) {
+        policies.push(headers::Policy::new(&t.name, t.limit, t.window_ticks));
+        if let (Some(r), Some((_, w))) = (rate, t.rate) {
+            policies.push(headers::Policy::new(&r.name, r.limit, w));
+        }
+    }
+    let mut buf = ValueBuf::with_capacity(64 * policies.len());
     headers::write_ratelimit_policy(&mut buf, &policies, hz).ok()?;
     buf.value()
 }
 
-/// The header fields to add to one response: at most six, no allocation
-/// beyond the values.
+/// The rate policy's answer: the burst's, with `extra` more cells left.
+fn rate_result(rate: &RatePolicy, result: Result<Decision, Denied>) -> Result<Decision, Denied> {
+    match result {
+        Ok(d) => Ok(Decision::new(
+            rate.limit,
+            d.remaining().saturating_add(rate.extra).min(rate.limit),
+            d.reset_after(),
+        )),
+        Err(Denied::Limited(l)) => Err(Denied::Limited(crate::Limited::with_remaining(
+            rate.limit,
+            l.remaining().saturating_add(rate.extra).min(rate.limit),
+            l.retry_after(),
+            l.reset_after(),
+        ))),
+        never => never,
+    }
+}
+
+/// The header fields to add to one response, kept small (it travels in
+/// the response future): the two shared IETF values, the legacy numbers
+/// and `Retry-After` as integers (their values come from [`number`] when
+/// applied), and a challenge.
 #[derive(Clone, Debug, Default)]
 struct Stamp {
-    fields: [Option<(HeaderName, HeaderValue)>; 6],
+    policy: Option<HeaderValue>,
+    ratelimit: Option<HeaderValue>,
+    /// `(X-RateLimit-Limit, -Remaining, -Reset)`.
+    legacy: Option<(u64, u64, u64)>,
+    retry: Option<u64>,
+    challenge: Option<HeaderValue>,
 }
 
 impl Stamp {
-    fn push(&mut self, name: HeaderName, value: Option<HeaderValue>) {
-        let Some(value) = value else { return };
-        if let Some(slot) = self.fields.iter_mut().find(|f| f.is_none()) {
-            *slot = Some((name, value));
-        }
+    fn is_empty(&self) -> bool {
+        self.policy.is_none()
+            && self.ratelimit.is_none()
+            && self.legacy.is_none()
+            && self.retry.is_none()
+            && self.challenge.is_none()
     }
     fn apply(self, map: &mut HeaderMap) {
-        for (name, value) in self.fields.into_iter().flatten() {
-            map.insert(name, value);
+        let n = self.policy.is_some() as usize
+            + self.ratelimit.is_some() as usize
+            + 3 * self.legacy.is_some() as usize
+            + self.retry.is_some() as usize
+            + self.challenge.is_some() as usize;
+        if n == 0 {
+            return;
+        }
+        map.reserve(n);
+        if let Some(v) = self.policy {
+            map.insert(RATELIMIT_POLICY, v);
+        }
+        if let Some(v) = self.ratelimit {
+            map.insert(RATELIMIT, v);
+        }
+        if let Some((limit, remaining, reset)) = self.legacy {
+            map.insert(X_LIMIT, number(limit));
+            map.insert(X_REMAINING, number(remaining));
+            map.insert(X_RESET, number(reset));
+        }
+        if let Some(secs) = self.retry {
+            map.insert(RETRY_AFTER, number(secs));
+        }
+        if let Some(v) = self.challenge {
+            map.insert(WWW_AUTHENTICATE, v);
         }
     }
 }
 
-/// Writes the fields of `results` (one per tier of `names`, at `hz`).
+/// The `RateLimit` value for `results` (one per tier of `names`, at `hz`;
+/// each tier's rate policy, if any, in `rates`).
+fn ratelimit_value(
+    names: &[String],
+    rates: &[Option<RatePolicy>],
+    hz: u64,
+    results: &[Result<Decision, Denied>],
+) -> Option<HeaderValue> {
+    let mut states = [PolicyState::new("", Ok(Decision::new(0, 0, 0))); 2 * MAX_TIERS];
+    let mut len = 0;
+    let mut capacity = 16;
+    for (i, (name, result)) in names.iter().zip(results).take(MAX_TIERS).enumerate() {
+        states[len] = PolicyState::new(name, *result);
+        len += 1;
+        capacity += name.len() + 24;
+        if let Some(Some(rate)) = rates.get(i) {
+            states[len] = PolicyState::new(&rate.name, rate_result(rate, *result));
+            len += 1;
+            capacity += rate.name.len() + 24;
+        }
+    }
+    let mut buf = ValueBuf::with_capacity(capacity);
+    headers::write_ratelimit(&mut buf, &states[..len], hz).ok()?;
+    buf.value()
+}
+
+/// The `RateLimit` values of a one-tier layer, made once per `(r, t)`:
+/// `r ≤ q` and `t ≤ w` (whole seconds) take at most `(q + 1)(w + 1)`
+/// values, and when that is at most [`RateTable::MAX`] a response shares
+/// the value made for the first response with the same state instead of
+/// formatting and allocating its own.
+struct RateTable {
+    limit: u64,
+    window: u64,
+    values: Box<[std::sync::OnceLock<Option<HeaderValue>>]>,
+}
+
+impl RateTable {
+    /// The most values a table holds (each a few dozen bytes once made).
+    const MAX: u64 = 4_096;
+
+    fn new(tiers: &[TierInfo]) -> Option<Self> {
+        let [tier] = tiers else { return None };
+        let window = headers::seconds_ceil(tier.window_ticks, tier.hz).ok()?;
+        let size = tier
+            .limit
+            .checked_add(1)?
+            .checked_mul(window.checked_add(1)?)?;
+        if size > Self::MAX {
+            return None;
+        }
+        Some(RateTable {
+            limit: tier.limit,
+            window,
+            values: (0..size).map(|_| std::sync::OnceLock::new()).collect(),
+        })
+    }
+
+    /// The value for `result`, made by `make` the first time.
+    fn get(
+        &self,
+        result: &Result<Decision, Denied>,
+        hz: u64,
+        make: impl FnOnce() -> Option<HeaderValue>,
+    ) -> Option<HeaderValue> {
+        let (remaining, reset) = match result {
+            Ok(d) => (d.remaining(), d.reset_after()),
+            Err(Denied::Limited(l)) => (l.remaining(), l.reset_after()),
+            Err(Denied::CostTooLarge { .. }) => return None,
+        };
+        let t = headers::seconds_ceil(reset, hz).ok()?;
+        if remaining > self.limit || t > self.window {
+            return make();
+        }
+        let slot = self
+            .values
+            .get((remaining * (self.window + 1) + t) as usize);
+        match slot {
+            Some(slot) => slot.get_or_init(make).clone(),
+            None => make(),
+        }
+    }
+}
+
+/// Writes the fields of `results` (one per tier of `names`, at `hz`; each
+/// tier's rate policy, if any, in `rates`; the one tier's values shared
+/// through `table` if there is one).
 fn stamp(
     names: &[String],
+    rates: &[Option<RatePolicy>],
     hz: u64,
     policy: Option<&HeaderValue>,
     results: &[Result<Decision, Denied>],
     fields: Fields,
+    table: Option<&RateTable>,
 ) -> Stamp {
     let mut out = Stamp::default();
     if fields.ietf() {
-        out.push(RATELIMIT_POLICY, policy.cloned());
-        let mut states = [PolicyState::new("", Ok(Decision::new(0, 0, 0))); MAX_TIERS];
-        let n = results.len().min(names.len()).min(MAX_TIERS);
-        for i in 0..n {
-            states[i] = PolicyState::new(&names[i], results[i]);
-        }
-        let mut buf =
-            ValueBuf::with_capacity(16 + names[..n].iter().map(|s| s.len() + 24).sum::<usize>());
-        if headers::write_ratelimit(&mut buf, &states[..n], hz).is_ok() {
-            out.push(RATELIMIT, buf.value());
-        }
+        out.policy = policy.cloned();
+        let make = || ratelimit_value(names, rates, hz, results);
+        let value = match (table, results) {
+            (Some(table), [only]) => table.get(only, hz, make),
+            _ => make(),
+        };
+        out.ratelimit = value;
     }
     if fields.legacy() {
         if let Some(Ok((limit, remaining, reset))) =
             headers::tightest(results).map(|r| headers::x_ratelimit(&r, hz))
         {
-            out.push(X_LIMIT, Some(number(limit)));
-            out.push(X_REMAINING, Some(number(remaining)));
-            out.push(X_RESET, Some(number(reset)));
+            out.legacy = Some((limit, remaining, reset));
         }
     }
     if let Some(Err(denied)) = headers::refusing(results).map(|i| results[i]) {
         if let Ok(secs) = headers::retry_after_secs(&denied, hz) {
-            out.push(RETRY_AFTER, Some(number(secs)));
+            out.retry = Some(secs);
         }
     }
     out
@@ -359,12 +592,17 @@ pub fn insert_fields(
     };
     let names: Vec<String> = tiers.iter().map(|t| t.name.clone()).collect();
     let policy = policy_value(tiers);
-    stamp(&names, hz, policy.as_ref(), results, fields).apply(map);
+    let rates = rate_policies(tiers);
+    stamp(&names, &rates, hz, policy.as_ref(), results, fields, None).apply(map);
 }
 
 /// What every request of a layer shares, besides the key and the backend.
 struct Announce {
     names: Vec<String>,
+    rates: Vec<Option<RatePolicy>>,
+    fallback_rates: Vec<Option<RatePolicy>>,
+    /// The shared `RateLimit` values of a one-tier layer.
+    table: Option<RateTable>,
     hz: u64,
     policy: Option<HeaderValue>,
     fallback_policy: Option<HeaderValue>,
@@ -386,19 +624,35 @@ impl Announce {
         match verdict.mode() {
             Mode::FailOpen => return (StatusCode::OK, Stamp::default()),
             Mode::FailClosed if !admitted => {
-                let mut s = stamp(&self.names, self.hz, None, results, Fields::Neither);
-                if s.fields.iter().all(Option::is_none) {
-                    s.push(RETRY_AFTER, Some(number(1)));
+                let mut s = stamp(
+                    &self.names,
+                    &[],
+                    self.hz,
+                    None,
+                    results,
+                    Fields::Neither,
+                    None,
+                );
+                if s.is_empty() {
+                    s.retry = Some(1);
                 }
                 return (StatusCode::SERVICE_UNAVAILABLE, s);
             }
             _ => {}
         }
-        let policy = match verdict.mode() {
-            Mode::Fallback => self.fallback_policy.as_ref(),
-            _ => self.policy.as_ref(),
+        let (policy, rates, table) = match verdict.mode() {
+            Mode::Fallback => (self.fallback_policy.as_ref(), &self.fallback_rates, None),
+            _ => (self.policy.as_ref(), &self.rates, self.table.as_ref()),
         };
-        let s = stamp(&self.names, self.hz, policy, results, self.fields);
+        let s = stamp(
+            &self.names,
+            rates,
+            self.hz,
+            policy,
+            results,
+            self.fields,
+            table,
+        );
         let status = if admitted {
             StatusCode::OK
         } else if headers::refusing(results)
@@ -428,8 +682,52 @@ struct Shared<E, B, C> {
     clock: C,
     weigh: Option<Box<Weigh>>,
     keyless: Keyless,
+    /// The `WWW-Authenticate` value of a keyless 401.
+    challenge: Option<HeaderValue>,
+    /// Whether a server misconfiguration has been logged (once per layer).
+    misconfigured: AtomicBool,
     announce: Arc<Announce>,
     delay: Option<Delay>,
+    /// Whether request bodies are metered (`RateLimitBuilder::charge_body`).
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    charge_body: bool,
+}
+
+/// What a metered request's response needs: the meter, and how to answer
+/// its refusal.
+type Metering = Option<(Arc<body::Meter>, Arc<Announce>)>;
+
+/// What the layer logs when `charge_body` meets a body it cannot meter.
+#[cfg(feature = "axum")]
+const NOT_AXUM_BODY: &str = "charge_body meters axum::body::Body only, and this service's \
+    request body is another type: every request is answered 500";
+
+/// Logs `hint` (a [`KeyError::Unavailable`]) the first time only.
+fn log_misconfigured(flag: &AtomicBool, hint: &str) {
+    if flag.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    #[cfg(feature = "tracing")]
+    tracing::error!(target: "cellrate::tower", "{hint}");
+    #[cfg(not(feature = "tracing"))]
+    std::eprintln!("cellrate::tower: {hint}");
+}
+
+/// The `WWW-Authenticate` value `scheme realm="realm"`, if both are valid.
+fn challenge_value(scheme: &str, realm: &str) -> Result<HeaderValue, ConfigError> {
+    const TCHAR: &[u8] = b"!#$%&'*+-.^_`|~";
+    let token = !scheme.is_empty()
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || TCHAR.contains(&b));
+    let quotable = realm
+        .bytes()
+        .all(|b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\');
+    if !token || !quotable {
+        return Err(ConfigError::Challenge);
+    }
+    HeaderValue::try_from(std::format!("{scheme} realm=\"{realm}\""))
+        .map_err(|_| ConfigError::Challenge)
 }
 
 /// Builds a [`RateLimitLayer`]; see the [module docs](self).
@@ -441,6 +739,8 @@ pub struct RateLimitBuilder<E, B, C> {
     keyless: Keyless,
     fields: Fields,
     delay: Option<(u64, usize)>,
+    challenge: Option<(String, String)>,
+    charge_body: bool,
 }
 
 impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<E, B, C> {
@@ -450,31 +750,64 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
         self
     }
     /// What a request without a key gets (default
-    /// `Keyless::Reject(StatusCode::UNAUTHORIZED)`).
+    /// `Keyless::Reject(StatusCode::BAD_REQUEST)`; see [`Keyless`]).
     pub fn keyless(mut self, keyless: Keyless) -> Self {
         self.keyless = keyless;
         self
     }
-    /// The cells a request costs (default 1), e.g. by route or by
-    /// `Content-Length`. A cost of 0 charges nothing.
+    /// The challenge a keyless `401` carries, as RFC 9110 §15.5.2 requires:
+    /// `WWW-Authenticate: {scheme} realm="{realm}"`. The scheme must be an
+    /// HTTP token and the realm printable ASCII without `"` or `\`
+    /// (checked by [`build`](Self::build): [`ConfigError::Challenge`]).
+    /// See [`Keyless`] for an example.
+    pub fn challenge(mut self, scheme: &str, realm: &str) -> Self {
+        self.challenge = Some((scheme.into(), realm.into()));
+        self
+    }
+    /// The cells a request costs (default 1), e.g. by route. A cost of 0
+    /// charges nothing; a cost above a tier's burst is answered 413.
+    ///
+    /// A weight read from the request head alone cannot limit bytes: a
+    /// chunked body declares no length. To limit bytes, weigh by
+    /// `Content-Length` (0 when absent) *and* [`charge_body`](Self::charge_body),
+    /// which charges every byte past the declared ones as the body streams:
     ///
     /// ```
+    /// # #[cfg(feature = "axum")] {
     /// use cellrate::time::StdClock;
     /// use cellrate::tower::{Global, PeerIp, RateLimitLayer};
-    /// use cellrate::{Gcra, Quota};
+    /// use cellrate::Quota;
     /// let q = Quota::per_second(1_000_000).at_hz(StdClock::HZ); // bytes per second
     /// let layer = RateLimitLayer::builder(PeerIp, Global::gcra("bytes", q).unwrap(), StdClock::new())
     ///     .weight(|req| {
     ///         req.headers.get(http::header::CONTENT_LENGTH)
     ///             .and_then(|v| v.to_str().ok()?.parse().ok())
-    ///             .unwrap_or(1)
+    ///             .unwrap_or(0) // unknown length: charged as it streams
     ///     })
+    ///     .charge_body()
     ///     .build()
     ///     .unwrap();
     /// # let _ = layer;
+    /// # }
     /// ```
     pub fn weight(mut self, weigh: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
         self.weigh = Some(Box::new(weigh));
+        self
+    }
+    /// Charges the request body as it streams (feature `axum`; see
+    /// [`BodyLimited`]): the [`weight`](Self::weight) is then the bytes paid
+    /// before the handler runs (the `Content-Length`, or 0 for a body of
+    /// unknown length), and every data frame past them is charged to the
+    /// same key when the handler reads it. A refused frame ends the body
+    /// with [`BodyLimited`] and the client gets `429` (or `413` for a frame
+    /// above a tier's burst) instead of the handler's answer, so a chunked
+    /// or unsized body cannot carry more than the quota. Meters
+    /// `axum::body::Body` only; any other request body type is a
+    /// misconfiguration, answered 500 and logged once. The example under
+    /// [`weight`](Self::weight) limits bytes this way.
+    #[cfg(feature = "axum")]
+    pub fn charge_body(mut self) -> Self {
+        self.charge_body = true;
         self
     }
     /// Delaying mode: hold a request over the rate until its turn instead of
@@ -499,17 +832,37 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
         for t in &tiers {
             check_name(&t.name)?;
         }
-        let fallback_policy = match self.backend.fallback_tiers() {
-            None => None,
+        let (fallback_policy, fallback_rates) = match self.backend.fallback_tiers() {
+            None => (None, Vec::new()),
             Some(f) => {
                 if f.len() != tiers.len() || f.iter().any(|t| t.hz != hz) {
                     return Err(ConfigError::Fallback);
                 }
-                policy_value(&f)
+                (policy_value(&f), rate_policies(&f))
             }
         };
+        let challenge = match &self.challenge {
+            Some((scheme, realm)) => Some(challenge_value(scheme, realm)?),
+            None => None,
+        };
+        if let Keyless::Reject(status) = self.keyless {
+            let unchallenged = status == StatusCode::UNAUTHORIZED && challenge.is_none();
+            if !status.is_client_error()
+                || status == StatusCode::PROXY_AUTHENTICATION_REQUIRED
+                || unchallenged
+            {
+                return Err(ConfigError::Keyless);
+            }
+        }
         let announce = Arc::new(Announce {
             names: tiers.iter().map(|t| t.name.clone()).collect(),
+            rates: rate_policies(&tiers),
+            fallback_rates,
+            table: if self.fields.ietf() {
+                RateTable::new(&tiers)
+            } else {
+                None
+            },
             hz,
             policy: policy_value(&tiers),
             fallback_policy,
@@ -522,6 +875,9 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
                 clock: self.clock,
                 weigh: self.weigh,
                 keyless: self.keyless,
+                challenge,
+                misconfigured: AtomicBool::new(false),
+                charge_body: self.charge_body,
                 announce,
                 delay: self.delay.map(|(max_wait, max_queued)| Delay {
                     max_wait,
@@ -564,9 +920,11 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayer<E,
             backend,
             clock,
             weigh: None,
-            keyless: Keyless::Reject(StatusCode::UNAUTHORIZED),
+            keyless: Keyless::Reject(StatusCode::BAD_REQUEST),
             fields: Fields::Both,
             delay: None,
+            challenge: None,
+            charge_body: false,
         }
     }
     /// The backend (e.g. to read a Redis backend's counters).
@@ -655,6 +1013,7 @@ where
     E: Extract,
     B: Backend,
     C: Clock + Send + Sync + 'static,
+    ReqBody: 'static,
     ResBody: From<&'static str>,
 {
     type Response = Response<ResBody>;
@@ -671,18 +1030,38 @@ where
         let key = match shared.extract.extract(&parts) {
             Ok(key) => key,
             Err(KeyError::Invalid) => return ResponseFuture::done(StatusCode::BAD_REQUEST),
+            Err(KeyError::Unavailable(hint)) => {
+                log_misconfigured(&shared.misconfigured, hint);
+                return ResponseFuture::done(StatusCode::INTERNAL_SERVER_ERROR);
+            }
             Err(KeyError::Missing) => match shared.keyless {
                 Keyless::Reject(status) => {
-                    return ResponseFuture::fixed(plain(
-                        status,
-                        "missing rate-limit key\n",
-                        Stamp::default(),
-                    ))
+                    let mut stamp = Stamp::default();
+                    if status == StatusCode::UNAUTHORIZED {
+                        stamp.challenge = shared.challenge.clone();
+                    }
+                    return ResponseFuture::fixed(plain(status, "missing rate-limit key\n", stamp));
                 }
                 Keyless::Shared => RequestKey::new(Part::Keyless, shared.extract.scope(&parts)),
             },
         };
         let cost = shared.weigh.as_ref().map_or(1, |w| w(&parts));
+        #[cfg(feature = "axum")]
+        let (body, metering): (ReqBody, Metering) = if shared.charge_body {
+            match body::meter(body, &key, cost, &self.shared) {
+                Ok((body, meter)) => (body, Some((meter, Arc::clone(&shared.announce)))),
+                Err(other) => {
+                    if other.is_some() {
+                        log_misconfigured(&shared.misconfigured, NOT_AXUM_BODY);
+                    }
+                    return ResponseFuture::done(StatusCode::INTERNAL_SERVER_ERROR);
+                }
+            }
+        } else {
+            (body, None)
+        };
+        #[cfg(not(feature = "axum"))]
+        let metering: Metering = None;
         let now = shared.clock.now();
         if let Some(delay) = &shared.delay {
             // Take a place in the queue first, so a full queue books nothing.
@@ -697,7 +1076,7 @@ where
                 return match reserved {
                     Err(verdict) | Ok((0, verdict)) => {
                         drop(slot);
-                        self.finish(verdict, parts, body)
+                        self.finish(verdict, parts, body, metering)
                     }
                     Ok((wait, verdict)) => {
                         let hz = shared.announce.hz;
@@ -711,6 +1090,7 @@ where
                                 inner: Some(inner),
                                 stamp: Some(stamp),
                                 slot: Some(slot),
+                                metering,
                             },
                         }
                     }
@@ -719,7 +1099,7 @@ where
             drop(slot);
         }
         match shared.backend.check(&key, now, cost) {
-            Check::Ready(verdict) => self.finish(verdict, parts, body),
+            Check::Ready(verdict) => self.finish(verdict, parts, body, metering),
             Check::Pending(check) => {
                 let clone = self.inner.clone();
                 let inner = core::mem::replace(&mut self.inner, clone);
@@ -729,6 +1109,7 @@ where
                         req: Some(Request::from_parts(parts, body)),
                         inner: Some(inner),
                         announce: Arc::clone(&shared.announce),
+                        metering,
                     },
                 }
             }
@@ -742,6 +1123,7 @@ impl<S, E, B, C> RateLimit<S, E, B, C> {
         verdict: Verdict,
         parts: Parts,
         body: ReqBody,
+        metering: Metering,
     ) -> ResponseFuture<S, B::Future, ReqBody>
     where
         S: Service<Request<ReqBody>, Response = Response<ResBody>>,
@@ -754,6 +1136,7 @@ impl<S, E, B, C> RateLimit<S, E, B, C> {
                 state: State::Calling {
                     fut: self.inner.call(Request::from_parts(parts, body)),
                     stamp: Some(stamp),
+                    metering,
                 },
             }
         } else {
@@ -785,6 +1168,7 @@ pin_project_lite::pin_project! {
             req: Option<Request<ReqBody>>,
             inner: Option<S>,
             announce: Arc<Announce>,
+            metering: Metering,
         },
         Sleeping {
             #[pin] sleep: tokio::time::Sleep,
@@ -792,8 +1176,9 @@ pin_project_lite::pin_project! {
             inner: Option<S>,
             stamp: Option<Stamp>,
             slot: Option<Slot>,
+            metering: Metering,
         },
-        Calling { #[pin] fut: S::Future, stamp: Option<Stamp> },
+        Calling { #[pin] fut: S::Future, stamp: Option<Stamp>, metering: Metering },
     }
 }
 
@@ -848,6 +1233,7 @@ where
                     req,
                     inner,
                     announce,
+                    metering,
                 } => {
                     let verdict = ready!(check.poll(cx));
                     let (status, stamp) = announce.answer(&verdict);
@@ -857,9 +1243,11 @@ where
                     };
                     if status == StatusCode::OK {
                         let fut = inner.call(req);
+                        let metering = metering.take();
                         state.set(State::Calling {
                             fut,
                             stamp: Some(stamp),
+                            metering,
                         });
                     } else {
                         state.set(State::Fixed {
@@ -873,6 +1261,7 @@ where
                     inner,
                     stamp,
                     slot,
+                    metering,
                 } => {
                     ready!(sleep.poll(cx));
                     drop(slot.take());
@@ -881,11 +1270,28 @@ where
                         continue;
                     };
                     let stamp = stamp.take();
+                    let metering = metering.take();
                     let fut = inner.call(req);
-                    state.set(State::Calling { fut, stamp });
+                    state.set(State::Calling {
+                        fut,
+                        stamp,
+                        metering,
+                    });
                 }
-                StateProj::Calling { fut, stamp } => {
+                StateProj::Calling {
+                    fut,
+                    stamp,
+                    metering,
+                } => {
                     let mut response = ready!(fut.poll(cx))?;
+                    // The body went over while the handler read it: the
+                    // answer is the refusal, not the handler's.
+                    if let Some((meter, announce)) = metering.take() {
+                        if let Some(verdict) = meter.refused() {
+                            let (status, stamp) = announce.answer(&verdict);
+                            return Poll::Ready(Ok(plain(status, body_for(status), stamp)));
+                        }
+                    }
                     if let Some(stamp) = stamp.take() {
                         stamp.apply(response.headers_mut());
                     }
