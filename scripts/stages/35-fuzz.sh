@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fuzzing (cargo fuzz, libFuzzer; nightly): quota construction, every
-# limiter's check path with arbitrary states and times, and the header
-# writers, each for a bounded time. The kept corpus under fuzz/corpus/ is
-# read, and what a run finds is written to a scratch copy, so the tree is
-# left as it was. A crash fails the stage and is saved under fuzz/artifacts/.
+# limiter's check path with arbitrary states and times, the header writers
+# and the human quota syntax (feature serde), each for a bounded time. The
+# kept corpus under fuzz/corpus/ is read, and what a run finds is written
+# to a scratch copy, so the tree is left as it was. A crash fails the stage
+# and is saved under fuzz/artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs="${CELLRATE_FUZZ_SECS:-25}"
@@ -18,7 +19,7 @@ fi
 cd fuzz
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-for target in quota limiters headers; do
+for target in quota limiters headers config; do
     mkdir -p "$scratch/$target" "corpus/$target"
     echo "--- fuzz $target for ${secs} s (kept corpus: $(ls "corpus/$target" | wc -l) inputs)"
     cargo +nightly fuzz run "$target" "$scratch/$target" "corpus/$target" -- \
