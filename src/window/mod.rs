@@ -186,15 +186,21 @@ macro_rules! window_limiter {
     };
 }
 
+pub mod bucketed;
 pub mod fixed;
 pub mod log;
 pub mod sliding;
+pub mod wide_bucketed;
 
+pub use self::bucketed::{
+    BucketedWindow, BucketedWindowPrepared, BucketedWindowQuota, BucketedWindowShortfall,
+};
 pub use self::fixed::{FixedWindow, FixedWindowPrepared, FixedWindowQuota, FixedWindowShortfall};
 pub use self::log::SlidingLog;
 pub use self::sliding::{
     SlidingWindow, SlidingWindowPrepared, SlidingWindowQuota, SlidingWindowShortfall,
 };
+pub use self::wide_bucketed::WideBucketedWindow;
 
 use core::fmt;
 
@@ -227,6 +233,16 @@ pub enum WindowError {
         /// The longest window this limiter accepts.
         max: u64,
     },
+    /// A bucketed window with zero buckets.
+    ZeroBuckets,
+    /// The window is not a whole number of buckets (bucketed windows:
+    /// `buckets` must divide `window`).
+    UnevenBuckets,
+    /// More buckets than the bucketed window can count.
+    TooManyBuckets {
+        /// The most buckets it accepts.
+        max: u32,
+    },
 }
 
 impl WindowError {
@@ -238,6 +254,9 @@ impl WindowError {
             WindowError::LimitTooLarge { .. } => "window: the limit is too large for this limiter",
             WindowError::Overflow => "window: limit times window overflows 64 bits",
             WindowError::WindowTooLong { .. } => "window: the window is too long for this limiter",
+            WindowError::ZeroBuckets => "window: zero buckets",
+            WindowError::UnevenBuckets => "window: the buckets do not divide the window",
+            WindowError::TooManyBuckets { .. } => "window: too many buckets for this limiter",
         }
     }
 }
@@ -250,6 +269,9 @@ impl fmt::Display for WindowError {
             }
             WindowError::WindowTooLong { max } => {
                 write!(f, "window: the window is too long (at most {max} ticks)")
+            }
+            WindowError::TooManyBuckets { max } => {
+                write!(f, "window: too many buckets (at most {max})")
             }
             other => f.write_str(other.as_str()),
         }
