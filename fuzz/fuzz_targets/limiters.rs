@@ -9,14 +9,17 @@
 //!   arbitrary origin give exactly the same answers (GCRA, the keyed
 //!   table, the sliding log, the meter), whatever the gaps between them.
 //! * Any state word fed to any `Algorithm` admits at most its limit at one `now`.
-//! * Windows, the sliding log, the keyed table and the meters never panic.
+//! * Windows (the bucketed ones included), the sliding log, the keyed
+//!   table and the meters never panic; the bucketed windows never report
+//!   more than their limit.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use cellrate::keyed::{Keyed, Seed, WhenFull};
 use cellrate::meter::{LocalFlow, Meter, SrTcm};
 use cellrate::window::{
-    FixedWindow, FixedWindowQuota, SlidingLog, SlidingWindow, SlidingWindowQuota,
+    BucketedWindow, BucketedWindowQuota, FixedWindow, FixedWindowQuota, SlidingLog, SlidingWindow,
+    SlidingWindowQuota, WideBucketedWindow,
 };
 use cellrate::{Algorithm, Gcra, LocalGcra, Quota, RateLimiter};
 use libfuzzer_sys::fuzz_target;
@@ -43,6 +46,8 @@ struct Input {
     hz: u64,
     limit: u16,
     window: u32,
+    /// The bucketed windows' bucket count, less one (mod 8).
+    buckets: u8,
     state: u64,
     start: u64,
     /// The shift of the second copy of each limiter.
@@ -62,7 +67,10 @@ fn at_once<A: Algorithm>(a: &A, mut state: u64, now: u64, cost: u64, limit: u64)
             _ => break,
         }
     }
-    assert!(total <= limit, "{total} admitted from one word against {limit}");
+    assert!(
+        total <= limit,
+        "{total} admitted from one word against {limit}"
+    );
     let _ = a.peek(state, now);
     let _ = a.is_idle(state, now);
 }
@@ -82,6 +90,13 @@ fuzz_target!(|input: Input| {
     let window = u64::from(input.window).max(1);
     let fixed_q = FixedWindowQuota::new(limit, window);
     let sliding_q = SlidingWindowQuota::try_new(limit, window).ok();
+    // `n` buckets dividing the window (the one-word form refuses a limit
+    // too large for `n`; the wide form has 4 buckets, so takes `n = 4`).
+    let n = u32::from(input.buckets % 8) + 1;
+    let bucketed_window = (window / u64::from(n)).max(1) * u64::from(n);
+    let bucketed_q = BucketedWindowQuota::try_new(limit, bucketed_window, n).ok();
+    let bucketed = bucketed_q.map(BucketedWindow::with_quota);
+    let wide = WideBucketedWindow::<4>::try_new(limit, (window / 4).max(1) * 4).ok();
 
     let shared = Gcra::new(quota);
     let local = LocalGcra::new(quota);
@@ -119,7 +134,12 @@ fuzz_target!(|input: Input| {
             Err(e) => assert_eq!(a, Err(e)),
         }
         assert_eq!(shared.peek(now), local.peek(now));
-        assert_eq!(shifted.check_n(later, cost), a, "shifted by {}", input.origin);
+        assert_eq!(
+            shifted.check_n(later, cost),
+            a,
+            "shifted by {}",
+            input.origin
+        );
         assert_eq!(shifted.peek(later), shared.peek(now));
         assert_eq!(
             shifted_keyed.check_n(&op.key, later, cost),
@@ -129,6 +149,20 @@ fuzz_target!(|input: Input| {
         let _ = fixed.check_n(now, cost);
         if let Some(s) = &sliding {
             let _ = s.check_n(now, cost);
+        }
+        if let Some(b) = &bucketed {
+            if let Ok(d) = b.check_n(now, cost) {
+                assert!(d.remaining() <= limit);
+            }
+            assert!(b.peek(now).remaining() <= limit);
+            let _ = b.refund_n(now, cost);
+        }
+        if let Some(w) = &wide {
+            if let Ok(d) = w.check_n(now, cost) {
+                assert!(d.remaining() <= limit);
+            }
+            assert!(w.peek(now).remaining() <= limit);
+            let _ = w.refund_n(now, cost);
         }
         if let (Some(l), Some(s)) = (&log, &shifted_log) {
             assert_eq!(s.check_n(later, cost), l.check_n(now, cost));
@@ -144,6 +178,9 @@ fuzz_target!(|input: Input| {
         at_once(&quota, input.state, now, cost.max(1), burst);
         at_once(&fixed_q, input.state, now, cost.max(1), limit);
         if let Some(q) = &sliding_q {
+            at_once(q, input.state, now, cost.max(1), limit);
+        }
+        if let Some(q) = &bucketed_q {
             at_once(q, input.state, now, cost.max(1), limit);
         }
     }
