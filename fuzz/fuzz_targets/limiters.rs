@@ -18,8 +18,8 @@ use arbitrary::Arbitrary;
 use cellrate::keyed::{Keyed, Seed, WhenFull};
 use cellrate::meter::{LocalFlow, Meter, SrTcm};
 use cellrate::window::{
-    BucketedWindow, BucketedWindowQuota, FixedWindow, FixedWindowQuota, SlidingLog, SlidingWindow,
-    SlidingWindowQuota, WideBucketedWindow,
+    BucketedWindow, BucketedWindowQuota, FixedWindow, FixedWindowQuota, SlidingLog,
+    SlidingWindow, SlidingWindowQuota, WideBucketedWindow,
 };
 use cellrate::{Algorithm, Gcra, LocalGcra, Quota, RateLimiter};
 use libfuzzer_sys::fuzz_target;
@@ -67,10 +67,7 @@ fn at_once<A: Algorithm>(a: &A, mut state: u64, now: u64, cost: u64, limit: u64)
             _ => break,
         }
     }
-    assert!(
-        total <= limit,
-        "{total} admitted from one word against {limit}"
-    );
+    assert!(total <= limit, "{total} admitted from one word against {limit}");
     let _ = a.peek(state, now);
     let _ = a.is_idle(state, now);
 }
@@ -91,7 +88,7 @@ fuzz_target!(|input: Input| {
     let fixed_q = FixedWindowQuota::new(limit, window);
     let sliding_q = SlidingWindowQuota::try_new(limit, window).ok();
     // `n` buckets dividing the window (the one-word form refuses a limit
-    // too large for `n`; the wide form has 4 buckets, so takes `n = 4`).
+    // too large for `n`); the wide form has 4 buckets.
     let n = u32::from(input.buckets % 8) + 1;
     let bucketed_window = (window / u64::from(n)).max(1) * u64::from(n);
     let bucketed_q = BucketedWindowQuota::try_new(limit, bucketed_window, n).ok();
@@ -134,12 +131,7 @@ fuzz_target!(|input: Input| {
             Err(e) => assert_eq!(a, Err(e)),
         }
         assert_eq!(shared.peek(now), local.peek(now));
-        assert_eq!(
-            shifted.check_n(later, cost),
-            a,
-            "shifted by {}",
-            input.origin
-        );
+        assert_eq!(shifted.check_n(later, cost), a, "shifted by {}", input.origin);
         assert_eq!(shifted.peek(later), shared.peek(now));
         assert_eq!(
             shifted_keyed.check_n(&op.key, later, cost),
