@@ -512,3 +512,23 @@ fn tiers_of_bucketed_windows_are_all_or_nothing() {
     assert_eq!(per_second.peek(2_000).remaining(), 5); // charged nothing
     assert!(tiers.check_n(2_000, 2).is_ok());
 }
+
+#[test]
+fn memory_is_as_documented() {
+    use std::mem::size_of;
+    // The window module's table: one state word beside the parameters, as
+    // the fixed window; the wide form's ring with its head, index, sum,
+    // sequence word and parameters, 8·N + 72 bytes (with `std`).
+    let word = |limiter: usize, quota: usize| limiter - quota;
+    assert_eq!(
+        word(
+            size_of::<BucketedWindow>(),
+            size_of::<BucketedWindowQuota>()
+        ),
+        8
+    );
+    assert_eq!(size_of::<WideBucketedWindow<1>>(), 8 + 72);
+    assert_eq!(size_of::<WideBucketedWindow<8>>(), 8 * 8 + 72);
+    // AnyLimiter's docs: the bucketed window's parameters, about 120 bytes.
+    assert!(size_of::<BucketedWindow>() <= 128);
+}

@@ -131,26 +131,38 @@ impl<const N: usize> WideBucketedWindow<N> {
         /// assert_eq!(WideBucketedWindow::<0>::try_new(10, 100).err(), Some(WindowError::ZeroBuckets));
         /// ```
         pub fn try_new(limit: u64, window: u64) -> Result<Self, WindowError> {
-            if let Err(e) = check_params(limit, window, u64::MAX) {
-                return Err(e);
-            }
-            let buckets = if N > MAX_BUCKETS as usize { MAX_BUCKETS + 1 } else { N as u32 };
-            if let Err(e) = check_buckets(window, buckets, MAX_BUCKETS) {
-                return Err(e);
-            }
-            let b = window / N as u64;
-            Ok(WideBucketedWindow {
-                limit,
-                bucket: Divisor::new(b),
-                last: u64::MAX / b,
-                ring: Guarded::new(Ring {
-                    index: GuardedU64::new(0),
-                    head: GuardedU64::new(0),
-                    total: GuardedU64::new(0),
-                    counts: guarded_zeros(),
+            match Self::validate(limit, window) {
+                Ok(b) => Ok(WideBucketedWindow {
+                    limit,
+                    bucket: Divisor::new(b),
+                    last: u64::MAX / b,
+                    ring: Guarded::new(Ring {
+                        index: GuardedU64::new(0),
+                        head: GuardedU64::new(0),
+                        total: GuardedU64::new(0),
+                        counts: guarded_zeros(),
+                    }),
                 }),
-            })
+                Err(e) => Err(e),
+            }
         }
+    }
+
+    /// The checks of [`try_new`](Self::try_new): the bucket's length in
+    /// ticks, or what is wrong (a `const fn` under loom too).
+    const fn validate(limit: u64, window: u64) -> Result<u64, WindowError> {
+        if let Err(e) = check_params(limit, window, u64::MAX) {
+            return Err(e);
+        }
+        let buckets = if N > MAX_BUCKETS as usize {
+            MAX_BUCKETS + 1
+        } else {
+            N as u32
+        };
+        if let Err(e) = check_buckets(window, buckets, MAX_BUCKETS) {
+            return Err(e);
+        }
+        Ok(window / N as u64)
     }
 
     /// The most cells in any `N` consecutive buckets.
@@ -527,9 +539,12 @@ mod loom_tests {
         });
     }
 
-    /// Per serial order: each check's remaining (or `None`, denied) and the
-    /// state at [`LATER`].
-    fn serial_outcomes() -> Vec<(Vec<Option<u64>>, (u64, u64, u64))> {
+    /// Each check's remaining (`None`: denied), and the state at [`LATER`]
+    /// (remaining, reset after, retry after).
+    type Outcome = (Vec<Option<u64>>, (u64, u64, u64));
+
+    /// The outcome of each serial order.
+    fn serial_outcomes() -> Vec<Outcome> {
         let quota = BucketedWindowQuota::new(2, 30, 3);
         [[0, 1], [1, 0]]
             .iter()
