@@ -5,7 +5,7 @@
 //! | [`FixedWindow`] | one `u64`: (window index, count) | exact for aligned windows `[k·W, (k+1)·W)`; up to `2·limit` across an edge | 8 bytes |
 //! | [`SlidingWindow`] | one `u64`: (window index, previous count, current count) | approximation of a sliding window (see [`sliding`]) | 8 bytes |
 //! | [`BucketedWindow`] | one `u64`: (bucket index, suffix sums of `N` bucket counts) | exact per bucket of `W/N` ticks: at most `limit` in any `N` buckets, at most one bucket's count over in any `W` ticks (see [`bucketed`]) | 8 bytes |
-//! | [`WideBucketedWindow`] | a ring of `N` bucket counts, its head, the bucket index, the sum | as [`BucketedWindow`], for any limit | `8·N + 72` bytes (with `std`) |
+//! | [`WideBucketedWindow`] | a ring of `N` bucket counts, its head, the bucket index, the sum | as [`BucketedWindow`], for any limit | `8·N + 72` bytes (`8·N + 64` without `std`) |
 //! | [`SlidingLog`] | the expiry ticks of the last `limit` admitted cells, a ring position and a tick | exact: at most `limit` cells in any `W` consecutive ticks | `8·N + 40` bytes |
 //!
 //! The parameters of the counters ([`FixedWindowQuota`],
