@@ -461,6 +461,7 @@ impl BucketedWindowQuota {
     /// Ticks from now until the first bucket `d ≥ 1` after the judged one
     /// whose window leaves `room ≤ limit` cells free (`d ≤ N`: from `N` on
     /// the window is empty).
+    #[inline(always)]
     fn wait(&self, v: &View, room: u64) -> u64 {
         let mut d = 1;
         while d < self.buckets as u64 && self.total(self.shift(v.counts, d)) + room > self.limit {
@@ -470,6 +471,7 @@ impl BucketedWindowQuota {
     }
 
     /// Ticks until the window is empty (0 if it is).
+    #[inline(always)]
     fn reset_after(&self, v: &View) -> u64 {
         if v.counts == 0 {
             0
