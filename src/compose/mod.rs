@@ -27,7 +27,9 @@
 //!
 //! A revocation is exact: a window counter subtracts the cells from the
 //! window they were counted in (nothing, if that window has passed: they
-//! expired anyway), [`Gcra`] moves its TAT back by `cost·T`
+//! expired anyway; a bucketed window, from the bucket they were counted
+//! in while it is in the window, and nothing where, near the wrap of the
+//! tick counter, its tag could name two buckets), [`Gcra`] moves its TAT back by `cost·T`
 //! (never earlier than the admission's `now`, i.e. never fuller than full at
 //! that time), and [`SlidingLog`] removes the cells it
 //! recorded.
