@@ -7,6 +7,10 @@
 //! * `family/any_<algorithm>_admit`: the same check through `AnyLimiter`,
 //!   to compare with `family/<algorithm>_admit`.
 //!
+//! The one-word bucketed window admitting has 2 buckets (a limit of 2²⁰
+//! takes 21 bits a bucket, and the counts get 48), denying 4 (limit 100);
+//! the wide form has 8 buckets either way.
+//!
 //! As in `benches/gcra.rs`, each sample is a batch of 1 024 checks at one
 //! opaque `now`, and limiters are called directly (generic, inlinable), as
 //! the floor is. Admitting benches move `now` on by one window per batch, so
@@ -27,7 +31,9 @@ use std::hint::black_box;
 use std::sync::atomic::AtomicU64;
 
 use cellrate::compose::{AlgorithmKind, AnyLimiter, LimiterConfig};
-use cellrate::window::{FixedWindow, SlidingLog, SlidingWindow};
+use cellrate::window::{
+    BucketedWindow, FixedWindow, SlidingLog, SlidingWindow, WideBucketedWindow,
+};
 use cellrate::{Gcra, Quota, RateLimiter};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput};
@@ -98,6 +104,17 @@ const LOG_LOCK: &str = if cfg!(feature = "std") {
     " (no std: critical section)"
 };
 
+/// `AnyLimiter`'s configuration of `kind` at the benches' limit and window
+/// (the bucketed window in 2 buckets, as benched directly).
+fn any_config(kind: AlgorithmKind) -> LimiterConfig {
+    let config = LimiterConfig::new(kind, LIMIT, WINDOW, HZ);
+    if kind == AlgorithmKind::BucketedWindow {
+        config.with_buckets(2)
+    } else {
+        config
+    }
+}
+
 /// The paired ratios (subject time ÷ baseline time) the README reports.
 fn paired_ratios() {
     let word = AtomicU64::new(0);
@@ -149,6 +166,28 @@ fn paired_ratios() {
         &mut floor(),
         &mut denying(&Gcra::new(Quota::per_ticks(100, WINDOW).at_hz(HZ))),
     );
+    let bucketed = BucketedWindow::new(LIMIT, WINDOW, 2);
+    ratio(
+        "BucketedWindow (2 buckets) admitting ÷ CAS floor",
+        &mut floor(),
+        &mut admitting(&bucketed),
+    );
+    let wide = WideBucketedWindow::<8>::new(LIMIT, WINDOW);
+    ratio(
+        &format!("WideBucketedWindow<8> admitting ÷ CAS floor{LOG_LOCK}"),
+        &mut floor(),
+        &mut admitting(&wide),
+    );
+    ratio(
+        "BucketedWindow (4 buckets) denying ÷ CAS floor",
+        &mut floor(),
+        &mut denying(&BucketedWindow::new(100, WINDOW, 4)),
+    );
+    ratio(
+        &format!("WideBucketedWindow<8> denying ÷ CAS floor{LOG_LOCK}"),
+        &mut floor(),
+        &mut denying(&WideBucketedWindow::<8>::new(100, WINDOW)),
+    );
     let pair = (gcra(), FixedWindow::new(LIMIT, WINDOW));
     ratio(
         "(Gcra, FixedWindow) admitting ÷ CAS floor",
@@ -158,10 +197,10 @@ fn paired_ratios() {
     for (kind, name) in [
         (AlgorithmKind::FixedWindow, "FixedWindow"),
         (AlgorithmKind::SlidingWindow, "SlidingWindow"),
+        (AlgorithmKind::BucketedWindow, "BucketedWindow"),
         (AlgorithmKind::Gcra, "Gcra"),
     ] {
-        let any: AnyLimiter<1> =
-            AnyLimiter::from_config(LimiterConfig::new(kind, LIMIT, WINDOW, HZ)).unwrap();
+        let any: AnyLimiter<1> = AnyLimiter::from_config(any_config(kind)).unwrap();
         let name = format!("AnyLimiter ÷ {name}, admitting");
         match kind {
             AlgorithmKind::FixedWindow => {
@@ -170,6 +209,10 @@ fn paired_ratios() {
             }
             AlgorithmKind::SlidingWindow => {
                 let concrete = SlidingWindow::new(LIMIT, WINDOW);
+                ratio(&name, &mut admitting(&concrete), &mut admitting(&any));
+            }
+            AlgorithmKind::BucketedWindow => {
+                let concrete = BucketedWindow::new(LIMIT, WINDOW, 2);
                 ratio(&name, &mut admitting(&concrete), &mut admitting(&any));
             }
             _ => {
@@ -197,6 +240,16 @@ fn family(c: &mut Criterion) {
     // The log keeps every admission time: its limit is its capacity.
     let log = SlidingLog::<1_024>::new(1_024, WINDOW);
     admit(&mut g, "sliding_log_admit", &log);
+    admit(
+        &mut g,
+        "bucketed_window_admit",
+        &BucketedWindow::new(LIMIT, WINDOW, 2),
+    );
+    admit(
+        &mut g,
+        "wide_bucketed_window_admit",
+        &WideBucketedWindow::<8>::new(LIMIT, WINDOW),
+    );
 
     deny(&mut g, "fixed_window_deny", &FixedWindow::new(100, WINDOW));
     deny(
@@ -208,6 +261,16 @@ fn family(c: &mut Criterion) {
         &mut g,
         "sliding_log_deny",
         &SlidingLog::<64>::new(64, WINDOW),
+    );
+    deny(
+        &mut g,
+        "bucketed_window_deny",
+        &BucketedWindow::new(100, WINDOW, 4),
+    );
+    deny(
+        &mut g,
+        "wide_bucketed_window_deny",
+        &WideBucketedWindow::<8>::new(100, WINDOW),
     );
     deny(
         &mut g,
@@ -224,10 +287,10 @@ fn family(c: &mut Criterion) {
     for (kind, name) in [
         (AlgorithmKind::FixedWindow, "any_fixed_window_admit"),
         (AlgorithmKind::SlidingWindow, "any_sliding_window_admit"),
+        (AlgorithmKind::BucketedWindow, "any_bucketed_window_admit"),
         (AlgorithmKind::Gcra, "any_gcra_admit"),
     ] {
-        let any: AnyLimiter<1> =
-            AnyLimiter::from_config(LimiterConfig::new(kind, LIMIT, WINDOW, HZ)).unwrap();
+        let any: AnyLimiter<1> = AnyLimiter::from_config(any_config(kind)).unwrap();
         admit(&mut g, name, &any);
     }
     g.finish();

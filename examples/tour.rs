@@ -94,6 +94,10 @@ fn configs() -> Vec<(&'static str, LimiterConfig)> {
         ("fixed window", cfg(AlgorithmKind::FixedWindow)),
         ("sliding window", cfg(AlgorithmKind::SlidingWindow)),
         ("sliding log", cfg(AlgorithmKind::SlidingLog)),
+        (
+            "bucketed (10 × 100 ms)",
+            cfg(AlgorithmKind::BucketedWindow).with_buckets(10),
+        ),
         ("token bucket (cap. 10)", cfg(AlgorithmKind::TokenBucket)),
         ("leaky bucket (meter)", cfg(AlgorithmKind::LeakyBucket)),
         ("GCRA (burst 5)", cfg(AlgorithmKind::Gcra).with_burst(5)),

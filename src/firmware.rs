@@ -22,15 +22,15 @@
 //! | RISC-V without atomics | `riscv32imc-unknown-none-elf` | `riscv = { version = "0.16", features = ["critical-section-single-hart"] }` |
 //! | RISC-V 32-bit with atomics | `riscv32imac-unknown-none-elf` | the same |
 //! | multi-core, e.g. RP2040 (2 × M0+) | `thumbv6m-none-eabi` | the HAL's multi-core implementation, e.g. `rp2040-hal = { version = "0.10", features = ["critical-section-impl"] }` (a hardware spinlock plus interrupts off); **never** `cortex-m`'s single-core one, which does not stop the other core |
-//! | AArch64 bare metal (Cortex-A/R, hypervisors) | `aarch64-unknown-none` | nothing for `Gcra`, windows and keyed tables; a critical-section implementation for `SlidingLog` (the kernel's or HAL's, interrupts off) |
-//! | x86_64 kernels, UEFI-adjacent code | `x86_64-unknown-none` (and `x86_64-unknown-uefi`, the same) | nothing for `Gcra` and windows; a critical-section implementation (interrupts off, plus a spinlock on several cores) for keyed tables and `SlidingLog`, or `-C target-feature=+cmpxchg16b` in `RUSTFLAGS` to make keyed tables lock-free (every x86_64 CPU since about 2006 has it) |
-//! | WebAssembly | `wasm32-unknown-unknown` (no default features) | nothing for `Gcra` and windows; for keyed tables and `SlidingLog` a critical-section implementation, e.g. `critical-section = { version = "1.2", features = ["std"] }` (without one the module imports `_critical_section_1_0_acquire` and fails to instantiate) |
+//! | AArch64 bare metal (Cortex-A/R, hypervisors) | `aarch64-unknown-none` | nothing for `Gcra`, windows and keyed tables; a critical-section implementation for `SlidingLog` and `WideBucketedWindow` (the kernel's or HAL's, interrupts off) |
+//! | x86_64 kernels, UEFI-adjacent code | `x86_64-unknown-none` (and `x86_64-unknown-uefi`, the same) | nothing for `Gcra` and windows; a critical-section implementation (interrupts off, plus a spinlock on several cores) for keyed tables, `SlidingLog` and `WideBucketedWindow`, or `-C target-feature=+cmpxchg16b` in `RUSTFLAGS` to make keyed tables lock-free (every x86_64 CPU since about 2006 has it) |
+//! | WebAssembly | `wasm32-unknown-unknown` (no default features) | nothing for `Gcra` and windows; for keyed tables, `SlidingLog` and `WideBucketedWindow` a critical-section implementation, e.g. `critical-section = { version = "1.2", features = ["std"] }` (without one the module imports `_critical_section_1_0_acquire` and fails to instantiate) |
 //!
 //! What each target does with each kind of state (`scripts/stages/40-bare-metal.sh`
 //! builds every row and links a small binary per row and column,
 //! `examples/bare-metal`, checking which ones need a critical section):
 //!
-//! | Rust target | state word (`Gcra`, windows, meters) | keyed table slot (16 bytes) | `SlidingLog` ring |
+//! | Rust target | state word (`Gcra`, windows, meters) | keyed table slot (16 bytes) | `SlidingLog` ring, `WideBucketedWindow` counts |
 //! |---|---|---|---|
 //! | `thumbv6m-none-eabi` (no compare-and-swap) | critical section | critical section | critical section |
 //! | `thumbv7em-none-eabihf`, `thumbv8m.main-none-eabihf` (32-bit CAS) | critical section | critical section | critical section |

@@ -120,7 +120,10 @@ pub use decision::{Decision, Denied, Limited, Snapshot};
 pub use gcra::{Gcra, LeakyBucket, LocalGcra, Reservation, SetQuotaError, TokenBucket};
 pub use quota::{Quota, QuotaBuilder, QuotaError, Rate};
 pub use time::{Clock, ManualClock};
-pub use window::{FixedWindow, FixedWindowQuota, SlidingLog, SlidingWindow, SlidingWindowQuota};
+pub use window::{
+    BucketedWindow, BucketedWindowQuota, FixedWindow, FixedWindowQuota, SlidingLog, SlidingWindow,
+    SlidingWindowQuota,
+};
 
 /// The common face of every limiter in the crate.
 ///

@@ -3,7 +3,7 @@
 use cellrate::compose::{
     Adaptive, AlgorithmKind, AnyLimiter, ConfigError, LimiterConfig, Metered, Penalty, Revocable,
 };
-use cellrate::window::{FixedWindow, SlidingLog, SlidingWindow, WindowError};
+use cellrate::window::{BucketedWindow, FixedWindow, SlidingLog, SlidingWindow, WindowError};
 use cellrate::{Denied, Gcra, Quota, QuotaError, RateLimiter};
 use proptest::prelude::*;
 
@@ -184,16 +184,20 @@ proptest! {
     #[test]
     fn any_limiter_decides_like_the_limiter_it_wraps(
         kind in prop::sample::select(AlgorithmKind::ALL.to_vec()),
-        limit in 1u64..16, window in 1u64..500, burst in 1u64..16,
+        limit in 1u64..16, window in 1u64..500, burst in 1u64..16, n in 1u32..7,
         steps in prop::collection::vec((0u64..200, 0u64..6), 1..50),
     ) {
         let burst = matches!(kind, AlgorithmKind::TokenBucket | AlgorithmKind::Gcra).then_some(burst);
-        let config = LimiterConfig { algorithm: kind, limit, window, burst, hz: HZ };
+        let bucketed = kind == AlgorithmKind::BucketedWindow;
+        let buckets = bucketed.then_some(n);
+        let window = if bucketed { window * n as u64 } else { window };
+        let config = LimiterConfig { algorithm: kind, limit, window, burst, buckets, hz: HZ };
         let any: AnyLimiter<16> = AnyLimiter::from_config(config).unwrap();
         let concrete: Box<dyn RateLimiter> = match kind {
             AlgorithmKind::FixedWindow => Box::new(FixedWindow::new(limit, window)),
             AlgorithmKind::SlidingWindow => Box::new(SlidingWindow::new(limit, window)),
             AlgorithmKind::SlidingLog => Box::new(SlidingLog::<16>::new(limit, window)),
+            AlgorithmKind::BucketedWindow => Box::new(BucketedWindow::new(limit, window, n)),
             AlgorithmKind::TokenBucket => Box::new(Gcra::token_bucket(burst.unwrap_or(limit), cellrate::Rate::per_ticks(limit, window), HZ)),
             AlgorithmKind::LeakyBucket => Box::new(Gcra::leaky_bucket(cellrate::Rate::per_ticks(limit, window), HZ)),
             AlgorithmKind::Gcra => Box::new(Gcra::new(Quota::per_ticks(limit, window).with_burst(burst.unwrap_or(limit)).at_hz(HZ))),
@@ -214,12 +218,17 @@ proptest! {
         to in prop::sample::select(AlgorithmKind::ALL.to_vec()),
         limit in 2u64..16, new_limit in 1u64..16, used in 0u64..16, now in 0u64..10_000,
     ) {
-        let mut l: AnyLimiter<16> = AnyLimiter::from_config(LimiterConfig::new(from, limit, 1_000, HZ)).unwrap();
+        // The bucketed window in 4 buckets (a limit below 16 takes 4 bits each).
+        let cfg = |k, limit| {
+            let c = LimiterConfig::new(k, limit, 1_000, HZ);
+            if k == AlgorithmKind::BucketedWindow { c.with_buckets(4) } else { c }
+        };
+        let mut l: AnyLimiter<16> = AnyLimiter::from_config(cfg(from, limit)).unwrap();
         let used = if from == AlgorithmKind::LeakyBucket { used.min(1) } else { used.min(limit) };
         if used > 0 { l.check_n(now, used).unwrap(); }
         let before = l.peek(now);
         let in_use = before.limit() - before.remaining();
-        l.reconfigure(now, LimiterConfig::new(to, new_limit, 1_000, HZ)).unwrap();
+        l.reconfigure(now, cfg(to, new_limit)).unwrap();
         prop_assert_eq!(l.config().algorithm, to);
         let s = l.peek(now);
         let bucket = |k| matches!(k, AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket | AlgorithmKind::Gcra);
@@ -269,6 +278,40 @@ fn invalid_configurations_are_clear_errors() {
         err(LimiterConfig::new(Gcra, 5, 10, 0)),
         Some(ConfigError::ZeroHz)
     );
+    // The bucketed window: a bucket count, required, dividing the window,
+    // and only for it.
+    assert_eq!(
+        err(cfg(BucketedWindow, 5, 60)),
+        Some(ConfigError::BucketsRequired)
+    );
+    assert_eq!(
+        err(cfg(BucketedWindow, 5, 60).with_buckets(7)),
+        Some(ConfigError::Window(WindowError::UnevenBuckets))
+    );
+    assert_eq!(
+        err(cfg(BucketedWindow, 5, 60).with_buckets(0)),
+        Some(ConfigError::Window(WindowError::ZeroBuckets))
+    );
+    assert_eq!(
+        err(cfg(BucketedWindow, 256, 60).with_buckets(6)),
+        Some(ConfigError::Window(WindowError::LimitTooLarge { max: 255 }))
+    );
+    assert_eq!(
+        err(cfg(BucketedWindow, 5, 60).with_buckets(6).with_burst(6)),
+        Some(ConfigError::BurstNotSupported(BucketedWindow))
+    );
+    assert_eq!(
+        err(cfg(FixedWindow, 5, 60).with_buckets(6)),
+        Some(ConfigError::BucketsNotSupported(FixedWindow))
+    );
+    assert_eq!(
+        "bucketed_window".parse::<AlgorithmKind>(),
+        Ok(BucketedWindow)
+    );
+    assert!(ConfigError::BucketsRequired.to_string().contains("bucket"));
+    assert!(ConfigError::BucketsNotSupported(Gcra)
+        .to_string()
+        .contains("gcra"));
     assert_eq!(
         "token-bucket".parse::<AlgorithmKind>(),
         Err(ConfigError::UnknownAlgorithm)
@@ -309,6 +352,19 @@ fn reconfiguration_within_a_family_keeps_its_state() {
     s.check_n(150, 2).unwrap();
     s.reconfigure(150, cfg(SlidingWindow, 20, 100)).unwrap();
     assert_eq!(s.peek(150).remaining(), 20 - 2 - 3);
+    // Bucketed window: the cells of `now`'s window (3 + 4 at 450; bucket
+    // 0's 2 have left), in the new grid's current bucket [400, 500): they
+    // count for a whole new window, until 400 + 300 = 700.
+    let mut b = AnyLimiter::<1>::from_config(cfg(BucketedWindow, 10, 400).with_buckets(4)).unwrap();
+    b.check_n(50, 2).unwrap();
+    b.check_n(150, 3).unwrap();
+    b.check_n(450, 4).unwrap();
+    assert_eq!(b.peek(450).remaining(), 3);
+    b.reconfigure(450, cfg(BucketedWindow, 20, 300).with_buckets(3))
+        .unwrap();
+    assert_eq!(b.peek(450).remaining(), 13);
+    assert_eq!(b.peek(699).remaining(), 13);
+    assert_eq!(b.peek(700).remaining(), 20);
 }
 
 /// Admits like `L::admit_n`, revoking when asked, next to a twin that

@@ -106,10 +106,12 @@ fn limiter(max: u64) -> impl Strategy<Value = LimiterConfig> {
         number(max),
         prop::option::of(number(max)),
         number(max),
+        prop::option::of(1..=64u32),
     )
-        .prop_map(|(algorithm, limit, window, burst, hz)| {
+        .prop_map(|(algorithm, limit, window, burst, hz, buckets)| {
             let mut c = LimiterConfig::new(algorithm, limit, window, hz);
             c.burst = burst;
+            c.buckets = buckets;
             c
         })
         .prop_filter("valid", |c| c.validate().is_ok())
@@ -582,7 +584,7 @@ fn golden_errors_while_reading() {
         (
             "[limiter]\nalgorithm = \"gcrb\"\nlimit = 1\nwindow = 1",
             "limiter.algorithm: unknown variant `gcrb`, expected one of `fixed_window`, \
-             `sliding_window`, `sliding_log`, `token_bucket`, `leaky_bucket`, `gcra`",
+             `sliding_window`, `sliding_log`, `bucketed_window`, `token_bucket`, `leaky_bucket`, `gcra`",
         ),
         (
             "[limiter]\nalgorithm = \"leaky_bucket\"\nlimit = 10\nwindow = 1000\nburst = 5",
@@ -591,6 +593,14 @@ fn golden_errors_while_reading() {
         (
             "[limiter]\nalgorithm = \"fixed_window\"\nlimit = 10\nwindow = 0",
             "limiter: invalid window limiter: window: the window is zero ticks long",
+        ),
+        (
+            "[limiter]\nalgorithm = \"bucketed_window\"\nlimit = 10\nwindow = 60",
+            "limiter: bucketed_window needs a bucket count (buckets)",
+        ),
+        (
+            "[limiter]\nalgorithm = \"gcra\"\nlimit = 10\nwindow = 60\nbuckets = 6",
+            "limiter: gcra takes no bucket count",
         ),
     ];
     for (text, expected) in cases {
@@ -702,9 +712,11 @@ proptest! {
         burst in prop::option::of(prop_oneof![Just(0u64), number(u64::MAX)]),
         same_burst in any::<bool>(),
         hz in prop_oneof![Just(0u64), number(u64::MAX)],
+        buckets in prop::option::of(prop_oneof![Just(0u32), 1..=64u32, any::<u32>()]),
     ) {
         let mut c = LimiterConfig::new(algorithm, limit, window, hz);
         c.burst = if same_burst { burst.map(|_| limit) } else { burst };
+        c.buckets = buckets;
         let built = AnyLimiter::<64>::from_config(c).map(|_| ());
         // (validate checks a log against the largest, 2³² − 1 cells.)
         if algorithm != AlgorithmKind::SlidingLog || limit <= 64 {

@@ -101,17 +101,28 @@ fn config() -> impl Strategy<Value = LimiterConfig> {
         1u64..64,
         1u64..100_000,
         prop::option::of(1u64..64),
+        1u32..9,
     )
-        .prop_map(|(algorithm, limit, window, burst)| {
+        .prop_map(|(algorithm, limit, window, burst, n)| {
             let burst = match algorithm {
                 AlgorithmKind::TokenBucket | AlgorithmKind::Gcra => burst,
                 _ => None,
+            };
+            // The bucketed window: `n` buckets dividing the window (a limit
+            // below 64 takes 6 bits a bucket, so up to 8 fit).
+            let bucketed = algorithm == AlgorithmKind::BucketedWindow;
+            let buckets = bucketed.then_some(n);
+            let window = if bucketed {
+                (window / n as u64).max(1) * n as u64
+            } else {
+                window
             };
             LimiterConfig {
                 algorithm,
                 limit,
                 window,
                 burst,
+                buckets,
                 hz: HZ,
             }
         })
@@ -147,7 +158,7 @@ proptest! {
         steps in prop::collection::vec((0u64..3_000, 0u64..8), 1..40),
         drawn in origins(),
     ) {
-        let windowed = matches!(config.algorithm, AlgorithmKind::FixedWindow | AlgorithmKind::SlidingWindow);
+        let windowed = matches!(config.algorithm, AlgorithmKind::FixedWindow | AlgorithmKind::SlidingWindow | AlgorithmKind::BucketedWindow);
         let run: u64 = steps.iter().map(|s| s.0).sum();
         let drawn = drawn.map(|o| if windowed { aligned_within(o, config.window, run) } else { o });
         let mut failure = None;

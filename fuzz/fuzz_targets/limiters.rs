@@ -9,14 +9,17 @@
 //!   arbitrary origin give exactly the same answers (GCRA, the keyed
 //!   table, the sliding log, the meter), whatever the gaps between them.
 //! * Any state word fed to any `Algorithm` admits at most its limit at one `now`.
-//! * Windows, the sliding log, the keyed table and the meters never panic.
+//! * Windows (the bucketed ones included), the sliding log, the keyed
+//!   table and the meters never panic; the bucketed windows never report
+//!   more than their limit.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use cellrate::keyed::{Keyed, Seed, WhenFull};
 use cellrate::meter::{LocalFlow, Meter, SrTcm};
 use cellrate::window::{
-    FixedWindow, FixedWindowQuota, SlidingLog, SlidingWindow, SlidingWindowQuota,
+    BucketedWindow, BucketedWindowQuota, FixedWindow, FixedWindowQuota, SlidingLog,
+    SlidingWindow, SlidingWindowQuota, WideBucketedWindow,
 };
 use cellrate::{Algorithm, Gcra, LocalGcra, Quota, RateLimiter};
 use libfuzzer_sys::fuzz_target;
@@ -43,6 +46,8 @@ struct Input {
     hz: u64,
     limit: u16,
     window: u32,
+    /// The bucketed windows' bucket count, less one (mod 8).
+    buckets: u8,
     state: u64,
     start: u64,
     /// The shift of the second copy of each limiter.
@@ -82,6 +87,13 @@ fuzz_target!(|input: Input| {
     let window = u64::from(input.window).max(1);
     let fixed_q = FixedWindowQuota::new(limit, window);
     let sliding_q = SlidingWindowQuota::try_new(limit, window).ok();
+    // `n` buckets dividing the window (the one-word form refuses a limit
+    // too large for `n`); the wide form has 4 buckets.
+    let n = u32::from(input.buckets % 8) + 1;
+    let bucketed_window = (window / u64::from(n)).max(1) * u64::from(n);
+    let bucketed_q = BucketedWindowQuota::try_new(limit, bucketed_window, n).ok();
+    let bucketed = bucketed_q.map(BucketedWindow::with_quota);
+    let wide = WideBucketedWindow::<4>::try_new(limit, (window / 4).max(1) * 4).ok();
 
     let shared = Gcra::new(quota);
     let local = LocalGcra::new(quota);
@@ -130,6 +142,20 @@ fuzz_target!(|input: Input| {
         if let Some(s) = &sliding {
             let _ = s.check_n(now, cost);
         }
+        if let Some(b) = &bucketed {
+            if let Ok(d) = b.check_n(now, cost) {
+                assert!(d.remaining() <= limit);
+            }
+            assert!(b.peek(now).remaining() <= limit);
+            let _ = b.refund_n(now, cost);
+        }
+        if let Some(w) = &wide {
+            if let Ok(d) = w.check_n(now, cost) {
+                assert!(d.remaining() <= limit);
+            }
+            assert!(w.peek(now).remaining() <= limit);
+            let _ = w.refund_n(now, cost);
+        }
         if let (Some(l), Some(s)) = (&log, &shifted_log) {
             assert_eq!(s.check_n(later, cost), l.check_n(now, cost));
             assert_eq!(s.peek(later), l.peek(now));
@@ -144,6 +170,9 @@ fuzz_target!(|input: Input| {
         at_once(&quota, input.state, now, cost.max(1), burst);
         at_once(&fixed_q, input.state, now, cost.max(1), limit);
         if let Some(q) = &sliding_q {
+            at_once(q, input.state, now, cost.max(1), limit);
+        }
+        if let Some(q) = &bucketed_q {
             at_once(q, input.state, now, cost.max(1), limit);
         }
     }

@@ -27,16 +27,16 @@ RUSTFLAGS="-C target-feature=+cmpxchg16b" CARGO_TARGET_DIR=target/x86_64-cmpxchg
 # implementation) or "section" (needs one: the link fails on
 # _critical_section_1_0_acquire, or on wasm32 the symbol is left as an
 # import). The firmware guide's table (src/firmware.rs) states the same.
-kinds=(state-word keyed sliding-log)
+kinds=(state-word keyed sliding-log wide-bucketed)
 declare -A expect=(
-    [thumbv6m-none-eabi]="section section section"
-    [thumbv7em-none-eabihf]="section section section"
-    [thumbv8m.main-none-eabihf]="section section section"
-    [riscv32imc-unknown-none-elf]="section section section"
-    [riscv32imac-unknown-none-elf]="section section section"
-    [aarch64-unknown-none]="native native section"
-    [x86_64-unknown-none]="native section section"
-    [wasm32-unknown-unknown]="native section section"
+    [thumbv6m-none-eabi]="section section section section"
+    [thumbv7em-none-eabihf]="section section section section"
+    [thumbv8m.main-none-eabihf]="section section section section"
+    [riscv32imc-unknown-none-elf]="section section section section"
+    [riscv32imac-unknown-none-elf]="section section section section"
+    [aarch64-unknown-none]="native native section section"
+    [x86_64-unknown-none]="native section section section"
+    [wasm32-unknown-unknown]="native section section section"
 )
 unset CARGO_TARGET_DIR
 cd examples/bare-metal
@@ -69,10 +69,11 @@ check() { # target kind expected [target-dir]
 
 for target in "${targets[@]}"; do
     read -r -a want <<<"${expect[$target]}"
-    for i in 0 1 2; do
+    for i in 0 1 2 3; do
         check "$target" "${kinds[$i]}" "${want[$i]}"
     done
-    printf '%-30s state word: %-8s keyed: %-8s sliding log: %s\n' "$target" "${want[@]}"
+    printf '%-30s state word: %-8s keyed: %-8s sliding log: %-8s wide bucketed: %s\n' \
+        "$target" "${want[@]}"
 done
 RUSTFLAGS="-C target-feature=+cmpxchg16b" check x86_64-unknown-none keyed native target/cmpxchg16b
 echo "x86_64-unknown-none, +cmpxchg16b: keyed: native"

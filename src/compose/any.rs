@@ -5,7 +5,8 @@ use core::str::FromStr;
 
 use super::{Receipt, Revocable};
 use crate::window::{
-    FixedWindow, FixedWindowQuota, SlidingLog, SlidingWindow, SlidingWindowQuota, WindowError,
+    BucketedWindow, BucketedWindowQuota, FixedWindow, FixedWindowQuota, SlidingLog, SlidingWindow,
+    SlidingWindowQuota, WindowError,
 };
 use crate::{Decision, Denied, Gcra, Quota, QuotaError, RateLimiter, SetQuotaError, Snapshot};
 
@@ -30,6 +31,9 @@ pub enum AlgorithmKind {
     SlidingWindow,
     /// [`SlidingLog`]: `limit` per sliding window, exact (`limit ≤` the log's capacity).
     SlidingLog,
+    /// [`BucketedWindow`]: `limit` per `buckets` consecutive buckets of
+    /// `window / buckets` ticks ([`LimiterConfig::buckets`], required).
+    BucketedWindow,
     /// [`TokenBucket`](crate::TokenBucket): capacity `burst` (default
     /// `limit`), refilled at `limit` per window.
     TokenBucket,
@@ -42,10 +46,11 @@ pub enum AlgorithmKind {
 
 impl AlgorithmKind {
     /// Every kind, in declaration order.
-    pub const ALL: [AlgorithmKind; 6] = [
+    pub const ALL: [AlgorithmKind; 7] = [
         AlgorithmKind::FixedWindow,
         AlgorithmKind::SlidingWindow,
         AlgorithmKind::SlidingLog,
+        AlgorithmKind::BucketedWindow,
         AlgorithmKind::TokenBucket,
         AlgorithmKind::LeakyBucket,
         AlgorithmKind::Gcra,
@@ -57,6 +62,7 @@ impl AlgorithmKind {
             AlgorithmKind::FixedWindow => "fixed_window",
             AlgorithmKind::SlidingWindow => "sliding_window",
             AlgorithmKind::SlidingLog => "sliding_log",
+            AlgorithmKind::BucketedWindow => "bucketed_window",
             AlgorithmKind::TokenBucket => "token_bucket",
             AlgorithmKind::LeakyBucket => "leaky_bucket",
             AlgorithmKind::Gcra => "gcra",
@@ -81,12 +87,15 @@ impl fmt::Display for AlgorithmKind {
 }
 
 /// What a configuration file says about one limiter: the algorithm, `limit`
-/// cells per `window` ticks of a clock at `hz`, and an optional burst.
+/// cells per `window` ticks of a clock at `hz`, an optional burst and, for
+/// the bucketed window, the number of buckets.
 ///
 /// ```
 /// use cellrate::compose::{AlgorithmKind, LimiterConfig};
 /// let c = LimiterConfig::new(AlgorithmKind::TokenBucket, 100, 1_000, 1_000).with_burst(20);
 /// assert_eq!(c.burst, Some(20));
+/// let c = LimiterConfig::new(AlgorithmKind::BucketedWindow, 100, 60_000, 1_000).with_buckets(6);
+/// assert_eq!(c.buckets, Some(6));
 /// ```
 ///
 /// With feature `serde` it reads and writes these fields (`hz` defaults to
@@ -110,6 +119,9 @@ pub struct LimiterConfig {
     /// The burst: GCRA and token bucket only (default `limit`); the leaky
     /// bucket accepts only 1, the windows only `limit`.
     pub burst: Option<u64>,
+    /// The number of buckets the window is split into: the bucketed window
+    /// only, where it is required (it must divide `window`).
+    pub buckets: Option<u32>,
     /// Ticks per second of the clock that supplies `now`.
     pub hz: u64,
 }
@@ -122,6 +134,7 @@ impl LimiterConfig {
             limit,
             window,
             burst: None,
+            buckets: None,
             hz,
         }
     }
@@ -130,6 +143,14 @@ impl LimiterConfig {
     pub const fn with_burst(self, burst: u64) -> Self {
         LimiterConfig {
             burst: Some(burst),
+            ..self
+        }
+    }
+
+    /// The same with a bucket count (bucketed window only).
+    pub const fn with_buckets(self, buckets: u32) -> Self {
+        LimiterConfig {
+            buckets: Some(buckets),
             ..self
         }
     }
@@ -148,6 +169,9 @@ impl LimiterConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.hz == 0 {
             return Err(ConfigError::ZeroHz);
+        }
+        if self.buckets.is_some() && self.algorithm != AlgorithmKind::BucketedWindow {
+            return Err(ConfigError::BucketsNotSupported(self.algorithm));
         }
         match self.algorithm {
             AlgorithmKind::FixedWindow => {
@@ -172,6 +196,12 @@ impl LimiterConfig {
                 if self.limit == 0 {
                     return Err(ConfigError::Window(WindowError::ZeroLimit));
                 }
+            }
+            AlgorithmKind::BucketedWindow => {
+                self.window_burst_ok()?;
+                let buckets = self.buckets.ok_or(ConfigError::BucketsRequired)?;
+                BucketedWindowQuota::try_new(self.limit, self.window, buckets)
+                    .map_err(ConfigError::Window)?;
             }
             AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket | AlgorithmKind::Gcra => {
                 self.quota()?;
@@ -221,6 +251,10 @@ pub enum ConfigError {
     BurstNotSupported(AlgorithmKind),
     /// The algorithm name is not one of [`AlgorithmKind::as_str`]'s.
     UnknownAlgorithm,
+    /// A bucketed window without a bucket count.
+    BucketsRequired,
+    /// A bucket count for an algorithm other than the bucketed window.
+    BucketsNotSupported(AlgorithmKind),
     /// The frequency of the clock is zero.
     ZeroHz,
 }
@@ -234,8 +268,12 @@ impl fmt::Display for ConfigError {
                 write!(f, "{k} takes no separate burst")
             }
             ConfigError::UnknownAlgorithm => f.write_str(
-                "unknown algorithm (expected fixed_window, sliding_window, sliding_log, token_bucket, leaky_bucket or gcra)",
+                "unknown algorithm (expected fixed_window, sliding_window, sliding_log, bucketed_window, token_bucket, leaky_bucket or gcra)",
             ),
+            ConfigError::BucketsRequired => {
+                f.write_str("bucketed_window needs a bucket count (buckets)")
+            }
+            ConfigError::BucketsNotSupported(k) => write!(f, "{k} takes no bucket count"),
             ConfigError::ZeroHz => f.write_str("the clock frequency is zero"),
         }
     }
@@ -250,6 +288,7 @@ enum Inner<const N: usize> {
     Fixed(FixedWindow),
     Sliding(SlidingWindow),
     Log(SlidingLog<N>),
+    Bucketed(BucketedWindow),
     Gcra(Gcra),
 }
 
@@ -259,7 +298,8 @@ enum Inner<const N: usize> {
 /// `N` is the capacity of the [`SlidingLog`] variant, fixed at compile time
 /// (default 64): a sliding-log configuration with `limit > N` is refused with
 /// [`WindowError::LimitTooLarge`]. The log is stored inline, so an
-/// `AnyLimiter<N>` is about `8·N + 32` bytes whichever algorithm it runs;
+/// `AnyLimiter<N>` is about `8·N + 32` bytes whichever algorithm it runs,
+/// and at least the bucketed window's ~120 bytes (its precomputed masks);
 /// pick a small `N` (even 1) if you never configure a log.
 ///
 /// Every variant but the log is lock-free on targets with 64-bit CAS; the
@@ -288,6 +328,7 @@ enum Inner<const N: usize> {
 /// | fixed → fixed window | the count of the window holding `now`, clamped to the new limit, in the new grid's current window |
 /// | sliding → sliding window | the previous and current counts, clamped, as the new grid's previous and current windows |
 /// | log → log | the recorded times (the newest `min(old, new)` limit of them) |
+/// | bucketed → bucketed window | the cells in `now`'s window, clamped, counted in the new grid's current bucket ([`BucketedWindowQuota::translate`]) |
 /// | bucket ↔ bucket (token, leaky, GCRA) | the TAT: the debt is kept as time ([`Gcra::set_quota`]) |
 /// | any other change of algorithm | the cells in use at `now` (`limit − remaining`), charged at `now` to the new limiter, at most its limit; the history's shape is lost |
 ///
@@ -320,6 +361,9 @@ impl<const N: usize> AnyLimiter<N> {
         if config.hz == 0 {
             return Err(ConfigError::ZeroHz);
         }
+        if config.buckets.is_some() && config.algorithm != AlgorithmKind::BucketedWindow {
+            return Err(ConfigError::BucketsNotSupported(config.algorithm));
+        }
         Ok(match config.algorithm {
             AlgorithmKind::FixedWindow => {
                 config.window_burst_ok()?;
@@ -341,6 +385,14 @@ impl<const N: usize> AnyLimiter<N> {
                     SlidingLog::try_new(config.limit, config.window)
                         .map_err(ConfigError::Window)?,
                 )
+            }
+            AlgorithmKind::BucketedWindow => {
+                config.window_burst_ok()?;
+                let buckets = config.buckets.ok_or(ConfigError::BucketsRequired)?;
+                Inner::Bucketed(BucketedWindow::with_quota(
+                    BucketedWindowQuota::try_new(config.limit, config.window, buckets)
+                        .map_err(ConfigError::Window)?,
+                ))
             }
             AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket | AlgorithmKind::Gcra => {
                 Inner::Gcra(Gcra::new(config.quota()?))
@@ -376,6 +428,9 @@ impl<const N: usize> AnyLimiter<N> {
                 w.set_quota(now, new.quota());
             }
             (Inner::Sliding(w), Inner::Sliding(new)) => {
+                w.set_quota(now, new.quota());
+            }
+            (Inner::Bucketed(w), Inner::Bucketed(new)) => {
                 w.set_quota(now, new.quota());
             }
             (Inner::Log(log), Inner::Log(_)) => log
@@ -418,6 +473,7 @@ impl<const N: usize> AnyLimiter<N> {
             Inner::Fixed(l) => l.peek(now),
             Inner::Sliding(l) => l.peek(now),
             Inner::Log(l) => l.peek(now),
+            Inner::Bucketed(l) => l.peek(now),
             Inner::Gcra(l) => l.peek(now),
         }
     }
@@ -428,6 +484,7 @@ impl<const N: usize> AnyLimiter<N> {
             Inner::Fixed(l) => l.reset(),
             Inner::Sliding(l) => l.reset(),
             Inner::Log(l) => l.reset(),
+            Inner::Bucketed(l) => l.reset(),
             Inner::Gcra(l) => l.reset(),
         }
     }
@@ -448,6 +505,7 @@ impl<const N: usize> RateLimiter for AnyLimiter<N> {
             Inner::Fixed(l) => l.check_n(now, cost),
             Inner::Sliding(l) => l.check_n(now, cost),
             Inner::Log(l) => log_check(l, now, cost),
+            Inner::Bucketed(l) => l.check_n(now, cost),
             Inner::Gcra(l) => l.check_n(now, cost),
         }
     }
@@ -458,6 +516,7 @@ impl<const N: usize> RateLimiter for AnyLimiter<N> {
             Inner::Fixed(l) => l.check(now),
             Inner::Sliding(l) => l.check(now),
             Inner::Log(l) => log_check(l, now, 1),
+            Inner::Bucketed(l) => l.check(now),
             Inner::Gcra(l) => l.check(now),
         }
     }
@@ -474,6 +533,7 @@ impl<const N: usize> Revocable for AnyLimiter<N> {
             Inner::Fixed(l) => l.admit_n(now, cost),
             Inner::Sliding(l) => l.admit_n(now, cost),
             Inner::Log(l) => l.admit_n(now, cost),
+            Inner::Bucketed(l) => l.admit_n(now, cost),
             Inner::Gcra(l) => l.admit_n(now, cost),
         }
     }
@@ -482,6 +542,7 @@ impl<const N: usize> Revocable for AnyLimiter<N> {
             Inner::Fixed(l) => l.revoke(receipt),
             Inner::Sliding(l) => l.revoke(receipt),
             Inner::Log(l) => l.revoke(receipt),
+            Inner::Bucketed(l) => l.revoke(receipt),
             Inner::Gcra(l) => l.revoke(receipt),
         }
     }

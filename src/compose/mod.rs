@@ -27,7 +27,9 @@
 //!
 //! A revocation is exact: a window counter subtracts the cells from the
 //! window they were counted in (nothing, if that window has passed: they
-//! expired anyway), [`Gcra`] moves its TAT back by `cost·T`
+//! expired anyway; a bucketed window, from the bucket they were counted
+//! in while it is in the window, and nothing where, near the wrap of the
+//! tick counter, its tag could name two buckets), [`Gcra`] moves its TAT back by `cost·T`
 //! (never earlier than the admission's `now`, i.e. never fuller than full at
 //! that time), and [`SlidingLog`] removes the cells it
 //! recorded.
@@ -91,7 +93,7 @@ pub use self::any::{AlgorithmKind, AnyLimiter, ConfigError, LimiterConfig};
 pub use self::metered::{MeterStats, Metered};
 pub use self::tiers::{check_all, AllTiers, Tiers};
 
-use crate::window::{FixedWindow, SlidingLog, SlidingWindow};
+use crate::window::{BucketedWindow, FixedWindow, SlidingLog, SlidingWindow, WideBucketedWindow};
 use crate::{Decision, Denied, Gcra, RateLimiter, Snapshot};
 
 /// A limiter whose admissions can be taken back exactly, which is what
@@ -216,6 +218,31 @@ impl Revocable for SlidingWindow {
     fn revoke(&self, receipt: Receipt) {
         if receipt.cost > 0 {
             SlidingWindow::revoke_at(self, receipt.at, receipt.cost)
+        }
+    }
+}
+
+impl Revocable for BucketedWindow {
+    type Receipt = Receipt;
+    #[inline]
+    fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, Receipt), Denied> {
+        BucketedWindow::admit_at(self, now, cost).map(|(d, at)| (d, Receipt { at, cost }))
+    }
+    fn revoke(&self, receipt: Receipt) {
+        if receipt.cost > 0 {
+            BucketedWindow::revoke_at(self, receipt.at, receipt.cost)
+        }
+    }
+}
+
+impl<const N: usize> Revocable for WideBucketedWindow<N> {
+    type Receipt = Receipt;
+    fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, Receipt), Denied> {
+        WideBucketedWindow::admit_at(self, now, cost).map(|(d, at)| (d, Receipt { at, cost }))
+    }
+    fn revoke(&self, receipt: Receipt) {
+        if receipt.cost > 0 {
+            WideBucketedWindow::revoke_at(self, receipt.at, receipt.cost)
         }
     }
 }

@@ -767,6 +767,8 @@ pub(crate) struct LimiterFields {
     window: u64,
     #[serde(default)]
     burst: Option<u64>,
+    #[serde(default)]
+    buckets: Option<u32>,
     #[serde(default = "default_hz")]
     hz: u64,
 }
@@ -780,6 +782,7 @@ impl TryFrom<LimiterFields> for LimiterConfig {
     fn try_from(f: LimiterFields) -> Result<Self, ConfigError> {
         let mut config = LimiterConfig::new(f.algorithm, f.limit, f.window, f.hz);
         config.burst = f.burst;
+        config.buckets = f.buckets;
         config.validate()?;
         Ok(config)
     }

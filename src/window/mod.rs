@@ -1,13 +1,15 @@
-//! Window limiters: "at most `limit` cells per `window` ticks", three ways.
+//! Window limiters: "at most `limit` cells per `window` ticks", four ways.
 //!
 //! | limiter | state | exactness | memory |
 //! |---|---|---|---|
 //! | [`FixedWindow`] | one `u64`: (window index, count) | exact for aligned windows `[k·W, (k+1)·W)`; up to `2·limit` across an edge | 8 bytes |
 //! | [`SlidingWindow`] | one `u64`: (window index, previous count, current count) | approximation of a sliding window (see [`sliding`]) | 8 bytes |
+//! | [`BucketedWindow`] | one `u64`: (bucket index, suffix sums of `N` bucket counts) | exact per bucket of `W/N` ticks: at most `limit` in any `N` buckets, at most one bucket's count over in any `W` ticks (see [`bucketed`]) | 8 bytes |
+//! | [`WideBucketedWindow`] | a ring of `N` bucket counts, its head, the bucket index, the sum | as [`BucketedWindow`], for any limit | `8·N + 72` bytes (`8·N + 64` without `std`) |
 //! | [`SlidingLog`] | the expiry ticks of the last `limit` admitted cells, a ring position and a tick | exact: at most `limit` cells in any `W` consecutive ticks | `8·N + 40` bytes |
 //!
-//! The parameters of the two counters ([`FixedWindowQuota`],
-//! [`SlidingWindowQuota`]) are small `Copy` values that implement
+//! The parameters of the counters ([`FixedWindowQuota`],
+//! [`SlidingWindowQuota`], [`BucketedWindowQuota`]) are small `Copy` values that implement
 //! [`Algorithm`](crate::Algorithm): pure steps on one state word. The shared
 //! limiters are those parameters plus one state word updated by
 //! compare-and-swap, in the same container as [`Gcra`](crate::Gcra)'s quota
@@ -186,15 +188,21 @@ macro_rules! window_limiter {
     };
 }
 
+pub mod bucketed;
 pub mod fixed;
 pub mod log;
 pub mod sliding;
+pub mod wide_bucketed;
 
+pub use self::bucketed::{
+    BucketedWindow, BucketedWindowPrepared, BucketedWindowQuota, BucketedWindowShortfall,
+};
 pub use self::fixed::{FixedWindow, FixedWindowPrepared, FixedWindowQuota, FixedWindowShortfall};
 pub use self::log::SlidingLog;
 pub use self::sliding::{
     SlidingWindow, SlidingWindowPrepared, SlidingWindowQuota, SlidingWindowShortfall,
 };
+pub use self::wide_bucketed::WideBucketedWindow;
 
 use core::fmt;
 
@@ -227,6 +235,16 @@ pub enum WindowError {
         /// The longest window this limiter accepts.
         max: u64,
     },
+    /// A bucketed window with zero buckets.
+    ZeroBuckets,
+    /// The window is not a whole number of buckets (bucketed windows:
+    /// `buckets` must divide `window`).
+    UnevenBuckets,
+    /// More buckets than the bucketed window can count.
+    TooManyBuckets {
+        /// The most buckets it accepts.
+        max: u32,
+    },
 }
 
 impl WindowError {
@@ -238,6 +256,9 @@ impl WindowError {
             WindowError::LimitTooLarge { .. } => "window: the limit is too large for this limiter",
             WindowError::Overflow => "window: limit times window overflows 64 bits",
             WindowError::WindowTooLong { .. } => "window: the window is too long for this limiter",
+            WindowError::ZeroBuckets => "window: zero buckets",
+            WindowError::UnevenBuckets => "window: the buckets do not divide the window",
+            WindowError::TooManyBuckets { .. } => "window: too many buckets for this limiter",
         }
     }
 }
@@ -250,6 +271,9 @@ impl fmt::Display for WindowError {
             }
             WindowError::WindowTooLong { max } => {
                 write!(f, "window: the window is too long (at most {max} ticks)")
+            }
+            WindowError::TooManyBuckets { max } => {
+                write!(f, "window: too many buckets (at most {max})")
             }
             other => f.write_str(other.as_str()),
         }

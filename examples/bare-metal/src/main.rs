@@ -30,6 +30,10 @@ static TABLE: cellrate::keyed::Keyed<Quota, 64> = cellrate::keyed::Keyed::new(
 #[cfg(feature = "sliding-log")]
 static LOG: cellrate::SlidingLog<4> = cellrate::SlidingLog::new(4, 1_000);
 
+#[cfg(feature = "wide-bucketed")]
+static WIDE: cellrate::window::WideBucketedWindow<4> =
+    cellrate::window::WideBucketedWindow::new(4, 1_000);
+
 /// One check of the chosen state at `now` (for key `key` in the table).
 #[no_mangle]
 pub extern "C" fn cellrate_link_check(key: u32, now: u64) -> bool {
@@ -40,7 +44,14 @@ pub extern "C" fn cellrate_link_check(key: u32, now: u64) -> bool {
     let admitted = TABLE.check(&key, now).is_ok();
     #[cfg(feature = "sliding-log")]
     let admitted = LOG.check(now).is_ok();
-    #[cfg(not(any(feature = "state-word", feature = "keyed", feature = "sliding-log")))]
+    #[cfg(feature = "wide-bucketed")]
+    let admitted = WIDE.check(now).is_ok();
+    #[cfg(not(any(
+        feature = "state-word",
+        feature = "keyed",
+        feature = "sliding-log",
+        feature = "wide-bucketed"
+    )))]
     let admitted = false;
     admitted
 }
