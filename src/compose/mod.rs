@@ -91,8 +91,8 @@ pub use self::any::{AlgorithmKind, AnyLimiter, ConfigError, LimiterConfig};
 pub use self::metered::{MeterStats, Metered};
 pub use self::tiers::{check_all, AllTiers, Tiers};
 
-use crate::window::{FixedWindow, SlidingLog, SlidingWindow};
-use crate::{Decision, Denied, Gcra, RateLimiter, Snapshot};
+use crate::window::SlidingLog;
+use crate::{Algorithm, Decision, Denied, Gcra, Limiter, RateLimiter, Snapshot};
 
 /// A limiter whose admissions can be taken back exactly, which is what
 /// all-or-nothing composition needs.
@@ -185,7 +185,8 @@ impl Revocable for Gcra {
     type Receipt = Receipt;
     #[inline]
     fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, Receipt), Denied> {
-        Gcra::check_n(self, now, cost).map(|d| (d, Receipt { at: now, cost }))
+        self.admit_marked(now, cost)
+            .map(|(d, at)| (d, Receipt { at, cost }))
     }
     fn revoke(&self, receipt: Receipt) {
         if receipt.cost > 0 {
@@ -194,28 +195,19 @@ impl Revocable for Gcra {
     }
 }
 
-impl Revocable for FixedWindow {
+/// Every one-word limiter: the receipt holds its algorithm's
+/// [`mark`](Algorithm::mark), the revocation is its
+/// [`refund`](Algorithm::refund).
+impl<A: Algorithm + Copy> Revocable for Limiter<A> {
     type Receipt = Receipt;
     #[inline]
     fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, Receipt), Denied> {
-        FixedWindow::admit_at(self, now, cost).map(|(d, at)| (d, Receipt { at, cost }))
+        self.admit_marked(now, cost)
+            .map(|(d, at)| (d, Receipt { at, cost }))
     }
     fn revoke(&self, receipt: Receipt) {
         if receipt.cost > 0 {
-            FixedWindow::revoke_at(self, receipt.at, receipt.cost)
-        }
-    }
-}
-
-impl Revocable for SlidingWindow {
-    type Receipt = Receipt;
-    #[inline]
-    fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, Receipt), Denied> {
-        SlidingWindow::admit_at(self, now, cost).map(|(d, at)| (d, Receipt { at, cost }))
-    }
-    fn revoke(&self, receipt: Receipt) {
-        if receipt.cost > 0 {
-            SlidingWindow::revoke_at(self, receipt.at, receipt.cost)
+            self.refund_marked(receipt.at, receipt.cost);
         }
     }
 }

@@ -2,6 +2,7 @@
 //! and the [`WhenFull`] policy for a new key whose probe window holds only
 //! clients that still owe.
 
+use super::entry::ChargedTo;
 use super::hash::KeyId;
 use super::storage::Storage;
 use super::table::KeyedTable;
@@ -125,7 +126,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         hash: u64,
         now: u64,
         cost: u64,
-    ) -> Result<Decision, Denied> {
+    ) -> Result<(Decision, ChargedTo), Denied> {
         let algorithm = self.algorithm_for(id);
         match self.when_full {
             WhenFull::Deny => {
@@ -136,7 +137,9 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
             }
             WhenFull::Admit => {
                 self.counters.overflow_admitted.add(1);
-                algorithm.check(A::NEW, now, cost).map(|(_, d)| d)
+                algorithm
+                    .check(A::NEW, now, cost)
+                    .map(|(_, d)| (d, ChargedTo::Nothing))
             }
             WhenFull::Shared => {
                 // The overflow word is a shared one-word limiter: the one
@@ -146,7 +149,8 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                     Ok(_) => self.counters.shared_admitted.add(1),
                     Err(_) => self.counters.shared_denied.add(1),
                 };
-                result.map(|(decision, _)| decision)
+                let mark = |stored| self.algorithm.mark(stored, now);
+                result.map(|(decision, stored)| (decision, ChargedTo::Overflow(mark(stored))))
             }
         }
     }

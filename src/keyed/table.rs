@@ -2,15 +2,15 @@
 //! one key. Finding and inserting keys is in [`probe`](super::probe), the
 //! full-window policy in [`policy`](super::policy).
 
+use super::entry::ChargedTo;
 use super::hash::{identify, Key, KeyId, Seed};
 use super::policy::{NoOverrides, Overrides, WhenFull};
-use super::probe::Charged;
 use super::slot::{state_of, Slot, LIVE};
 use super::stats::Counters;
 use super::storage::Storage;
 use crate::quota::Quota;
 use crate::sync::StateWord;
-use crate::{gcra, Algorithm, Decision, Denied, Snapshot};
+use crate::{Algorithm, Decision, Denied, Snapshot};
 
 /// A keyed limiter: one [`Algorithm`] state per key in a table of fixed size.
 /// See the [module docs](super) for the protocol and its invariants.
@@ -286,11 +286,11 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         now: u64,
         cost: u64,
     ) -> Result<Decision, Denied> {
-        self.check_id_charged(id, hash, now, cost).0
+        self.check_id_charged(id, hash, now, cost).map(|(d, _)| d)
     }
 
     /// [`check_id`](Self::check_id), also saying where the cells were
-    /// charged (what a revocation must give them back to).
+    /// charged and under which mark (what a revocation gives back).
     #[inline(always)]
     pub(super) fn check_id_charged(
         &self,
@@ -298,11 +298,11 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         hash: u64,
         now: u64,
         cost: u64,
-    ) -> (Result<Decision, Denied>, Charged) {
+    ) -> Result<(Decision, ChargedTo), Denied> {
         let algorithm = self.algorithm_for(id);
         if cost == 0 {
             let state = self.state_id(id, hash);
-            return (Ok(algorithm.peek(state, now).to_decision()), Charged::Slot);
+            return Ok((algorithm.peek(state, now).to_decision(), ChargedTo::Nothing));
         }
         let slots = self.slots.slots();
         loop {
@@ -319,9 +319,11 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
             // inside the loop: hoisting `prepare` out of it measured slower
             // on a hot key (docs/design/keyed.md).
             if let Some(result) = slots[index].update(LIVE | id.0, value, |state| {
-                algorithm.check(state, now, cost)
+                algorithm
+                    .check(state, now, cost)
+                    .map(|(next, d)| (next, (d, ChargedTo::Slot(algorithm.mark(next, now)))))
             }) {
-                return (result, Charged::Slot);
+                return result;
             }
             // Evicted while idle: look again.
         }
@@ -344,49 +346,53 @@ impl<S: Storage, O: Overrides<Quota>> KeyedTable<Quota, S, O> {
     pub fn compatible_quota(&self, quota: Quota) -> Result<Quota, crate::QuotaError> {
         quota.rescaled(self.algorithm.scale(), self.algorithm.hz())
     }
+}
 
-    /// Gives back `cost` cells to `key` at `now` (for example when a request
-    /// admitted here is denied by another tier). A key not in the table, or
-    /// already full, is left as it is.
+impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
+    /// Gives back `cost` cells to `key` counted at `now` (for example when
+    /// a request admitted here is denied by another tier; see
+    /// [`Algorithm::refund`]). A key not in the table, or already full, is
+    /// left as it is.
     ///
     /// ```
     /// use cellrate::keyed::{Keyed, Seed, WhenFull};
+    /// use cellrate::window::FixedWindowQuota;
     /// use cellrate::Quota;
     /// let t: Keyed<Quota, 4> = Keyed::new(Quota::per_second(2).at_hz(1_000), WhenFull::Deny, Seed::new(1, 2));
     /// t.check_n(&1u32, 0, 2).unwrap();
     /// assert_eq!(t.refund_n(&1u32, 0, 1).remaining(), 1);
+    /// let w: Keyed<FixedWindowQuota, 4> = Keyed::new(FixedWindowQuota::new(3, 100), WhenFull::Deny, Seed::new(1, 2));
+    /// w.check_n(&1u32, 10, 3).unwrap();
+    /// assert_eq!(w.refund_n(&1u32, 20, 2).remaining(), 2);
     /// ```
     pub fn refund_n<K: Key + ?Sized>(&self, key: &K, now: u64, cost: u64) -> Snapshot {
         let (id, hash) = identify(key, &self.seed);
-        self.refund_id(id, hash, now, cost)
+        let algorithm = self.algorithm_for(id);
+        let state = self.refund_id(id, hash, algorithm.mark_at(now), cost);
+        algorithm.peek(state, now)
     }
 
-    /// Gives back `cost` cells charged at `now` to the shared overflow
+    /// Gives back `cost` cells counted under `mark` to the shared overflow
     /// limiter of [`WhenFull::Shared`].
-    pub(super) fn refund_overflow(&self, now: u64, cost: u64) {
-        let quota = self.algorithm;
-        let now_word = quota.now_word(now);
-        let _ = self.overflow.update(|state| {
-            let back = gcra::refund(&quota, state, now_word, cost);
-            Ok::<_, core::convert::Infallible>((back, ()))
-        });
+    pub(super) fn refund_overflow(&self, mark: u64, cost: u64) {
+        crate::algorithm::refund(&self.overflow, &self.algorithm, mark, cost);
     }
 
-    /// [`refund_n`](Self::refund_n) of an identified key.
-    pub(super) fn refund_id(&self, id: KeyId, hash: u64, now: u64, cost: u64) -> Snapshot {
-        let quota = *self.algorithm_for(id);
+    /// Gives back `cost` cells counted under `mark` to an identified key:
+    /// its state after (new, if the key has no slot).
+    pub(super) fn refund_id(&self, id: KeyId, hash: u64, mark: u64, cost: u64) -> u64 {
+        let algorithm = self.algorithm_for(id);
         let slots = self.slots.slots();
-        let now_word = quota.now_word(now);
         loop {
             let Some((index, value)) = self.locate(id, hash) else {
-                return quota.peek(Quota::NEW, now);
+                return A::NEW;
             };
             let refunded = slots[index].update(LIVE | id.0, value, |state| {
-                let back = gcra::refund(&quota, state, now_word, cost);
+                let back = algorithm.refund(state, mark, cost);
                 Ok::<_, core::convert::Infallible>((back, back))
             });
             if let Some(Ok(state)) = refunded {
-                return quota.peek(state, now);
+                return state;
             }
             // Evicted meanwhile: look again.
         }
