@@ -420,9 +420,9 @@ pub(crate) fn apply<A: Algorithm>(
         return Ok((algorithm.peek(state, now).to_decision(), state));
     }
     let prepared = algorithm.prepare(now, cost)?;
-    // A step that admits a cost above 0 changes the state (the contract),
-    // so no test for an unchanged value stands between it and the swap.
-    let stepped = word.update_storing(|state| {
+    // A step that admits a cost above 0 changes the state (the contract):
+    // the one update stores it with no test for an unchanged value.
+    let stepped = word.update(|state| {
         algorithm
             .step(state, &prepared)
             .map(|(next, decision)| (next, (decision, next)))

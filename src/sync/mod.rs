@@ -49,8 +49,7 @@
 //!   result atomically with respect to every other access of the word: on the
 //!   atomic path by compare-and-swap (retrying `f` on a fresh value), on the
 //!   critical-section path by holding the section. When `f` declines (`Err`)
-//!   nothing is stored, and when it returns the value it saw the store is
-//!   skipped.
+//!   nothing is stored; on `Ok` its result is stored (even when unchanged).
 //! * `QuotaCell::load` returns a quota that some `store` wrote whole (or the
 //!   initial one), never a mix of two. It never waits for a writer: the
 //!   writer saves the current quota in a second seqlocked copy before it
