@@ -1,7 +1,7 @@
 //! A limiter as a pure function of one `u64` state word.
 //!
 //! Every algorithm in the crate keeps one client's state in one `u64` and
-//! shares its parameters (a [`Quota`], a window length…) between many such
+//! shares its parameters (a [`Quota`](crate::Quota), a window length…) between many such
 //! words. [`Algorithm`] is that split: the parameters implement it, and the
 //! containers own the words and apply the steps with a compare-and-swap or
 //! inside a critical section: the shared limiters ([`Gcra`](crate::Gcra),
@@ -55,7 +55,7 @@
 //!   clock works: one that starts anywhere, Unix time, one that wraps.
 
 use crate::sync::StateWord;
-use crate::{Decision, Denied, Quota, RateLimiter, Snapshot};
+use crate::{Decision, Denied, RateLimiter, Snapshot};
 
 /// The steps of a one-word rate limiter; see the [module docs](self).
 ///
@@ -119,7 +119,7 @@ pub trait Algorithm {
     fn peek(&self, state: u64, now: u64) -> Snapshot;
 
     /// Whether `state` is, at `now` and ever after (within the longest gap
-    /// between checks, [`Quota::horizon_ticks`] for GCRA), the same as
+    /// between checks, [`Quota::horizon_ticks`](crate::Quota::horizon_ticks) for GCRA), the same as
     /// [`NEW`](Self::NEW).
     fn is_idle(&self, state: u64, now: u64) -> bool;
 
@@ -175,26 +175,6 @@ impl<A: Algorithm + Copy> Params for A {
     #[inline(always)]
     fn current(&self) -> &A {
         self
-    }
-}
-
-impl Params for crate::sync::QuotaCell {
-    type Algorithm = Quota;
-    type Current<'a> = Loaded;
-    #[inline(always)]
-    fn current(&self) -> Loaded {
-        Loaded(self.load())
-    }
-}
-
-/// A quota read whole from a [`QuotaCell`](crate::sync::QuotaCell).
-pub(crate) struct Loaded(Quota);
-
-impl core::ops::Deref for Loaded {
-    type Target = Quota;
-    #[inline(always)]
-    fn deref(&self) -> &Quota {
-        &self.0
     }
 }
 

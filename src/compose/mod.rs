@@ -89,7 +89,7 @@ mod tiers;
 pub use self::adaptive::{Adaptive, Penalty};
 pub use self::any::{AlgorithmKind, AnyLimiter, ConfigError, LimiterConfig};
 pub use self::metered::{MeterStats, Metered};
-pub use self::tiers::{check_all, AllTiers, Tiers};
+pub use self::tiers::{check_all, refusing, tightest, AllTiers, Tiers};
 
 use crate::window::SlidingLog;
 use crate::{Algorithm, Decision, Denied, Gcra, Limiter, RateLimiter, Snapshot};
@@ -224,7 +224,8 @@ impl<const N: usize> Revocable for SlidingLog<N> {
     }
 }
 
-/// The tighter of two decisions: fewer remaining, then the later reset.
+/// The tighter of two decisions: fewer remaining, then the later reset,
+/// then the first (the one rule: [`tightest`] is its fold).
 #[inline]
 fn tighter(a: Decision, b: Decision) -> Decision {
     if (b.remaining(), core::cmp::Reverse(b.reset_after()))

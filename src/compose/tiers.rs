@@ -2,7 +2,6 @@
 //! [module docs](super#every-tiers-numbers-tiers).
 
 use crate::decision::{Decision, Denied};
-use crate::headers;
 use crate::RateLimiter;
 
 use super::Revocable;
@@ -53,19 +52,19 @@ impl<const N: usize> Tiers<N> {
         self.results
     }
     /// The index of the tier that refused: among the tiers that denied, the
-    /// one asking for the longest wait ([`headers::refusing`]); `None` if
+    /// one asking for the longest wait ([`refusing`]); `None` if
     /// admitted.
     pub fn refused(&self) -> Option<usize> {
-        headers::refusing(&self.results)
+        refusing(&self.results)
     }
     /// The refusing tier's denial; `None` if admitted.
     pub fn denied(&self) -> Option<Denied> {
         self.refused().and_then(|i| self.results[i].err())
     }
-    /// The tightest tier's result ([`headers::tightest`]): the refusing
+    /// The tightest tier's result ([`tightest`]): the refusing
     /// tier's denial, or the admission with the fewest cells left.
     pub fn tightest(&self) -> Option<Result<Decision, Denied>> {
-        headers::tightest(&self.results)
+        tightest(&self.results)
     }
 }
 
@@ -150,6 +149,66 @@ where
             n
         }
     }
+}
+
+/// The index of the refusing result among several tiers' results: of the
+/// denials, the one that asks for the longest wait (a request must wait for
+/// every tier that denied it; a cost that can never fit counts as the longest
+/// wait); the first such on ties. `None` if every tier admitted.
+///
+/// The Redis backend's `Outcome::denied` and [`Tiers::refused`]
+/// both answer with it, so `Retry-After` means the same for either backend.
+///
+/// ```
+/// use cellrate::compose::refusing;
+/// use cellrate::{Decision, Denied, Limited};
+/// let results = [
+///     Err(Denied::Limited(Limited::new(5, 100, 400))),
+///     Ok(Decision::new(10, 3, 700)),
+///     Err(Denied::Limited(Limited::new(1_000, 5_000, 9_000))),
+/// ];
+/// assert_eq!(refusing(&results), Some(2));
+/// assert_eq!(refusing(&results[1..2]), None);
+/// ```
+pub fn refusing(results: &[Result<Decision, Denied>]) -> Option<usize> {
+    let mut best: Option<(usize, u64)> = None;
+    for (i, r) in results.iter().enumerate() {
+        if let Err(d) = r {
+            let wait = d.retry_after().unwrap_or(u64::MAX);
+            let longer = match best {
+                None => true,
+                Some((_, w)) => wait > w,
+            };
+            if longer {
+                best = Some((i, wait));
+            }
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// The tightest of several tiers' results, the one the single-policy
+/// `X-RateLimit-*` fields describe: the refusing tier's denial
+/// ([`refusing`]), else the admission a tuple's `check_n` returns: the
+/// fewest cells left, ties to the later `reset_after`, then the first.
+/// `None` for no tiers.
+///
+/// ```
+/// use cellrate::compose::tightest;
+/// use cellrate::Decision;
+/// let results = [Ok(Decision::new(10, 3, 700)), Ok(Decision::new(100, 2, 50))];
+/// assert_eq!(tightest(&results), Some(results[1]));
+/// ```
+pub fn tightest(results: &[Result<Decision, Denied>]) -> Option<Result<Decision, Denied>> {
+    if let Some(i) = refusing(results) {
+        return Some(results[i]);
+    }
+    results
+        .iter()
+        .flatten()
+        .copied()
+        .reduce(super::tighter)
+        .map(Ok)
 }
 
 /// How [`charge`] ended.

@@ -2,8 +2,19 @@
 //! the three phases every container runs.
 
 use super::step as gcra_step;
+use crate::algorithm::Params;
 use crate::decision::Usage;
+use crate::sync::QuotaCell;
 use crate::{Algorithm, Decision, Denied, Quota, Snapshot};
+
+impl Quota {
+    /// `now` as a state word (see [`gcra`](crate::gcra#serial-time)): its
+    /// sub-ticks `now · scale` modulo 2⁶⁴ (then 2⁶³), never saturated.
+    #[inline(always)]
+    pub(crate) const fn now_word(&self, now: u64) -> u64 {
+        gcra_step::word(now.wrapping_mul(self.scale()))
+    }
+}
 
 /// What [`Quota`]'s [`prepare`](Algorithm::prepare) computes: `now` as a
 /// state word (its sub-ticks, see [`gcra`](crate::gcra#serial-time)), the
@@ -94,5 +105,27 @@ impl Algorithm for Quota {
     #[inline]
     fn refund(&self, state: u64, mark: u64, cost: u64) -> u64 {
         super::refund(self, state, self.now_word(mark), cost)
+    }
+}
+
+/// A GCRA limiter whose quota `set_quota` replaces through `&self` reads
+/// it whole from its cell once per operation.
+impl Params for QuotaCell {
+    type Algorithm = Quota;
+    type Current<'a> = Loaded;
+    #[inline(always)]
+    fn current(&self) -> Loaded {
+        Loaded(self.load())
+    }
+}
+
+/// A quota read whole from a [`QuotaCell`](crate::sync::QuotaCell).
+pub(crate) struct Loaded(Quota);
+
+impl core::ops::Deref for Loaded {
+    type Target = Quota;
+    #[inline(always)]
+    fn deref(&self) -> &Quota {
+        &self.0
     }
 }

@@ -340,6 +340,12 @@ pub(crate) fn reserve(
 mod tests {
     use super::*;
 
+    /// The quota's longest gap between checks is serial time's half-range.
+    #[test]
+    fn the_quota_gap_is_the_serial_half_range() {
+        assert_eq!(AHEAD, crate::quota::GAP);
+    }
+
     /// The reference: TATs and times as plain (unbounded) integers, the
     /// inequality as written.
     fn reference(tat: i128, now: i128, increment: u64, span: u64) -> Result<i128, (u64, u64)> {

@@ -2,7 +2,7 @@
 //! with [`compose`](crate::compose)'s all-or-nothing tuples.
 
 use super::hash::{identify, Key, KeyId};
-use super::policy::{NoOverrides, Overrides};
+use super::policy::{ChargedTo, NoOverrides, Overrides};
 use super::storage::Storage;
 use super::table::KeyedTable;
 use crate::compose::Revocable;
@@ -108,20 +108,6 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> RateLimiter for Entry<'_, A, S, 
 pub struct EntryReceipt {
     cost: u64,
     charged: ChargedTo,
-}
-
-/// Where a check charged its cells, and under which mark: what undoing it
-/// gives back to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum ChargedTo {
-    /// The key's slot.
-    Slot(u64),
-    /// The shared overflow word of [`WhenFull::Shared`](super::WhenFull::Shared)
-    /// (the key had no slot).
-    Overflow(u64),
-    /// Nothing kept: a peek, or [`WhenFull::Admit`](super::WhenFull::Admit)
-    /// with no slot.
-    Nothing,
 }
 
 impl EntryReceipt {

@@ -1,16 +1,17 @@
-//! The table: its fields, constructors, and the check, peek and refund of
-//! one key. Finding and inserting keys is in [`probe`](super::probe), the
-//! full-window policy in [`policy`](super::policy).
+//! The table: its fields, constructors, the check, peek and refund of one
+//! key, the full-window policy applied and the statistics read. Finding and
+//! inserting keys is in [`probe`](super::probe); the policy's and the
+//! statistics' types are in [`policy`](super::policy) and
+//! [`stats`](super::stats), which import nothing of the table.
 
-use super::entry::ChargedTo;
 use super::hash::{identify, Key, KeyId, Seed};
-use super::policy::{NoOverrides, Overrides, WhenFull};
-use super::slot::{state_of, Slot, LIVE};
-use super::stats::Counters;
+use super::policy::{ChargedTo, NoOverrides, Overrides, WhenFull};
+use super::slot::{key_of, state_of, Slot, CLAIMING, LIVE, TAG_MASK};
+use super::stats::{Counters, KeyedStats, Occupancy};
 use super::storage::Storage;
 use crate::quota::Quota;
 use crate::sync::StateWord;
-use crate::{Algorithm, Decision, Denied, Snapshot};
+use crate::{Algorithm, Decision, Denied, Limited, Snapshot};
 
 /// A keyed limiter: one [`Algorithm`] state per key in a table of fixed size.
 /// See the [module docs](super) for the protocol and its invariants.
@@ -425,5 +426,110 @@ impl<A: Algorithm + defmt::Format, S: Storage, O: Overrides<A>> defmt::Format
             self.when_full,
             self.stats()
         )
+    }
+}
+
+impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
+    /// The algorithm that `id` uses: its override, or the default.
+    #[inline(always)]
+    pub(super) fn algorithm_for(&self, id: KeyId) -> &A {
+        match self.overrides.get(id) {
+            Some(a) => a,
+            None => &self.algorithm,
+        }
+    }
+
+    /// A new key whose window is full.
+    pub(super) fn overflow(
+        &self,
+        id: KeyId,
+        hash: u64,
+        now: u64,
+        cost: u64,
+    ) -> Result<(Decision, ChargedTo), Denied> {
+        let algorithm = self.algorithm_for(id);
+        match self.when_full {
+            WhenFull::Deny => {
+                self.counters.overflow_denied.add(1);
+                let retry = self.first_idle_after(hash, now);
+                let limit = algorithm.peek(A::NEW, now).limit();
+                Err(Denied::Limited(Limited::new(limit, retry, retry)))
+            }
+            WhenFull::Admit => {
+                self.counters.overflow_admitted.add(1);
+                algorithm
+                    .check(A::NEW, now, cost)
+                    .map(|(_, d)| (d, ChargedTo::Nothing))
+            }
+            WhenFull::Shared => {
+                // The overflow word is a shared one-word limiter: the one
+                // container path applies the table's default algorithm.
+                let result = crate::algorithm::apply(&self.overflow, &self.algorithm, now, cost);
+                match result {
+                    Ok(_) => self.counters.shared_admitted.add(1),
+                    Err(_) => self.counters.shared_denied.add(1),
+                };
+                let mark = |stored| self.algorithm.mark(stored, now);
+                result.map(|(decision, stored)| (decision, ChargedTo::Overflow(mark(stored))))
+            }
+        }
+    }
+}
+
+impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
+    /// Running totals of inserts, reuses and overflow decisions.
+    ///
+    /// ```
+    /// use cellrate::keyed::{Keyed, Seed, WhenFull};
+    /// use cellrate::Quota;
+    /// let t: Keyed<Quota, 1> = Keyed::new(Quota::per_second(1).at_hz(1_000), WhenFull::Admit, Seed::new(1, 2));
+    /// t.check(&1u32, 0).unwrap();
+    /// t.check(&2u32, 0).unwrap();    // window full: admitted untracked
+    /// t.check(&3u32, 1_000).unwrap(); // key 1 idle again: its slot is reused
+    /// let s = t.stats();
+    /// assert_eq!((s.inserted, s.reused, s.overflow_admitted), (2, 1, 1));
+    /// ```
+    pub fn stats(&self) -> KeyedStats {
+        let c = &self.counters;
+        KeyedStats {
+            inserted: c.inserted.get(),
+            reused: c.reused.get(),
+            overflow_denied: c.overflow_denied.get(),
+            overflow_admitted: c.overflow_admitted.get(),
+            shared_admitted: c.shared_admitted.get(),
+            shared_denied: c.shared_denied.get(),
+        }
+    }
+
+    /// Counts the slots by what they hold at `now` (one read of each slot;
+    /// concurrent checks may move slots between counts). Changes nothing: it
+    /// exists for statistics, not for correctness.
+    ///
+    /// See [`Occupancy`] for an example.
+    pub fn occupancy(&self, now: u64) -> Occupancy {
+        let slots = self.slots.slots();
+        let mut o = Occupancy {
+            capacity: slots.len(),
+            ..Occupancy::default()
+        };
+        for slot in slots {
+            let value = slot.load();
+            let key = key_of(value);
+            match key & TAG_MASK {
+                LIVE => {
+                    if self
+                        .algorithm_for(KeyId(key & !TAG_MASK))
+                        .is_idle(state_of(value), now)
+                    {
+                        o.idle += 1
+                    } else {
+                        o.owing += 1
+                    }
+                }
+                CLAIMING => o.claiming += 1,
+                _ => o.free += 1,
+            }
+        }
+        o
     }
 }
