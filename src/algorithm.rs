@@ -22,7 +22,7 @@
 //!    once, and it is the only code between the load and the store.
 //! 3. [`denial`](Algorithm::denial), after the loop and only on a denial:
 //!    the [`Denied`] built from the shortfall (the wait, a division for the
-//!    window counters, happens here).
+//!    sliding window, happens here).
 //!
 //! [`check`](Algorithm::check) is the three in order; a cost of 0 is a
 //! [`peek`](Algorithm::peek) and never reaches them.
@@ -42,7 +42,12 @@
 //!   indistinguishable from `NEW` at `now` and at every later time (within
 //!   the longest gap between checks: GCRA's TATs are serial): a table may
 //!   then reuse the slot without giving the client anything back.
-//! * None of these panic, allocate or divide on the admit/deny path.
+//! * None of these panic or allocate, and `prepare` and `step` (the admit
+//!   path, and the deny path up to the refusal) take no division
+//!   instruction. A denial may divide when it is built:
+//!   [`SlidingWindow`](crate::SlidingWindow)'s `denial` divides once for
+//!   its `retry_after` (see [`sliding`](crate::window::sliding)); GCRA's and
+//!   the fixed window's never divide.
 //! * Every method is total over any `u64` state, including a word the
 //!   parameters did not write (say, saved under another limit without
 //!   `translate`): it never panics and never admits more than the quota

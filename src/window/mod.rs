@@ -17,17 +17,11 @@
 //! # Time to windows, without a division
 //!
 //! Window `k` is the ticks `[k·W, (k+1)·W)`; `now` lies in window
-//! `k = ⌊now / W⌋` at elapsed time `e = now − k·W`. The admit/deny path never
-//! divides: `W` is turned once (in the `const` constructor) into a
-//! multiplier `m` and two shifts such that
-//!
-//! ```text
-//! ⌊n / W⌋ = (t + ((n − t) >> s₁)) >> s₂,   t = ⌊m · n / 2⁶⁴⌋
-//! ```
-//!
-//! for every 64-bit `n` (T. Granlund and P. L. Montgomery, "Division by
-//! invariant integers using multiplication", PLDI 1994, figure 4.1). A
-//! property test checks it against `/` on random divisors and numerators.
+//! `k = ⌊now / W⌋` at elapsed time `e = now − k·W`. Neither takes a division
+//! instruction: `W` is turned once (in the `const` constructor) into the
+//! crate's divisor by an invariant integer (`src/divisor.rs`, which states
+//! the Granlund–Montgomery construction, its proof reference and its
+//! tests), one multiply, a subtraction, an addition and two shifts.
 //!
 //! # Window indices in a few bits
 //!
