@@ -1,7 +1,7 @@
 //! One key of a table as a limiter of its own, so that keyed tiers compose
 //! with [`compose`](crate::compose)'s all-or-nothing tuples.
 
-use super::hash::{identify, Key, KeyId};
+use super::key::{identify, Key, KeyId};
 use super::policy::{ChargedTo, NoOverrides, Overrides};
 use super::storage::Storage;
 use super::table::KeyedTable;

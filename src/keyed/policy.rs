@@ -2,7 +2,7 @@
 //! and the [`WhenFull`] policy for a new key whose probe window holds only
 //! clients that still owe.
 
-use super::hash::KeyId;
+use super::key::KeyId;
 
 /// What a table does with a new key when its probe window holds only clients
 /// that still owe.

@@ -6,7 +6,7 @@
 //! table, so every pass reads one contiguous run of slots and nothing here
 //! wraps around.
 
-use super::hash::KeyId;
+use super::key::KeyId;
 use super::policy::ChargedTo;
 use super::policy::Overrides;
 use super::slot::{key_of, pack, state_of, Slot, CLAIMING, EMPTY, LIVE, TAG_MASK, TOMB};

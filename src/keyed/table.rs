@@ -4,7 +4,8 @@
 //! statistics' types are in [`policy`](super::policy) and
 //! [`stats`](super::stats), which import nothing of the table.
 
-use super::hash::{identify, Key, KeyId, Seed};
+use super::hash::Seed;
+use super::key::{identify, Key, KeyId};
 use super::policy::{ChargedTo, NoOverrides, Overrides, WhenFull};
 use super::slot::{key_of, state_of, Slot, CLAIMING, LIVE, TAG_MASK};
 use super::stats::{Counters, KeyedStats, Occupancy};
