@@ -288,7 +288,10 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         now: u64,
         cost: u64,
     ) -> Result<Decision, Denied> {
-        self.check_id_charged(id, hash, now, cost).map(|(d, _)| d)
+        // No receipt: the marks are the unit type, so the admit and deny
+        // paths carry nothing more than the decision.
+        self.check_id_marked(id, hash, now, cost, |_, _| (), |_| ())
+            .map(|(d, ())| d)
     }
 
     /// [`check_id`](Self::check_id), also saying where the cells were
@@ -301,10 +304,34 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         now: u64,
         cost: u64,
     ) -> Result<(Decision, ChargedTo), Denied> {
+        self.check_id_marked(
+            id,
+            hash,
+            now,
+            cost,
+            |algorithm, stored| ChargedTo::Slot(algorithm.mark(stored, now)),
+            |charged| charged,
+        )
+    }
+
+    /// The one check of an identified key: the decision and `slot(stored)`
+    /// for a charge to the key's slot, or `other(charged)` for a new key's
+    /// (inserted or sent to the [`WhenFull`] policy).
+    #[inline(always)]
+    fn check_id_marked<M>(
+        &self,
+        id: KeyId,
+        hash: u64,
+        now: u64,
+        cost: u64,
+        slot: impl Fn(&A, u64) -> M,
+        other: impl FnOnce(ChargedTo) -> M,
+    ) -> Result<(Decision, M), Denied> {
         let algorithm = self.algorithm_for(id);
         if cost == 0 {
             let state = self.state_id(id, hash);
-            return Ok((algorithm.peek(state, now).to_decision(), ChargedTo::Nothing));
+            let decision = algorithm.peek(state, now).to_decision();
+            return Ok((decision, other(ChargedTo::Nothing)));
         }
         let slots = self.slots.slots();
         loop {
@@ -314,18 +341,17 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                 // idle (evictable) between its insertion and its first charge.
                 None => match self.check_new(id, hash, now, cost) {
                     Ok(found) => found,
-                    Err(answer) => return answer,
+                    Err(answer) => return answer.map(|(d, charged)| (d, other(charged))),
                 },
             };
             // `check` (the algorithm's prepare, step and denial in order)
             // inside the loop: hoisting `prepare` out of it measured slower
             // on a hot key (docs/design/keyed.md).
             if let Some(result) = slots[index].update(LIVE | id.0, value, |state| {
-                algorithm
-                    .check(state, now, cost)
-                    .map(|(next, d)| (next, (d, ChargedTo::Slot(algorithm.mark(next, now)))))
+                let (next, d) = algorithm.check(state, now, cost)?;
+                Ok((next, (d, next)))
             }) {
-                return result;
+                return result.map(|(d, stored)| (d, slot(algorithm, stored)));
             }
             // Evicted while idle: look again.
         }
