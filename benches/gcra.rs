@@ -13,7 +13,10 @@
 //!   `reset_after` and the limit).
 //! * `gcra/*`: `Gcra::check` admitting and denying, `check_n`, `LocalGcra`.
 //! * `governor/*`: the `governor` crate's direct limiter on its fake clock,
-//!   frozen, as the outside baseline.
+//!   frozen, as the outside baseline. The paired pass compares with it in
+//!   both loop shapes: `now` opaque once per batch and once per call.
+//!   (`benches/plain_loop.rs` times the same pairs in a plain loop; the
+//!   package's benches build in one codegen unit, see Cargo.toml.)
 //!
 //! Each sample runs a batch of 1 024 operations (criterion reports the time
 //! per batch and the throughput per operation), so a single-owner limiter can
@@ -219,6 +222,26 @@ fn paired_ratios() {
         "Gcra::check denying ÷ governor denying",
         &mut Side::new(NOW, 0, |_| gov_deny.check().is_ok()),
         &mut check_deny(),
+    );
+    // The same two comparisons with `now` opaque per call (a caller that
+    // reads its clock before every check), not once per batch: each side
+    // passes every `now` through `black_box` (governor reads its own clock
+    // and ignores it, so both loops carry the same opaque value per call).
+    ratio(
+        "Gcra::check admitting ÷ governor admitting, now per call",
+        &mut Side::new(NOW, 0, |now| {
+            black_box(now);
+            gov.check().is_ok()
+        }),
+        &mut Side::new(NOW, 0, |now| admitting.check(black_box(now)).is_ok()),
+    );
+    ratio(
+        "Gcra::check denying ÷ governor denying, now per call",
+        &mut Side::new(NOW, 0, |now| {
+            black_box(now);
+            gov_deny.check().is_ok()
+        }),
+        &mut Side::new(NOW, 0, |now| denying.check(black_box(now)).is_ok()),
     );
 }
 

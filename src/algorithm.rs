@@ -1,7 +1,7 @@
 //! A limiter as a pure function of one `u64` state word.
 //!
 //! Every algorithm in the crate keeps one client's state in one `u64` and
-//! shares its parameters (a [`Quota`], a window length…) between many such
+//! shares its parameters (a [`Quota`](crate::Quota), a window length…) between many such
 //! words. [`Algorithm`] is that split: the parameters implement it, and the
 //! containers own the words and apply the steps with a compare-and-swap or
 //! inside a critical section: the shared limiters ([`Gcra`](crate::Gcra),
@@ -22,7 +22,7 @@
 //!    once, and it is the only code between the load and the store.
 //! 3. [`denial`](Algorithm::denial), after the loop and only on a denial:
 //!    the [`Denied`] built from the shortfall (the wait, a division for the
-//!    window counters, happens here).
+//!    sliding window, happens here).
 //!
 //! [`check`](Algorithm::check) is the three in order; a cost of 0 is a
 //! [`peek`](Algorithm::peek) and never reaches them.
@@ -42,7 +42,12 @@
 //!   indistinguishable from `NEW` at `now` and at every later time (within
 //!   the longest gap between checks: GCRA's TATs are serial): a table may
 //!   then reuse the slot without giving the client anything back.
-//! * None of these panic, allocate or divide on the admit/deny path.
+//! * None of these panic or allocate, and `prepare` and `step` (the admit
+//!   path, and the deny path up to the refusal) take no division
+//!   instruction. A denial may divide when it is built:
+//!   [`SlidingWindow`](crate::SlidingWindow)'s `denial` divides once for
+//!   its `retry_after` (see [`sliding`](crate::window::sliding)); GCRA's and
+//!   the fixed window's never divide.
 //! * Every method is total over any `u64` state, including a word the
 //!   parameters did not write (say, saved under another limit without
 //!   `translate`): it never panics and never admits more than the quota
@@ -54,10 +59,8 @@
 //!   windows: modulo their window, see [`window`](crate::window)), so any
 //!   clock works: one that starts anywhere, Unix time, one that wraps.
 
-use crate::decision::{Limited, Usage};
-use crate::gcra::step as gcra_step;
 use crate::sync::StateWord;
-use crate::{Decision, Denied, Quota, Snapshot};
+use crate::{Decision, Denied, RateLimiter, Snapshot};
 
 /// The steps of a one-word rate limiter; see the [module docs](self).
 ///
@@ -121,89 +124,33 @@ pub trait Algorithm {
     fn peek(&self, state: u64, now: u64) -> Snapshot;
 
     /// Whether `state` is, at `now` and ever after (within the longest gap
-    /// between checks, [`Quota::horizon_ticks`] for GCRA), the same as
+    /// between checks, [`Quota::horizon_ticks`](crate::Quota::horizon_ticks) for GCRA), the same as
     /// [`NEW`](Self::NEW).
     fn is_idle(&self, state: u64, now: u64) -> bool;
-}
 
-/// What [`Quota`]'s [`prepare`](Algorithm::prepare) computes: `now` as a
-/// state word (its sub-ticks, see [`gcra`](crate::gcra#serial-time)), the
-/// charge `cost·T` and the room `span − cost·T`.
-///
-/// ```
-/// use cellrate::{Algorithm, Quota};
-/// let q = Quota::per_second(1).with_burst(2).at_hz(1_000);
-/// let p = q.prepare(0, 2).unwrap();
-/// let (tat, d) = q.step(Quota::NEW, &p).unwrap();
-/// assert_eq!((d.remaining(), d.reset_after()), (0, 2_000));
-/// // A second request of 2 waits until the TAT is back within the room.
-/// let shortfall = q.step(tat, &p).unwrap_err();
-/// assert_eq!(q.denial(&p, shortfall).retry_after(), Some(2_000));
-/// ```
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GcraPrepared {
-    now: u64,
-    charge: gcra_step::Charge,
-}
+    /// Where an admission at `now` that stored `stored` counted its cells:
+    /// what [`refund`](Self::refund) needs to give exactly those back (GCRA:
+    /// `now`; a window counter: the window the state was written in, which
+    /// a thread whose clock lags may find one ahead of `now`'s).
+    fn mark(&self, stored: u64, now: u64) -> u64;
 
-/// What a denying GCRA step leaves: how far the TAT it saw is ahead of
-/// `now`, from which [`denial`](Algorithm::denial) computes the debt and
-/// the sub-ticks before the same request fits (after the compare-and-swap
-/// loop or critical section). See [`GcraPrepared`] for an example.
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GcraShortfall(u64);
+    /// The mark of cells counted at `now` (a refund that has no receipt).
+    fn mark_at(&self, now: u64) -> u64;
 
-impl Algorithm for Quota {
-    type Prepared = GcraPrepared;
-    type Shortfall = GcraShortfall;
-
-    /// `now · scale` as a word, the charge (refusing a cost above the
-    /// burst) and the room. Every `now` is valid: time is serial.
-    #[inline(always)]
-    fn prepare(&self, now: u64, cost: u64) -> Result<GcraPrepared, Denied> {
-        let now = self.now_word(now);
-        // cost ≥ 1 and T ≥ 1, so the charge is ≥ 1. Saying so lets the
-        // compiler see that an admission always changes the state, and drop
-        // the equality test `StateWord::update` makes before its swap.
-        let increment = crate::gcra::charge(self, cost)?.max(1);
-        Ok(GcraPrepared {
-            now,
-            charge: gcra_step::Charge::new(self.span(), increment),
-        })
-    }
-
-    /// [`gcra::step::admit`](crate::gcra#the-math): a parity test, a
-    /// subtract, a compare and one add between the load and the store (and
-    /// a sign test for a state that is not owing).
-    #[inline(always)]
-    fn step(&self, state: u64, p: &GcraPrepared) -> Result<(u64, Decision), GcraShortfall> {
-        match gcra_step::admit(state, p.now, &p.charge) {
-            Ok((next, debt)) => Ok((next, Decision::from_usage(Usage::gcra(self, debt)))),
-            Err(distance) => Err(GcraShortfall(distance)),
-        }
-    }
-
-    #[inline(always)]
-    fn denial(&self, p: &GcraPrepared, shortfall: GcraShortfall) -> Denied {
-        gcra_denial(self, p.charge.shortfall(shortfall.0))
-    }
-
-    fn peek(&self, state: u64, now: u64) -> Snapshot {
-        crate::gcra::snapshot(self, state, self.now_word(now))
-    }
-
-    #[inline]
-    fn is_idle(&self, state: u64, now: u64) -> bool {
-        gcra_step::is_idle(state, self.now_word(now))
-    }
-}
-
-/// The GCRA denial of a step's shortfall.
-#[inline(always)]
-fn gcra_denial(quota: &Quota, s: gcra_step::Shortfall) -> Denied {
-    Denied::Limited(Limited::from_usage(Usage::gcra(quota, s.debt), s.wait))
+    /// The state after giving back `cost` cells counted under `mark`:
+    /// never fuller than full, and unchanged where those cells no longer
+    /// count (a window that has passed). Total over any state and mark.
+    ///
+    /// ```
+    /// use cellrate::{Algorithm, window::FixedWindowQuota};
+    /// let w = FixedWindowQuota::new(3, 100);
+    /// let (s, _) = w.check(FixedWindowQuota::NEW, 10, 2).unwrap();
+    /// let back = w.refund(s, w.mark(s, 10), 1);
+    /// assert_eq!(w.peek(back, 10).remaining(), 2);
+    /// // Cells of a window that has passed have expired: nothing to give back.
+    /// assert_eq!(w.refund(s, w.mark_at(150), 1), s);
+    /// ```
+    fn refund(&self, state: u64, mark: u64, cost: u64) -> u64;
 }
 
 /// Where a shared limiter's parameters live: in the limiter, fixed between
@@ -236,40 +183,34 @@ impl<A: Algorithm + Copy> Params for A {
     }
 }
 
-impl Params for crate::sync::QuotaCell {
-    type Algorithm = Quota;
-    type Current<'a> = Loaded;
-    #[inline(always)]
-    fn current(&self) -> Loaded {
-        Loaded(self.load())
-    }
-}
-
-/// A quota read whole from a [`QuotaCell`](crate::sync::QuotaCell).
-pub(crate) struct Loaded(Quota);
-
-impl core::ops::Deref for Loaded {
-    type Target = Quota;
-    #[inline(always)]
-    fn deref(&self) -> &Quota {
-        &self.0
-    }
-}
-
 /// The one container of the shared one-word limiters: parameters and one
-/// [`StateWord`], updated by the [`Algorithm`] phases (prepare before the
-/// word is read, the step inside the compare-and-swap loop or critical
-/// section, the denial after it).
-pub(crate) struct Shared<P> {
+/// shared state word, updated by the [`Algorithm`] phases (prepare before
+/// the word is read, the step inside the compare-and-swap loop or critical
+/// section, the denial after it) and given cells back by its
+/// [`refund`](Algorithm::refund).
+///
+/// [`FixedWindow`](crate::FixedWindow) and
+/// [`SlidingWindow`](crate::SlidingWindow) are this container over their
+/// quotas; [`Gcra`](crate::Gcra) is the same container over a quota that
+/// `set_quota` replaces through `&self`.
+///
+/// ```
+/// use cellrate::{Limiter, RateLimiter, window::FixedWindowQuota};
+/// let w = Limiter::with_quota(FixedWindowQuota::new(2, 1_000));
+/// assert!(w.check(0).is_ok() && w.check(0).is_ok());
+/// assert_eq!(w.check(0).unwrap_err().retry_after(), Some(1_000));
+/// assert_eq!(w.refund_n(0, 1).remaining(), 1);
+/// ```
+pub struct Limiter<P> {
     params: P,
     state: StateWord,
 }
 
-impl<P> Shared<P> {
+impl<P> Limiter<P> {
     crate::sync::loom_const_fn! {
         /// `params` with the state word at `state`.
-        pub(crate) fn new(params: P, state: u64) -> Self {
-            Shared { params, state: StateWord::new(state) }
+        pub(crate) fn from_parts(params: P, state: u64) -> Self {
+            Limiter { params, state: StateWord::new(state) }
         }
     }
 
@@ -291,35 +232,167 @@ impl<P> Shared<P> {
     }
 }
 
-impl<P: Params> Shared<P> {
-    /// Admits `cost` cells at `now`: the decision and the state stored, or
-    /// the denial. A cost of 0 is a peek (the state returned as read).
+// Every method here is `pub(crate)`: the bound names a crate-private trait
+// (the parameters fixed or in a `QuotaCell`), never seen outside.
+#[allow(private_bounds)]
+impl<P: Params> Limiter<P> {
+    /// Admits `cost` cells at `now`: the decision and the mark the cells
+    /// were counted under ([`Algorithm::mark`]), or the denial.
     #[inline(always)]
-    pub(crate) fn admit(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
-        apply(&self.state, &*self.params.current(), now, cost)
+    pub(crate) fn admit_marked(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
+        let algorithm = self.params.current();
+        apply(&self.state, &*algorithm, now, cost)
+            .map(|(d, stored)| (d, algorithm.mark(stored, now)))
     }
 
-    /// [`admit`](Self::admit) without the stored state.
+    /// Gives back `cost` cells counted under `mark`; the state after.
+    #[inline]
+    pub(crate) fn refund_marked(&self, mark: u64, cost: u64) -> u64 {
+        refund(&self.state, &*self.params.current(), mark, cost)
+    }
+
+    /// Admits `cost` cells at `now`; see [`Limiter::check_n`].
     #[inline(always)]
-    pub(crate) fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        self.admit(now, cost).map(|(d, _)| d)
+    pub(crate) fn apply_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        apply(&self.state, &*self.params.current(), now, cost).map(|(d, _)| d)
     }
 
     /// The state at `now`, consuming nothing.
     #[inline]
-    pub(crate) fn peek(&self, now: u64) -> Snapshot {
+    pub(crate) fn peek_at(&self, now: u64) -> Snapshot {
         self.params.current().peek(self.state.load(), now)
     }
 
+    /// Gives back `cost` cells counted at `now`; the state after, at `now`.
+    pub(crate) fn refund_at(&self, now: u64, cost: u64) -> Snapshot {
+        let algorithm = self.params.current();
+        let state = refund(&self.state, &*algorithm, algorithm.mark_at(now), cost);
+        algorithm.peek(state, now)
+    }
+
     /// Makes the limiter full, as new.
-    pub(crate) fn reset(&self) {
+    pub(crate) fn clear(&self) {
         self.state.store(P::Algorithm::NEW)
+    }
+}
+
+impl<A: Algorithm + Copy> Limiter<A> {
+    crate::sync::loom_const_fn! {
+        /// A full limiter for `quota`.
+        pub fn with_quota(quota: A) -> Self {
+            Limiter::from_parts(quota, A::NEW)
+        }
+    }
+
+    /// The parameters in force.
+    ///
+    /// ```
+    /// use cellrate::window::{SlidingWindow, SlidingWindowQuota};
+    /// let w = SlidingWindow::new(5, 100);
+    /// assert_eq!(w.quota(), SlidingWindowQuota::new(5, 100));
+    /// ```
+    pub fn quota(&self) -> A {
+        self.params
+    }
+
+    /// Admits `cost` cells at `now`, or denies and stores nothing. A cost
+    /// of 0 is a peek.
+    ///
+    /// ```
+    /// use cellrate::window::FixedWindow;
+    /// let w = FixedWindow::new(3, 1_000);
+    /// assert_eq!(w.check_n(0, 2).unwrap().remaining(), 1);
+    /// assert!(w.check_n(0, 2).is_err());
+    /// ```
+    #[inline(always)]
+    pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        self.apply_n(now, cost)
+    }
+
+    /// Gives back `cost` cells counted at `now` (for example for a request
+    /// admitted but never served; see [`Algorithm::refund`]). The limiter
+    /// never becomes fuller than full. Returns the state after the refund.
+    ///
+    /// ```
+    /// use cellrate::window::{FixedWindow, SlidingWindow};
+    /// let w = FixedWindow::new(10, 1_000);
+    /// w.check_n(0, 10).unwrap();
+    /// assert_eq!(w.refund_n(0, 3).remaining(), 3);
+    /// assert_eq!(w.refund_n(0, 100).remaining(), 10);
+    /// let s = SlidingWindow::new(10, 1_000);
+    /// s.check_n(0, 10).unwrap();
+    /// assert_eq!(s.refund_n(0, 3).remaining(), 3);
+    /// ```
+    pub fn refund_n(&self, now: u64, cost: u64) -> Snapshot {
+        self.refund_at(now, cost)
+    }
+
+    /// The state at `now`, consuming nothing.
+    ///
+    /// ```
+    /// use cellrate::window::FixedWindow;
+    /// let w = FixedWindow::new(3, 1_000);
+    /// w.check_n(0, 1).unwrap();
+    /// assert_eq!(w.peek(0).remaining(), 2);
+    /// ```
+    pub fn peek(&self, now: u64) -> Snapshot {
+        self.peek_at(now)
+    }
+
+    /// Makes the limiter full, as new.
+    ///
+    /// ```
+    /// use cellrate::window::FixedWindow;
+    /// let w = FixedWindow::new(3, 1_000);
+    /// w.check_n(0, 3).unwrap();
+    /// w.reset();
+    /// assert_eq!(w.peek(0).remaining(), 3);
+    /// ```
+    pub fn reset(&self) {
+        self.clear()
+    }
+}
+
+impl<A: Algorithm + Copy> RateLimiter for Limiter<A> {
+    // Always inlined, like the inherent method: a denial's details are then
+    // computed only if the caller reads them.
+    #[inline(always)]
+    fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        self.apply_n(now, cost)
+    }
+    #[inline(always)]
+    fn check(&self, now: u64) -> Result<Decision, Denied> {
+        self.apply_n(now, 1)
+    }
+    fn peek(&self, now: u64) -> Snapshot {
+        self.peek_at(now)
+    }
+}
+
+impl<A: Algorithm + Copy + core::fmt::Debug> core::fmt::Debug for Limiter<A> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Limiter")
+            .field("quota", &self.params)
+            .field("state", &self.state.load())
+            .finish()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl<A: Algorithm + Copy + defmt::Format> defmt::Format for Limiter<A> {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(
+            f,
+            "Limiter {{ quota: {}, state: {=u64} }}",
+            self.params,
+            self.state.load()
+        )
     }
 }
 
 /// The three phases of `algorithm` on one shared `word`: the decision and
 /// the state stored, or the denial. Any container of a shared state word
-/// (a [`Shared`] limiter, a keyed table's overflow word) runs this.
+/// (a [`Limiter`], a keyed table's overflow word) runs this.
 #[inline(always)]
 pub(crate) fn apply<A: Algorithm>(
     word: &StateWord,
@@ -332,9 +405,9 @@ pub(crate) fn apply<A: Algorithm>(
         return Ok((algorithm.peek(state, now).to_decision(), state));
     }
     let prepared = algorithm.prepare(now, cost)?;
-    // A step that admits a cost above 0 changes the state (the contract),
-    // so no test for an unchanged value stands between it and the swap.
-    let stepped = word.update_storing(|state| {
+    // A step that admits a cost above 0 changes the state (the contract):
+    // the one update stores it with no test for an unchanged value.
+    let stepped = word.update(|state| {
         algorithm
             .step(state, &prepared)
             .map(|(next, decision)| (next, (decision, next)))
@@ -342,5 +415,19 @@ pub(crate) fn apply<A: Algorithm>(
     match stepped {
         Ok(admitted) => Ok(admitted),
         Err(shortfall) => Err(algorithm.denial(&prepared, shortfall)),
+    }
+}
+
+/// `algorithm`'s [`refund`](Algorithm::refund) of `cost` cells counted
+/// under `mark`, applied to one shared `word`: the state after.
+#[inline]
+pub(crate) fn refund<A: Algorithm>(word: &StateWord, algorithm: &A, mark: u64, cost: u64) -> u64 {
+    let step = |state: u64| -> Result<(u64, u64), core::convert::Infallible> {
+        let back = algorithm.refund(state, mark, cost);
+        Ok((back, back))
+    };
+    match word.update(step) {
+        Ok(state) => state,
+        Err(never) => match never {},
     }
 }

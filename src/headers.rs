@@ -336,8 +336,22 @@ impl<'a> PolicyState<'a> {
     }
 }
 
+/// Whether a policy name can be written as a structured-field string
+/// (RFC 8941 §3.3.3: printable ASCII, `"` and `\\` escaped): the one
+/// header-name rule, which the tower layer's configuration also applies.
+pub(crate) fn valid_name(name: &str) -> bool {
+    name.bytes().all(|b| (0x20..=0x7e).contains(&b))
+}
+
+/// A tier's name, as the layer and a configuration accept it: a name the
+/// writers can carry ([`valid_name`]), 1 to 32 bytes long.
+#[cfg(any(feature = "tower", feature = "serde"))]
+pub(crate) fn valid_tier_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 32 && valid_name(name)
+}
+
 fn check_name(name: &str) -> Result<(), HeaderError> {
-    if name.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+    if valid_name(name) {
         Ok(())
     } else {
         Err(HeaderError::InvalidName)
@@ -510,68 +524,10 @@ pub fn write_x_ratelimit_reset<W: Write + ?Sized>(
     Ok(())
 }
 
-/// The index of the refusing result among several tiers' results: of the
-/// denials, the one that asks for the longest wait (a request must wait for
-/// every tier that denied it; a cost that can never fit counts as the longest
-/// wait); the first such on ties. `None` if every tier admitted.
-///
-/// The Redis backend's `Outcome::denied` and [`Tiers::refused`](crate::compose::Tiers::refused)
-/// both answer with it, so `Retry-After` means the same for either backend.
-///
-/// ```
-/// use cellrate::headers::refusing;
-/// use cellrate::{Decision, Denied, Limited};
-/// let results = [
-///     Err(Denied::Limited(Limited::new(5, 100, 400))),
-///     Ok(Decision::new(10, 3, 700)),
-///     Err(Denied::Limited(Limited::new(1_000, 5_000, 9_000))),
-/// ];
-/// assert_eq!(refusing(&results), Some(2));
-/// assert_eq!(refusing(&results[1..2]), None);
-/// ```
-pub fn refusing(results: &[Result<Decision, Denied>]) -> Option<usize> {
-    let mut best: Option<(usize, u64)> = None;
-    for (i, r) in results.iter().enumerate() {
-        if let Err(d) = r {
-            let wait = d.retry_after().unwrap_or(u64::MAX);
-            let longer = match best {
-                None => true,
-                Some((_, w)) => wait > w,
-            };
-            if longer {
-                best = Some((i, wait));
-            }
-        }
-    }
-    best.map(|(i, _)| i)
-}
-
-/// The one result the single-policy `X-RateLimit-*` fields describe: the
-/// refusing tier's denial ([`refusing`]), else the admission with the fewest
-/// cells left (ties: the first). `None` for no tiers.
-///
-/// ```
-/// use cellrate::headers::tightest;
-/// use cellrate::Decision;
-/// let results = [Ok(Decision::new(10, 3, 700)), Ok(Decision::new(100, 2, 50))];
-/// assert_eq!(tightest(&results), Some(results[1]));
-/// ```
-pub fn tightest(results: &[Result<Decision, Denied>]) -> Option<Result<Decision, Denied>> {
-    if let Some(i) = refusing(results) {
-        return Some(results[i]);
-    }
-    let mut best: Option<Decision> = None;
-    for d in results.iter().flatten() {
-        let tighter = match best {
-            None => true,
-            Some(b) => d.remaining() < b.remaining(),
-        };
-        if tighter {
-            best = Some(*d);
-        }
-    }
-    best.map(Ok)
-}
+/// Which tier's numbers the fields describe is compose's rule, one for
+/// every backend: [`refusing`] (the `Retry-After` tier) and [`tightest`]
+/// (the `X-RateLimit-*` tier), the rule a tuple's decision follows.
+pub use crate::compose::{refusing, tightest};
 
 #[cfg(all(test, not(feature = "loom")))]
 mod tests {
@@ -661,6 +617,27 @@ mod tests {
         s.clear();
         write_retry_after(&mut s, &Denied::Limited(Limited::new(1, 1, 1)), 1_000_000).unwrap();
         assert_eq!(s, "1");
+    }
+
+    #[test]
+    fn one_name_rule_for_the_writers_and_the_layer() {
+        // The writers refuse exactly what `valid_name` refuses.
+        for name in [
+            "api",
+            "a b",
+            r#"q"uote"#,
+            r"back\slash",
+            "~",
+            "",
+            "tab\t",
+            "é",
+            "\x7f",
+        ] {
+            let mut s = String::new();
+            let wrote = write_ratelimit_policy(&mut s, &[Policy::new(name, 1, 1)], 1);
+            assert_eq!(wrote.is_ok(), valid_name(name), "{name:?}");
+        }
+        assert!(valid_name(" ~") && !valid_name("\u{1f}"));
     }
 
     #[test]

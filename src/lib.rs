@@ -114,7 +114,7 @@ pub mod tower;
 pub mod wait;
 pub mod window;
 
-pub use algorithm::Algorithm;
+pub use algorithm::{Algorithm, Limiter};
 pub use compose::{Adaptive, AnyLimiter, LimiterConfig, Metered, Revocable};
 pub use decision::{Decision, Denied, Limited, Snapshot};
 pub use gcra::{Gcra, LeakyBucket, LocalGcra, Reservation, SetQuotaError, TokenBucket};

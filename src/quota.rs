@@ -144,8 +144,9 @@ pub const HORIZON_SECS: u64 = 1 << 28;
 /// gap `2⁶² / scale` ticks is at least 2²⁸ s ([`HORIZON_SECS`]).
 const SCALE_BUDGET_SECS: u128 = 1 << 29;
 
-/// The longest gap between two checks, in sub-ticks: 2⁶².
-const GAP: u64 = crate::gcra::step::AHEAD;
+/// The longest gap between two checks, in sub-ticks: 2⁶², the half-range
+/// of serial time (`gcra::step`'s `AHEAD`, which a test there pins to it).
+pub(crate) const GAP: u64 = 1 << 62;
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
@@ -620,12 +621,6 @@ impl Quota {
     /// The emission interval in whole ticks, rounded up.
     pub const fn emission_interval_ticks(&self) -> u64 {
         self.emission_interval.div_ceil(self.scale)
-    }
-    /// `now` as a state word (see [`gcra`](crate::gcra#serial-time)): its
-    /// sub-ticks `now · scale` modulo 2⁶⁴ (then 2⁶³), never saturated.
-    #[inline(always)]
-    pub(crate) const fn now_word(&self, now: u64) -> u64 {
-        crate::gcra::step::word(now.wrapping_mul(self.scale))
     }
     /// Sub-ticks to whole ticks, rounding up. Not on the admit/deny path: the
     /// results call it lazily.

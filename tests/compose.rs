@@ -423,3 +423,48 @@ fn adaptive_forgives_across_the_wrap_of_the_counter() {
     assert_eq!(client.check(forgiven).unwrap().limit(), 2);
     assert_eq!(client.level(), 0);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// One "tightest" rule: the decision a tuple returns is
+    /// `compose::tightest` over its parts' decisions (fewest remaining,
+    /// ties to the later reset, then the first), and the HTTP fields
+    /// describe that same tier (`headers::tightest` is the same rule).
+    #[test]
+    fn a_tuple_returns_the_tightest_of_its_parts(
+        a in 1u64..6, b in 1u64..6, wa in 1u64..40, wb in 1u64..40,
+        ops in prop::collection::vec((0u64..20, 1u64..3), 1..40),
+    ) {
+        let pair = (FixedWindow::new(a, wa), FixedWindow::new(b, wb));
+        let twins = (FixedWindow::new(a, wa), FixedWindow::new(b, wb));
+        let mut now = 0;
+        for (dt, cost) in ops {
+            now += dt;
+            let (pa, pb) = (twins.0.probe_n(now, cost), twins.1.probe_n(now, cost));
+            let got = pair.check_n(now, cost);
+            if let (Ok(_), Ok(_)) = (pa, pb) {
+                let parts = [twins.0.check_n(now, cost), twins.1.check_n(now, cost)];
+                prop_assert_eq!(Some(got), cellrate::compose::tightest(&parts));
+                prop_assert_eq!(Some(got), cellrate::headers::tightest(&parts));
+            } else {
+                prop_assert!(got.is_err());
+            }
+        }
+    }
+}
+
+#[test]
+fn ties_in_remaining_go_to_the_later_reset_then_the_first() {
+    use cellrate::compose::tightest;
+    use cellrate::Decision;
+    let (early, late) = (Decision::new(5, 2, 100), Decision::new(9, 2, 700));
+    assert_eq!(tightest(&[Ok(early), Ok(late)]), Some(Ok(late)));
+    assert_eq!(tightest(&[Ok(late), Ok(early)]), Some(Ok(late)));
+    let twin = Decision::new(7, 2, 700);
+    assert_eq!(tightest(&[Ok(late), Ok(twin)]), Some(Ok(late)));
+    assert_eq!(
+        tightest(&[Ok(Decision::new(9, 1, 0)), Ok(late)]),
+        Some(Ok(Decision::new(9, 1, 0)))
+    );
+}

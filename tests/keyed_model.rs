@@ -235,7 +235,7 @@ fn run<const N: usize>(
             }
         );
     }
-    let occupancy = table.sweep(at(now));
+    let occupancy = table.occupancy(at(now));
     prop_assert!(occupancy.owing + occupancy.idle <= N);
     prop_assert_eq!(occupancy.claiming, 0);
     Ok(())

@@ -54,6 +54,6 @@ fn racing_inserts_admit_each_new_key_once() {
         }
     });
     assert_eq!(admitted.load(Ordering::Relaxed), KEYS as u64);
-    let o = TABLE.sweep(0);
+    let o = TABLE.occupancy(0);
     assert_eq!((o.owing, o.claiming), (KEYS as usize, 0));
 }

@@ -2,6 +2,8 @@
 # Formatting and clippy for the feature sets CI builds (never --all-features).
 set -euo pipefail
 cargo fmt --all --check
+# No import cycles between sibling modules (each module owns its concept).
+python3 tools/modcycles.py
 cargo clippy --all-targets -- -D warnings
 cargo clippy --all-targets --features std -- -D warnings
 cargo clippy --all-targets --features loom -- -D warnings

@@ -2,7 +2,7 @@
 //!
 //! The penalty's status word (`level << 32 | strikes`) is not limiter
 //! state, so it does not run on the one container of the one-word limiters
-//! (the [`algorithm`](crate::algorithm) module's `Shared` and `apply`): it
+//! ([`Limiter`](crate::Limiter) and the `algorithm` module's `apply`): it
 //! admits and denies nothing, so there is no [`Decision`], denial or idle
 //! state for an [`Algorithm`](crate::Algorithm) step to return; it records
 //! what the inner limiter answered. Its transitions are not one step on one

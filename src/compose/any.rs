@@ -106,7 +106,7 @@ impl fmt::Display for AlgorithmKind {
 #[cfg_attr(
     feature = "serde",
     derive(serde::Serialize, serde::Deserialize),
-    serde(try_from = "crate::config::LimiterFields")
+    serde(try_from = "LimiterFields")
 )]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LimiterConfig {
@@ -560,5 +560,44 @@ impl<const N: usize> fmt::Debug for AnyLimiter<N> {
 impl<const N: usize> defmt::Format for AnyLimiter<N> {
     fn format(&self, f: defmt::Formatter) {
         defmt::write!(f, "AnyLimiter {{ config: {} }}", self.config)
+    }
+}
+
+/// The tick frequency a configuration read without `hz` uses: the
+/// nanosecond clock (`config::DEFAULT_HZ`).
+#[cfg(feature = "serde")]
+pub(crate) const DEFAULT_HZ: u64 = 1_000_000_000;
+
+/// [`LimiterConfig`]'s fields as read, checked before they become one
+/// (`#[serde(try_from)]`).
+#[cfg(feature = "serde")]
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LimiterFields {
+    algorithm: AlgorithmKind,
+    limit: u64,
+    window: u64,
+    #[serde(default)]
+    burst: Option<u64>,
+    #[serde(default)]
+    buckets: Option<u32>,
+    #[serde(default = "default_hz")]
+    hz: u64,
+}
+
+#[cfg(feature = "serde")]
+fn default_hz() -> u64 {
+    DEFAULT_HZ
+}
+
+#[cfg(feature = "serde")]
+impl TryFrom<LimiterFields> for LimiterConfig {
+    type Error = ConfigError;
+    fn try_from(f: LimiterFields) -> Result<Self, ConfigError> {
+        let mut config = LimiterConfig::new(f.algorithm, f.limit, f.window, f.hz);
+        config.burst = f.burst;
+        config.buckets = f.buckets;
+        config.validate()?;
+        Ok(config)
     }
 }

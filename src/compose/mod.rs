@@ -84,17 +84,17 @@
 //! ```
 
 mod adaptive;
-mod any;
+pub(crate) mod any;
 mod metered;
 mod tiers;
 
 pub use self::adaptive::{Adaptive, Penalty};
 pub use self::any::{AlgorithmKind, AnyLimiter, ConfigError, LimiterConfig};
 pub use self::metered::{MeterStats, Metered};
-pub use self::tiers::{check_all, AllTiers, Tiers};
+pub use self::tiers::{check_all, refusing, tightest, AllTiers, Tiers};
 
-use crate::window::{BucketedWindow, FixedWindow, SlidingLog, SlidingWindow, WideBucketedWindow};
-use crate::{Decision, Denied, Gcra, RateLimiter, Snapshot};
+use crate::window::{SlidingLog, WideBucketedWindow};
+use crate::{Algorithm, Decision, Denied, Gcra, Limiter, RateLimiter, Snapshot};
 
 /// A limiter whose admissions can be taken back exactly, which is what
 /// all-or-nothing composition needs.
@@ -187,7 +187,8 @@ impl Revocable for Gcra {
     type Receipt = Receipt;
     #[inline]
     fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, Receipt), Denied> {
-        Gcra::check_n(self, now, cost).map(|d| (d, Receipt { at: now, cost }))
+        self.admit_marked(now, cost)
+            .map(|(d, at)| (d, Receipt { at, cost }))
     }
     fn revoke(&self, receipt: Receipt) {
         if receipt.cost > 0 {
@@ -196,41 +197,19 @@ impl Revocable for Gcra {
     }
 }
 
-impl Revocable for FixedWindow {
+/// Every one-word limiter: the receipt holds its algorithm's
+/// [`mark`](Algorithm::mark), the revocation is its
+/// [`refund`](Algorithm::refund).
+impl<A: Algorithm + Copy> Revocable for Limiter<A> {
     type Receipt = Receipt;
     #[inline]
     fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, Receipt), Denied> {
-        FixedWindow::admit_at(self, now, cost).map(|(d, at)| (d, Receipt { at, cost }))
+        self.admit_marked(now, cost)
+            .map(|(d, at)| (d, Receipt { at, cost }))
     }
     fn revoke(&self, receipt: Receipt) {
         if receipt.cost > 0 {
-            FixedWindow::revoke_at(self, receipt.at, receipt.cost)
-        }
-    }
-}
-
-impl Revocable for SlidingWindow {
-    type Receipt = Receipt;
-    #[inline]
-    fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, Receipt), Denied> {
-        SlidingWindow::admit_at(self, now, cost).map(|(d, at)| (d, Receipt { at, cost }))
-    }
-    fn revoke(&self, receipt: Receipt) {
-        if receipt.cost > 0 {
-            SlidingWindow::revoke_at(self, receipt.at, receipt.cost)
-        }
-    }
-}
-
-impl Revocable for BucketedWindow {
-    type Receipt = Receipt;
-    #[inline]
-    fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, Receipt), Denied> {
-        BucketedWindow::admit_at(self, now, cost).map(|(d, at)| (d, Receipt { at, cost }))
-    }
-    fn revoke(&self, receipt: Receipt) {
-        if receipt.cost > 0 {
-            BucketedWindow::revoke_at(self, receipt.at, receipt.cost)
+            self.refund_marked(receipt.at, receipt.cost);
         }
     }
 }
@@ -259,7 +238,8 @@ impl<const N: usize> Revocable for SlidingLog<N> {
     }
 }
 
-/// The tighter of two decisions: fewer remaining, then the later reset.
+/// The tighter of two decisions: fewer remaining, then the later reset,
+/// then the first (the one rule: [`tightest`] is its fold).
 #[inline]
 fn tighter(a: Decision, b: Decision) -> Decision {
     if (b.remaining(), core::cmp::Reverse(b.reset_after()))

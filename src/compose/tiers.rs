@@ -2,8 +2,6 @@
 //! [module docs](super#every-tiers-numbers-tiers).
 
 use crate::decision::{Decision, Denied};
-use crate::headers;
-use crate::RateLimiter;
 
 use super::Revocable;
 
@@ -53,19 +51,19 @@ impl<const N: usize> Tiers<N> {
         self.results
     }
     /// The index of the tier that refused: among the tiers that denied, the
-    /// one asking for the longest wait ([`headers::refusing`]); `None` if
+    /// one asking for the longest wait ([`refusing`]); `None` if
     /// admitted.
     pub fn refused(&self) -> Option<usize> {
-        headers::refusing(&self.results)
+        refusing(&self.results)
     }
     /// The refusing tier's denial; `None` if admitted.
     pub fn denied(&self) -> Option<Denied> {
         self.refused().and_then(|i| self.results[i].err())
     }
-    /// The tightest tier's result ([`headers::tightest`]): the refusing
+    /// The tightest tier's result ([`tightest`]): the refusing
     /// tier's denial, or the admission with the fewest cells left.
     pub fn tightest(&self) -> Option<Result<Decision, Denied>> {
-        headers::tightest(&self.results)
+        tightest(&self.results)
     }
 }
 
@@ -138,21 +136,87 @@ where
     I: IntoIterator,
     I::Item: Revocable,
 {
-    let mut tiers = tiers.into_iter();
-    match charge(&mut tiers, now, cost, results, 0) {
-        Charged::All(n) => n,
-        Charged::Refused(at) => {
-            let mut n = at + 1;
-            for (result, tier) in results[n..].iter_mut().zip(tiers) {
-                *result = tier.probe_n(now, cost);
-                n += 1;
+    all_or_nothing(&mut tiers.into_iter(), now, cost, results)
+}
+
+/// The index of the refusing result among several tiers' results: of the
+/// denials, the one that asks for the longest wait (a request must wait for
+/// every tier that denied it; a cost that can never fit counts as the longest
+/// wait); the first such on ties. `None` if every tier admitted.
+///
+/// The Redis backend's `Outcome::denied` and [`Tiers::refused`]
+/// both answer with it, so `Retry-After` means the same for either backend.
+///
+/// ```
+/// use cellrate::compose::refusing;
+/// use cellrate::{Decision, Denied, Limited};
+/// let results = [
+///     Err(Denied::Limited(Limited::new(5, 100, 400))),
+///     Ok(Decision::new(10, 3, 700)),
+///     Err(Denied::Limited(Limited::new(1_000, 5_000, 9_000))),
+/// ];
+/// assert_eq!(refusing(&results), Some(2));
+/// assert_eq!(refusing(&results[1..2]), None);
+/// ```
+pub fn refusing(results: &[Result<Decision, Denied>]) -> Option<usize> {
+    let mut best: Option<(usize, u64)> = None;
+    for (i, r) in results.iter().enumerate() {
+        if let Err(d) = r {
+            let wait = d.retry_after().unwrap_or(u64::MAX);
+            let longer = match best {
+                None => true,
+                Some((_, w)) => wait > w,
+            };
+            if longer {
+                best = Some((i, wait));
             }
-            n
         }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// The tightest of several tiers' results, the one the single-policy
+/// `X-RateLimit-*` fields describe: the refusing tier's denial
+/// ([`refusing`]), else the admission a tuple's `check_n` returns: the
+/// fewest cells left, ties to the later `reset_after`, then the first.
+/// `None` for no tiers.
+///
+/// ```
+/// use cellrate::compose::tightest;
+/// use cellrate::Decision;
+/// let results = [Ok(Decision::new(10, 3, 700)), Ok(Decision::new(100, 2, 50))];
+/// assert_eq!(tightest(&results), Some(results[1]));
+/// ```
+pub fn tightest(results: &[Result<Decision, Denied>]) -> Option<Result<Decision, Denied>> {
+    if let Some(i) = refusing(results) {
+        return Some(results[i]);
+    }
+    results
+        .iter()
+        .flatten()
+        .copied()
+        .reduce(super::tighter)
+        .map(Ok)
+}
+
+/// The one all-or-nothing loop behind [`check_all`] and the tuples'
+/// [`AllTiers`]: charge the tiers of `chain` in order into `results`,
+/// and at a refusal give back what was charged (last first, each then
+/// reporting its state) and ask the tiers after it without charging them.
+/// Returns how many results it wrote.
+fn all_or_nothing<C: Chain>(
+    chain: &mut C,
+    now: u64,
+    cost: u64,
+    results: &mut [Result<Decision, Denied>],
+) -> usize {
+    match chain.charge(now, cost, results, 0) {
+        Charged::All(n) => n,
+        Charged::Refused(at) => chain.probe(now, cost, results, at + 1),
     }
 }
 
-/// How [`charge`] ended.
+/// How [`Chain::charge`] ended.
 enum Charged {
     /// Every tier admitted: this many.
     All(usize),
@@ -160,33 +224,162 @@ enum Charged {
     Refused(usize),
 }
 
-/// Charges the next tier into `results[i]`, then the rest (recursively);
-/// revokes it if a later tier refused.
-fn charge<I>(
-    tiers: &mut I,
-    now: u64,
-    cost: u64,
-    results: &mut [Result<Decision, Denied>],
-    i: usize,
-) -> Charged
+/// Where the tiers of an all-or-nothing check come from: an iterator of
+/// one limiter type ([`check_all`]), or a tuple's parts, each its own type
+/// (a [`Link`] per part).
+trait Chain {
+    /// Charges the tiers from index `i` on into `results[i..]` (one
+    /// [`charge_one`] per tier, recursively).
+    fn charge(
+        &mut self,
+        now: u64,
+        cost: u64,
+        results: &mut [Result<Decision, Denied>],
+        i: usize,
+    ) -> Charged;
+    /// Asks the tiers from index `from` on (after a refusal) without
+    /// charging them; returns the index after the last result written.
+    fn probe(
+        &mut self,
+        now: u64,
+        cost: u64,
+        results: &mut [Result<Decision, Denied>],
+        from: usize,
+    ) -> usize;
+}
+
+impl<I> Chain for I
 where
     I: Iterator,
     I::Item: Revocable,
 {
-    let Some(slot) = results.get_mut(i) else {
-        return Charged::All(i);
-    };
-    let Some(tier) = tiers.next() else {
-        return Charged::All(i);
-    };
+    fn charge(
+        &mut self,
+        now: u64,
+        cost: u64,
+        results: &mut [Result<Decision, Denied>],
+        i: usize,
+    ) -> Charged {
+        // A tier beyond `results` is not made (an entry hashes its key).
+        if i >= results.len() {
+            return Charged::All(i);
+        }
+        match self.next() {
+            Some(tier) => charge_one(&tier, self, now, cost, results, i),
+            None => Charged::All(i),
+        }
+    }
+    fn probe(
+        &mut self,
+        now: u64,
+        cost: u64,
+        results: &mut [Result<Decision, Denied>],
+        from: usize,
+    ) -> usize {
+        // The iterator stands just after the refusing tier.
+        let mut n = from;
+        for (result, tier) in results[from..].iter_mut().zip(self) {
+            *result = tier.probe_n(now, cost);
+            n += 1;
+        }
+        n
+    }
+}
+
+/// One part of a tuple and the parts after it.
+struct Link<L, R>(L, R);
+/// After a tuple's last part.
+struct End;
+
+impl<L: Revocable, R: Chain + ProbeAt> Chain for Link<L, R> {
+    fn charge(
+        &mut self,
+        now: u64,
+        cost: u64,
+        results: &mut [Result<Decision, Denied>],
+        i: usize,
+    ) -> Charged {
+        charge_one(&self.0, &mut self.1, now, cost, results, i)
+    }
+    fn probe(
+        &mut self,
+        now: u64,
+        cost: u64,
+        results: &mut [Result<Decision, Denied>],
+        from: usize,
+    ) -> usize {
+        self.probe_at(now, cost, results, from, 0)
+    }
+}
+
+impl Chain for End {
+    fn charge(&mut self, _: u64, _: u64, _: &mut [Result<Decision, Denied>], i: usize) -> Charged {
+        Charged::All(i)
+    }
+    fn probe(&mut self, _: u64, _: u64, _: &mut [Result<Decision, Denied>], from: usize) -> usize {
+        from
+    }
+}
+
+/// A tuple's chain asked from `from` on: part `i` answers if `i ≥ from`.
+trait ProbeAt {
+    fn probe_at(
+        &mut self,
+        now: u64,
+        cost: u64,
+        results: &mut [Result<Decision, Denied>],
+        from: usize,
+        i: usize,
+    ) -> usize;
+}
+
+impl<L: Revocable, R: ProbeAt> ProbeAt for Link<L, R> {
+    fn probe_at(
+        &mut self,
+        now: u64,
+        cost: u64,
+        results: &mut [Result<Decision, Denied>],
+        from: usize,
+        i: usize,
+    ) -> usize {
+        if i >= from {
+            results[i] = self.0.probe_n(now, cost);
+        }
+        self.1.probe_at(now, cost, results, from, i + 1)
+    }
+}
+
+impl ProbeAt for End {
+    fn probe_at(
+        &mut self,
+        _: u64,
+        _: u64,
+        _: &mut [Result<Decision, Denied>],
+        from: usize,
+        i: usize,
+    ) -> usize {
+        i.max(from)
+    }
+}
+
+/// Charges `tier` into `results[i]`, then the rest of the chain; revokes
+/// it if a later tier refused (it then reports its unchanged state).
+fn charge_one<T: Revocable, C: Chain + ?Sized>(
+    tier: &T,
+    rest: &mut C,
+    now: u64,
+    cost: u64,
+    results: &mut [Result<Decision, Denied>],
+    i: usize,
+) -> Charged {
     match tier.admit_n(now, cost) {
         Err(denied) => {
-            *slot = Err(denied);
+            results[i] = Err(denied);
             Charged::Refused(i)
         }
         Ok((decision, receipt)) => {
-            *slot = Ok(decision);
-            let rest = charge(tiers, now, cost, results, i + 1);
+            results[i] = Ok(decision);
+            let rest = rest.charge(now, cost, results, i + 1);
             if let Charged::Refused(_) = rest {
                 tier.revoke(receipt);
                 results[i] = Ok(tier.peek(now).to_decision());
@@ -196,40 +389,20 @@ where
     }
 }
 
-/// `AllTiers` for a tuple: charge in order, stop at the first denial, give
-/// back what was charged, report every part.
+/// Nested [`Link`]s over a tuple's parts, ending in [`End`].
+macro_rules! chain {
+    ($s:ident;) => { End };
+    ($s:ident; $first:tt $(, $rest:tt)*) => { Link(&$s.$first, chain!($s; $($rest),*)) };
+}
+
+/// `AllTiers` for a tuple: the one all-or-nothing loop over its parts.
 macro_rules! tuple_tiers {
     ($n:literal; $($name:ident $idx:tt),+) => {
         impl<$($name: Revocable),+> AllTiers<$n> for ($($name,)+) {
             fn check_tiers(&self, now: u64, cost: u64) -> Tiers<$n> {
-                let mut denied = false;
-                let tried = ($(
-                    if denied {
-                        None
-                    } else {
-                        let r = self.$idx.admit_n(now, cost);
-                        denied = r.is_err();
-                        Some(r)
-                    },
-                )+);
-                let _ = denied;
-                if !denied {
-                    return Tiers::new([$(match tried.$idx {
-                        Some(Ok((d, _))) => Ok(d),
-                            Some(Err(e)) => Err(e),
-                        None => self.$idx.probe_n(now, cost),
-                    }),+]);
-                }
-                $(
-                    if let Some(Ok((_, receipt))) = tried.$idx {
-                        self.$idx.revoke(receipt);
-                    }
-                )+
-                Tiers::new([$(match tried.$idx {
-                    Some(Ok(_)) => Ok(self.$idx.peek(now).to_decision()),
-                    Some(Err(e)) => Err(e),
-                    None => self.$idx.probe_n(now, cost),
-                }),+])
+                let mut results = [Ok(Decision::new(0, 0, 0)); $n];
+                all_or_nothing(&mut chain!(self; $($idx),+), now, cost, &mut results);
+                Tiers::new(results)
             }
         }
     };

@@ -145,7 +145,6 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
 
-use crate::compose::{ConfigError, LimiterConfig};
 use crate::keyed::{KeyId, KeyedBox, LiveQuota, Seed, WhenFull};
 use crate::{Gcra, Quota, QuotaError, Rate};
 
@@ -153,7 +152,7 @@ pub use human::SyntaxError;
 
 /// The tick frequency of a [`Quota`] read without context: 10⁹ Hz, the
 /// nanosecond clock of [`StdClock`](crate::time::StdClock).
-pub const DEFAULT_HZ: u64 = 1_000_000_000;
+pub const DEFAULT_HZ: u64 = crate::compose::any::DEFAULT_HZ;
 
 /// The unit of a [`Per`].
 ///
@@ -757,37 +756,6 @@ where
 
 // ---------------------------------------------------------------- limiter
 
-/// [`LimiterConfig`]'s fields as read, checked before they become one
-/// (`#[serde(try_from)]`).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct LimiterFields {
-    algorithm: crate::compose::AlgorithmKind,
-    limit: u64,
-    window: u64,
-    #[serde(default)]
-    burst: Option<u64>,
-    #[serde(default)]
-    buckets: Option<u32>,
-    #[serde(default = "default_hz")]
-    hz: u64,
-}
-
-fn default_hz() -> u64 {
-    DEFAULT_HZ
-}
-
-impl TryFrom<LimiterFields> for LimiterConfig {
-    type Error = ConfigError;
-    fn try_from(f: LimiterFields) -> Result<Self, ConfigError> {
-        let mut config = LimiterConfig::new(f.algorithm, f.limit, f.window, f.hz);
-        config.burst = f.burst;
-        config.buckets = f.buckets;
-        config.validate()?;
-        Ok(config)
-    }
-}
-
 // ---------------------------------------------------------------- tiers
 
 /// One named tier: `{ name = "hour", quota = "5000/h, burst 100" }`.
@@ -809,7 +777,7 @@ pub struct TierSpec {
 
 /// Checks a tier name (the rule of the HTTP layer's `RateLimit-Policy`).
 fn check_name(name: &str) -> Result<(), &'static str> {
-    if !name.is_empty() && name.len() <= 32 && name.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+    if crate::headers::valid_tier_name(name) {
         Ok(())
     } else {
         Err("tier names are 1 to 32 printable ASCII characters")

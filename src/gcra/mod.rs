@@ -157,16 +157,18 @@
 //!   `new`), rounding up — toward admitting less — if that is not exact.
 
 use core::cell::Cell;
-use core::convert::Infallible;
 use core::fmt;
 
-use crate::algorithm::Shared;
+use crate::algorithm::Limiter;
 use crate::decision::{usage_accessors, Decision, Denied, Limited, Snapshot, Usage};
 use crate::quota::{Quota, QuotaError, Rate};
 use crate::sync::{loom_const_fn, QuotaCell};
 use crate::{Algorithm, RateLimiter};
 
+mod algorithm;
 pub(crate) mod step;
+
+pub use self::algorithm::{GcraPrepared, GcraShortfall};
 
 /// The charge of `cost` cells in sub-ticks, `cost·T`, or the refusal of a
 /// cost above the burst. Computed before any critical section or CAS loop.
@@ -333,14 +335,14 @@ impl core::error::Error for SetQuotaError {}
 /// ```
 pub struct Gcra {
     /// The quota (replaceable through `&self`) and the TAT.
-    shared: Shared<QuotaCell>,
+    shared: Limiter<QuotaCell>,
 }
 
 impl Gcra {
     loom_const_fn! {
         /// A full limiter for `quota`.
         pub fn new(quota: Quota) -> Self {
-            Gcra { shared: Shared::new(QuotaCell::new(quota), 0) }
+            Gcra { shared: Limiter::from_parts(QuotaCell::new(quota), 0) }
         }
     }
 
@@ -431,12 +433,12 @@ impl Gcra {
         // The quota's phases (see [`Algorithm`]): the multiplications
         // before the CAS loop or critical section, one subtract, compare and
         // add inside it.
-        self.shared.check_n(now, cost)
+        self.shared.apply_n(now, cost)
     }
 
     /// The state at `now`, consuming nothing.
     pub fn peek(&self, now: u64) -> Snapshot {
-        self.shared.peek(now)
+        self.shared.peek_at(now)
     }
 
     /// Shaping (the leaky bucket as a queue): reserves `cost` cells at the
@@ -472,16 +474,14 @@ impl Gcra {
     /// assert_eq!(g.refund_n(0, 100).remaining(), 10);
     /// ```
     pub fn refund_n(&self, now: u64, cost: u64) -> Snapshot {
-        let quota = self.quota();
-        let now = quota.now_word(now);
-        let step = |state: u64| -> Result<(u64, Snapshot), Infallible> {
-            let state = refund(&quota, state, now, cost);
-            Ok((state, snapshot(&quota, state, now)))
-        };
-        match self.shared.state().update(step) {
-            Ok(snapshot) => snapshot,
-            Err(never) => match never {},
-        }
+        self.shared.refund_at(now, cost)
+    }
+
+    /// Admits and returns the mark the cells were counted under (for a
+    /// [`Revocable`](crate::Revocable) receipt).
+    #[inline]
+    pub(crate) fn admit_marked(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
+        self.shared.admit_marked(now, cost)
     }
 
     /// Takes between `least` and `most` cells at `now` in one atomic step
@@ -504,7 +504,7 @@ impl Gcra {
 
     /// Makes the limiter full, as new.
     pub fn reset(&self) {
-        self.shared.reset()
+        self.shared.clear()
     }
 
     /// Replaces the quota at run time. Checks never block on it and each sees
@@ -610,10 +610,7 @@ impl LocalGcra {
         // Through `&mut` the state needs no `Cell`: the compiler may keep
         // it in a register across a caller's loop.
         let LocalGcra { tat, quota, .. } = self;
-        let tat = tat.get_mut();
-        let (next, decision) = quota.check(*tat, now, cost)?;
-        *tat = next;
-        Ok(decision)
+        admit_local(quota, tat.get_mut(), now, cost)
     }
 
     /// The state at `now`.
@@ -633,10 +630,10 @@ impl LocalGcra {
 
     /// Gives back `cost` cells; see [`Gcra::refund_n`].
     pub fn refund_n(&mut self, now: u64, cost: u64) -> Snapshot {
-        let now = self.quota.now_word(now);
-        let tat = refund(&self.quota, self.tat.get(), now, cost);
+        let quota = &self.quota;
+        let tat = quota.refund(self.tat.get(), quota.mark_at(now), cost);
         self.tat.set(tat);
-        snapshot(&self.quota, tat, now)
+        quota.peek(tat, now)
     }
 
     /// Makes the limiter full.
@@ -660,19 +657,23 @@ impl LocalGcra {
             .map_err(SetQuotaError::Quota)?;
         Ok(self.quota)
     }
+}
 
-    #[inline(always)]
-    fn step(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        let (tat, decision) = self.quota.check(self.tat.get(), now, cost)?;
-        self.tat.set(tat);
-        Ok(decision)
-    }
+/// The single-owner container: `quota`'s phases on a plain state word.
+#[inline(always)]
+fn admit_local(quota: &Quota, tat: &mut u64, now: u64, cost: u64) -> Result<Decision, Denied> {
+    let (next, decision) = quota.check(*tat, now, cost)?;
+    *tat = next;
+    Ok(decision)
 }
 
 impl RateLimiter for LocalGcra {
     #[inline]
     fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        self.step(now, cost)
+        let mut tat = self.tat.get();
+        let decision = admit_local(&self.quota, &mut tat, now, cost)?;
+        self.tat.set(tat);
+        Ok(decision)
     }
     fn peek(&self, now: u64) -> Snapshot {
         LocalGcra::peek(self, now)

@@ -197,9 +197,8 @@ impl Charge {
 /// [`ahead`]'s `e` is evaluated without the rotate: for a written (odd)
 /// word `d = state − now` is `2·e`, so case 1 is `d ≤ 2·room` and case 2
 /// `d ≥ 2⁶³`, and an even word is case 2; the parity test reads the word
-/// alone, beside the subtract. (With the rotate on the path, `Gcra::check`
-/// admitting measured 1.03 of the previous code's time; this way 1.00:
-/// `docs/design/gcra.md`, "Serial time".)
+/// alone, beside the subtract (why this form and not the rotate:
+/// `docs/design/gcra.md`, "Serial time", with the measurements).
 #[inline(always)]
 pub(crate) const fn admit(state: u64, now: u64, charge: &Charge) -> Result<(u64, u64), u64> {
     // For a written (odd) word `d = 2·e`, so `e ≤ room ⇔ d ≤ 2·room` and
@@ -339,6 +338,12 @@ pub(crate) fn reserve(
 #[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
+
+    /// The quota's longest gap between checks is serial time's half-range.
+    #[test]
+    fn the_quota_gap_is_the_serial_half_range() {
+        assert_eq!(AHEAD, crate::quota::GAP);
+    }
 
     /// The reference: TATs and times as plain (unbounded) integers, the
     /// inequality as written.

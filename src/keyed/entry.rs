@@ -1,18 +1,18 @@
 //! One key of a table as a limiter of its own, so that keyed tiers compose
 //! with [`compose`](crate::compose)'s all-or-nothing tuples.
 
-use super::hash::{identify, Key, KeyId};
-use super::policy::{NoOverrides, Overrides};
-use super::probe::Charged;
+use super::key::{identify, Key, KeyId};
+use super::policy::{ChargedTo, NoOverrides, Overrides};
 use super::storage::Storage;
 use super::table::KeyedTable;
 use crate::compose::Revocable;
-use crate::{Algorithm, Decision, Denied, Quota, RateLimiter, Snapshot};
+use crate::{Algorithm, Decision, Denied, RateLimiter, Snapshot};
 
 /// One key of a [`KeyedTable`], identified (hashed) once: a
-/// [`RateLimiter`] that checks and peeks that key's state, and, for a GCRA
-/// table, a [`Revocable`] one, so it can be a part of an all-or-nothing tuple
-/// (see [`compose`](crate::compose)).
+/// [`RateLimiter`] that checks and peeks that key's state, and a
+/// [`Revocable`] one (for every algorithm: a revocation is its
+/// [`refund`](Algorithm::refund)), so it can be a part of an all-or-nothing
+/// tuple (see [`compose`](crate::compose)).
 ///
 /// Made by [`KeyedTable::entry`]. It borrows the table, not the key.
 ///
@@ -87,9 +87,10 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> RateLimiter for Entry<'_, A, S, 
     }
 }
 
-/// What undoing an [`Entry`]'s admission needs: the cells, when, and where
-/// the table charged them (the key's slot, or the shared overflow limiter
-/// of [`WhenFull::Shared`](super::WhenFull::Shared) when the key had no slot).
+/// What undoing an [`Entry`]'s admission needs: the cells, and where and
+/// under which [`mark`](Algorithm::mark) the table charged them (the key's
+/// slot, or the shared overflow limiter of
+/// [`WhenFull::Shared`](super::WhenFull::Shared) when the key had no slot).
 ///
 /// ```
 /// use cellrate::compose::Revocable;
@@ -105,9 +106,8 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> RateLimiter for Entry<'_, A, S, 
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EntryReceipt {
-    at: u64,
     cost: u64,
-    charged: Charged,
+    charged: ChargedTo,
 }
 
 impl EntryReceipt {
@@ -126,37 +126,27 @@ impl EntryReceipt {
     }
 }
 
-impl<S: Storage, O: Overrides<Quota>> Revocable for Entry<'_, Quota, S, O> {
+impl<A: Algorithm, S: Storage, O: Overrides<A>> Revocable for Entry<'_, A, S, O> {
     type Receipt = EntryReceipt;
 
     #[inline]
     fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, EntryReceipt), Denied> {
-        let (result, charged) = self.table.check_id_charged(self.id, self.hash, now, cost);
-        result.map(|d| {
-            (
-                d,
-                EntryReceipt {
-                    at: now,
-                    cost,
-                    charged,
-                },
-            )
-        })
+        let (decision, charged) = self.table.check_id_charged(self.id, self.hash, now, cost)?;
+        Ok((decision, EntryReceipt { cost, charged }))
     }
 
     /// Gives the cells back where they were charged: the key's slot
-    /// ([`KeyedTable::refund_n`]) or the shared overflow limiter.
+    /// or the shared overflow limiter, under the admission's mark.
     fn revoke(&self, receipt: EntryReceipt) {
         if receipt.cost == 0 {
             return;
         }
         match receipt.charged {
-            Charged::Slot => {
-                self.table
-                    .refund_id(self.id, self.hash, receipt.at, receipt.cost);
+            ChargedTo::Slot(mark) => {
+                self.table.refund_id(self.id, self.hash, mark, receipt.cost);
             }
-            Charged::Overflow => self.table.refund_overflow(receipt.at, receipt.cost),
-            Charged::Nothing => {}
+            ChargedTo::Overflow(mark) => self.table.refund_overflow(mark, receipt.cost),
+            ChargedTo::Nothing => {}
         }
     }
 

@@ -135,6 +135,15 @@ impl Algorithm for LiveQuota {
     fn is_idle(&self, state: u64, now: u64) -> bool {
         self.cell.load().is_idle(state, now)
     }
+    fn mark(&self, stored: u64, now: u64) -> u64 {
+        self.cell.load().mark(stored, now)
+    }
+    fn mark_at(&self, now: u64) -> u64 {
+        self.cell.load().mark_at(now)
+    }
+    fn refund(&self, state: u64, mark: u64, cost: u64) -> u64 {
+        self.cell.load().refund(state, mark, cost)
+    }
 }
 
 impl<A, S, O> super::KeyedTable<A, S, O> {

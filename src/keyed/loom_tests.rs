@@ -5,7 +5,7 @@
 
 extern crate std;
 
-use super::hash::identify;
+use super::key::identify;
 use super::probe::home;
 use super::slot::*;
 use super::*;

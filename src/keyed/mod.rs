@@ -177,6 +177,7 @@
 
 mod entry;
 mod hash;
+mod key;
 pub mod live;
 mod policy;
 mod probe;
@@ -186,9 +187,10 @@ mod storage;
 mod table;
 
 pub use entry::{Entry, EntryReceipt};
+pub use hash::{KeyHasher, Seed};
 #[cfg(feature = "tower")]
-pub(crate) use hash::sealed::Sealed as SealedKey;
-pub use hash::{Hashed, Key, KeyHasher, KeyId, Seed};
+pub(crate) use key::sealed::Sealed as SealedKey;
+pub use key::{Hashed, Key, KeyId};
 pub use live::LiveQuota;
 pub use policy::{NoOverrides, Overrides, WhenFull};
 pub use probe::PROBE_WINDOW;

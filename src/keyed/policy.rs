@@ -2,11 +2,7 @@
 //! and the [`WhenFull`] policy for a new key whose probe window holds only
 //! clients that still owe.
 
-use super::hash::KeyId;
-use super::storage::Storage;
-use super::table::KeyedTable;
-use crate::decision::Limited;
-use crate::{Algorithm, Decision, Denied};
+use super::key::KeyId;
 
 /// What a table does with a new key when its probe window holds only clients
 /// that still owe.
@@ -47,10 +43,10 @@ pub enum WhenFull {
 
 /// Per-key algorithms: a premium client with a larger quota.
 ///
-/// Keys are named by [`KeyId`] (see [`KeyedTable::key_id`]). Every algorithm
+/// Keys are named by [`KeyId`] (see [`KeyedTable::key_id`](super::KeyedTable::key_id)). Every algorithm
 /// a table uses must read the state word the same way: for
 /// [`Quota`](crate::Quota), the same scale and tick frequency as the table's
-/// default (use [`KeyedTable::compatible_quota`] to re-express one).
+/// default (use [`KeyedTable::compatible_quota`](super::KeyedTable::compatible_quota) to re-express one).
 ///
 /// ```
 /// use cellrate::keyed::{KeyId, Keyed, Seed, WhenFull};
@@ -113,46 +109,16 @@ impl<A, H: core::hash::BuildHasher> Overrides<A> for std::collections::HashMap<K
     }
 }
 
-impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
-    /// The algorithm that `id` uses: its override, or the default.
-    #[inline(always)]
-    pub(super) fn algorithm_for(&self, id: KeyId) -> &A {
-        match self.overrides.get(id) {
-            Some(a) => a,
-            None => &self.algorithm,
-        }
-    }
-
-    /// A new key whose window is full.
-    pub(super) fn overflow(
-        &self,
-        id: KeyId,
-        hash: u64,
-        now: u64,
-        cost: u64,
-    ) -> Result<Decision, Denied> {
-        let algorithm = self.algorithm_for(id);
-        match self.when_full {
-            WhenFull::Deny => {
-                self.counters.overflow_denied.add(1);
-                let retry = self.first_idle_after(hash, now);
-                let limit = algorithm.peek(A::NEW, now).limit();
-                Err(Denied::Limited(Limited::new(limit, retry, retry)))
-            }
-            WhenFull::Admit => {
-                self.counters.overflow_admitted.add(1);
-                algorithm.check(A::NEW, now, cost).map(|(_, d)| d)
-            }
-            WhenFull::Shared => {
-                // The overflow word is a shared one-word limiter: the one
-                // container path applies the table's default algorithm.
-                let result = crate::algorithm::apply(&self.overflow, &self.algorithm, now, cost);
-                match result {
-                    Ok(_) => self.counters.shared_admitted.add(1),
-                    Err(_) => self.counters.shared_denied.add(1),
-                };
-                result.map(|(decision, _)| decision)
-            }
-        }
-    }
+/// Where a check charged its cells, and under which mark: what undoing it
+/// gives back to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ChargedTo {
+    /// The key's slot.
+    Slot(u64),
+    /// The shared overflow word of [`WhenFull::Shared`]
+    /// (the key had no slot).
+    Overflow(u64),
+    /// Nothing kept: a peek, or [`WhenFull::Admit`]
+    /// with no slot.
+    Nothing,
 }

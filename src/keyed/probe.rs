@@ -6,23 +6,13 @@
 //! table, so every pass reads one contiguous run of slots and nothing here
 //! wraps around.
 
-use super::hash::KeyId;
-use super::policy::{Overrides, WhenFull};
+use super::key::KeyId;
+use super::policy::ChargedTo;
+use super::policy::Overrides;
 use super::slot::{key_of, pack, state_of, Slot, CLAIMING, EMPTY, LIVE, TAG_MASK, TOMB};
 use super::storage::Storage;
 use super::table::KeyedTable;
 use crate::{Algorithm, Decision, Denied};
-
-/// Where a check charged its cells: what undoing it must give back to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Charged {
-    /// The key's slot (or nothing was charged: a denial).
-    Slot,
-    /// The shared overflow word of [`WhenFull::Shared`] (the key had no slot).
-    Overflow,
-    /// Nothing kept: [`WhenFull::Admit`] or [`WhenFull::Deny`] with no slot.
-    Nothing,
-}
 
 /// The largest number of slots a key may occupy: its probe window.
 ///
@@ -123,23 +113,21 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         hash: u64,
         now: u64,
         cost: u64,
-    ) -> Result<(usize, u128), (Result<Decision, Denied>, Charged)> {
+    ) -> Result<(usize, u128), Result<(Decision, ChargedTo), Denied>> {
         // Never insert a key for a request that a new client would be denied
         // (a cost above the burst): it would take a slot for nothing.
-        let (charged, decision) = match self.algorithm_for(id).check(A::NEW, now, cost) {
+        let algorithm = self.algorithm_for(id);
+        let (charged, decision) = match algorithm.check(A::NEW, now, cost) {
             Ok(charged) => charged,
-            Err(denied) => return Err((Err(denied), Charged::Slot)),
+            Err(denied) => return Err(Err(denied)),
         };
         match self.insert(id, hash, now, charged) {
             Located::Live(index, value) => Ok((index, value)),
-            Located::Inserted => Err((Ok(decision), Charged::Slot)),
-            Located::Full => {
-                let charged = match self.when_full {
-                    WhenFull::Shared => Charged::Overflow,
-                    WhenFull::Deny | WhenFull::Admit => Charged::Nothing,
-                };
-                Err((self.overflow(id, hash, now, cost), charged))
-            }
+            Located::Inserted => Err(Ok((
+                decision,
+                ChargedTo::Slot(algorithm.mark(charged, now)),
+            ))),
+            Located::Full => Err(self.overflow(id, hash, now, cost)),
         }
     }
 

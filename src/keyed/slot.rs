@@ -82,9 +82,10 @@ impl Slot {
 
     /// Replaces the state `s` of the key whose key word is `key` by
     /// `step(s).0`, starting from `value` (read from this slot), by
-    /// compare-and-swap; `step` returning `Err`, or the state it returns
-    /// being `s`, stores nothing. `step` may run more than once (on
-    /// contention).
+    /// compare-and-swap: the one update entry point over a slot, as
+    /// [`StateWord::update`](crate::sync::StateWord) is over a word (stored
+    /// on every `Ok`, with no test that it changed); `step` returning `Err`
+    /// stores nothing. `step` may run more than once (on contention).
     ///
     /// `None` when the slot no longer holds `key` (evicted while idle: the
     /// caller looks the key up again). The expected value of every
@@ -103,9 +104,6 @@ impl Slot {
                 Ok(stepped) => stepped,
                 Err(e) => return Some(Err(e)),
             };
-            if new == state {
-                return Some(Ok(out));
-            }
             match self.0.compare_exchange(value, pack(key, new)) {
                 Ok(()) => return Some(Ok(out)),
                 Err(actual) if key_of(actual) == key => value = actual,

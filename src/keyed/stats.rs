@@ -2,13 +2,7 @@
 //! a count of its slots by what they hold ([`Occupancy`]). Neither is needed
 //! for correctness.
 
-use super::hash::KeyId;
-use super::policy::Overrides;
-use super::slot::{key_of, state_of, CLAIMING, LIVE, TAG_MASK};
-use super::storage::Storage;
-use super::table::KeyedTable;
 use crate::sync::Counter;
-use crate::Algorithm;
 
 /// Running totals of a table's decisions, for monitoring.
 ///
@@ -43,7 +37,7 @@ pub struct KeyedStats {
     pub shared_denied: usize,
 }
 
-/// What a [`KeyedTable::sweep`] found.
+/// What a [`KeyedTable::occupancy`](super::KeyedTable::occupancy) found.
 ///
 /// ```
 /// use cellrate::keyed::{Keyed, Seed, WhenFull};
@@ -51,9 +45,9 @@ pub struct KeyedStats {
 /// let t: Keyed<Quota, 8> = Keyed::new(Quota::per_second(1).at_hz(1_000), WhenFull::Deny, Seed::new(1, 2));
 /// t.check(&1u32, 0).unwrap();
 /// t.check(&2u32, 0).unwrap();
-/// let o = t.sweep(500);
+/// let o = t.occupancy(500);
 /// assert_eq!((o.capacity, o.owing, o.idle, o.free), (8, 2, 0, 6));
-/// assert_eq!(t.sweep(1_000).idle, 2); // both back to full: reusable
+/// assert_eq!(t.occupancy(1_000).idle, 2); // both back to full: reusable
 /// ```
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -96,63 +90,5 @@ impl Counters {
                 tickets: Counter::new(),
             }
         }
-    }
-}
-
-impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
-    /// Running totals of inserts, reuses and overflow decisions.
-    ///
-    /// ```
-    /// use cellrate::keyed::{Keyed, Seed, WhenFull};
-    /// use cellrate::Quota;
-    /// let t: Keyed<Quota, 1> = Keyed::new(Quota::per_second(1).at_hz(1_000), WhenFull::Admit, Seed::new(1, 2));
-    /// t.check(&1u32, 0).unwrap();
-    /// t.check(&2u32, 0).unwrap();    // window full: admitted untracked
-    /// t.check(&3u32, 1_000).unwrap(); // key 1 idle again: its slot is reused
-    /// let s = t.stats();
-    /// assert_eq!((s.inserted, s.reused, s.overflow_admitted), (2, 1, 1));
-    /// ```
-    pub fn stats(&self) -> KeyedStats {
-        let c = &self.counters;
-        KeyedStats {
-            inserted: c.inserted.get(),
-            reused: c.reused.get(),
-            overflow_denied: c.overflow_denied.get(),
-            overflow_admitted: c.overflow_admitted.get(),
-            shared_admitted: c.shared_admitted.get(),
-            shared_denied: c.shared_denied.get(),
-        }
-    }
-
-    /// Counts the slots by what they hold at `now` (one read of each slot;
-    /// concurrent checks may move slots between counts). Changes nothing: it
-    /// exists for statistics, not for correctness.
-    ///
-    /// See [`Occupancy`] for an example.
-    pub fn sweep(&self, now: u64) -> Occupancy {
-        let slots = self.slots.slots();
-        let mut o = Occupancy {
-            capacity: slots.len(),
-            ..Occupancy::default()
-        };
-        for slot in slots {
-            let value = slot.load();
-            let key = key_of(value);
-            match key & TAG_MASK {
-                LIVE => {
-                    if self
-                        .algorithm_for(KeyId(key & !TAG_MASK))
-                        .is_idle(state_of(value), now)
-                    {
-                        o.idle += 1
-                    } else {
-                        o.owing += 1
-                    }
-                }
-                CLAIMING => o.claiming += 1,
-                _ => o.free += 1,
-            }
-        }
-        o
     }
 }

@@ -1,16 +1,18 @@
-//! The table: its fields, constructors, and the check, peek and refund of
-//! one key. Finding and inserting keys is in [`probe`](super::probe), the
-//! full-window policy in [`policy`](super::policy).
+//! The table: its fields, constructors, the check, peek and refund of one
+//! key, the full-window policy applied and the statistics read. Finding and
+//! inserting keys is in [`probe`](super::probe); the policy's and the
+//! statistics' types are in [`policy`](super::policy) and
+//! [`stats`](super::stats), which import nothing of the table.
 
-use super::hash::{identify, Key, KeyId, Seed};
-use super::policy::{NoOverrides, Overrides, WhenFull};
-use super::probe::Charged;
-use super::slot::{state_of, Slot, LIVE};
-use super::stats::Counters;
+use super::hash::Seed;
+use super::key::{identify, Key, KeyId};
+use super::policy::{ChargedTo, NoOverrides, Overrides, WhenFull};
+use super::slot::{key_of, state_of, Slot, CLAIMING, LIVE, TAG_MASK};
+use super::stats::{Counters, KeyedStats, Occupancy};
 use super::storage::Storage;
 use crate::quota::Quota;
 use crate::sync::StateWord;
-use crate::{gcra, Algorithm, Decision, Denied, Snapshot};
+use crate::{Algorithm, Decision, Denied, Limited, Snapshot};
 
 /// A keyed limiter: one [`Algorithm`] state per key in a table of fixed size.
 /// See the [module docs](super) for the protocol and its invariants.
@@ -286,11 +288,14 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         now: u64,
         cost: u64,
     ) -> Result<Decision, Denied> {
-        self.check_id_charged(id, hash, now, cost).0
+        // No receipt: the marks are the unit type, so the admit and deny
+        // paths carry nothing more than the decision.
+        self.check_id_marked(id, hash, now, cost, |_, _| (), |_| ())
+            .map(|(d, ())| d)
     }
 
     /// [`check_id`](Self::check_id), also saying where the cells were
-    /// charged (what a revocation must give them back to).
+    /// charged and under which mark (what a revocation gives back).
     #[inline(always)]
     pub(super) fn check_id_charged(
         &self,
@@ -298,11 +303,35 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         hash: u64,
         now: u64,
         cost: u64,
-    ) -> (Result<Decision, Denied>, Charged) {
+    ) -> Result<(Decision, ChargedTo), Denied> {
+        self.check_id_marked(
+            id,
+            hash,
+            now,
+            cost,
+            |algorithm, stored| ChargedTo::Slot(algorithm.mark(stored, now)),
+            |charged| charged,
+        )
+    }
+
+    /// The one check of an identified key: the decision and `slot(stored)`
+    /// for a charge to the key's slot, or `other(charged)` for a new key's
+    /// (inserted or sent to the [`WhenFull`] policy).
+    #[inline(always)]
+    fn check_id_marked<M>(
+        &self,
+        id: KeyId,
+        hash: u64,
+        now: u64,
+        cost: u64,
+        slot: impl Fn(&A, u64) -> M,
+        other: impl FnOnce(ChargedTo) -> M,
+    ) -> Result<(Decision, M), Denied> {
         let algorithm = self.algorithm_for(id);
         if cost == 0 {
             let state = self.state_id(id, hash);
-            return (Ok(algorithm.peek(state, now).to_decision()), Charged::Slot);
+            let decision = algorithm.peek(state, now).to_decision();
+            return Ok((decision, other(ChargedTo::Nothing)));
         }
         let slots = self.slots.slots();
         loop {
@@ -312,16 +341,17 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                 // idle (evictable) between its insertion and its first charge.
                 None => match self.check_new(id, hash, now, cost) {
                     Ok(found) => found,
-                    Err(answer) => return answer,
+                    Err(answer) => return answer.map(|(d, charged)| (d, other(charged))),
                 },
             };
             // `check` (the algorithm's prepare, step and denial in order)
             // inside the loop: hoisting `prepare` out of it measured slower
             // on a hot key (docs/design/keyed.md).
             if let Some(result) = slots[index].update(LIVE | id.0, value, |state| {
-                algorithm.check(state, now, cost)
+                let (next, d) = algorithm.check(state, now, cost)?;
+                Ok((next, (d, next)))
             }) {
-                return (result, Charged::Slot);
+                return result.map(|(d, stored)| (d, slot(algorithm, stored)));
             }
             // Evicted while idle: look again.
         }
@@ -344,49 +374,53 @@ impl<S: Storage, O: Overrides<Quota>> KeyedTable<Quota, S, O> {
     pub fn compatible_quota(&self, quota: Quota) -> Result<Quota, crate::QuotaError> {
         quota.rescaled(self.algorithm.scale(), self.algorithm.hz())
     }
+}
 
-    /// Gives back `cost` cells to `key` at `now` (for example when a request
-    /// admitted here is denied by another tier). A key not in the table, or
-    /// already full, is left as it is.
+impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
+    /// Gives back `cost` cells to `key` counted at `now` (for example when
+    /// a request admitted here is denied by another tier; see
+    /// [`Algorithm::refund`]). A key not in the table, or already full, is
+    /// left as it is.
     ///
     /// ```
     /// use cellrate::keyed::{Keyed, Seed, WhenFull};
+    /// use cellrate::window::FixedWindowQuota;
     /// use cellrate::Quota;
     /// let t: Keyed<Quota, 4> = Keyed::new(Quota::per_second(2).at_hz(1_000), WhenFull::Deny, Seed::new(1, 2));
     /// t.check_n(&1u32, 0, 2).unwrap();
     /// assert_eq!(t.refund_n(&1u32, 0, 1).remaining(), 1);
+    /// let w: Keyed<FixedWindowQuota, 4> = Keyed::new(FixedWindowQuota::new(3, 100), WhenFull::Deny, Seed::new(1, 2));
+    /// w.check_n(&1u32, 10, 3).unwrap();
+    /// assert_eq!(w.refund_n(&1u32, 20, 2).remaining(), 2);
     /// ```
     pub fn refund_n<K: Key + ?Sized>(&self, key: &K, now: u64, cost: u64) -> Snapshot {
         let (id, hash) = identify(key, &self.seed);
-        self.refund_id(id, hash, now, cost)
+        let algorithm = self.algorithm_for(id);
+        let state = self.refund_id(id, hash, algorithm.mark_at(now), cost);
+        algorithm.peek(state, now)
     }
 
-    /// Gives back `cost` cells charged at `now` to the shared overflow
+    /// Gives back `cost` cells counted under `mark` to the shared overflow
     /// limiter of [`WhenFull::Shared`].
-    pub(super) fn refund_overflow(&self, now: u64, cost: u64) {
-        let quota = self.algorithm;
-        let now_word = quota.now_word(now);
-        let _ = self.overflow.update(|state| {
-            let back = gcra::refund(&quota, state, now_word, cost);
-            Ok::<_, core::convert::Infallible>((back, ()))
-        });
+    pub(super) fn refund_overflow(&self, mark: u64, cost: u64) {
+        crate::algorithm::refund(&self.overflow, &self.algorithm, mark, cost);
     }
 
-    /// [`refund_n`](Self::refund_n) of an identified key.
-    pub(super) fn refund_id(&self, id: KeyId, hash: u64, now: u64, cost: u64) -> Snapshot {
-        let quota = *self.algorithm_for(id);
+    /// Gives back `cost` cells counted under `mark` to an identified key:
+    /// its state after (new, if the key has no slot).
+    pub(super) fn refund_id(&self, id: KeyId, hash: u64, mark: u64, cost: u64) -> u64 {
+        let algorithm = self.algorithm_for(id);
         let slots = self.slots.slots();
-        let now_word = quota.now_word(now);
         loop {
             let Some((index, value)) = self.locate(id, hash) else {
-                return quota.peek(Quota::NEW, now);
+                return A::NEW;
             };
             let refunded = slots[index].update(LIVE | id.0, value, |state| {
-                let back = gcra::refund(&quota, state, now_word, cost);
+                let back = algorithm.refund(state, mark, cost);
                 Ok::<_, core::convert::Infallible>((back, back))
             });
             if let Some(Ok(state)) = refunded {
-                return quota.peek(state, now);
+                return state;
             }
             // Evicted meanwhile: look again.
         }
@@ -419,5 +453,110 @@ impl<A: Algorithm + defmt::Format, S: Storage, O: Overrides<A>> defmt::Format
             self.when_full,
             self.stats()
         )
+    }
+}
+
+impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
+    /// The algorithm that `id` uses: its override, or the default.
+    #[inline(always)]
+    pub(super) fn algorithm_for(&self, id: KeyId) -> &A {
+        match self.overrides.get(id) {
+            Some(a) => a,
+            None => &self.algorithm,
+        }
+    }
+
+    /// A new key whose window is full.
+    pub(super) fn overflow(
+        &self,
+        id: KeyId,
+        hash: u64,
+        now: u64,
+        cost: u64,
+    ) -> Result<(Decision, ChargedTo), Denied> {
+        let algorithm = self.algorithm_for(id);
+        match self.when_full {
+            WhenFull::Deny => {
+                self.counters.overflow_denied.add(1);
+                let retry = self.first_idle_after(hash, now);
+                let limit = algorithm.peek(A::NEW, now).limit();
+                Err(Denied::Limited(Limited::new(limit, retry, retry)))
+            }
+            WhenFull::Admit => {
+                self.counters.overflow_admitted.add(1);
+                algorithm
+                    .check(A::NEW, now, cost)
+                    .map(|(_, d)| (d, ChargedTo::Nothing))
+            }
+            WhenFull::Shared => {
+                // The overflow word is a shared one-word limiter: the one
+                // container path applies the table's default algorithm.
+                let result = crate::algorithm::apply(&self.overflow, &self.algorithm, now, cost);
+                match result {
+                    Ok(_) => self.counters.shared_admitted.add(1),
+                    Err(_) => self.counters.shared_denied.add(1),
+                };
+                let mark = |stored| self.algorithm.mark(stored, now);
+                result.map(|(decision, stored)| (decision, ChargedTo::Overflow(mark(stored))))
+            }
+        }
+    }
+}
+
+impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
+    /// Running totals of inserts, reuses and overflow decisions.
+    ///
+    /// ```
+    /// use cellrate::keyed::{Keyed, Seed, WhenFull};
+    /// use cellrate::Quota;
+    /// let t: Keyed<Quota, 1> = Keyed::new(Quota::per_second(1).at_hz(1_000), WhenFull::Admit, Seed::new(1, 2));
+    /// t.check(&1u32, 0).unwrap();
+    /// t.check(&2u32, 0).unwrap();    // window full: admitted untracked
+    /// t.check(&3u32, 1_000).unwrap(); // key 1 idle again: its slot is reused
+    /// let s = t.stats();
+    /// assert_eq!((s.inserted, s.reused, s.overflow_admitted), (2, 1, 1));
+    /// ```
+    pub fn stats(&self) -> KeyedStats {
+        let c = &self.counters;
+        KeyedStats {
+            inserted: c.inserted.get(),
+            reused: c.reused.get(),
+            overflow_denied: c.overflow_denied.get(),
+            overflow_admitted: c.overflow_admitted.get(),
+            shared_admitted: c.shared_admitted.get(),
+            shared_denied: c.shared_denied.get(),
+        }
+    }
+
+    /// Counts the slots by what they hold at `now` (one read of each slot;
+    /// concurrent checks may move slots between counts). Changes nothing: it
+    /// exists for statistics, not for correctness.
+    ///
+    /// See [`Occupancy`] for an example.
+    pub fn occupancy(&self, now: u64) -> Occupancy {
+        let slots = self.slots.slots();
+        let mut o = Occupancy {
+            capacity: slots.len(),
+            ..Occupancy::default()
+        };
+        for slot in slots {
+            let value = slot.load();
+            let key = key_of(value);
+            match key & TAG_MASK {
+                LIVE => {
+                    if self
+                        .algorithm_for(KeyId(key & !TAG_MASK))
+                        .is_idle(state_of(value), now)
+                    {
+                        o.idle += 1
+                    } else {
+                        o.owing += 1
+                    }
+                }
+                CLAIMING => o.claiming += 1,
+                _ => o.free += 1,
+            }
+        }
+        o
     }
 }

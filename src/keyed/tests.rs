@@ -1,6 +1,6 @@
 extern crate std;
 
-use super::hash::identify;
+use super::key::identify;
 use super::probe::home;
 use super::slot::*;
 use super::*;
@@ -21,7 +21,7 @@ fn each_key_has_its_own_limit() {
         assert!(t.check(&key, 0).is_ok());
         assert!(t.check(&key, 0).is_err(), "key {key}");
     }
-    assert_eq!(t.sweep(0).owing, 20);
+    assert_eq!(t.occupancy(0).owing, 20);
     assert_eq!(t.stats().inserted, 20);
 }
 
@@ -83,7 +83,7 @@ fn cost_zero_and_oversized_costs_never_insert() {
         t.check_n(&1u32, 0, 4),
         Err(Denied::CostTooLarge { cost: 4, limit: 3 })
     );
-    assert_eq!(t.sweep(0).free, 4);
+    assert_eq!(t.occupancy(0).free, 4);
     assert_eq!(t.stats().inserted, 0);
 }
 
@@ -128,7 +128,7 @@ fn small_tables_are_one_window() {
         assert!(t.check(&key, 0).is_ok());
     }
     assert!(t.check(&3u32, 0).is_err());
-    assert_eq!(t.sweep(0).owing, 3);
+    assert_eq!(t.occupancy(0).owing, 3);
 }
 
 #[test]
@@ -171,7 +171,7 @@ fn stray_claims_are_resolved() {
         .compare_exchange(0, pack(CLAIMING | id.0, 101))
         .unwrap();
     assert!(t.check(&1u32, 0).is_ok());
-    let o = t.sweep(0);
+    let o = t.occupancy(0);
     assert_eq!((o.owing, o.claiming), (1, 0));
     assert_eq!(key_of(slots[first].load()), LIVE | id.0);
     assert_eq!(key_of(slots[first + 2].load()), TOMB);
@@ -192,7 +192,7 @@ fn boxed_table() {
     for key in 0u32..500 {
         assert!(t.check(&key, 0).is_err());
     }
-    assert_eq!(t.sweep(0).owing, 500);
+    assert_eq!(t.occupancy(0).owing, 500);
 }
 
 /// Windows never run past the end of the table, for every capacity and the
@@ -278,7 +278,7 @@ fn threads_on_shared_keys_admit_exactly_the_burst() {
         assert_eq!(total, burst, "key {key}");
     }
     assert_eq!(table.stats().inserted, KEYS as usize);
-    assert_eq!(table.sweep(0).owing, KEYS as usize);
+    assert_eq!(table.occupancy(0).owing, KEYS as usize);
 }
 
 /// A request that a later tier refuses gives its cells back wherever the

@@ -45,11 +45,10 @@
 //!   on the value replaced; if the first swap fails nothing is stored (see
 //!   the [module docs](super) for the second).
 
-use super::steps::Steps;
-use super::{Color, Flow};
+use super::Color;
 
 /// A flow's two buckets seen by a batch at one `now`: `max(TAT, now)` and
-/// the slack in sub-ticks of each, in the order of [`Steps::BOTH`]'s rules
+/// the slack in sub-ticks of each, in the order of [`Steps::BOTH`](super::steps::Steps::BOTH)'s rules
 /// (srTCM: committed, excess; trTCM: peak, committed; RFC 4115:
 /// committed, excess).
 pub struct Slack {
@@ -82,7 +81,7 @@ impl<'a> Arrivals<'a> {
     }
 
     /// Whether any of the first `n` packets arrived coloured for each
-    /// bucket of `both`'s rules (see [`Steps::BOTH`]).
+    /// bucket of `both`'s rules (see [`Steps::BOTH`](super::steps::Steps::BOTH)).
     #[inline(always)]
     pub(crate) fn any_ask(self, both: bool, n: usize) -> [bool; 2] {
         let Some(colors) = self.0 else {
@@ -120,37 +119,6 @@ impl<'a> Arrivals<'a> {
     }
 }
 
-/// A shared batch for a profile of two independent buckets: decided on
-/// both words, then one compare-and-swap per changed word in the rules'
-/// order. If the first swap fails nothing was stored and the batch starts
-/// again; if the second fails, `lost_second` redoes the second bucket's
-/// decisions on the value it holds now.
-#[inline(always)]
-pub(crate) fn batch_shared_pair<S: Steps>(
-    profile: &S,
-    flow: &Flow,
-    t: [u64; 2],
-    sizes: &[u64],
-    pre: Arrivals,
-    out: &mut [Color],
-    lost_second: impl FnOnce(&mut [Color]),
-) {
-    let [first, second] = &flow.words;
-    loop {
-        let [w0, w1] = [first.load(), second.load()];
-        let Some([next0, next1]) = profile.decide_batch([w0, w1], t, sizes, pre, out) else {
-            return profile.batch_shared_slow(flow, t, sizes, pre, out);
-        };
-        if next0 != w0 && first.compare_exchange(w0, next0).is_err() {
-            continue; // nothing stored: start again
-        }
-        if next1 != w1 && second.compare_exchange(w1, next1).is_err() {
-            lost_second(out);
-        }
-        return;
-    }
-}
-
 /// Packets per block in [`decide`]'s search for the leading run.
 const BLOCK: usize = 8;
 
@@ -173,7 +141,7 @@ fn ask(both: bool, bytes: u64, arrived: Color) -> [u64; 2] {
 
 /// The colours of a burst at one `now` (into `out`) given the whole bytes
 /// each bucket holds, `room = ⌊slack / T⌋`, under the rules `both` selects
-/// (see [`Steps::BOTH`]); returns the bytes taken from
+/// (see [`Steps::BOTH`](super::steps::Steps::BOTH)); returns the bytes taken from
 /// each bucket and whether each was taken from at all (a 0-byte packet
 /// counts: its take moves a TAT in the past up to `now`). At one `now`
 /// nothing refills, so a bucket's take of `B` bytes is exactly the test

@@ -2,8 +2,8 @@
 //! in-profile traffic; see the [meter module docs](super) for the math (two
 //! independent TATs, each on its own rate).
 
-use super::batch::{batch_shared_pair, Arrivals, Slack};
-use super::steps::{pair_steps, Pair, Steps};
+use super::batch::{Arrivals, Slack};
+use super::steps::{batch_shared_pair, pair_steps, Pair, Steps};
 use super::{Bucket, Color, Flow, MeterError};
 use crate::quota::Quota;
 

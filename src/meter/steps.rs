@@ -260,3 +260,34 @@ macro_rules! pair_steps {
 }
 
 pub(super) use pair_steps;
+
+/// A shared batch for a profile of two independent buckets: decided on
+/// both words, then one compare-and-swap per changed word in the rules'
+/// order. If the first swap fails nothing was stored and the batch starts
+/// again; if the second fails, `lost_second` redoes the second bucket's
+/// decisions on the value it holds now.
+#[inline(always)]
+pub(crate) fn batch_shared_pair<S: Steps>(
+    profile: &S,
+    flow: &Flow,
+    t: [u64; 2],
+    sizes: &[u64],
+    pre: Arrivals,
+    out: &mut [Color],
+    lost_second: impl FnOnce(&mut [Color]),
+) {
+    let [first, second] = &flow.words;
+    loop {
+        let [w0, w1] = [first.load(), second.load()];
+        let Some([next0, next1]) = profile.decide_batch([w0, w1], t, sizes, pre, out) else {
+            return profile.batch_shared_slow(flow, t, sizes, pre, out);
+        };
+        if next0 != w0 && first.compare_exchange(w0, next0).is_err() {
+            continue; // nothing stored: start again
+        }
+        if next1 != w1 && second.compare_exchange(w1, next1).is_err() {
+            lost_second(out);
+        }
+        return;
+    }
+}

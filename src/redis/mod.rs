@@ -158,7 +158,6 @@ use std::vec::Vec;
 
 use crate::decision::{Decision, Denied};
 
-mod asynch;
 mod blocking;
 mod config;
 mod degrade;
@@ -166,8 +165,9 @@ pub mod lease;
 mod policy;
 mod protocol;
 mod scripts;
+mod tokio;
 
-pub use asynch::AsyncRedisGcra;
+pub use self::tokio::AsyncRedisGcra;
 pub use blocking::{RedisGcra, MAX_IDLE};
 pub use config::{FailurePolicy, RedisConfig, Target};
 pub use policy::{RedisPolicy, RedisTier};

@@ -9,11 +9,11 @@
 //! | `word.rs` | `StateWord`: `load`, `store`, `update`, `compare_exchange`, `fetch_add` |
 //! | `quota_cell.rs` | `QuotaCell`: the quota `set_quota` replaces |
 //! | `seqlock.rs` | `Guarded`: state larger than a word |
-//! | `slot.rs` | `PairWord` (a keyed slot's 128-bit word: load, compare-and-swap) and `Counter` (relaxed statistics) |
+//! | `pair.rs` | `PairWord` (a keyed slot's 128-bit word: load, compare-and-swap) and `Counter` (relaxed statistics) |
 //!
 //! | target | state word | quota under `set_quota` |
 //! |---|---|---|
-//! | has 64-bit CAS (`target_has_atomic = "64"`: x86_64, aarch64, riscv64, wasm32…) | one `AtomicU64`, compare-and-swap loop: **lock-free** | two seqlocked slots, readers never wait for a writer |
+//! | has 64-bit CAS (`target_has_atomic = "64"`: x86_64, aarch64, riscv64, wasm32…) | one `AtomicU64`, compare-and-swap loop: **lock-free** | two seqlocked copies, readers never wait for a writer |
 //! | no 64-bit CAS (thumbv6m, thumbv7m/7em, thumbv8m, riscv32) | `u64` in a [`critical_section::Mutex`] | the same mutex |
 //! | this crate's unit tests with `--features loom` | loom's `AtomicU64` | loom's atomics |
 //!
@@ -49,8 +49,7 @@
 //!   result atomically with respect to every other access of the word: on the
 //!   atomic path by compare-and-swap (retrying `f` on a fresh value), on the
 //!   critical-section path by holding the section. When `f` declines (`Err`)
-//!   nothing is stored, and when it returns the value it saw the store is
-//!   skipped.
+//!   nothing is stored; on `Ok` its result is stored (even when unchanged).
 //! * `QuotaCell::load` returns a quota that some `store` wrote whole (or the
 //!   initial one), never a mix of two. It never waits for a writer: the
 //!   writer saves the current quota in a second seqlocked copy before it
@@ -60,15 +59,15 @@
 //!   spin on a preempted writer.
 
 mod loom;
+mod pair;
 mod quota_cell;
 mod seqlock;
-mod slot;
 mod word;
 
 pub(crate) use self::loom::atomic;
 #[allow(unused_imports)]
 pub(crate) use self::loom::{loom_const_fn, repeat_const, word_atomic, word_section};
+pub(crate) use self::pair::{Counter, PairWord};
 pub(crate) use self::quota_cell::QuotaCell;
 pub(crate) use self::seqlock::{guarded_zeros, Guarded, GuardedU64};
-pub(crate) use self::slot::{Counter, PairWord};
 pub(crate) use self::word::StateWord;

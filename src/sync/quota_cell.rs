@@ -31,24 +31,24 @@ pub(crate) struct QuotaCell {
     /// The quota given at construction; its scale and frequency
     /// never change.
     fixed: Quota,
-    current: Slot,
-    previous: Slot,
+    current: QuotaCopy,
+    previous: QuotaCopy,
     /// Held by the one writer allowed at a time.
     writing: atomic::AtomicBool,
 }
 
 #[cfg(any(target_has_atomic = "64", all(feature = "loom", test)))]
-struct Slot {
+struct QuotaCopy {
     /// Odd while being written.
     seq: atomic::AtomicU64,
     words: [atomic::AtomicU64; 3],
 }
 
 #[cfg(any(target_has_atomic = "64", all(feature = "loom", test)))]
-impl Slot {
+impl QuotaCopy {
     loom_const_fn! {
         fn new(words: [u64; 3]) -> Self {
-            Slot {
+            QuotaCopy {
                 seq: atomic::AtomicU64::new(0),
                 words: [
                     atomic::AtomicU64::new(words[0]),
@@ -97,8 +97,8 @@ impl QuotaCell {
             let words = quota.variable_words();
             QuotaCell {
                 fixed: quota,
-                current: Slot::new(words),
-                previous: Slot::new(words),
+                current: QuotaCopy::new(words),
+                previous: QuotaCopy::new(words),
                 writing: atomic::AtomicBool::new(false),
             }
         }

@@ -5,13 +5,15 @@
 //! offer the same operations with the same meaning:
 //!
 //! * `load` / `store`: `Acquire` / `Release` on the atomic path.
-//! * [`update`](StateWord::update): replaces `v` by `f(v)` atomically with
-//!   respect to every other access (a compare-and-swap loop retrying `f` on a
-//!   fresh value, or one critical section). When `f` declines (`Err`) nothing
-//!   is stored, and when it returns the value it saw the store is skipped.
-//! * [`update_storing`](StateWord::update_storing): the same, storing on
-//!   every `Ok` (no test that the value changed), for steps that always
-//!   change the state when they admit.
+//! * [`update`](StateWord::update), the one update entry point (the shape
+//!   of governor's `measure_and_replace`): replaces `v` by `f(v)` atomically
+//!   with respect to every other access (a compare-and-swap loop retrying
+//!   `f` on a fresh value, or one critical section). When `f` declines
+//!   (`Err`) nothing is stored; on `Ok` the value is stored without a test
+//!   that it changed (a limiter's admitting step always changes it, and
+//!   that test would be a compare and branch on the path to the swap that
+//!   the compiler cannot prove away; storing an unchanged value, as a
+//!   refund to a full limiter does, is still correct).
 //! * [`compare_exchange`](StateWord::compare_exchange): replaces `current` by
 //!   `new` if the word still holds `current`; `Ok(current)` or `Err(seen)`.
 //! * [`fetch_add`](StateWord::fetch_add): adds `delta` (wrapping) and returns
@@ -44,36 +46,11 @@ word_atomic! {
             self.0.store(value, super::atomic::Ordering::Release)
         }
 
-        /// Replaces the value `v` by `f(v).0` atomically, or leaves it when `f`
-        /// returns `Err`. `f` may run more than once (on contention).
+        /// Replaces the value `v` by `f(v).0` atomically (stored on every
+        /// `Ok`), or leaves it when `f` returns `Err`. `f` may run more than
+        /// once (on contention).
         #[inline(always)]
         pub(crate) fn update<T, E>(
-            &self,
-            mut f: impl FnMut(u64) -> Result<(u64, T), E>,
-        ) -> Result<T, E> {
-            use super::atomic::Ordering::{AcqRel, Acquire};
-            let mut current = self.0.load(Acquire);
-            loop {
-                let (new, out) = f(current)?;
-                if new == current {
-                    return Ok(out);
-                }
-                match self.0.compare_exchange_weak(current, new, AcqRel, Acquire) {
-                    Ok(_) => return Ok(out),
-                    Err(actual) => current = actual,
-                }
-            }
-        }
-
-        /// [`update`](Self::update) that stores whatever `f` returns on
-        /// `Ok`, with no test that it differs from the value read: for
-        /// steps that always change the state when they admit (a limiter's
-        /// [`step`](crate::Algorithm::step) with a cost above 0), where that
-        /// test is a compare and branch on the path to the swap that the
-        /// compiler cannot prove away. Storing an unchanged value is still
-        /// correct, only not skipped.
-        #[inline(always)]
-        pub(crate) fn update_storing<T, E>(
             &self,
             mut f: impl FnMut(u64) -> Result<(u64, T), E>,
         ) -> Result<T, E> {
@@ -124,28 +101,10 @@ word_section! {
             critical_section::with(|cs| self.0.borrow(cs).set(value))
         }
 
-        /// Replaces the value `v` by `f(v).0` inside one critical section, or
-        /// leaves it when `f` returns `Err`.
+        /// Replaces the value `v` by `f(v).0` inside one critical section
+        /// (stored on every `Ok`), or leaves it when `f` returns `Err`.
         #[inline]
         pub(crate) fn update<T, E>(
-            &self,
-            mut f: impl FnMut(u64) -> Result<(u64, T), E>,
-        ) -> Result<T, E> {
-            critical_section::with(|cs| {
-                let cell = self.0.borrow(cs);
-                let current = cell.get();
-                let (new, out) = f(current)?;
-                if new != current {
-                    cell.set(new);
-                }
-                Ok(out)
-            })
-        }
-
-        /// [`update`](Self::update) that stores whatever `f` returns on
-        /// `Ok`, with no test that it differs from the value read.
-        #[inline]
-        pub(crate) fn update_storing<T, E>(
             &self,
             mut f: impl FnMut(u64) -> Result<(u64, T), E>,
         ) -> Result<T, E> {

@@ -261,8 +261,10 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// A tier name: what a header can carry ([`headers`]' one rule), 1 to 32
+/// bytes long.
 pub(crate) fn check_name(name: &str) -> Result<(), ConfigError> {
-    if !name.is_empty() && name.len() <= 32 && name.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+    if crate::headers::valid_tier_name(name) {
         Ok(())
     } else {
         Err(ConfigError::InvalidName)

@@ -136,10 +136,9 @@
 use core::fmt;
 
 use super::{check_params, count_bits, low_mask, WindowError};
-use crate::algorithm::Shared;
 use crate::divisor::Divisor;
 use crate::sync::loom_const_fn;
-use crate::{Algorithm, Decision, Denied, Limited, RateLimiter, Snapshot};
+use crate::{Algorithm, Decision, Denied, Limited, Limiter, Snapshot};
 
 /// Bits the counts of a [`BucketedWindowQuota`] may take together (the
 /// tag keeps the other 16 or more).
@@ -698,6 +697,22 @@ impl Algorithm for BucketedWindowQuota {
     fn is_idle(&self, state: u64, now: u64) -> bool {
         self.view(state, &self.at(now)).counts == 0
     }
+
+    /// The tag of the bucket the cells were counted in.
+    #[inline]
+    fn mark(&self, stored: u64, _now: u64) -> u64 {
+        self.tag_of(stored)
+    }
+
+    #[inline]
+    fn mark_at(&self, now: u64) -> u64 {
+        self.tag_at(now)
+    }
+
+    #[inline]
+    fn refund(&self, state: u64, mark: u64, cost: u64) -> u64 {
+        self.revoke(state, mark, cost)
+    }
 }
 
 impl fmt::Debug for BucketedWindowQuota {
@@ -737,11 +752,9 @@ impl defmt::Format for BucketedWindowQuota {
 /// assert_eq!(API.peek(59_999).retry_after(), 1);
 /// assert!(API.check(60_000).is_ok());
 /// ```
-pub struct BucketedWindow {
-    shared: Shared<BucketedWindowQuota>,
-}
+pub type BucketedWindow = Limiter<BucketedWindowQuota>;
 
-impl BucketedWindow {
+impl Limiter<BucketedWindowQuota> {
     loom_const_fn! {
         /// `limit` cells in any `buckets` consecutive buckets of
         /// `window / buckets` ticks, starting full.
@@ -750,13 +763,6 @@ impl BucketedWindow {
         /// As [`BucketedWindowQuota::new`]; see [`try_new`](Self::try_new).
         pub fn new(limit: u64, window: u64, buckets: u32) -> Self {
             Self::with_quota(BucketedWindowQuota::new(limit, window, buckets))
-        }
-    }
-
-    loom_const_fn! {
-        /// A full limiter for `quota`.
-        pub fn with_quota(quota: BucketedWindowQuota) -> Self {
-            BucketedWindow { shared: Shared::new(quota, BucketedWindowQuota::NEW) }
         }
     }
 
@@ -772,11 +778,6 @@ impl BucketedWindow {
         )?))
     }
 
-    /// The parameters in force.
-    pub fn quota(&self) -> BucketedWindowQuota {
-        *self.shared.params()
-    }
-
     /// Replaces the parameters at `now` (see
     /// [`BucketedWindowQuota::translate`]); returns them.
     ///
@@ -788,95 +789,11 @@ impl BucketedWindow {
     /// assert_eq!(w.peek(0).remaining(), 2);
     /// ```
     pub fn set_quota(&mut self, now: u64, quota: BucketedWindowQuota) -> BucketedWindowQuota {
-        let (params, word) = self.shared.parts_mut();
+        let (params, word) = self.parts_mut();
         let state = params.translate(word.load(), now, &quota);
         *params = quota;
         word.store(state);
         quota
-    }
-
-    /// Admits `cost` cells at `now`, or denies and stores nothing.
-    #[inline(always)]
-    pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        self.shared.check_n(now, cost)
-    }
-
-    /// Admits and returns the tag of the bucket the cells were counted in.
-    #[inline(always)]
-    pub(crate) fn admit_at(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
-        let (decision, state) = self.shared.admit(now, cost)?;
-        Ok((decision, self.shared.params().tag_of(state)))
-    }
-
-    /// Gives back `cost` cells counted in the bucket tagged `tag`.
-    pub(crate) fn revoke_at(&self, tag: u64, cost: u64) {
-        let quota = self.shared.params();
-        let step = |s: u64| -> Result<(u64, ()), core::convert::Infallible> {
-            Ok((quota.revoke(s, tag, cost), ()))
-        };
-        let _ = self.shared.state().update(step);
-    }
-
-    /// Gives back `cost` cells admitted in the bucket of `now` (for example
-    /// for a request admitted but never served); never more than that
-    /// bucket holds. Returns the state after the refund.
-    ///
-    /// ```
-    /// use cellrate::window::BucketedWindow;
-    /// let w = BucketedWindow::new(10, 1_000, 4);
-    /// w.check_n(0, 4).unwrap();
-    /// w.check_n(300, 6).unwrap();
-    /// assert_eq!(w.refund_n(300, 2).remaining(), 2);
-    /// assert_eq!(w.refund_n(300, 100).remaining(), 6); // bucket 1 held 6
-    /// ```
-    pub fn refund_n(&self, now: u64, cost: u64) -> Snapshot {
-        self.revoke_at(self.shared.params().tag_at(now), cost);
-        self.peek(now)
-    }
-
-    /// The state at `now`, consuming nothing.
-    pub fn peek(&self, now: u64) -> Snapshot {
-        self.shared.peek(now)
-    }
-
-    /// Makes the limiter full, as new.
-    pub fn reset(&self) {
-        self.shared.reset()
-    }
-}
-
-impl RateLimiter for BucketedWindow {
-    #[inline(always)]
-    fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        BucketedWindow::check_n(self, now, cost)
-    }
-    #[inline(always)]
-    fn check(&self, now: u64) -> Result<Decision, Denied> {
-        BucketedWindow::check_n(self, now, 1)
-    }
-    fn peek(&self, now: u64) -> Snapshot {
-        BucketedWindow::peek(self, now)
-    }
-}
-
-impl fmt::Debug for BucketedWindow {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BucketedWindow")
-            .field("quota", self.shared.params())
-            .field("state", &self.shared.state().load())
-            .finish()
-    }
-}
-
-#[cfg(feature = "defmt")]
-impl defmt::Format for BucketedWindow {
-    fn format(&self, f: defmt::Formatter) {
-        defmt::write!(
-            f,
-            "BucketedWindow {{ quota: {}, state: {=u64} }}",
-            self.shared.params(),
-            self.shared.state().load()
-        )
     }
 }
 
@@ -884,7 +801,6 @@ impl defmt::Format for BucketedWindow {
 mod loom_tests {
     extern crate std;
     use super::{BucketedWindow, BucketedWindowQuota};
-    use crate::compose::Revocable;
     use crate::Algorithm;
     use loom::sync::Arc;
     use loom::thread;
@@ -924,12 +840,12 @@ mod loom_tests {
     fn revoke_races_admission() {
         loom::model(|| {
             let limiter = Arc::new(BucketedWindow::with_quota(quota()));
-            let (_, receipt) = limiter.admit_n(5, 1).unwrap();
+            let (_, mark) = limiter.admit_marked(5, 1).unwrap();
             let other = {
                 let l = Arc::clone(&limiter);
                 thread::spawn(move || l.check_n(15, 1).is_ok())
             };
-            limiter.revoke(receipt);
+            limiter.refund_marked(mark, 1);
             assert!(other.join().unwrap());
             assert_eq!(limiter.peek(15).remaining(), 1);
         });

@@ -57,7 +57,7 @@
 use core::fmt;
 
 use super::{check_params, count_bits, low_mask, WindowError, MIN_TAG_BITS};
-use crate::algorithm::Shared;
+use crate::algorithm::Limiter;
 use crate::divisor::Divisor;
 use crate::sync::loom_const_fn;
 use crate::{Algorithm, Decision, Denied, Limited, Snapshot};
@@ -409,6 +409,23 @@ impl Algorithm for FixedWindowQuota {
     fn is_idle(&self, state: u64, now: u64) -> bool {
         self.view(state, &self.at(now)).count == 0
     }
+
+    /// The window the state was written in (its tag): a thread whose
+    /// clock lags may have counted its cells in the window after `now`'s.
+    #[inline(always)]
+    fn mark(&self, stored: u64, _now: u64) -> u64 {
+        self.tag_of(stored)
+    }
+
+    #[inline]
+    fn mark_at(&self, now: u64) -> u64 {
+        self.tag_at(now)
+    }
+
+    #[inline]
+    fn refund(&self, state: u64, mark: u64, cost: u64) -> u64 {
+        self.revoke(state, mark, cost)
+    }
 }
 
 impl fmt::Debug for FixedWindowQuota {
@@ -444,11 +461,9 @@ impl defmt::Format for FixedWindowQuota {
 /// assert_eq!(denied.retry_after(), Some(998)); // the next window
 /// assert_eq!(API.check(1_000).unwrap().remaining(), 1);
 /// ```
-pub struct FixedWindow {
-    shared: Shared<FixedWindowQuota>,
-}
+pub type FixedWindow = Limiter<FixedWindowQuota>;
 
-impl FixedWindow {
+impl Limiter<FixedWindowQuota> {
     loom_const_fn! {
         /// `limit` cells per `window` ticks, starting full.
         ///
@@ -456,13 +471,6 @@ impl FixedWindow {
         /// As [`FixedWindowQuota::new`]; see [`try_new`](Self::try_new).
         pub fn new(limit: u64, window: u64) -> Self {
             Self::with_quota(FixedWindowQuota::new(limit, window))
-        }
-    }
-
-    loom_const_fn! {
-        /// A full limiter for `quota`.
-        pub fn with_quota(quota: FixedWindowQuota) -> Self {
-            FixedWindow { shared: Shared::new(quota, FixedWindowQuota::NEW) }
         }
     }
 
@@ -492,15 +500,13 @@ impl FixedWindow {
     /// Returns the parameters now in force (`quota`: it was checked when
     /// built, so nothing can refuse it here).
     pub fn set_quota(&mut self, now: u64, quota: FixedWindowQuota) -> FixedWindowQuota {
-        let (params, word) = self.shared.parts_mut();
+        let (params, word) = self.parts_mut();
         let state = params.translate(word.load(), now, &quota);
         *params = quota;
         word.store(state);
         quota
     }
 }
-
-window_limiter!(FixedWindow, FixedWindowQuota);
 
 #[cfg(all(test, feature = "loom"))]
 mod loom_tests {
@@ -525,7 +531,7 @@ mod loom_tests {
                 .iter()
                 .map(|&now| {
                     let l = Arc::clone(&limiter);
-                    thread::spawn(move || l.admit_at(now, 1).ok().map(|(_, tag)| tag))
+                    thread::spawn(move || l.admit_marked(now, 1).ok().map(|(_, tag)| tag))
                 })
                 .collect();
             let outcome: Vec<Option<u64>> =

@@ -9,26 +9,21 @@
 //! | [`SlidingLog`] | the expiry ticks of the last `limit` admitted cells, a ring position and a tick | exact: at most `limit` cells in any `W` consecutive ticks | `8·N + 40` bytes |
 //!
 //! The parameters of the counters ([`FixedWindowQuota`],
-//! [`SlidingWindowQuota`], [`BucketedWindowQuota`]) are small `Copy` values that implement
-//! [`Algorithm`](crate::Algorithm): pure steps on one state word. The shared
-//! limiters are those parameters plus one state word updated by
-//! compare-and-swap, in the same container as [`Gcra`](crate::Gcra)'s quota
-//! and TAT.
+//! [`SlidingWindowQuota`], [`BucketedWindowQuota`]) are small `Copy` values
+//! that implement [`Algorithm`](crate::Algorithm): pure steps on one state
+//! word, refunds included. The shared limiters are the one generic container
+//! [`Limiter`](crate::Limiter) over those parameters (one state word updated
+//! by compare-and-swap, as [`Gcra`](crate::Gcra)'s quota and TAT are), and a
+//! keyed table holds them per key.
 //!
 //! # Time to windows, without a division
 //!
 //! Window `k` is the ticks `[k·W, (k+1)·W)`; `now` lies in window
-//! `k = ⌊now / W⌋` at elapsed time `e = now − k·W`. The admit/deny path never
-//! divides: `W` is turned once (in the `const` constructor) into a
-//! multiplier `m` and two shifts such that
-//!
-//! ```text
-//! ⌊n / W⌋ = (t + ((n − t) >> s₁)) >> s₂,   t = ⌊m · n / 2⁶⁴⌋
-//! ```
-//!
-//! for every 64-bit `n` (T. Granlund and P. L. Montgomery, "Division by
-//! invariant integers using multiplication", PLDI 1994, figure 4.1). A
-//! property test checks it against `/` on random divisors and numerators.
+//! `k = ⌊now / W⌋` at elapsed time `e = now − k·W`. Neither takes a division
+//! instruction: `W` is turned once (in the `const` constructor) into the
+//! crate's divisor by an invariant integer (`src/divisor.rs`, which states
+//! the Granlund–Montgomery construction, its proof reference and its
+//! tests), one multiply, a subtraction, an addition and two shifts.
 //!
 //! # Window indices in a few bits
 //!
@@ -78,115 +73,6 @@
 //!
 //! `retry_after` and `reset_after` in window `K` count a full window, so
 //! there they are at most `W − (2⁶⁴ mod W)` ticks longer than needed.
-
-/// What [`FixedWindow`] and [`SlidingWindow`] share around the container
-/// ([`Shared`](crate::algorithm) over their quota): the quota accessor,
-/// admission with the tag counted under, revocation, refunds, peek, reset,
-/// the [`RateLimiter`](crate::RateLimiter) impl and the `Debug`/`defmt`
-/// output. `$limiter` has a field `shared: Shared<$quota>`; `$quota` has
-/// `tag_of`, `tag_at` and `revoke`.
-macro_rules! window_limiter {
-    ($limiter:ident, $quota:ident) => {
-        impl $limiter {
-            /// The parameters in force.
-            pub fn quota(&self) -> $quota {
-                *self.shared.params()
-            }
-
-            /// Admits `cost` cells at `now`, or denies and stores nothing.
-            #[inline(always)]
-            pub fn check_n(&self, now: u64, cost: u64) -> Result<$crate::Decision, $crate::Denied> {
-                self.shared.check_n(now, cost)
-            }
-
-            /// Admits and returns the tag the cells were counted under.
-            #[inline(always)]
-            pub(crate) fn admit_at(
-                &self,
-                now: u64,
-                cost: u64,
-            ) -> Result<($crate::Decision, u64), $crate::Denied> {
-                let (decision, state) = self.shared.admit(now, cost)?;
-                Ok((decision, self.shared.params().tag_of(state)))
-            }
-
-            /// Gives back `cost` cells counted under `tag` (only while that
-            /// window still counts; older cells have expired anyway).
-            pub(crate) fn revoke_at(&self, tag: u64, cost: u64) {
-                let quota = self.shared.params();
-                let step = |s: u64| -> Result<(u64, ()), core::convert::Infallible> {
-                    Ok((quota.revoke(s, tag, cost), ()))
-                };
-                let _ = self.shared.state().update(step);
-            }
-
-            /// Gives back `cost` cells admitted in the window of `now` (for
-            /// example for a request admitted but never served); cells of a
-            /// window that has passed have expired anyway. The limiter never
-            /// becomes fuller than full. Returns the state after the refund.
-            ///
-            /// ```
-            #[doc = concat!("use cellrate::window::", stringify!($limiter), ";")]
-            #[doc = concat!("let w = ", stringify!($limiter), "::new(10, 1_000);")]
-            /// w.check_n(0, 10).unwrap();
-            /// assert_eq!(w.refund_n(0, 3).remaining(), 3);
-            /// assert_eq!(w.refund_n(0, 100).remaining(), 10);
-            /// ```
-            pub fn refund_n(&self, now: u64, cost: u64) -> $crate::Snapshot {
-                self.revoke_at(self.shared.params().tag_at(now), cost);
-                self.peek(now)
-            }
-
-            /// The state at `now`, consuming nothing.
-            pub fn peek(&self, now: u64) -> $crate::Snapshot {
-                self.shared.peek(now)
-            }
-
-            /// Makes the limiter full, as new.
-            pub fn reset(&self) {
-                self.shared.reset()
-            }
-        }
-
-        impl $crate::RateLimiter for $limiter {
-            // Always inlined, like the inherent method: a denial's details
-            // are then computed only if the caller reads them.
-            #[inline(always)]
-            fn check_n(&self, now: u64, cost: u64) -> Result<$crate::Decision, $crate::Denied> {
-                $limiter::check_n(self, now, cost)
-            }
-            #[inline(always)]
-            fn check(&self, now: u64) -> Result<$crate::Decision, $crate::Denied> {
-                $limiter::check_n(self, now, 1)
-            }
-            fn peek(&self, now: u64) -> $crate::Snapshot {
-                $limiter::peek(self, now)
-            }
-        }
-
-        impl core::fmt::Debug for $limiter {
-            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-                f.debug_struct(stringify!($limiter))
-                    .field("quota", self.shared.params())
-                    .field("state", &self.shared.state().load())
-                    .finish()
-            }
-        }
-
-        #[cfg(feature = "defmt")]
-        impl defmt::Format for $limiter {
-            fn format(&self, f: defmt::Formatter) {
-                defmt::write!(
-                    f,
-                    "{=str} {{ quota: {}, state: {=u64} }}",
-                    stringify!($limiter),
-                    self.shared.params(),
-                    self.shared.state().load()
-                )
-            }
-        }
-    };
-}
 
 pub mod bucketed;
 pub mod fixed;

@@ -88,7 +88,7 @@
 use core::fmt;
 
 use super::{check_params, count_bits, low_mask, WindowError, MIN_TAG_BITS};
-use crate::algorithm::Shared;
+use crate::algorithm::Limiter;
 use crate::decision::Usage;
 use crate::divisor::Divisor;
 use crate::sync::loom_const_fn;
@@ -538,6 +538,23 @@ impl Algorithm for SlidingWindowQuota {
         let v = self.view(state, &self.at(now));
         v.prev == 0 && v.cur == 0
     }
+
+    /// The window the state was written in (its tag): a thread whose
+    /// clock lags may have counted its cells in the window after `now`'s.
+    #[inline(always)]
+    fn mark(&self, stored: u64, _now: u64) -> u64 {
+        self.tag_of(stored)
+    }
+
+    #[inline]
+    fn mark_at(&self, now: u64) -> u64 {
+        self.tag_at(now)
+    }
+
+    #[inline]
+    fn refund(&self, state: u64, mark: u64, cost: u64) -> u64 {
+        self.revoke(state, mark, cost)
+    }
 }
 
 impl fmt::Debug for SlidingWindowQuota {
@@ -573,11 +590,9 @@ impl defmt::Format for SlidingWindowQuota {
 /// assert!(API.check(1_000).is_err());
 /// assert_eq!(API.peek(1_000).retry_after(), 250); // weight 3/4 at 1 250
 /// ```
-pub struct SlidingWindow {
-    shared: Shared<SlidingWindowQuota>,
-}
+pub type SlidingWindow = Limiter<SlidingWindowQuota>;
 
-impl SlidingWindow {
+impl Limiter<SlidingWindowQuota> {
     loom_const_fn! {
         /// `limit` cells in any `window` ticks (estimated), starting full.
         ///
@@ -585,13 +600,6 @@ impl SlidingWindow {
         /// As [`SlidingWindowQuota::new`]; see [`try_new`](Self::try_new).
         pub fn new(limit: u64, window: u64) -> Self {
             Self::with_quota(SlidingWindowQuota::new(limit, window))
-        }
-    }
-
-    loom_const_fn! {
-        /// A full limiter for `quota`.
-        pub fn with_quota(quota: SlidingWindowQuota) -> Self {
-            SlidingWindow { shared: Shared::new(quota, SlidingWindowQuota::NEW) }
         }
     }
 
@@ -624,15 +632,13 @@ impl SlidingWindow {
     /// Returns the parameters now in force (`quota`: it was checked when
     /// built, so nothing can refuse it here).
     pub fn set_quota(&mut self, now: u64, quota: SlidingWindowQuota) -> SlidingWindowQuota {
-        let (params, word) = self.shared.parts_mut();
+        let (params, word) = self.parts_mut();
         let state = params.translate(word.load(), now, &quota);
         *params = quota;
         word.store(state);
         quota
     }
 }
-
-window_limiter!(SlidingWindow, SlidingWindowQuota);
 
 #[cfg(all(test, feature = "loom"))]
 mod loom_tests {

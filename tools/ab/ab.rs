@@ -234,6 +234,50 @@ fn main() {
         );
     }
 
+    // Keyed tables, as `benches/keyed.rs`: a hot key in a table of 4 096
+    // slots, exact (`u32`) and fingerprinted (`&str`, SipHash), admitting
+    // (a burst that admits throughout) and denying (an exhausted key).
+    {
+        use new::keyed as nk;
+        use old::keyed as ok;
+        let admit_q = |b: u64| {
+            (
+                old::Quota::per_ticks(1, 1).with_burst(b).at_hz(HZ),
+                new::Quota::per_ticks(1, 1).with_burst(b).at_hz(HZ),
+            )
+        };
+        let (oq, nq) = admit_q(1 << 40);
+        let ot = ok::KeyedBox::with_capacity(4_096, oq, ok::WhenFull::Deny, ok::Seed::new(1, 2));
+        let nt = nk::KeyedBox::with_capacity(4_096, nq, nk::WhenFull::Deny, nk::Seed::new(1, 2));
+        both(
+            "Keyed check, u32 key, admitting",
+            &mut || Side::new(NOW, 0, |t| ot.check(&7u32, t).is_ok()),
+            &mut || Side::new(NOW, 0, |t| nt.check(&7u32, t).is_ok()),
+        );
+        both(
+            "Keyed check, &str key, admitting",
+            &mut || Side::new(NOW, 0, |t| ot.check("client-42", t).is_ok()),
+            &mut || Side::new(NOW, 0, |t| nt.check("client-42", t).is_ok()),
+        );
+        let (oq, nq) = admit_q(1);
+        let ot = ok::KeyedBox::with_capacity(4_096, oq, ok::WhenFull::Deny, ok::Seed::new(1, 2));
+        let nt = nk::KeyedBox::with_capacity(4_096, nq, nk::WhenFull::Deny, nk::Seed::new(1, 2));
+        while ot.check(&7u32, NOW).is_ok() {}
+        while nt.check(&7u32, NOW).is_ok() {}
+        while ot.check("client-42", NOW).is_ok() {}
+        while nt.check("client-42", NOW).is_ok() {}
+        both(
+            "Keyed check, u32 key, denying",
+            &mut || Side::new(NOW, 0, |t| ot.check(&7u32, t).is_ok()),
+            &mut || Side::new(NOW, 0, |t| nt.check(&7u32, t).is_ok()),
+        );
+        both(
+            "Keyed check, &str key, denying",
+            &mut || Side::new(NOW, 0, |t| ot.check("client-42", t).is_ok()),
+            &mut || Side::new(NOW, 0, |t| nt.check("client-42", t).is_ok()),
+        );
+    }
+
     // The meters, as `benches/meter.rs`: 10 Gbit/s committed, 20 peak.
     const CIR: u64 = 1_250_000_000;
     const PIR: u64 = 2_500_000_000;

@@ -1,0 +1,131 @@
+//! [`Quota`]'s [`Algorithm`]: the GCRA steps ([`step`](super::step)) as
+//! the three phases every container runs.
+
+use super::step as gcra_step;
+use crate::algorithm::Params;
+use crate::decision::Usage;
+use crate::sync::QuotaCell;
+use crate::{Algorithm, Decision, Denied, Quota, Snapshot};
+
+impl Quota {
+    /// `now` as a state word (see [`gcra`](crate::gcra#serial-time)): its
+    /// sub-ticks `now · scale` modulo 2⁶⁴ (then 2⁶³), never saturated.
+    #[inline(always)]
+    pub(crate) const fn now_word(&self, now: u64) -> u64 {
+        gcra_step::word(now.wrapping_mul(self.scale()))
+    }
+}
+
+/// What [`Quota`]'s [`prepare`](Algorithm::prepare) computes: `now` as a
+/// state word (its sub-ticks, see [`gcra`](crate::gcra#serial-time)), the
+/// charge `cost·T` and the room `span − cost·T`.
+///
+/// ```
+/// use cellrate::{Algorithm, Quota};
+/// let q = Quota::per_second(1).with_burst(2).at_hz(1_000);
+/// let p = q.prepare(0, 2).unwrap();
+/// let (tat, d) = q.step(Quota::NEW, &p).unwrap();
+/// assert_eq!((d.remaining(), d.reset_after()), (0, 2_000));
+/// // A second request of 2 waits until the TAT is back within the room.
+/// let shortfall = q.step(tat, &p).unwrap_err();
+/// assert_eq!(q.denial(&p, shortfall).retry_after(), Some(2_000));
+/// ```
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GcraPrepared {
+    now: u64,
+    charge: gcra_step::Charge,
+}
+
+/// What a denying GCRA step leaves: how far the TAT it saw is ahead of
+/// `now`, from which [`denial`](Algorithm::denial) computes the debt and
+/// the sub-ticks before the same request fits (after the compare-and-swap
+/// loop or critical section). See [`GcraPrepared`] for an example.
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GcraShortfall(u64);
+
+impl Algorithm for Quota {
+    type Prepared = GcraPrepared;
+    type Shortfall = GcraShortfall;
+
+    /// `now · scale` as a word, the charge (refusing a cost above the
+    /// burst) and the room. Every `now` is valid: time is serial.
+    #[inline(always)]
+    fn prepare(&self, now: u64, cost: u64) -> Result<GcraPrepared, Denied> {
+        let now = self.now_word(now);
+        // cost ≥ 1 and T ≥ 1, so the charge is ≥ 1. Saying so lets the
+        // compiler see that an admission always changes the state, and drop
+        // the equality test `StateWord::update` makes before its swap.
+        let increment = super::charge(self, cost)?.max(1);
+        Ok(GcraPrepared {
+            now,
+            charge: gcra_step::Charge::new(self.span(), increment),
+        })
+    }
+
+    /// [`gcra::step::admit`](crate::gcra#the-math): a parity test, a
+    /// subtract, a compare and one add between the load and the store (and
+    /// a sign test for a state that is not owing).
+    #[inline(always)]
+    fn step(&self, state: u64, p: &GcraPrepared) -> Result<(u64, Decision), GcraShortfall> {
+        match gcra_step::admit(state, p.now, &p.charge) {
+            Ok((next, debt)) => Ok((next, Decision::from_usage(Usage::gcra(self, debt)))),
+            Err(distance) => Err(GcraShortfall(distance)),
+        }
+    }
+
+    #[inline(always)]
+    fn denial(&self, p: &GcraPrepared, shortfall: GcraShortfall) -> Denied {
+        super::short(self, p.charge.shortfall(shortfall.0))
+    }
+
+    fn peek(&self, state: u64, now: u64) -> Snapshot {
+        super::snapshot(self, state, self.now_word(now))
+    }
+
+    #[inline]
+    fn is_idle(&self, state: u64, now: u64) -> bool {
+        gcra_step::is_idle(state, self.now_word(now))
+    }
+
+    /// The admission's `now`: a refund moves the TAT back from there.
+    #[inline]
+    fn mark(&self, _stored: u64, now: u64) -> u64 {
+        now
+    }
+
+    #[inline]
+    fn mark_at(&self, now: u64) -> u64 {
+        now
+    }
+
+    /// The debt at `mark` less `cost·T`, never below 0 (a full limiter
+    /// cannot get fuller), and unchanged when already full.
+    #[inline]
+    fn refund(&self, state: u64, mark: u64, cost: u64) -> u64 {
+        super::refund(self, state, self.now_word(mark), cost)
+    }
+}
+
+/// A GCRA limiter whose quota `set_quota` replaces through `&self` reads
+/// it whole from its cell once per operation.
+impl Params for QuotaCell {
+    type Algorithm = Quota;
+    type Current<'a> = Loaded;
+    #[inline(always)]
+    fn current(&self) -> Loaded {
+        Loaded(self.load())
+    }
+}
+
+/// A quota read whole from a [`QuotaCell`](crate::sync::QuotaCell).
+pub(crate) struct Loaded(Quota);
+
+impl core::ops::Deref for Loaded {
+    type Target = Quota;
+    #[inline(always)]
+    fn deref(&self) -> &Quota {
+        &self.0
+    }
+}
