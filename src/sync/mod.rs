@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `loom.rs` | the loom facade: `atomic` (loom's atomics in models, `core`'s otherwise), `loom_const_fn!`, and the cfg predicates, spelled once |
 //! | `word.rs` | `StateWord`: `load`, `store`, `update`, `compare_exchange`, `fetch_add` |
+//! | `seq.rs` | `Seq`: the one sequence-lock core, under `QuotaCell`'s copies and `Guarded` |
 //! | `quota_cell.rs` | `QuotaCell`: the quota `set_quota` replaces |
 //! | `seqlock.rs` | `Guarded`: state larger than a word |
 //! | `pair.rs` | `PairWord` (a keyed slot's 128-bit word: load, compare-and-swap) and `Counter` (relaxed statistics) |
@@ -61,6 +62,8 @@
 mod loom;
 mod pair;
 mod quota_cell;
+#[cfg(any(target_has_atomic = "64", all(feature = "loom", test)))]
+mod seq;
 mod seqlock;
 mod word;
 

@@ -16,6 +16,8 @@
 use super::atomic;
 #[allow(unused_imports)]
 use super::loom::loom_const_fn;
+#[cfg(any(target_has_atomic = "64", all(feature = "loom", test)))]
+use super::seq::Seq;
 use crate::quota::Quota;
 
 /// A [`Quota`] that can be replaced while checks read it.
@@ -37,10 +39,10 @@ pub(crate) struct QuotaCell {
     writing: atomic::AtomicBool,
 }
 
+/// One copy: three words behind the crate's one sequence lock ([`Seq`]).
 #[cfg(any(target_has_atomic = "64", all(feature = "loom", test)))]
 struct QuotaCopy {
-    /// Odd while being written.
-    seq: atomic::AtomicU64,
+    seq: Seq,
     words: [atomic::AtomicU64; 3],
 }
 
@@ -49,7 +51,7 @@ impl QuotaCopy {
     loom_const_fn! {
         fn new(words: [u64; 3]) -> Self {
             QuotaCopy {
-                seq: atomic::AtomicU64::new(0),
+                seq: Seq::new(),
                 words: [
                     atomic::AtomicU64::new(words[0]),
                     atomic::AtomicU64::new(words[1]),
@@ -59,34 +61,29 @@ impl QuotaCopy {
         }
     }
 
-    /// The words, if no write overlapped the read.
+    /// The words, if no write overlapped the read (never waits).
     #[inline(always)]
     fn read(&self) -> Option<[u64; 3]> {
-        use atomic::Ordering::{Acquire, Relaxed};
-        let seq = self.seq.load(Acquire);
-        // Acquire loads keep the re-read of `seq` after them.
-        let words = [
-            self.words[0].load(Acquire),
-            self.words[1].load(Acquire),
-            self.words[2].load(Acquire),
-        ];
-        if seq & 1 == 0 && self.seq.load(Relaxed) == seq {
-            Some(words)
-        } else {
-            None
-        }
+        let seq = self.seq.start()?;
+        let words = self
+            .words
+            .each_ref()
+            .map(|w| w.load(atomic::Ordering::Relaxed));
+        self.seq.unchanged(seq).then_some(words)
     }
 
-    /// Only ever called by the single writer.
+    /// Only ever called by the single writer (so `seq` is even and the
+    /// swap succeeds at once).
     fn write(&self, words: [u64; 3]) {
-        use atomic::Ordering::{Relaxed, Release};
-        let seq = self.seq.load(Relaxed);
-        self.seq.store(seq.wrapping_add(1), Relaxed);
-        // Release stores: a reader that sees any new word also sees the odd seq.
+        let _publish = loop {
+            if let Some(publish) = self.seq.start().and_then(|seq| self.seq.try_write(seq)) {
+                break publish;
+            }
+            atomic::spin_hint();
+        };
         for (cell, word) in self.words.iter().zip(words) {
-            cell.store(word, Release);
+            cell.store(word, atomic::Ordering::Relaxed);
         }
-        self.seq.store(seq.wrapping_add(2), Release);
     }
 }
 

@@ -12,41 +12,25 @@ use super::atomic;
 use super::loom::{loom_const_fn, section_guarded, seqlocked};
 
 seqlocked! {
+    use super::seq::Seq;
+
     /// State larger than one word (the sliding log's ring) that one writer
     /// at a time changes and readers see whole.
     ///
-    /// This variant (hosts with `std`, and loom) is a sequence lock. `seq`
-    /// is even at rest and odd while a writer works. A reader loads `seq`
-    /// (`Acquire`, waiting out an odd value), reads the value's
-    /// [`GuardedU64`]s (relaxed), then, after an `Acquire` fence, loads
-    /// `seq` again: unchanged means no write overlapped, so what it read is
-    /// one state. A writer takes `seq` from the even value it read to odd by
-    /// one compare-and-swap, so a read followed by a write on success is a
-    /// single step ([`update`](Self::update)): the read is still current
-    /// exactly when the swap succeeds (every writer changes `seq` first). A
-    /// `Release` fence after the swap keeps its stores behind it (a reader
-    /// that sees any of them sees the odd `seq`), and a `Release` store of
-    /// the next even value publishes them. So a decision that writes nothing
-    /// (a denial) is loads only, and one that writes costs one
-    /// compare-and-swap, as on a single atomic word. (The fences and the
-    /// relaxed data accesses are the form H.-J. Boehm shows correct in "Can
-    /// seqlocks get along with programming language memory models?", MSPC
-    /// 2012.)
+    /// This variant (hosts with `std`, and loom) is a sequence lock, the
+    /// crate's one [`Seq`]: reads never write, and a read followed by a
+    /// write on success is a single step ([`update`](Self::update)), one
+    /// compare-and-swap. So a decision that writes nothing (a denial) is
+    /// loads only, and one that writes costs one compare-and-swap, as on a
+    /// single atomic word.
     ///
     /// A waiting thread (a writer came between its reads, or holds `seq`
     /// odd) spins a little, then yields. Without `std` (bare metal, where an
     /// interrupt handler could preempt a writer and spin forever) this is a
     /// critical section.
     pub(crate) struct Guarded<T> {
-        seq: atomic::AtomicU64,
+        seq: Seq,
         value: T,
-    }
-
-    /// Publishes a write when dropped (the next even `seq`), also if the
-    /// writer unwinds.
-    struct Publish<'a> {
-        seq: &'a atomic::AtomicU64,
-        next: u64,
     }
 
     /// A `u64` inside a [`Guarded`]: a relaxed atomic (the sequence orders
@@ -76,7 +60,7 @@ seqlocked! {
         loom_const_fn! {
             pub(crate) fn new(value: T) -> Self {
                 Guarded {
-                    seq: atomic::AtomicU64::new(0),
+                    seq: Seq::new(),
                     value,
                 }
             }
@@ -90,7 +74,7 @@ seqlocked! {
             loop {
                 let seq = self.begin();
                 let out = f(&self.value);
-                if self.unchanged(seq) {
+                if self.seq.unchanged(seq) {
                     return out;
                 }
             }
@@ -111,12 +95,12 @@ seqlocked! {
                 let seq = self.begin();
                 match decide(&self.value) {
                     Err(out) => {
-                        if self.unchanged(seq) {
+                        if self.seq.unchanged(seq) {
                             return out;
                         }
                     }
                     Ok(plan) => {
-                        if let Some(_publish) = self.try_write(seq) {
+                        if let Some(_publish) = self.seq.try_write(seq) {
                             return commit(&self.value, plan);
                         }
                     }
@@ -128,7 +112,7 @@ seqlocked! {
         pub(crate) fn write<R>(&self, f: impl FnOnce(&T) -> R) -> R {
             loop {
                 let seq = self.begin();
-                if let Some(_publish) = self.try_write(seq) {
+                if let Some(_publish) = self.seq.try_write(seq) {
                     return f(&self.value);
                 }
             }
@@ -142,11 +126,9 @@ seqlocked! {
         /// An even `seq` (no write in progress), loaded `Acquire`.
         #[inline(always)]
         fn begin(&self) -> u64 {
-            let seq = self.seq.load(atomic::Ordering::Acquire);
-            if seq & 1 == 0 {
-                seq
-            } else {
-                self.wait()
+            match self.seq.start() {
+                Some(seq) => seq,
+                None => self.wait(),
             }
         }
 
@@ -155,8 +137,7 @@ seqlocked! {
         fn wait(&self) -> u64 {
             let mut spins = 0;
             loop {
-                let seq = self.seq.load(atomic::Ordering::Acquire);
-                if seq & 1 == 0 {
+                if let Some(seq) = self.seq.start() {
                     return seq;
                 }
                 if spins < SPINS {
@@ -166,39 +147,6 @@ seqlocked! {
                     super::loom::yield_now();
                 }
             }
-        }
-
-        /// Whether no write began since [`begin`](Self::begin) returned
-        /// `seq` (the reads since were of one state).
-        #[inline(always)]
-        fn unchanged(&self, seq: u64) -> bool {
-            atomic::fence(atomic::Ordering::Acquire);
-            self.seq.load(atomic::Ordering::Relaxed) == seq
-        }
-
-        /// Becomes the writer if no write began since `begin` returned
-        /// `seq`; the returned guard publishes.
-        #[inline(always)]
-        fn try_write(&self, seq: u64) -> Option<Publish<'_>> {
-            use atomic::Ordering::{Acquire, Relaxed, Release};
-            let next = seq.wrapping_add(1);
-            if self.seq.compare_exchange(seq, next, Acquire, Relaxed).is_err() {
-                return None;
-            }
-            // The writer's stores stay after the odd `seq` (see the type's
-            // docs).
-            atomic::fence(Release);
-            Some(Publish {
-                seq: &self.seq,
-                next: next.wrapping_add(1),
-            })
-        }
-    }
-
-    impl Drop for Publish<'_> {
-        #[inline(always)]
-        fn drop(&mut self) {
-            self.seq.store(self.next, atomic::Ordering::Release);
         }
     }
 
