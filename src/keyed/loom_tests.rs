@@ -248,7 +248,7 @@ fn three_inserts_compete_for_two_slots() {
 }
 
 /// The ABA race that rules out updating the state word alone (see "Why one
-/// 128-bit compare-and-swap" in the module docs), run against the real
+/// 128-bit compare-and-swap" in `docs/design/keyed.md`), run against the real
 /// table: key A holds the only slot with state NEW (committed, not yet
 /// charged), A is checked while B, a new key, evicts it (A is idle). In
 /// every interleaving exactly one of them is admitted and the slot ends
@@ -468,7 +468,7 @@ fn rejected_split_words_protocol_lets_a_stale_check_write_another_keys_state() {
 }
 
 /// The best 8-byte protocol found for a key word beside a state word (see
-/// "Why one 128-bit compare-and-swap" in the module docs): state values only
+/// "Why one 128-bit compare-and-swap" in `docs/design/keyed.md`): state values only
 /// ever grow in a slot, across owners too. An eviction takes an idle state
 /// `s` (its TAT strictly below `now`) through a BUSY value, writes the new
 /// key, and starts the new owner at `s + 2` (the next TAT: a state is the
