@@ -390,6 +390,16 @@ impl<A: Algorithm + Copy + defmt::Format> defmt::Format for Limiter<A> {
     }
 }
 
+/// `Err(CostTooLarge)` for a `cost` above `limit`, which no state admits
+/// (every algorithm's `prepare` refuses it first).
+#[inline(always)]
+pub(crate) fn within_limit(cost: u64, limit: u64) -> Result<(), Denied> {
+    if cost > limit {
+        return Err(Denied::CostTooLarge { cost, limit });
+    }
+    Ok(())
+}
+
 /// The three phases of `algorithm` on one shared `word`: the decision and
 /// the state stored, or the denial. Any container of a shared state word
 /// (a [`Limiter`], a keyed table's overflow word) runs this.

@@ -174,12 +174,7 @@ pub use self::algorithm::{GcraPrepared, GcraShortfall};
 /// cost above the burst. Computed before any critical section or CAS loop.
 #[inline(always)]
 pub(crate) fn charge(quota: &Quota, cost: u64) -> Result<u64, Denied> {
-    if cost > quota.burst() {
-        return Err(Denied::CostTooLarge {
-            cost,
-            limit: quota.burst(),
-        });
-    }
+    crate::algorithm::within_limit(cost, quota.burst())?;
     // cost ≤ burst, so cost·T ≤ span fits (Quota invariant).
     Ok(cost * quota.emission_interval())
 }

@@ -19,10 +19,8 @@
 //! | this crate's unit tests with `--features loom` | loom's `AtomicU64` | loom's atomics |
 //!
 //! State larger than a word (the sliding log's ring) is a `Guarded`: a
-//! sequence lock where the `std` feature is on and the target has 64-bit
-//! atomics (reads never write; a write is one compare-and-swap, a few
-//! relaxed stores and one release store), and a critical section everywhere
-//! else (bare metal, where a handler could preempt a writer).
+//! sequence lock (the one `Seq`) where the `std` feature is on and the
+//! target has 64-bit atomics, and a critical section everywhere else.
 //!
 //! # Why not `portable-atomic`'s `AtomicU64` on Cortex-M3/M4/M7?
 //!
@@ -52,12 +50,8 @@
 //!   critical-section path by holding the section. When `f` declines (`Err`)
 //!   nothing is stored; on `Ok` its result is stored (even when unchanged).
 //! * `QuotaCell::load` returns a quota that some `store` wrote whole (or the
-//!   initial one), never a mix of two. It never waits for a writer: the
-//!   writer saves the current quota in a second seqlocked copy before it
-//!   rewrites the first, and a reader that catches the first mid-write reads
-//!   the second. Two writers at once are refused (`QuotaCell::try_store`
-//!   returns `false`) rather than waited for, so an interrupt handler can never
-//!   spin on a preempted writer.
+//!   initial one), never a mix of two, and never waits for a writer (see
+//!   `quota_cell.rs`).
 
 mod loom;
 mod pair;

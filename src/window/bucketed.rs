@@ -638,12 +638,7 @@ impl Algorithm for BucketedWindowQuota {
     /// The bucket of `now`; refuses a cost above the limit.
     #[inline(always)]
     fn prepare(&self, now: u64, cost: u64) -> Result<BucketedWindowPrepared, Denied> {
-        if cost > self.limit {
-            return Err(Denied::CostTooLarge {
-                cost,
-                limit: self.limit,
-            });
-        }
+        crate::algorithm::within_limit(cost, self.limit)?;
         Ok(BucketedWindowPrepared {
             at: self.at(now),
             cost,
@@ -698,21 +693,7 @@ impl Algorithm for BucketedWindowQuota {
         self.view(state, &self.at(now)).counts == 0
     }
 
-    /// The tag of the bucket the cells were counted in.
-    #[inline]
-    fn mark(&self, stored: u64, _now: u64) -> u64 {
-        self.tag_of(stored)
-    }
-
-    #[inline]
-    fn mark_at(&self, now: u64) -> u64 {
-        self.tag_at(now)
-    }
-
-    #[inline]
-    fn refund(&self, state: u64, mark: u64, cost: u64) -> u64 {
-        self.revoke(state, mark, cost)
-    }
+    tagged_marks!();
 }
 
 impl fmt::Debug for BucketedWindowQuota {

@@ -54,8 +54,6 @@
 //!   before the state is read; a state from another window is decoded out
 //!   of line.
 
-use core::fmt;
-
 use super::{check_params, count_bits, low_mask, WindowError, MIN_TAG_BITS};
 use crate::algorithm::Limiter;
 use crate::divisor::Divisor;
@@ -357,12 +355,7 @@ impl Algorithm for FixedWindowQuota {
     /// [`step`]: Algorithm::step
     #[inline(always)]
     fn prepare(&self, now: u64, cost: u64) -> Result<FixedWindowPrepared, Denied> {
-        if cost > self.limit {
-            return Err(Denied::CostTooLarge {
-                cost,
-                limit: self.limit,
-            });
-        }
+        crate::algorithm::within_limit(cost, self.limit)?;
         Ok(FixedWindowPrepared {
             at: self.at(now),
             cost,
@@ -410,44 +403,10 @@ impl Algorithm for FixedWindowQuota {
         self.view(state, &self.at(now)).count == 0
     }
 
-    /// The window the state was written in (its tag): a thread whose
-    /// clock lags may have counted its cells in the window after `now`'s.
-    #[inline(always)]
-    fn mark(&self, stored: u64, _now: u64) -> u64 {
-        self.tag_of(stored)
-    }
-
-    #[inline]
-    fn mark_at(&self, now: u64) -> u64 {
-        self.tag_at(now)
-    }
-
-    #[inline]
-    fn refund(&self, state: u64, mark: u64, cost: u64) -> u64 {
-        self.revoke(state, mark, cost)
-    }
+    tagged_marks!();
 }
 
-impl fmt::Debug for FixedWindowQuota {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FixedWindowQuota")
-            .field("limit", &self.limit)
-            .field("window", &self.window())
-            .finish()
-    }
-}
-
-#[cfg(feature = "defmt")]
-impl defmt::Format for FixedWindowQuota {
-    fn format(&self, f: defmt::Formatter) {
-        defmt::write!(
-            f,
-            "FixedWindowQuota {{ limit: {=u64}, window: {=u64} }}",
-            self.limit,
-            self.window()
-        )
-    }
-}
+window_quota_fmt!(FixedWindowQuota);
 
 /// A shared fixed window limiter: a [`FixedWindowQuota`] and one state word
 /// changed by compare-and-swap (a critical section on targets without 64-bit

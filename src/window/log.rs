@@ -376,12 +376,7 @@ impl<const N: usize> SlidingLog<N> {
     /// at (their expiry minus `W`), or denies and writes nothing.
     #[inline]
     pub(crate) fn admit_at(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
-        if cost > self.limit {
-            return Err(Denied::CostTooLarge {
-                cost,
-                limit: self.limit,
-            });
-        }
+        crate::algorithm::within_limit(cost, self.limit)?;
         let limit = self.limit as usize;
         let cost = cost as usize;
         self.ring.update(

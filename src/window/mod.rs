@@ -74,6 +74,57 @@
 //! `retry_after` and `reset_after` in window `K` count a full window, so
 //! there they are at most `W − (2⁶⁴ mod W)` ticks longer than needed.
 
+/// The [`Algorithm`](crate::Algorithm) mark and refund of a window whose
+/// state word is tagged (fixed, sliding, bucketed): the mark is the tag of
+/// the window or bucket the cells were counted in (a thread whose clock
+/// lags may have counted them in the one after `now`'s), the refund the
+/// type's `revoke`. Used inside each `impl Algorithm`.
+macro_rules! tagged_marks {
+    () => {
+        #[inline(always)]
+        fn mark(&self, stored: u64, _now: u64) -> u64 {
+            self.tag_of(stored)
+        }
+
+        #[inline]
+        fn mark_at(&self, now: u64) -> u64 {
+            self.tag_at(now)
+        }
+
+        #[inline]
+        fn refund(&self, state: u64, mark: u64, cost: u64) -> u64 {
+            self.revoke(state, mark, cost)
+        }
+    };
+}
+
+/// `Debug` and `defmt::Format` for a window quota as `limit` and `window`.
+macro_rules! window_quota_fmt {
+    ($ty:ident) => {
+        impl core::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field("limit", &self.limit)
+                    .field("window", &self.window())
+                    .finish()
+            }
+        }
+
+        #[cfg(feature = "defmt")]
+        impl defmt::Format for $ty {
+            fn format(&self, f: defmt::Formatter) {
+                defmt::write!(
+                    f,
+                    "{=str} {{ limit: {=u64}, window: {=u64} }}",
+                    stringify!($ty),
+                    self.limit,
+                    self.window()
+                )
+            }
+        }
+    };
+}
+
 pub mod bucketed;
 pub mod fixed;
 pub mod log;

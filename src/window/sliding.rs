@@ -85,8 +85,6 @@
 //!   [`Denied`] is built; a caller that never reads it (checks `is_ok()`)
 //!   lets the compiler drop it, since the check is inlined.
 
-use core::fmt;
-
 use super::{check_params, count_bits, low_mask, WindowError, MIN_TAG_BITS};
 use crate::algorithm::Limiter;
 use crate::decision::Usage;
@@ -472,12 +470,7 @@ impl Algorithm for SlidingWindowQuota {
     /// [`step`]: Algorithm::step
     #[inline(always)]
     fn prepare(&self, now: u64, cost: u64) -> Result<SlidingWindowPrepared, Denied> {
-        if cost > self.limit {
-            return Err(Denied::CostTooLarge {
-                cost,
-                limit: self.limit,
-            });
-        }
+        crate::algorithm::within_limit(cost, self.limit)?;
         Ok(SlidingWindowPrepared {
             at: self.at(now),
             cost,
@@ -539,44 +532,10 @@ impl Algorithm for SlidingWindowQuota {
         v.prev == 0 && v.cur == 0
     }
 
-    /// The window the state was written in (its tag): a thread whose
-    /// clock lags may have counted its cells in the window after `now`'s.
-    #[inline(always)]
-    fn mark(&self, stored: u64, _now: u64) -> u64 {
-        self.tag_of(stored)
-    }
-
-    #[inline]
-    fn mark_at(&self, now: u64) -> u64 {
-        self.tag_at(now)
-    }
-
-    #[inline]
-    fn refund(&self, state: u64, mark: u64, cost: u64) -> u64 {
-        self.revoke(state, mark, cost)
-    }
+    tagged_marks!();
 }
 
-impl fmt::Debug for SlidingWindowQuota {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SlidingWindowQuota")
-            .field("limit", &self.limit)
-            .field("window", &self.window())
-            .finish()
-    }
-}
-
-#[cfg(feature = "defmt")]
-impl defmt::Format for SlidingWindowQuota {
-    fn format(&self, f: defmt::Formatter) {
-        defmt::write!(
-            f,
-            "SlidingWindowQuota {{ limit: {=u64}, window: {=u64} }}",
-            self.limit,
-            self.window()
-        )
-    }
-}
+window_quota_fmt!(SlidingWindowQuota);
 
 /// A shared sliding window counter: a [`SlidingWindowQuota`] and one state
 /// word changed by compare-and-swap (a critical section on targets without

@@ -303,12 +303,7 @@ impl<const N: usize> WideBucketedWindow<N> {
     /// Admits `cost` cells at `now` and returns the index of the bucket
     /// they were counted in, or denies and writes nothing.
     pub(crate) fn admit_at(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
-        if cost > self.limit {
-            return Err(Denied::CostTooLarge {
-                cost,
-                limit: self.limit,
-            });
-        }
+        crate::algorithm::within_limit(cost, self.limit)?;
         self.ring.update(
             |ring| {
                 let v = self.view(ring, now);
