@@ -192,6 +192,7 @@ impl Snapshot {
     pub(crate) const fn from_usage(usage: Usage, wait: u64) -> Self {
         Snapshot { usage, wait }
     }
+
     /// The same numbers as a [`Decision`] (what a cost-0 check returns).
     pub const fn to_decision(&self) -> Decision {
         Decision::from_usage(self.usage)
@@ -209,19 +210,39 @@ usage_accessors!(Snapshot, retry_after: "Ticks until one cell would be admitted 
 /// let Err(Denied::Limited(l)) = gcra.check(10) else { unreachable!() };
 /// assert_eq!((l.limit(), l.retry_after(), l.reset_after()), (1, 990, 990));
 /// ```
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Limited {
-    usage: Usage,
-    wait: u64,
+#[derive(Clone, Copy)]
+pub struct Limited(Seen);
+
+/// What a [`Limited`] holds: the quantities in a limiter's units, or, for
+/// GCRA, what the denying step saw, evaluated only when an accessor asks.
+#[derive(Clone, Copy)]
+enum Seen {
+    /// The raw quantities (see the [module docs](self)) and the wait in
+    /// sub-ticks.
+    Usage { usage: Usage, wait: u64 },
+    /// A denied GCRA step: the distance `d = state − now` in state-word
+    /// units (`2·debt`, even), the room `2·(span − cost·T)` it exceeded,
+    /// and the quota's limit, span, `T` and scale. Evaluated as
+    /// `debt = d / 2` and `wait = (d − room) / 2` (shifts, see
+    /// [`gcra`](crate::gcra#the-math)), so a refusal whose details nobody
+    /// reads stores the words it has and computes nothing.
+    Gcra {
+        limit: u64,
+        span: u64,
+        interval: u64,
+        scale: u64,
+        distance: u64,
+        room: u64,
+    },
 }
 
 impl Limited {
     /// A denial in plain cells and ticks, for limiters outside this crate.
     pub const fn new(limit: u64, retry_after: u64, reset_after: u64) -> Self {
-        Limited {
+        Limited(Seen::Usage {
             usage: Usage::counted(limit, 0, reset_after),
             wait: retry_after,
-        }
+        })
     }
     /// Like [`new`](Self::new), saying how many cells of cost 1 would still fit.
     pub const fn with_remaining(
@@ -230,18 +251,131 @@ impl Limited {
         retry_after: u64,
         reset_after: u64,
     ) -> Self {
-        Limited {
+        Limited(Seen::Usage {
             usage: Usage::counted(limit, remaining, reset_after),
             wait: retry_after,
-        }
+        })
     }
     #[inline(always)]
     pub(crate) const fn from_usage(usage: Usage, wait: u64) -> Self {
-        Limited { usage, wait }
+        Limited(Seen::Usage { usage, wait })
+    }
+    /// The denial of a GCRA step of `quota` that saw the distance
+    /// `distance > room` (both in state-word units, even), kept as seen.
+    #[inline(always)]
+    pub(crate) const fn from_gcra_step(quota: &Quota, distance: u64, room: u64) -> Self {
+        Limited(Seen::Gcra {
+            limit: quota.burst(),
+            span: quota.span(),
+            interval: quota.emission_interval(),
+            scale: quota.scale(),
+            distance,
+            room,
+        })
+    }
+    /// The raw quantities and the wait (sub-ticks), evaluated now.
+    #[inline]
+    const fn evaluated(&self) -> (Usage, u64) {
+        match self.0 {
+            Seen::Usage { usage, wait } => (usage, wait),
+            Seen::Gcra {
+                limit,
+                span,
+                interval,
+                scale,
+                distance,
+                room,
+            } => {
+                let short = crate::gcra::step::shortfall(distance, room);
+                (
+                    Usage {
+                        limit,
+                        slack: span.saturating_sub(short.debt),
+                        interval,
+                        until_full: short.debt,
+                        scale,
+                    },
+                    short.wait,
+                )
+            }
+        }
     }
 }
 
-usage_accessors!(Limited, retry_after: "Ticks after which the same cost, checked alone, is admitted.");
+/// [`usage_accessors`]' shape over a [`Limited`]'s evaluated quantities.
+struct LimitedView {
+    usage: Usage,
+    wait: u64,
+}
+
+usage_accessors!(LimitedView, retry_after: "Ticks after which the same cost, checked alone, is admitted.");
+
+impl Limited {
+    #[inline]
+    const fn view(&self) -> LimitedView {
+        let (usage, wait) = self.evaluated();
+        LimitedView { usage, wait }
+    }
+    /// The limit: the burst, the most cells admitted at once.
+    pub const fn limit(&self) -> u64 {
+        self.view().limit()
+    }
+    /// Cells of cost 1 that would be admitted at the same `now`, after
+    /// what this result reports. Never negative.
+    pub const fn remaining(&self) -> u64 {
+        self.view().remaining()
+    }
+    /// Ticks from `now` until the limiter is full again
+    /// (`remaining == limit`) if nothing more is admitted.
+    pub const fn reset_after(&self) -> u64 {
+        self.view().reset_after()
+    }
+    /// Ticks after which the same cost, checked alone, is admitted.
+    pub const fn retry_after(&self) -> u64 {
+        self.view().retry_after()
+    }
+}
+
+impl fmt::Debug for Limited {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limited")
+            .field("limit", &self.limit())
+            .field("remaining", &self.remaining())
+            .field("reset_after", &self.reset_after())
+            .field("retry_after", &self.retry_after())
+            .finish()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Limited {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(
+            f,
+            "Limited {{ limit: {=u64}, remaining: {=u64}, reset_after: {=u64}, retry_after: {=u64} }}",
+            self.limit(),
+            self.remaining(),
+            self.reset_after(),
+            self.retry_after()
+        )
+    }
+}
+
+/// Two denials are equal when they report the same quantities, however
+/// they are held.
+impl PartialEq for Limited {
+    fn eq(&self, other: &Self) -> bool {
+        self.evaluated() == other.evaluated()
+    }
+}
+
+impl Eq for Limited {}
+
+impl core::hash::Hash for Limited {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.evaluated().hash(state)
+    }
+}
 
 /// Why a check did not admit.
 ///
@@ -319,3 +453,56 @@ impl fmt::Display for Denied {
 }
 
 impl core::error::Error for Denied {}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+
+    #[test]
+    fn a_denial_stays_as_small_as_a_limited_of_raw_quantities() {
+        // The GCRA form and the raw form share one tag; `Denied` uses its
+        // spare values: seven words, as before the lazy denial.
+        assert!(core::mem::size_of::<Limited>() <= 7 * 8);
+        assert!(core::mem::size_of::<Denied>() <= 7 * 8);
+    }
+
+    #[test]
+    fn a_kept_gcra_step_equals_and_hashes_as_its_evaluated_quantities() {
+        use core::hash::{Hash, Hasher};
+        struct Sum(u64);
+        impl Hasher for Sum {
+            fn finish(&self) -> u64 {
+                self.0
+            }
+            fn write(&mut self, bytes: &[u8]) {
+                for b in bytes {
+                    self.0 = self.0.wrapping_mul(31).wrapping_add(u64::from(*b));
+                }
+            }
+        }
+        let quota = Quota::per_second(1).with_burst(3).at_hz(1_000);
+        // Debt 2 500 sub-ticks against a room of 2 000 (cost 1): wait 500.
+        let kept = Limited::from_gcra_step(&quota, 5_000, 4_000);
+        let debt = 2_500;
+        let raw = Limited::from_usage(Usage::gcra(&quota, debt), 500);
+        assert_eq!(kept, raw);
+        assert_ne!(kept, Limited::from_usage(Usage::gcra(&quota, debt), 501));
+        let hash = |l: &Limited| {
+            let mut h = Sum(0);
+            l.hash(&mut h);
+            h.finish()
+        };
+        assert_eq!(hash(&kept), hash(&raw));
+        assert_eq!(
+            (
+                kept.limit(),
+                kept.remaining(),
+                kept.retry_after(),
+                kept.reset_after()
+            ),
+            (3, 0, 500, 2_500)
+        );
+        assert_eq!(std::format!("{kept:?}"), std::format!("{raw:?}"));
+    }
+}

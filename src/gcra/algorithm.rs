@@ -5,7 +5,7 @@ use super::step as gcra_step;
 use crate::algorithm::Params;
 use crate::decision::Usage;
 use crate::sync::QuotaCell;
-use crate::{Algorithm, Decision, Denied, Quota, Snapshot};
+use crate::{Algorithm, Decision, Denied, Limited, Quota, Snapshot};
 
 impl Quota {
     /// `now` as a state word (see [`gcra`](crate::gcra#serial-time)): its
@@ -77,7 +77,9 @@ impl Algorithm for Quota {
 
     #[inline(always)]
     fn denial(&self, p: &GcraPrepared, shortfall: GcraShortfall) -> Denied {
-        super::short(self, p.charge.shortfall(shortfall.0))
+        // Kept as the step saw it: debt, wait and slack are computed by
+        // the accessors, if any is read.
+        Denied::Limited(Limited::from_gcra_step(self, shortfall.0, p.charge.room()))
     }
 
     fn peek(&self, state: u64, now: u64) -> Snapshot {

@@ -137,6 +137,20 @@ pub(crate) struct Shortfall {
     pub(crate) wait: u64,
 }
 
+/// The shortfall of a denied [`admit`] from its distance `d = 2·e` and the
+/// room `2·(span − increment)` it exceeded ([`Charge::room`]): the debt `e`
+/// and the wait `e − (span − increment)`. Run when a denial's details are
+/// read ([`Limited`](crate::Limited) keeps `d` and the room), never in the
+/// step.
+#[inline(always)]
+pub(crate) const fn shortfall(d: u64, room: u64) -> Shortfall {
+    // d and room are even, d > room: (d − room)/2 = e − (span − increment).
+    Shortfall {
+        debt: d >> 1,
+        wait: (d - room) >> 1,
+    }
+}
+
 /// `span − increment`: how far the TAT may be ahead of `now` for a charge of
 /// `increment` to fit. The caller ensures `increment ≤ span`.
 #[inline(always)]
@@ -161,15 +175,10 @@ pub(crate) struct Charge {
 }
 
 impl Charge {
-    /// The shortfall of a denied [`admit`] from its distance `d = 2·e`
-    /// (`e` more than the room ahead): the debt `e` and the wait `e − room`.
+    /// `2·(span − increment)`: the room in state-word units.
     #[inline(always)]
-    pub(crate) const fn shortfall(&self, d: u64) -> Shortfall {
-        // d and 2·room are even: (d − 2·room)/2 = e − room.
-        Shortfall {
-            debt: d >> 1,
-            wait: (d - self.room) >> 1,
-        }
+    pub(crate) const fn room(&self) -> u64 {
+        self.room
     }
 
     /// The charge of `increment ≤ span` sub-ticks against `span`.
@@ -185,7 +194,7 @@ impl Charge {
 
 /// One step in the `room` form: the new state word and its debt
 /// `TAT′ − now`, or, denied, the distance `d = state − now` (in word
-/// units) that [`Charge::shortfall`] turns into the shortfall after the
+/// units) that [`shortfall`] turns into the shortfall after the
 /// store was given up (out of a critical section). `now` is a word, and
 /// `charge` was prepared for `increment` and `room = span − increment`.
 ///
@@ -384,7 +393,7 @@ mod tests {
                                 );
                             }
                             (Err(d), Err((debt, wait))) => {
-                                let s = Charge::new(span, increment).shortfall(d);
+                                let s = shortfall(d, Charge::new(span, increment).room());
                                 assert_eq!((s.debt, s.wait), (debt, wait));
                             }
                             other => panic!("{other:?} at tat {tat} now {now} origin {origin}"),
