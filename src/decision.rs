@@ -286,16 +286,16 @@ impl Limited {
                 distance,
                 room,
             } => {
-                let short = crate::gcra::step::shortfall(distance, room);
+                let (debt, wait) = shortfall(distance, room);
                 (
                     Usage {
                         limit,
-                        slack: span.saturating_sub(short.debt),
+                        slack: span.saturating_sub(debt),
                         interval,
-                        until_full: short.debt,
+                        until_full: debt,
                         scale,
                     },
-                    short.wait,
+                    wait,
                 )
             }
         }
@@ -453,6 +453,16 @@ impl fmt::Display for Denied {
 }
 
 impl core::error::Error for Denied {}
+
+/// The shortfall of a denied GCRA step (`gcra::step::admit`) from its
+/// distance `d = 2·e` and the room `2·(span − increment)` it exceeded: the
+/// debt `e` and the wait `e − (span − increment)`, in that order. Run when a denial's
+/// details are read ([`Limited`] keeps `d` and the room), never in the step.
+#[inline(always)]
+pub(crate) const fn shortfall(d: u64, room: u64) -> (u64, u64) {
+    // d and room are even, d > room: (d − room)/2 = e − (span − increment).
+    (d >> 1, (d - room) >> 1)
+}
 
 #[cfg(test)]
 mod tests {

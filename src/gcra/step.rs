@@ -137,20 +137,6 @@ pub(crate) struct Shortfall {
     pub(crate) wait: u64,
 }
 
-/// The shortfall of a denied [`admit`] from its distance `d = 2·e` and the
-/// room `2·(span − increment)` it exceeded ([`Charge::room`]): the debt `e`
-/// and the wait `e − (span − increment)`. Run when a denial's details are
-/// read ([`Limited`](crate::Limited) keeps `d` and the room), never in the
-/// step.
-#[inline(always)]
-pub(crate) const fn shortfall(d: u64, room: u64) -> Shortfall {
-    // d and room are even, d > room: (d − room)/2 = e − (span − increment).
-    Shortfall {
-        debt: d >> 1,
-        wait: (d - room) >> 1,
-    }
-}
-
 /// `span − increment`: how far the TAT may be ahead of `now` for a charge of
 /// `increment` to fit. The caller ensures `increment ≤ span`.
 #[inline(always)]
@@ -393,8 +379,11 @@ mod tests {
                                 );
                             }
                             (Err(d), Err((debt, wait))) => {
-                                let s = shortfall(d, Charge::new(span, increment).room());
-                                assert_eq!((s.debt, s.wait), (debt, wait));
+                                let s = crate::decision::shortfall(
+                                    d,
+                                    Charge::new(span, increment).room(),
+                                );
+                                assert_eq!(s, (debt, wait));
                             }
                             other => panic!("{other:?} at tat {tat} now {now} origin {origin}"),
                         }
