@@ -1,5 +1,5 @@
 //! Configuration with serde (feature `serde`): quotas in a structured and a
-//! human form, the algorithm kind, [`LimiterConfig`], keyed tables with
+//! human form, the algorithm kind, [`LimiterConfig`](crate::LimiterConfig), keyed tables with
 //! their overrides, and named tiers; with `tower`, the HTTP layer's rules
 //! ([`crate::tower::config`]).
 //!
