@@ -151,6 +151,21 @@ pub trait Algorithm {
     /// assert_eq!(w.refund(s, w.mark_at(150), 1), s);
     /// ```
     fn refund(&self, state: u64, mark: u64, cost: u64) -> u64;
+
+    /// `state`, a word of these parameters, re-expressed for `new` at
+    /// `now`: what a container stores when its parameters are replaced
+    /// (`set_quota`). Every container that swaps the parameters of existing
+    /// words passes each word through this: a window's packing depends on
+    /// its limit, a TAT's units on the scale. Never admits more cells than
+    /// the word had counted.
+    ///
+    /// ```
+    /// use cellrate::{Algorithm, window::FixedWindowQuota};
+    /// let (old, new) = (FixedWindowQuota::new(10, 100), FixedWindowQuota::new(1_000, 100));
+    /// let (s, _) = old.check(FixedWindowQuota::NEW, 5, 7).unwrap();
+    /// assert_eq!(new.peek(old.translate(s, 5, &new), 5).remaining(), 993);
+    /// ```
+    fn translate(&self, state: u64, now: u64, new: &Self) -> u64;
 }
 
 /// Where a shared limiter's parameters live: in the limiter, fixed between
@@ -224,11 +239,6 @@ impl<P> Limiter<P> {
     #[inline(always)]
     pub(crate) fn state(&self) -> &StateWord {
         &self.state
-    }
-
-    /// Both, for `&mut self` reconfiguration.
-    pub(crate) fn parts_mut(&mut self) -> (&mut P, &StateWord) {
-        (&mut self.params, &self.state)
     }
 }
 
@@ -350,6 +360,28 @@ impl<A: Algorithm + Copy> Limiter<A> {
     /// ```
     pub fn reset(&self) {
         self.clear()
+    }
+
+    /// Replaces the parameters at `now`: the state is re-expressed for
+    /// them by [`Algorithm::translate`] (for the windows, the counts of the
+    /// window holding `now` are kept, at most the new limit, in the new
+    /// grid: a client that used 7 cells of this window has used 7 of the
+    /// new one, which ends where the new grid says). Returns the parameters
+    /// now in force (`quota`: it was checked when built, so nothing can
+    /// refuse it here).
+    ///
+    /// ```
+    /// use cellrate::{RateLimiter, window::{FixedWindow, FixedWindowQuota}};
+    /// let mut w = FixedWindow::new(10, 1_000);
+    /// w.check_n(0, 7).unwrap();
+    /// w.set_quota(500, FixedWindowQuota::new(20, 2_000));
+    /// assert_eq!(w.peek(500).remaining(), 13);
+    /// ```
+    pub fn set_quota(&mut self, now: u64, quota: A) -> A {
+        let state = self.params.translate(self.state.load(), now, &quota);
+        self.params = quota;
+        self.state.store(state);
+        quota
     }
 }
 

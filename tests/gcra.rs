@@ -648,3 +648,24 @@ fn unix_time_is_a_clock() {
         }
     }
 }
+
+/// `Algorithm::translate` at another scale: the debt is kept as time,
+/// re-expressed in the new sub-ticks (rounded up), so the client owes the
+/// same ticks under the new quota, and an idle word stays full.
+#[test]
+fn translate_keeps_the_debt_as_time_across_scales() {
+    use cellrate::Limiter;
+    let old = Quota::per_second(1).at_hz(1_000);
+    let new = Quota::per_second(3).with_burst(1).at_hz(1_000);
+    assert_ne!(old.scale(), new.scale());
+    let mut l = Limiter::with_quota(old);
+    l.check_n(7, 1).unwrap(); // owes 1 000 ticks: TAT 1 007
+    assert_eq!(l.set_quota(7, new), new);
+    // Burst 1: admitted once the debt is paid, at 1 007, not a tick before.
+    assert_eq!(l.check(1_006).unwrap_err().retry_after(), Some(1));
+    assert!(l.check(1_007).is_ok());
+    // An idle limiter is full under the new quota.
+    let mut idle = Limiter::with_quota(old);
+    idle.set_quota(5_000, new);
+    assert_eq!(idle.peek(5_000).remaining(), 1);
+}

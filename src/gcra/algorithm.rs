@@ -108,6 +108,23 @@ impl Algorithm for Quota {
     fn refund(&self, state: u64, mark: u64, cost: u64) -> u64 {
         super::refund(self, state, self.now_word(mark), cost)
     }
+
+    /// The TAT kept, so the debt is kept as time (`Gcra::set_quota`'s
+    /// rule); at another scale the debt is re-expressed in the new
+    /// sub-ticks, rounded up (a later TAT admits less). An idle word stays
+    /// idle.
+    fn translate(&self, state: u64, now: u64, new: &Self) -> u64 {
+        if self.scale() == new.scale() {
+            return state;
+        }
+        let debt = gcra_step::debt(state, self.now_word(now));
+        if debt == 0 {
+            return <Quota as Algorithm>::NEW;
+        }
+        let scaled = (debt as u128 * new.scale() as u128).div_ceil(self.scale() as u128);
+        let debt = scaled.min(gcra_step::REACH as u128) as u64;
+        gcra_step::later(new.now_word(now), debt)
+    }
 }
 
 /// A GCRA limiter whose quota `set_quota` replaces through `&self` reads

@@ -144,6 +144,9 @@ impl Algorithm for LiveQuota {
     fn refund(&self, state: u64, mark: u64, cost: u64) -> u64 {
         self.cell.load().refund(state, mark, cost)
     }
+    fn translate(&self, state: u64, now: u64, new: &Self) -> u64 {
+        self.cell.load().translate(state, now, &new.cell.load())
+    }
 }
 
 impl<A, S, O> super::KeyedTable<A, S, O> {

@@ -561,27 +561,6 @@ impl BucketedWindowQuota {
         };
         (stored << self.counts_bits) | (counts - cost.min(held) * fields)
     }
-
-    /// A state word of this quota re-expressed for `new` at `now`: the
-    /// cells in `now`'s window, at most the new limit, all counted in
-    /// `now`'s bucket of the new grid (they then stay a whole new window:
-    /// it can deny more than the old parameters would, never admit more
-    /// cells than were counted).
-    ///
-    /// ```
-    /// use cellrate::Algorithm;
-    /// use cellrate::window::BucketedWindowQuota;
-    /// let (old, new) = (BucketedWindowQuota::new(10, 60, 6), BucketedWindowQuota::new(100, 60, 3));
-    /// let (s, _) = old.check(BucketedWindowQuota::NEW, 5, 7).unwrap();
-    /// assert_eq!(new.peek(old.translate(s, 15, &new), 15).remaining(), 93);
-    /// ```
-    pub fn translate(&self, state: u64, now: u64, new: &BucketedWindowQuota) -> u64 {
-        let total = self.total(self.view(state, &self.at(now)).counts);
-        if total == 0 {
-            return BucketedWindowQuota::NEW;
-        }
-        new.at(now).base | total.min(new.limit)
-    }
 }
 
 /// The bucket-count checks both bucketed forms make: `1 ≤ buckets ≤ max`,
@@ -694,6 +673,19 @@ impl Algorithm for BucketedWindowQuota {
     }
 
     tagged_marks!();
+
+    /// A state word of this quota re-expressed for `new` at `now`: the
+    /// cells in `now`'s window, at most the new limit, all counted in
+    /// `now`'s bucket of the new grid (they then stay a whole new window:
+    /// it can deny more than the old parameters would, never admit more
+    /// cells than were counted).
+    fn translate(&self, state: u64, now: u64, new: &Self) -> u64 {
+        let total = self.total(self.view(state, &self.at(now)).counts);
+        if total == 0 {
+            return BucketedWindowQuota::NEW;
+        }
+        new.at(now).base | total.min(new.limit)
+    }
 }
 
 impl fmt::Debug for BucketedWindowQuota {
@@ -757,24 +749,6 @@ impl Limiter<BucketedWindowQuota> {
         Ok(Self::with_quota(BucketedWindowQuota::try_new(
             limit, window, buckets,
         )?))
-    }
-
-    /// Replaces the parameters at `now` (see
-    /// [`BucketedWindowQuota::translate`]); returns them.
-    ///
-    /// ```
-    /// use cellrate::{RateLimiter, window::{BucketedWindow, BucketedWindowQuota}};
-    /// let mut w = BucketedWindow::new(10, 1_000, 4);
-    /// w.check_n(0, 6).unwrap();
-    /// w.set_quota(0, BucketedWindowQuota::new(8, 1_000, 8));
-    /// assert_eq!(w.peek(0).remaining(), 2);
-    /// ```
-    pub fn set_quota(&mut self, now: u64, quota: BucketedWindowQuota) -> BucketedWindowQuota {
-        let (params, word) = self.parts_mut();
-        let state = params.translate(word.load(), now, &quota);
-        *params = quota;
-        word.store(state);
-        quota
     }
 }
 

@@ -290,28 +290,6 @@ impl FixedWindowQuota {
         let count = state & self.count_mask;
         self.pack(tag, count.saturating_sub(cost))
     }
-
-    /// A state word of this quota re-expressed for `new` at `now`: the count
-    /// of the window holding `now` is kept (at most the new limit) and
-    /// re-tagged in the new grid. Containers that swap the parameters of
-    /// existing words must pass each word through this: the packing depends
-    /// on the limit.
-    ///
-    /// ```
-    /// use cellrate::Algorithm;
-    /// use cellrate::window::FixedWindowQuota;
-    /// let (old, new) = (FixedWindowQuota::new(10, 100), FixedWindowQuota::new(1_000, 100));
-    /// let (s, _) = old.check(FixedWindowQuota::NEW, 5, 7).unwrap();
-    /// assert_eq!(new.peek(old.translate(s, 5, &new), 5).remaining(), 993);
-    /// ```
-    pub fn translate(&self, state: u64, now: u64, new: &FixedWindowQuota) -> u64 {
-        let v = self.view(state, &self.at(now));
-        if v.count == 0 {
-            return FixedWindowQuota::NEW;
-        }
-        let (index, _) = new.window.div_rem(now);
-        new.pack(index & new.tag_mask, v.count.min(new.limit))
-    }
 }
 
 /// What [`FixedWindowQuota`]'s [`prepare`](Algorithm::prepare) computes
@@ -404,6 +382,20 @@ impl Algorithm for FixedWindowQuota {
     }
 
     tagged_marks!();
+
+    /// A state word of this quota re-expressed for `new` at `now`: the count
+    /// of the window holding `now` is kept (at most the new limit) and
+    /// re-tagged in the new grid. Containers that swap the parameters of
+    /// existing words must pass each word through this: the packing depends
+    /// on the limit.
+    fn translate(&self, state: u64, now: u64, new: &Self) -> u64 {
+        let v = self.view(state, &self.at(now));
+        if v.count == 0 {
+            return FixedWindowQuota::NEW;
+        }
+        let (index, _) = new.window.div_rem(now);
+        new.pack(index & new.tag_mask, v.count.min(new.limit))
+    }
 }
 
 window_quota_fmt!(FixedWindowQuota);
@@ -441,29 +433,6 @@ impl Limiter<FixedWindowQuota> {
     /// ```
     pub fn try_new(limit: u64, window: u64) -> Result<Self, WindowError> {
         Ok(Self::with_quota(FixedWindowQuota::try_new(limit, window)?))
-    }
-
-    /// Replaces the parameters at `now`. The count of the window holding
-    /// `now` is kept (clamped to the new limit) and re-tagged in the new
-    /// window grid: a client that used 7 cells of this window has used 7 of
-    /// the new one, which ends where the new grid says.
-    ///
-    /// ```
-    /// use cellrate::{RateLimiter, window::{FixedWindow, FixedWindowQuota}};
-    /// let mut w = FixedWindow::new(10, 1_000);
-    /// w.check_n(0, 7).unwrap();
-    /// w.set_quota(500, FixedWindowQuota::new(20, 2_000));
-    /// assert_eq!(w.peek(500).remaining(), 13);
-    /// ```
-    ///
-    /// Returns the parameters now in force (`quota`: it was checked when
-    /// built, so nothing can refuse it here).
-    pub fn set_quota(&mut self, now: u64, quota: FixedWindowQuota) -> FixedWindowQuota {
-        let (params, word) = self.parts_mut();
-        let state = params.translate(word.load(), now, &quota);
-        *params = quota;
-        word.store(state);
-        quota
     }
 }
 

@@ -405,31 +405,6 @@ impl SlidingWindowQuota {
             state
         }
     }
-
-    /// A state word of this quota re-expressed for `new` at `now`: both
-    /// counts kept (at most the new limit), re-tagged in the new grid.
-    /// Containers that swap the parameters of existing words must pass each
-    /// word through this: the packing depends on the limit.
-    ///
-    /// ```
-    /// use cellrate::Algorithm;
-    /// use cellrate::window::SlidingWindowQuota;
-    /// let (old, new) = (SlidingWindowQuota::new(10, 100), SlidingWindowQuota::new(1_000, 100));
-    /// let (s, _) = old.check(SlidingWindowQuota::NEW, 5, 7).unwrap();
-    /// assert_eq!(new.peek(old.translate(s, 5, &new), 5).remaining(), 993);
-    /// ```
-    pub fn translate(&self, state: u64, now: u64, new: &SlidingWindowQuota) -> u64 {
-        let v = self.view(state, &self.at(now));
-        if v.prev == 0 && v.cur == 0 {
-            return SlidingWindowQuota::NEW;
-        }
-        let (index, _) = new.window.div_rem(now);
-        new.pack(
-            index & new.tag_mask,
-            v.prev.min(new.limit),
-            v.cur.min(new.limit),
-        )
-    }
 }
 
 /// What [`SlidingWindowQuota`]'s [`prepare`](Algorithm::prepare) computes
@@ -533,6 +508,23 @@ impl Algorithm for SlidingWindowQuota {
     }
 
     tagged_marks!();
+
+    /// A state word of this quota re-expressed for `new` at `now`: both
+    /// counts kept (at most the new limit), re-tagged in the new grid.
+    /// Containers that swap the parameters of existing words must pass each
+    /// word through this: the packing depends on the limit.
+    fn translate(&self, state: u64, now: u64, new: &Self) -> u64 {
+        let v = self.view(state, &self.at(now));
+        if v.prev == 0 && v.cur == 0 {
+            return SlidingWindowQuota::NEW;
+        }
+        let (index, _) = new.window.div_rem(now);
+        new.pack(
+            index & new.tag_mask,
+            v.prev.min(new.limit),
+            v.cur.min(new.limit),
+        )
+    }
 }
 
 window_quota_fmt!(SlidingWindowQuota);
@@ -572,30 +564,6 @@ impl Limiter<SlidingWindowQuota> {
         Ok(Self::with_quota(SlidingWindowQuota::try_new(
             limit, window,
         )?))
-    }
-
-    /// Replaces the parameters at `now`. The previous and current counts are
-    /// kept (clamped to the new limit) and assigned to the new grid's
-    /// previous and current windows: the estimate right after is the old
-    /// counts weighted by the new window's elapsed time, an approximation
-    /// like the counter itself.
-    ///
-    /// ```
-    /// use cellrate::{RateLimiter, window::{SlidingWindow, SlidingWindowQuota}};
-    /// let mut w = SlidingWindow::new(10, 1_000);
-    /// w.check_n(0, 6).unwrap();
-    /// w.set_quota(0, SlidingWindowQuota::new(8, 1_000));
-    /// assert_eq!(w.peek(0).remaining(), 2);
-    /// ```
-    ///
-    /// Returns the parameters now in force (`quota`: it was checked when
-    /// built, so nothing can refuse it here).
-    pub fn set_quota(&mut self, now: u64, quota: SlidingWindowQuota) -> SlidingWindowQuota {
-        let (params, word) = self.parts_mut();
-        let state = params.translate(word.load(), now, &quota);
-        *params = quota;
-        word.store(state);
-        quota
     }
 }
 
