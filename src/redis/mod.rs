@@ -170,7 +170,7 @@ mod tokio;
 pub use self::tokio::AsyncRedisGcra;
 pub use blocking::{RedisGcra, MAX_IDLE};
 pub use config::{FailurePolicy, RedisConfig, Target};
-pub use policy::{RedisPolicy, RedisTier};
+pub use policy::{RedisPolicy, RedisTier, TierAlgorithm};
 pub use protocol::MAX_KEYS_PER_CALL;
 
 pub(crate) use degrade::{Backoff, Degrade};
@@ -227,6 +227,18 @@ pub const MAX_SPAN_SUB_TICKS: u64 = 1 << 52;
 /// ```
 pub const MAX_SCALE: u64 = 1 << 14;
 
+/// The largest limit of a sliding-log tier on Redis: its value holds one
+/// expiry time per cell of the window (at most 17 digits each), read and
+/// written whole by every check of the client.
+///
+/// ```
+/// use cellrate::compose::{AlgorithmKind, LimiterConfig};
+/// use cellrate::redis::{Error, RedisTier, MAX_LOG_LIMIT};
+/// let c = LimiterConfig::new(AlgorithmKind::SlidingLog, MAX_LOG_LIMIT + 1, 1_000, 1_000);
+/// assert!(matches!(RedisTier::from_config("t", &c), Err(Error::QuotaTooLong)));
+/// ```
+pub const MAX_LOG_LIMIT: u64 = 4_096;
+
 /// The most tiers one policy may have.
 ///
 /// ```
@@ -271,6 +283,8 @@ pub enum Error {
     TierCount,
     /// Scopes given do not match the tiers made `per_scope`.
     ScopeMismatch,
+    /// A tier's configuration is invalid.
+    Config(crate::compose::ConfigError),
     /// Two tiers of a policy could share a key (the same name, or a
     /// per-scope tier `n` and a tier named `n:…`).
     DuplicateTier,
@@ -292,7 +306,10 @@ impl fmt::Display for Error {
             Error::Backoff => f.write_str("redis unreachable; waiting before reconnecting"),
             Error::BadReply => f.write_str("unexpected reply from the rate-limit script"),
             Error::InvalidKey => f.write_str("prefix, client and scope may not contain '{' or '}'"),
-            Error::QuotaTooLong => f.write_str("quota span exceeds 2^52 µs"),
+            Error::QuotaTooLong => f.write_str(
+                "quota too large for the script's exact integers (a span or window over 2^52 µs, a sliding window's limit × window over 2^53, or a log over MAX_LOG_LIMIT)",
+            ),
+            Error::Config(e) => write!(f, "tier configuration: {e}"),
             Error::Imprecise => {
                 f.write_str("rate too fine for the script's sub-microseconds (would lose over 1 %)")
             }
