@@ -131,6 +131,6 @@ cargo build --features redis,axum,tracing,serde --example gateway
 cargo test --features redis,axum,tracing,serde --test tower_redis --test gateway --test tower_config \
     -- --include-ignored 2>&1 | tee "$work/tower.log"
 cargo test --features redis,axum,tracing,serde --doc -- tower::config
-counted "$work/tower.log" tests/tower_redis.rs 2
+counted "$work/tower.log" tests/tower_redis.rs 4
 counted "$work/tower.log" tests/gateway.rs 2
 counted "$work/tower.log" tests/tower_config.rs 5
