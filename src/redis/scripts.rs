@@ -9,6 +9,9 @@
 //! written once is the rule of every script (the redis tests replay every
 //! script's decisions on a local [`Gcra`](crate::Gcra) to check it).
 //!
+//! The tiers script (policies with a window tier) adds `lua/window.lua`
+//! and one `lua/step_*.lua` per window algorithm before its own file.
+//!
 //! The contract of each script (keys, arguments, reply) is on its constant
 //! below; the math and the integer bounds are in the [module docs](super).
 //! A script is sent by its SHA1 (`EVALSHA`) and loaded with `SCRIPT LOAD`
