@@ -511,3 +511,71 @@ fn the_fallback_runs_the_tiers_algorithm() {
     let retry = last.denied().unwrap().retry_after().unwrap();
     assert!(retry <= 60_000_000, "{retry}");
 }
+
+/// The async client (concurrent checks coalesced into shared calls of the
+/// tiers script) decides each window algorithm like the in-process
+/// limiter: per client, in the order each call decided (by server time;
+/// within one call, admissions leave one cell fewer each).
+#[test]
+#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
+fn the_async_client_decides_every_algorithm_like_in_process() {
+    let url = standalone();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    for tier in window_tiers() {
+        let policy = RedisPolicy::new(unique("algasync"), vec![tier.clone()]).unwrap();
+        let rl = Arc::new(
+            cellrate::redis::AsyncRedisGcra::new(
+                Target::standalone(&url).unwrap(),
+                policy,
+                RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_millis(500)),
+            )
+            .unwrap(),
+        );
+        let clients = ["a", "b", "c", "d"];
+        let mut logs: Vec<Vec<(u64, Outcome)>> = vec![Vec::new(); clients.len()];
+        for _ in 0..20 {
+            let outcomes = rt.block_on(async {
+                let tasks: Vec<_> = (0..8)
+                    .map(|i| {
+                        let rl = rl.clone();
+                        tokio::spawn(async move {
+                            (
+                                i % 4,
+                                rl.try_check_n(clients[i % 4], None, 1).await.unwrap(),
+                            )
+                        })
+                    })
+                    .collect();
+                let mut out = Vec::new();
+                for t in tasks {
+                    out.push(t.await.unwrap());
+                }
+                out
+            });
+            for (c, o) in outcomes {
+                logs[c].push((o.server_time().unwrap(), o));
+            }
+            thread::sleep(Duration::from_millis(3));
+        }
+        for log in &mut logs {
+            log.sort_by_key(|(t, o)| {
+                let s = seen(&o.results()[0]);
+                (*t, !s.0, std::cmp::Reverse(s.2))
+            });
+            let reference = local(&tier);
+            for (now, o) in log.iter() {
+                let expected = reference.check_n(*now, 1);
+                assert_eq!(
+                    seen(&o.results()[0]),
+                    seen(&expected),
+                    "{} at {now}",
+                    tier.name()
+                );
+            }
+        }
+    }
+}

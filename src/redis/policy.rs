@@ -622,6 +622,53 @@ pub(super) mod tests {
         assert_eq!(after_kept, total);
     }
 
+    /// A window of W ticks at hz runs as ⌈W·10⁶/hz⌉ µs: exact when that is
+    /// whole, else rounded up (never down), refused over 1 % or 2⁵² µs.
+    #[test]
+    fn windows_map_onto_server_microseconds_rounding_up() {
+        // Reference: rational arithmetic, by brute force over small values.
+        for hz in [1u64, 7, 1_000, 32_768, 1_000_000, 3_000_000_000] {
+            for ticks in (1u64..200).chain([59_999, 60_000, 86_400_000]) {
+                let exact_num = ticks as u128 * 1_000_000;
+                match micros_up(ticks, hz) {
+                    Ok((us, exact)) => {
+                        let us = us as u128;
+                        assert!(us * hz as u128 >= exact_num, "{ticks}@{hz}");
+                        assert!(
+                            (us - 1) * (hz as u128) < exact_num,
+                            "{ticks}@{hz}: not the least"
+                        );
+                        assert_eq!(exact, us * hz as u128 == exact_num);
+                        assert!(100 * (us * hz as u128 - exact_num) <= us * hz as u128);
+                    }
+                    Err(Error::Imprecise) => {
+                        let us = exact_num.div_ceil(hz as u128);
+                        assert!(100 * (us * hz as u128 - exact_num) > us * hz as u128 || us == 0);
+                    }
+                    Err(Error::QuotaTooLong) => {
+                        assert_eq!(exact_num.div_ceil(hz as u128), 0, "{ticks}@{hz}");
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        assert!(matches!(
+            micros_up(1 << 53, 1_000_000),
+            Err(Error::QuotaTooLong)
+        ));
+        let c = LimiterConfig::new(AlgorithmKind::SlidingWindow, 1 << 20, 1 << 34, 1_000_000);
+        assert!(matches!(
+            RedisTier::from_config("t", &c),
+            Err(Error::QuotaTooLong)
+        ));
+        let c = LimiterConfig::new(AlgorithmKind::Gcra, 10, 1_000, 1_000);
+        let t = RedisTier::from_config("t", &c).unwrap();
+        assert_eq!(
+            t,
+            RedisTier::new("t", Quota::per_ticks(10, 1_000).at_hz(1_000)).unwrap()
+        );
+    }
+
     #[test]
     fn rates_too_fine_for_the_scale_are_refused() {
         // 999 999 999/s: T = 10⁶/999 999 999 µs ≈ 16.4/MAX_SCALE µs → 17: 3.6 % lost.
