@@ -18,7 +18,15 @@
 //!   connection (which the `redis` crate pipelines), on a single-threaded
 //!   tokio runtime.
 //!
-//! Every decision of ours is admitted (a generous quota over 64 clients), so
+//! * in the interleaved comparison only, `single` and `pipelined_64` for each
+//!   window algorithm on Redis (`RedisTier::from_config`, the tiers script):
+//!   fixed window (10⁶ per s), sliding window (10⁶ per s), bucketed window
+//!   (255 per 1.2 s in 6 buckets, the most its word holds: most decisions past
+//!   the first few batches are denials) and sliding log (64 per s: its value
+//!   holds one expiry per cell, so a larger limit costs more per check),
+//!   each ÷ the same `incr_expire` baseline.
+//!
+//! Every GCRA decision of ours is admitted (a generous quota over 64 clients), so
 //! every one writes its key: the costliest path of the script. All run in
 //! the same process against the same server, so compare their throughputs
 //! as ratios. Needs a server:
@@ -45,7 +53,10 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use cellrate::redis::{AsyncRedisGcra, FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, Target};
+use cellrate::compose::{AlgorithmKind, LimiterConfig};
+use cellrate::redis::{
+    AsyncRedisGcra, FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, RedisTier, Target,
+};
 use cellrate::Quota;
 use criterion::{BatchSize, Criterion, Throughput};
 
@@ -151,6 +162,39 @@ impl Async {
     }
 }
 
+/// A limiter on `url` with one tier of `kind`: `limit` per second (the
+/// bucketed window per 1.2 s in 6 buckets of 200 ms).
+fn window_limiter(url: &str, kind: AlgorithmKind, limit: u64) -> RedisGcra {
+    let mut c = LimiterConfig::new(kind, limit, 1_000, 1_000);
+    if kind == AlgorithmKind::BucketedWindow {
+        c = LimiterConfig::new(kind, limit, 1_200, 1_000).with_buckets(6);
+    }
+    let policy = RedisPolicy::new(
+        format!("bench-{}", kind.as_str()),
+        vec![RedisTier::from_config("api", &c).unwrap()],
+    )
+    .unwrap();
+    RedisGcra::new(
+        Target::standalone(url).unwrap(),
+        policy,
+        RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_secs(2)),
+    )
+    .unwrap()
+}
+
+/// The window algorithms the interleaved comparison runs.
+fn window_limiters(url: &str) -> Vec<(&'static str, RedisGcra)> {
+    [
+        (AlgorithmKind::FixedWindow, 1_000_000),
+        (AlgorithmKind::SlidingWindow, 1_000_000),
+        (AlgorithmKind::BucketedWindow, 255),
+        (AlgorithmKind::SlidingLog, 64),
+    ]
+    .into_iter()
+    .map(|(kind, limit)| (kind.as_str(), window_limiter(url, kind, limit)))
+    .collect()
+}
+
 /// The interleaved comparison (see the module docs).
 fn interleaved(
     limiter: &RedisGcra,
@@ -158,7 +202,10 @@ fn interleaved(
     keys: &[String],
     window_keys: &[String],
     asynch: &Async,
+    windows: &[(&'static str, RedisGcra)],
 ) {
+    let mut per_alg: Vec<(Vec<f64>, Vec<f64>)> =
+        windows.iter().map(|_| Default::default()).collect();
     let (async_keys, async_window_keys) = (Arc::new(keys.to_vec()), Arc::new(window_keys.to_vec()));
     let mut concurrent = Vec::new();
     let batch: Vec<(&str, Option<&str>, u64)> =
@@ -193,6 +240,33 @@ fn interleaved(
                 .query(conn)
                 .unwrap();
         });
+        for ((_, w), (single_r, piped_r)) in windows.iter().zip(per_alg.iter_mut()) {
+            let batch_w = rate(150, BATCH, || {
+                w.try_check_batch(&batch).unwrap();
+            });
+            let base_w = rate(150, BATCH, || {
+                let _: Vec<u64> = fixed_window(window_keys).query(conn).unwrap();
+            });
+            let one_w = rate(400, 1, || {
+                n = (n + 1) % BATCH;
+                w.try_check_n(&keys[n], None, 1).unwrap();
+            });
+            let base_one = rate(400, 1, || {
+                n = (n + 1) % BATCH;
+                let _: (u64,) = redis::pipe()
+                    .cmd("INCR")
+                    .arg(&window_keys[n])
+                    .cmd("EXPIRE")
+                    .arg(&window_keys[n])
+                    .arg(1)
+                    .arg("NX")
+                    .ignore()
+                    .query(conn)
+                    .unwrap();
+            });
+            piped_r.push(batch_w / base_w);
+            single_r.push(one_w / base_one);
+        }
         let ours_async = rate(150, BATCH, || asynch.ours(&async_keys));
         let base_async = rate(150, BATCH, || asynch.baseline(&async_window_keys));
         concurrent.push(ours_async / base_async);
@@ -213,6 +287,16 @@ fn interleaved(
         ("async_64, gcra_script ÷ incr_expire", concurrent),
     ] {
         paired::report(&format!("{name}, decisions/s"), &mut ratios);
+    }
+    for ((alg, _), (mut single_r, mut piped_r)) in windows.iter().zip(per_alg) {
+        paired::report(
+            &format!("single, {alg} ÷ incr_expire, decisions/s"),
+            &mut single_r,
+        );
+        paired::report(
+            &format!("pipelined_64, {alg} ÷ incr_expire built per call, decisions/s"),
+            &mut piped_r,
+        );
     }
 }
 
@@ -259,7 +343,15 @@ fn paired_ratios() {
     let Some(url) = server_url() else { return };
     let mut s = setup(&url);
     let asynch = Async::new(&url, s.limiter.policy().clone());
-    interleaved(&s.limiter, &mut s.conn, &s.keys, &s.window_keys, &asynch);
+    let windows = window_limiters(&url);
+    interleaved(
+        &s.limiter,
+        &mut s.conn,
+        &s.keys,
+        &s.window_keys,
+        &asynch,
+        &windows,
+    );
 }
 
 fn bench(c: &mut Criterion) {

@@ -278,3 +278,62 @@ async fn async_backend_through_an_outage() {
 fn futures_block<F: std::future::Future>(f: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
 }
+
+/// A fixed-window tier per client and a GCRA tier per endpoint, through
+/// the layer on Redis: each refuses in turn, a refusal by one charges the
+/// other nothing, and the fields announce both tiers.
+async fn a_fixed_window_and_a_gcra_tier<L: RedisClient>(
+    make: fn(Target, RedisPolicy, RedisConfig) -> Result<L, cellrate::redis::Error>,
+) {
+    use cellrate::compose::{AlgorithmKind, LimiterConfig};
+    let bin = std::env::var("CELLRATE_REDIS_SERVER")
+        .expect("CELLRATE_REDIS_SERVER is not set: this test needs redis-server (run scripts/stages/70-redis.sh)");
+    let server = Server::start(&bin);
+    let window = LimiterConfig::new(AlgorithmKind::FixedWindow, 3, 60_000, 1_000);
+    let policy = RedisPolicy::new(
+        unique("mixed"),
+        vec![
+            RedisTier::from_config("key", &window).unwrap(),
+            RedisTier::new("endpoint", Quota::per_minute(2).at_hz(1_000))
+                .unwrap()
+                .per_scope(),
+        ],
+    )
+    .unwrap();
+    let rl = make(
+        Target::standalone(&server.url()).unwrap(),
+        policy,
+        config(FailurePolicy::Closed),
+    )
+    .unwrap();
+    let (addr, task) = serve(RedisBackend::new(rl)).await;
+    let mut codes = Vec::new();
+    let mut last = None;
+    for path in ["/a", "/a", "/a", "/b", "/b"] {
+        let r = get_key(addr, path, "alice").await;
+        consistent(&r);
+        assert_eq!(announced(&r.headers), [(3, 60), (2, 60)]);
+        codes.push(r.status.as_u16());
+        last = Some(r);
+    }
+    // /a: the endpoint's GCRA (2) refuses the third, which the window does
+    // not count; /b: the window's third cell, then the window refuses.
+    assert_eq!(codes, [200, 200, 429, 200, 429]);
+    let last = last.unwrap();
+    let state = params(last.headers["ratelimit"].to_str().unwrap());
+    // The window is spent; the /b endpoint was charged once, not twice.
+    assert_eq!((state[0].1["r"], state[1].1["r"]), (0, 1), "{state:?}");
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
+async fn blocking_backend_with_a_fixed_window_tier() {
+    a_fixed_window_and_a_gcra_tier::<RedisGcra>(RedisGcra::new).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
+async fn async_backend_with_a_fixed_window_tier() {
+    a_fixed_window_and_a_gcra_tier::<AsyncRedisGcra>(AsyncRedisGcra::new).await;
+}

@@ -122,6 +122,7 @@ cargo bench --no-run --features redis
 cargo test --features redis --lib --tests -- --include-ignored 2>&1 | tee "$work/test.log"
 cargo test --features redis --doc
 counted "$work/test.log" tests/redis.rs 25
+counted "$work/test.log" tests/redis_algorithms.rs 9
 # The tower layer on both Redis clients through an outage (tests/tower_redis.rs),
 # the gateway example on Redis (tests/gateway.rs) and a layer configured onto
 # Redis (tests/tower_config.rs; `serde` on in the same build).
@@ -130,6 +131,6 @@ cargo build --features redis,axum,tracing,serde --example gateway
 cargo test --features redis,axum,tracing,serde --test tower_redis --test gateway --test tower_config \
     -- --include-ignored 2>&1 | tee "$work/tower.log"
 cargo test --features redis,axum,tracing,serde --doc -- tower::config
-counted "$work/tower.log" tests/tower_redis.rs 2
+counted "$work/tower.log" tests/tower_redis.rs 4
 counted "$work/tower.log" tests/gateway.rs 2
 counted "$work/tower.log" tests/tower_config.rs 5

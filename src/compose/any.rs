@@ -211,7 +211,7 @@ impl LimiterConfig {
     }
 
     /// The GCRA quota of a bucket configuration.
-    fn quota(&self) -> Result<Quota, ConfigError> {
+    pub(crate) fn quota(&self) -> Result<Quota, ConfigError> {
         let burst = match (self.algorithm, self.burst) {
             (AlgorithmKind::LeakyBucket, None | Some(1)) => 1,
             (AlgorithmKind::LeakyBucket, Some(_)) => {

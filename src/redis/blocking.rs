@@ -150,7 +150,7 @@ impl Bare {
 impl RedisGcra {
     /// A limiter for `policy` on `target`. Connects lazily (the first check).
     pub fn new(target: Target, policy: RedisPolicy, config: RedisConfig) -> Result<Self, Error> {
-        let degrade = Degrade::new(config, policy.tiers().len())?;
+        let degrade = Degrade::new(config, &policy)?;
         Ok(RedisGcra {
             policy,
             degrade,

@@ -244,7 +244,15 @@ impl LeasedRedisGcra {
     /// One cell for `client`: from the local lease if one is live, else one
     /// round trip (returning the old lease's unused cells and taking a new
     /// lease). Redis failures apply the inner limiter's failure policy.
+    ///
+    /// Leases are GCRA cells: a policy with a window tier
+    /// ([`RedisTier::from_config`](super::RedisTier::from_config)) takes no
+    /// lease, and each check is one round trip of the inner limiter.
     pub fn check(&self, client: &str) -> Result<Outcome, Error> {
+        if !self.inner.policy().is_gcra() {
+            self.round_trips.fetch_add(1, Ordering::Relaxed);
+            return self.inner.check(client);
+        }
         let keys = self.inner.policy().keys(client, None)?;
         let entry = lock(&self.leases).entry(client, self.max_clients, self.lifetime);
         let Some(slot) = entry else {

@@ -1,5 +1,11 @@
-//! GCRA on a shared Redis (standalone or Cluster), so a fleet of servers
-//! enforces one limit per client instead of one per process.
+//! Rate limits on a shared Redis (standalone or Cluster), so a fleet of
+//! servers enforces one limit per client instead of one per process. Every
+//! algorithm of the crate runs there — GCRA (and the token and leaky
+//! buckets), the fixed window, the sliding window, the bucketed window and
+//! the sliding log — chosen per tier ([`RedisTier::new`] for GCRA,
+//! [`RedisTier::from_config`] for any [`LimiterConfig`](crate::LimiterConfig)),
+//! so one call checks tiers of different algorithms all or nothing (see
+//! *Every algorithm, per tier* below).
 //!
 //! Feature `redis` (implies `std`). Built on the `redis` client
 //! crate; needs Redis ≥ 5 (scripts replicated by effects, so a script may read
@@ -92,6 +98,56 @@
 //!
 //! The scripts live in `src/redis/lua/` (`common.lua` is prepended to each).
 //!
+//! # Every algorithm, per tier
+//!
+//! A policy whose tiers are all GCRA runs the check and single scripts
+//! above. A policy with any window tier runs the *tiers* script: the same
+//! reads (one `MGET`), the same all-or-nothing rule (every tier of a
+//! request is judged before any is charged; a refusal by one charges none)
+//! and the same single write per changed key, but each tier decides by its
+//! own algorithm's step, one Lua file per step (`lua/step_fixed.lua`,
+//! `step_sliding.lua`, `step_bucketed.lua`, `step_log.lua`, beside GCRA's
+//! in `common.lua`), each the in-process rule of its type in
+//! [`window`](crate::window) at `now = TIME` in µs:
+//!
+//! | tier | admits `cost` at `now` iff | stored value (one string per key) | expires |
+//! |---|---|---|---|
+//! | fixed window `W` | `c_k + cost ≤ limit`, `k = ⌊now/W⌋` | `F<k>:<c_k>` | at the end of window `k` |
+//! | sliding window `W` | `c + cost ≤ limit` and `p·(W − e) ≤ (limit − c − cost)·W` | `S<k>:<p>:<c>` | at the end of window `k + 1` |
+//! | bucketed window, `N` buckets of `b` | `c_(j−N+1) + … + c_j + cost ≤ limit`, `j = ⌊now/b⌋` | `B<s>:<c_s>,<c_(s−1)>,…` (`N` counts, newest first) | when bucket `s + N` starts |
+//! | sliding log `W` | `cost ≤ limit − P`, `P` the recorded expiries after `now` | `L<e₁>,<e₂>,…` (pending expiries, oldest first, at most `limit`) | at the newest expiry |
+//!
+//! and the numbers each reports (`remaining`, `reset_after`,
+//! `retry_after`) are those of its type's module docs, computed by the
+//! script in µs: the in-process limiter built from
+//! [`RedisTier::algorithm`] (a [`TierAlgorithm`]) answers the same at the
+//! same server times (`tests/redis_algorithms.rs` checks every algorithm
+//! so, on a standalone server and on a Cluster). Every stored field is an
+//! integer below 2⁵³ written with the same formatter as the TATs; the
+//! leading letter makes a value of another algorithm (or a TAT) unreadable
+//! rather than misread, so changing a tier's algorithm under the same name
+//! reports [`Error::CorruptKey`] until the old key expires (or is deleted).
+//!
+//! **Time.** A window of `W` ticks of a clock at `hz` becomes
+//! `W′ = ⌈W·10⁶/hz⌉` µs (the bucketed window rounds each bucket `W/N` so,
+//! and `W′ = N·b′`), as a GCRA tier's `T` becomes sub-ticks of the µs
+//! clock: exact when `W·10⁶` is a multiple of `hz` (every window of whole
+//! µs, ms or s at any of the usual frequencies), otherwise rounded **up**,
+//! so the tier admits no more than asked ([`RedisTier::is_exact`] says
+//! which; lengthening by over 1 % is [`Error::Imprecise`]). Windows are
+//! aligned to multiples of `W′` since the Unix epoch, as the in-process
+//! windows are to multiples of `W` on their clock. **Integers**: windows
+//! of at most 2⁵² µs, the sliding window's `limit·W′ < 2⁵³`, the log's
+//! limit at most [`MAX_LOG_LIMIT`] (its value holds one expiry per cell),
+//! all checked when the tier is made ([`Error::QuotaTooLong`]).
+//!
+//! **Fallback and leases.** [`FailurePolicy::Fallback`]'s quota for a window
+//! tier is read as `burst` cells per window of its span `τ + T` (what
+//! `Quota::per_duration(limit, window)` states), and the fallback runs the
+//! tier's own algorithm with it (a keyed table per tier, a bounded table of
+//! logs for the log). Leases ([`lease`]) are GCRA cells: a policy with a
+//! window tier takes none and decides every check on Redis.
+//!
 //! # Keys cellrate cannot read
 //!
 //! A key where a TAT belongs that holds something else — a value of
@@ -170,7 +226,7 @@ mod tokio;
 pub use self::tokio::AsyncRedisGcra;
 pub use blocking::{RedisGcra, MAX_IDLE};
 pub use config::{FailurePolicy, RedisConfig, Target};
-pub use policy::{RedisPolicy, RedisTier};
+pub use policy::{RedisPolicy, RedisTier, TierAlgorithm};
 pub use protocol::MAX_KEYS_PER_CALL;
 
 pub(crate) use degrade::{Backoff, Degrade};
@@ -227,6 +283,18 @@ pub const MAX_SPAN_SUB_TICKS: u64 = 1 << 52;
 /// ```
 pub const MAX_SCALE: u64 = 1 << 14;
 
+/// The largest limit of a sliding-log tier on Redis: its value holds one
+/// expiry time per cell of the window (at most 17 digits each), read and
+/// written whole by every check of the client.
+///
+/// ```
+/// use cellrate::compose::{AlgorithmKind, LimiterConfig};
+/// use cellrate::redis::{Error, RedisTier, MAX_LOG_LIMIT};
+/// let c = LimiterConfig::new(AlgorithmKind::SlidingLog, MAX_LOG_LIMIT + 1, 1_000, 1_000);
+/// assert!(matches!(RedisTier::from_config("t", &c), Err(Error::QuotaTooLong)));
+/// ```
+pub const MAX_LOG_LIMIT: u64 = 4_096;
+
 /// The most tiers one policy may have.
 ///
 /// ```
@@ -271,6 +339,8 @@ pub enum Error {
     TierCount,
     /// Scopes given do not match the tiers made `per_scope`.
     ScopeMismatch,
+    /// A tier's configuration is invalid.
+    Config(crate::compose::ConfigError),
     /// Two tiers of a policy could share a key (the same name, or a
     /// per-scope tier `n` and a tier named `n:…`).
     DuplicateTier,
@@ -292,7 +362,10 @@ impl fmt::Display for Error {
             Error::Backoff => f.write_str("redis unreachable; waiting before reconnecting"),
             Error::BadReply => f.write_str("unexpected reply from the rate-limit script"),
             Error::InvalidKey => f.write_str("prefix, client and scope may not contain '{' or '}'"),
-            Error::QuotaTooLong => f.write_str("quota span exceeds 2^52 µs"),
+            Error::QuotaTooLong => f.write_str(
+                "quota too large for the script's exact integers (a span or window over 2^52 µs, a sliding window's limit × window over 2^53, or a log over MAX_LOG_LIMIT)",
+            ),
+            Error::Config(e) => write!(f, "tier configuration: {e}"),
             Error::Imprecise => {
                 f.write_str("rate too fine for the script's sub-microseconds (would lose over 1 %)")
             }

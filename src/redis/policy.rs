@@ -20,9 +20,80 @@
 use std::string::String;
 use std::vec::Vec;
 
-use super::{Error, HZ, MAX_SCALE, MAX_SPAN_SUB_TICKS, MAX_TIERS};
+use super::{Error, HZ, MAX_LOG_LIMIT, MAX_SCALE, MAX_SPAN_SUB_TICKS, MAX_TIERS};
+use crate::compose::{AlgorithmKind, LimiterConfig};
 use crate::decision::Denied;
 use crate::quota::Quota;
+use crate::window::{BucketedWindowQuota, FixedWindowQuota, SlidingWindowQuota};
+
+/// The algorithm a [`RedisTier`] decides by, with its parameters on the
+/// server's microsecond clock ([`HZ`]): the in-process limiter built from
+/// them decides exactly as the script at the same server times.
+///
+/// ```
+/// use cellrate::compose::{AlgorithmKind, LimiterConfig};
+/// use cellrate::redis::{RedisTier, TierAlgorithm};
+/// use cellrate::window::FixedWindowQuota;
+/// // 100 per window of 60 000 ticks of a 1 kHz clock: a one-minute window.
+/// let c = LimiterConfig::new(AlgorithmKind::FixedWindow, 100, 60_000, 1_000);
+/// let t = RedisTier::from_config("minute", &c).unwrap();
+/// assert_eq!(t.algorithm(), TierAlgorithm::FixedWindow(FixedWindowQuota::new(100, 60_000_000)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TierAlgorithm {
+    /// GCRA (also the token and leaky buckets): the quota of
+    /// [`RedisTier::quota`].
+    Gcra,
+    /// [`FixedWindow`](crate::window::FixedWindow), window in µs.
+    FixedWindow(FixedWindowQuota),
+    /// [`SlidingWindow`](crate::window::SlidingWindow), window in µs.
+    SlidingWindow(SlidingWindowQuota),
+    /// [`BucketedWindow`](crate::window::BucketedWindow), buckets in µs.
+    BucketedWindow(BucketedWindowQuota),
+    /// [`SlidingLog`](crate::window::SlidingLog): `limit` cells in any
+    /// `window` µs (`limit ≤` [`MAX_LOG_LIMIT`]).
+    SlidingLog {
+        /// Cells per window.
+        limit: u64,
+        /// The window in µs.
+        window: u64,
+    },
+}
+
+impl TierAlgorithm {
+    /// The kind code the tiers script reads, and its three parameters.
+    pub(crate) fn args(&self, quota: &Quota) -> [u64; 4] {
+        match self {
+            TierAlgorithm::Gcra => [0, quota.emission_interval(), quota.span(), quota.scale()],
+            TierAlgorithm::FixedWindow(q) => [1, q.limit(), q.window(), 0],
+            TierAlgorithm::SlidingWindow(q) => [2, q.limit(), q.window(), 0],
+            TierAlgorithm::BucketedWindow(q) => {
+                [3, q.limit(), q.bucket_ticks(), u64::from(q.buckets())]
+            }
+            TierAlgorithm::SlidingLog { limit, window } => [4, *limit, *window, 0],
+        }
+    }
+}
+
+/// `ticks` of a clock at `hz` in whole µs, rounded **up** (a longer window
+/// admits less, never more), and whether that is exact. Refused when the
+/// rounding lengthens it by over 1 % ([`Error::Imprecise`]) or when it is
+/// longer than 2⁵² µs ([`Error::QuotaTooLong`]).
+pub(crate) fn micros_up(ticks: u64, hz: u64) -> Result<(u64, bool), Error> {
+    let scaled = ticks as u128 * HZ as u128;
+    let hz = hz.max(1) as u128;
+    let us = scaled.div_ceil(hz);
+    if us == 0 || us > MAX_SPAN_SUB_TICKS as u128 {
+        return Err(Error::QuotaTooLong);
+    }
+    // Lost share 1 − W/W′: refused above 1 %.
+    let kept = us * hz;
+    if (kept - scaled).saturating_mul(100) > kept {
+        return Err(Error::Imprecise);
+    }
+    Ok((us as u64, kept == scaled))
+}
 
 /// One limit of a policy: a name (part of the key, and the policy name in
 /// HTTP headers) and a quota.
@@ -49,6 +120,7 @@ pub struct RedisTier {
     quota: Quota,
     exact: bool,
     per_scope: bool,
+    algorithm: TierAlgorithm,
 }
 
 /// `quota` on the server's µs clock: the asked burst, `T` exact when its
@@ -128,7 +200,106 @@ impl RedisTier {
             quota,
             exact,
             per_scope: false,
+            algorithm: TierAlgorithm::Gcra,
         })
+    }
+
+    /// A tier named `name` running the algorithm of `config`, its window
+    /// of `config.window` ticks at `config.hz` re-expressed in server µs.
+    ///
+    /// The token bucket, leaky bucket and GCRA are [`new`](Self::new)
+    /// with the configuration's quota. A window of `W` ticks becomes
+    /// `W′ = ⌈W·10⁶/hz⌉` µs (for the bucketed window each bucket of
+    /// `W/N` ticks is rounded up so, and `W′ = N·b′`): exact when `W·10⁶`
+    /// is a multiple of `hz` (any window of whole µs, ms or s), otherwise
+    /// rounded **up**, so the tier admits less, never more, than asked
+    /// ([`is_exact`](Self::is_exact) says which; over 1 % longer is
+    /// refused with [`Error::Imprecise`]). The limit is the one asked. The
+    /// script's integers bound what fits: every window at most 2⁵² µs, the
+    /// sliding window's `limit·W′` below 2⁵³ and the log's limit at most
+    /// [`MAX_LOG_LIMIT`] ([`Error::QuotaTooLong`]); a bucketed window's
+    /// counts fit [`BucketedWindowQuota`]'s word. An invalid
+    /// configuration is [`Error::Config`].
+    ///
+    /// ```
+    /// use cellrate::compose::{AlgorithmKind, LimiterConfig};
+    /// use cellrate::redis::{RedisTier, TierAlgorithm};
+    /// let c = LimiterConfig::new(AlgorithmKind::BucketedWindow, 60, 60, 1).with_buckets(6);
+    /// let t = RedisTier::from_config("minute", &c).unwrap();
+    /// let TierAlgorithm::BucketedWindow(q) = t.algorithm() else { panic!() };
+    /// assert_eq!((q.bucket_ticks(), q.buckets()), (10_000_000, 6));
+    /// assert!(t.is_exact());
+    /// // 10 per 3 ticks of a 7 Hz clock: 428 571.43 µs, rounded up to 428 572.
+    /// let c = LimiterConfig::new(AlgorithmKind::FixedWindow, 10, 3, 7);
+    /// assert!(!RedisTier::from_config("odd", &c).unwrap().is_exact());
+    /// ```
+    pub fn from_config(name: impl Into<String>, config: &LimiterConfig) -> Result<Self, Error> {
+        config.validate().map_err(Error::Config)?;
+        let (limit, window, hz) = (config.limit, config.window, config.hz);
+        let window_err = |e| Error::Config(crate::compose::ConfigError::Window(e));
+        let (algorithm, window_us, exact) = match config.algorithm {
+            AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket | AlgorithmKind::Gcra => {
+                return Self::new(name, config.quota().map_err(Error::Config)?);
+            }
+            AlgorithmKind::FixedWindow => {
+                let (w, exact) = micros_up(window, hz)?;
+                let q = FixedWindowQuota::try_new(limit, w).map_err(window_err)?;
+                (TierAlgorithm::FixedWindow(q), w, exact)
+            }
+            AlgorithmKind::SlidingWindow => {
+                let (w, exact) = micros_up(window, hz)?;
+                if limit as u128 * w as u128 >= 1 << 53 {
+                    return Err(Error::QuotaTooLong);
+                }
+                let q = SlidingWindowQuota::try_new(limit, w).map_err(window_err)?;
+                (TierAlgorithm::SlidingWindow(q), w, exact)
+            }
+            AlgorithmKind::BucketedWindow => {
+                let n = config.buckets.unwrap_or(1).max(1);
+                let (b, exact) = micros_up(window / u64::from(n), hz)?;
+                let w = b
+                    .checked_mul(u64::from(n))
+                    .filter(|w| *w <= MAX_SPAN_SUB_TICKS)
+                    .ok_or(Error::QuotaTooLong)?;
+                let q = BucketedWindowQuota::try_new(limit, w, n).map_err(window_err)?;
+                (TierAlgorithm::BucketedWindow(q), w, exact)
+            }
+            AlgorithmKind::SlidingLog => {
+                if limit > MAX_LOG_LIMIT {
+                    return Err(Error::QuotaTooLong);
+                }
+                let (w, exact) = micros_up(window, hz)?;
+                (TierAlgorithm::SlidingLog { limit, window: w }, w, exact)
+            }
+        };
+        let name = name.into();
+        if !key_part_ok(&name) {
+            return Err(Error::InvalidKey);
+        }
+        // The limit per window as a rate: what headers and the failure
+        // policies' full answers announce.
+        let quota = Quota::per_ticks(limit, window_us)
+            .with_burst(limit)
+            .try_at_hz(HZ)
+            .map_err(|_| Error::QuotaTooLong)?;
+        Ok(RedisTier {
+            name,
+            quota,
+            exact,
+            per_scope: false,
+            algorithm,
+        })
+    }
+
+    /// The algorithm and its parameters on the server's µs clock.
+    pub fn algorithm(&self) -> TierAlgorithm {
+        self.algorithm
+    }
+
+    /// The most cells the tier admits at once from full: the burst of a
+    /// GCRA tier, the limit of a window tier.
+    pub fn limit(&self) -> u64 {
+        self.quota.burst()
     }
     /// This tier counts per (client, scope) — e.g. per endpoint — instead of
     /// per client.
@@ -154,12 +325,14 @@ impl RedisTier {
     /// The quota the script enforces, at [`HZ`] (server µs) with
     /// [`scale`](Quota::scale) sub-ticks per µs: a local
     /// [`Gcra`](crate::Gcra) with it decides the same at the same server
-    /// times. Its burst is the one asked.
+    /// times. Its burst is the one asked. For a window tier
+    /// ([`algorithm`](Self::algorithm)), its limit per window as a rate
+    /// (burst = limit, span = the window): what its headers announce.
     pub fn quota(&self) -> Quota {
         self.quota
     }
-    /// Whether the script enforces exactly the rate asked (otherwise `T`
-    /// was rounded up, by less than 1 %).
+    /// Whether the script enforces exactly the rate asked (otherwise `T`,
+    /// or a window, was rounded up, by less than 1 %).
     ///
     /// ```
     /// use cellrate::redis::RedisTier;
@@ -297,6 +470,13 @@ impl RedisPolicy {
             buf.push_str(s);
         }
         buf
+    }
+    /// Whether every tier is GCRA (the check and single scripts; else the
+    /// tiers script).
+    pub(crate) fn is_gcra(&self) -> bool {
+        self.tiers
+            .iter()
+            .all(|t| t.algorithm == TierAlgorithm::Gcra)
     }
     /// The denial for a cost that can never fit some tier, if any.
     pub(crate) fn too_large(&self, cost: u64) -> Option<Denied> {
@@ -440,6 +620,53 @@ pub(super) mod tests {
         );
         assert_eq!(after_exact, total);
         assert_eq!(after_kept, total);
+    }
+
+    /// A window of W ticks at hz runs as ⌈W·10⁶/hz⌉ µs: exact when that is
+    /// whole, else rounded up (never down), refused over 1 % or 2⁵² µs.
+    #[test]
+    fn windows_map_onto_server_microseconds_rounding_up() {
+        // Reference: rational arithmetic, by brute force over small values.
+        for hz in [1u64, 7, 1_000, 32_768, 1_000_000, 3_000_000_000] {
+            for ticks in (1u64..200).chain([59_999, 60_000, 86_400_000]) {
+                let exact_num = ticks as u128 * 1_000_000;
+                match micros_up(ticks, hz) {
+                    Ok((us, exact)) => {
+                        let us = us as u128;
+                        assert!(us * hz as u128 >= exact_num, "{ticks}@{hz}");
+                        assert!(
+                            (us - 1) * (hz as u128) < exact_num,
+                            "{ticks}@{hz}: not the least"
+                        );
+                        assert_eq!(exact, us * hz as u128 == exact_num);
+                        assert!(100 * (us * hz as u128 - exact_num) <= us * hz as u128);
+                    }
+                    Err(Error::Imprecise) => {
+                        let us = exact_num.div_ceil(hz as u128);
+                        assert!(100 * (us * hz as u128 - exact_num) > us * hz as u128 || us == 0);
+                    }
+                    Err(Error::QuotaTooLong) => {
+                        assert_eq!(exact_num.div_ceil(hz as u128), 0, "{ticks}@{hz}");
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        assert!(matches!(
+            micros_up(1 << 53, 1_000_000),
+            Err(Error::QuotaTooLong)
+        ));
+        let c = LimiterConfig::new(AlgorithmKind::SlidingWindow, 1 << 20, 1 << 34, 1_000_000);
+        assert!(matches!(
+            RedisTier::from_config("t", &c),
+            Err(Error::QuotaTooLong)
+        ));
+        let c = LimiterConfig::new(AlgorithmKind::Gcra, 10, 1_000, 1_000);
+        let t = RedisTier::from_config("t", &c).unwrap();
+        assert_eq!(
+            t,
+            RedisTier::new("t", Quota::per_ticks(10, 1_000).at_hz(1_000)).unwrap()
+        );
     }
 
     #[test]

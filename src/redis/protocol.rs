@@ -16,7 +16,8 @@
 use std::string::String;
 use std::vec::Vec;
 
-use super::scripts::{check_script, single_script};
+use super::policy::TierAlgorithm;
+use super::scripts::{check_script, single_script, tiers_script};
 use super::{Error, Outcome, RedisPolicy, Source};
 use crate::decision::{Decision, Denied, Limited, Usage};
 
@@ -40,6 +41,9 @@ impl RedisPolicy {
         requests: &[(&str, Option<&str>, u64)],
     ) -> (&'static ::redis::Script, ::redis::Cmd) {
         let mut cmd = ::redis::cmd("EVALSHA");
+        if !self.is_gcra() {
+            return self.tiers_cmd(requests, cmd);
+        }
         if let ([(client, scope, cost)], [tier]) = (requests, self.tiers()) {
             let script = single_script();
             cmd.arg(script.get_hash()).arg(1);
@@ -78,6 +82,41 @@ impl RedisPolicy {
         }
         (script, cmd)
     }
+    /// [`check_cmd`](Self::check_cmd) for the tiers script: the same keys,
+    /// each tier's kind and parameters, the same costs.
+    fn tiers_cmd(
+        &self,
+        requests: &[(&str, Option<&str>, u64)],
+        mut cmd: ::redis::Cmd,
+    ) -> (&'static ::redis::Script, ::redis::Cmd) {
+        let script = tiers_script();
+        cmd.arg(script.get_hash())
+            .arg(requests.len() * self.tiers().len());
+        let mut key = String::with_capacity(64);
+        for &(client, scope, _) in requests {
+            for t in self.tiers() {
+                cmd.arg(self.key(t, client, scope, &mut key));
+            }
+        }
+        cmd.arg(self.tiers().len());
+        for t in self.tiers() {
+            for a in t.algorithm().args(&t.quota()) {
+                cmd.arg(a);
+            }
+        }
+        match requests.first() {
+            Some(&(_, _, cost)) if requests.iter().all(|r| r.2 == cost) => {
+                cmd.arg(cost);
+            }
+            _ => {
+                for &(_, _, cost) in requests {
+                    cmd.arg(cost);
+                }
+            }
+        }
+        (script, cmd)
+    }
+
     /// Turns a check-script reply for `requests` into one result each,
     /// appended to `out`: an [`Outcome`], or [`Error::CorruptKey`] for a
     /// request with a key that holds no TAT (that request alone).
@@ -87,6 +126,9 @@ impl RedisPolicy {
         requests: &[(&str, Option<&str>, u64)],
         out: &mut Vec<Result<Outcome, Error>>,
     ) -> Result<(), Error> {
+        if !self.is_gcra() {
+            return self.decode_tiers(reply, requests, out);
+        }
         let m = self.tiers().len();
         let values = requests.len() * m;
         if reply.len() < 1 + values || reply[0] < 0 {
@@ -151,6 +193,91 @@ impl RedisPolicy {
         }
         Ok(())
     }
+    /// [`decode_checks`](Self::decode_checks) for the tiers script: four
+    /// values per key (fits, then GCRA's `TAT − now` or a window's
+    /// remaining, reset_after and retry_after).
+    fn decode_tiers(
+        &self,
+        reply: &[i64],
+        requests: &[(&str, Option<&str>, u64)],
+        out: &mut Vec<Result<Outcome, Error>>,
+    ) -> Result<(), Error> {
+        let m = self.tiers().len();
+        let keys = requests.len() * m;
+        let values = 4 * keys;
+        if reply.len() < 1 + values || reply[0] < 0 || reply[1..1 + values].iter().any(|&v| v < 0) {
+            return Err(Error::BadReply);
+        }
+        let now = reply[0] as u64;
+        let mut bad: Vec<Option<usize>> = std::vec![None; requests.len()];
+        for &j in &reply[1 + values..] {
+            let j = usize::try_from(j).ok().and_then(|j| j.checked_sub(1));
+            match j {
+                Some(j) if j < keys => bad[j / m] = Some(j % m),
+                _ => return Err(Error::BadReply),
+            }
+        }
+        let start = out.len();
+        for ((values, &(client, scope, cost)), bad) in reply[1..1 + values]
+            .chunks_exact(4 * m)
+            .zip(requests)
+            .zip(bad)
+        {
+            if let Some(tier) = bad {
+                let mut key = String::new();
+                self.key(&self.tiers()[tier], client, scope, &mut key);
+                out.push(Err(Error::CorruptKey(key)));
+                continue;
+            }
+            let mut results = Vec::with_capacity(m);
+            for (t, v) in self.tiers().iter().zip(values.chunks_exact(4)) {
+                let fits = match v[0] {
+                    0 => false,
+                    1 => true,
+                    _ => {
+                        out.truncate(start);
+                        return Err(Error::BadReply);
+                    }
+                };
+                let (x, y, z) = (v[1] as u64, v[2] as u64, v[3] as u64);
+                let quota = t.quota();
+                results.push(match t.algorithm() {
+                    TierAlgorithm::Gcra => {
+                        let usage = Usage::gcra(&quota, x);
+                        if fits || cost == 0 {
+                            Ok(Decision::from_usage(usage))
+                        } else {
+                            let increment = cost as u128 * quota.emission_interval() as u128;
+                            let wait = (x as u128 + increment)
+                                .saturating_sub(quota.span() as u128)
+                                .min(u64::MAX as u128)
+                                as u64;
+                            Err(Denied::Limited(Limited::from_usage(usage, wait)))
+                        }
+                    }
+                    _ => {
+                        let limit = t.limit();
+                        if x > limit {
+                            out.truncate(start);
+                            return Err(Error::BadReply);
+                        }
+                        if fits {
+                            Ok(Decision::new(limit, x, y))
+                        } else {
+                            Err(Denied::Limited(Limited::with_remaining(limit, x, z, y)))
+                        }
+                    }
+                });
+            }
+            out.push(Ok(Outcome {
+                results,
+                source: Source::Redis,
+                server_time: Some(now),
+            }));
+        }
+        Ok(())
+    }
+
     /// The script invocation for one request.
     pub(crate) fn invocation<'a>(
         &self,

@@ -9,6 +9,9 @@
 //! written once is the rule of every script (the redis tests replay every
 //! script's decisions on a local [`Gcra`](crate::Gcra) to check it).
 //!
+//! The tiers script (policies with a window tier) adds `lua/window.lua`
+//! and one `lua/step_*.lua` per window algorithm before its own file.
+//!
 //! The contract of each script (keys, arguments, reply) is on its constant
 //! below; the math and the integer bounds are in the [module docs](super).
 //! A script is sent by its SHA1 (`EVALSHA`) and loaded with `SCRIPT LOAD`
@@ -49,6 +52,32 @@ pub(crate) const LEASE_SCRIPT: &str = concat!(
     include_str!("lua/common.lua"),
     include_str!("lua/lease.lua")
 );
+
+/// The tiers script: the check script for a policy with any window tier,
+/// each tier deciding by its own algorithm's step (one file per step,
+/// after `lua/window.lua`, what they share). KEYS as the check script.
+/// ARGV: `m`, then per tier its kind (0 GCRA, 1 fixed, 2 sliding,
+/// 3 bucketed window, 4 sliding log) and three parameters, then the costs
+/// as the check script. Returns `[now, (fits, x, y, z) per key …, bad …]`:
+/// per key whether the request fits that tier and, for GCRA, `x = TAT −
+/// now`; for a window, `x` = remaining, `y` = reset_after, `z` =
+/// retry_after (µs): after the request if it was admitted, before it if
+/// not. See `lua/tiers.lua`.
+pub(crate) const TIERS_SCRIPT: &str = concat!(
+    include_str!("lua/common.lua"),
+    include_str!("lua/window.lua"),
+    include_str!("lua/step_fixed.lua"),
+    include_str!("lua/step_sliding.lua"),
+    include_str!("lua/step_bucketed.lua"),
+    include_str!("lua/step_log.lua"),
+    include_str!("lua/tiers.lua")
+);
+
+/// The tiers script, hashed once for the process.
+pub(crate) fn tiers_script() -> &'static ::redis::Script {
+    static CELL: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
+    CELL.get_or_init(|| ::redis::Script::new(TIERS_SCRIPT))
+}
 
 /// The check script, hashed once for the process.
 pub(crate) fn check_script() -> &'static ::redis::Script {

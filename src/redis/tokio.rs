@@ -91,7 +91,7 @@ struct Waiting {
 impl AsyncRedisGcra {
     /// A limiter for `policy` on `target`. Connects lazily (the first check).
     pub fn new(target: Target, policy: RedisPolicy, config: RedisConfig) -> Result<Self, Error> {
-        let degrade = Degrade::new(config, policy.tiers().len())?;
+        let degrade = Degrade::new(config, &policy)?;
         Ok(AsyncRedisGcra {
             inner: Arc::new(Inner {
                 target,
