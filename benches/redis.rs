@@ -25,6 +25,10 @@
 //!   the first few batches are denials) and sliding log (64 per s: its value
 //!   holds one expiry per cell, so a larger limit costs more per check),
 //!   each ÷ the same `incr_expire` baseline.
+//! * in the interleaved comparison only, the *script floor*: `INCR` (and
+//!   `PEXPIRE` on a new key) inside one `EVALSHA` call, single and 64 per
+//!   pipeline, ÷ the same baseline: the least an atomic script-based
+//!   decision costs on this server.
 //!
 //! Every GCRA decision of ours is admitted (a generous quota over 64 clients), so
 //! every one writes its key: the costliest path of the script. All run in
@@ -195,6 +199,22 @@ fn window_limiters(url: &str) -> Vec<(&'static str, RedisGcra)> {
     .collect()
 }
 
+/// The floor of any decision made by a server-side script: `INCR` and,
+/// on a new key, `PEXPIRE`, inside one script call (`EVALSHA`). What a
+/// script costs beyond the plain commands (the call, the interpreter) is
+/// the least any atomic script-based limiter pays.
+const FLOOR_SCRIPT: &str = "local c = redis.call('INCR', KEYS[1]) \
+    if c == 1 then redis.call('PEXPIRE', KEYS[1], 1000) end return c";
+
+/// 64 calls of the floor script (by SHA) in one pipeline, built per call.
+fn floor_pipeline(sha: &str, keys: &[String]) -> redis::Pipeline {
+    let mut p = redis::pipe();
+    for k in keys {
+        p.cmd("EVALSHA").arg(sha).arg(1).arg(k);
+    }
+    p
+}
+
 /// The interleaved comparison (see the module docs).
 fn interleaved(
     limiter: &RedisGcra,
@@ -212,8 +232,45 @@ fn interleaved(
         keys.iter().map(|k| (k.as_str(), None, 1)).collect();
     let prebuilt = fixed_window(window_keys);
     let (mut piped, mut piped_pre, mut single) = (Vec::new(), Vec::new(), Vec::new());
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(FLOOR_SCRIPT)
+        .query(conn)
+        .unwrap();
+    let floor_keys: Vec<String> = window_keys.iter().map(|k| format!("{k}:floor")).collect();
+    let (mut floor_single, mut floor_piped) = (Vec::new(), Vec::new());
     let mut n = 0;
     for _ in 0..7 {
+        let floor_one = rate(400, 1, || {
+            n = (n + 1) % BATCH;
+            let _: u64 = redis::cmd("EVALSHA")
+                .arg(&sha)
+                .arg(1)
+                .arg(&floor_keys[n])
+                .query(conn)
+                .unwrap();
+        });
+        let floor_base_one = rate(400, 1, || {
+            n = (n + 1) % BATCH;
+            let _: (u64,) = redis::pipe()
+                .cmd("INCR")
+                .arg(&window_keys[n])
+                .cmd("EXPIRE")
+                .arg(&window_keys[n])
+                .arg(1)
+                .arg("NX")
+                .ignore()
+                .query(conn)
+                .unwrap();
+        });
+        let floor_batch = rate(150, BATCH, || {
+            let _: Vec<u64> = floor_pipeline(&sha, &floor_keys).query(conn).unwrap();
+        });
+        let floor_base = rate(150, BATCH, || {
+            let _: Vec<u64> = fixed_window(window_keys).query(conn).unwrap();
+        });
+        floor_single.push(floor_one / floor_base_one);
+        floor_piped.push(floor_batch / floor_base);
         let ours = rate(150, BATCH, || {
             limiter.try_check_batch(&batch).unwrap();
         });
@@ -285,6 +342,11 @@ fn interleaved(
         ),
         ("single, gcra_script ÷ incr_expire", single),
         ("async_64, gcra_script ÷ incr_expire", concurrent),
+        ("single, script floor ÷ incr_expire", floor_single),
+        (
+            "pipelined_64, script floor ÷ incr_expire built per call",
+            floor_piped,
+        ),
     ] {
         paired::report(&format!("{name}, decisions/s"), &mut ratios);
     }
