@@ -22,6 +22,9 @@
 //! `"default"` unless set), `tier` (a tier's name) and fixed words
 //! (`outcome`, `kind`, `to`). No client key, route text or error message
 //! ever becomes a label, so a flood of keys cannot grow the series.
+//! Counts per route come from naming the layer of each route (or group of
+//! routes, e.g. an axum `route_layer`) with its own `metrics_name`: the
+//! route's configured name is the `limiter` label, never the request path.
 //!
 //! # The series
 //!

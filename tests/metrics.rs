@@ -439,7 +439,11 @@ mod gateway {
         assert_eq!((ok, refused, bad), (8.0, 3.0, 3.0), "{statuses:?}");
 
         let (status, page) = get(&addr, "/metrics", None);
-        assert_eq!(status, 200, "{page}");
+        assert_eq!(
+            status, 200,
+            "no /metrics: is the gateway built without `metrics`? \
+             run `cargo build --features axum,metrics --example gateway`\n{page}"
+        );
         let s = samples(&page);
         let l = ("limiter", "default");
         let req = |outcome| value(&s, "cellrate_requests_total", &[l, ("outcome", outcome)]);
