@@ -1,4 +1,4 @@
-//! Metrics through the [`metrics`](::metrics) facade (feature `metrics`):
+//! Metrics through the `metrics` facade crate (feature `metrics`):
 //! what the [`tower`](crate::tower) layer decided, per limiter and tier; its
 //! keyed tables' occupancy, evictions and full-table answers; its Redis
 //! backend's failure mode, errors and latency. The crate picks no
