@@ -13,7 +13,15 @@
 //!
 //! ```text
 //! cargo bench --features axum --bench tower
+//! cargo bench --features axum,metrics --bench tower
 //! ```
+//!
+//! With `metrics` the layer also records its series; the extra `ratio:`
+//! lines then pair the same layer built under a Prometheus recorder (every
+//! request increments its counters, and the keyed tier's are read and
+//! published) against one built without a recorder (its handles do
+//! nothing), and the recording layer against the bare handler, to be read
+//! beside the `cellrate / bare handler` line of a run without the feature.
 
 #[path = "common/paired.rs"]
 mod paired;
@@ -58,6 +66,14 @@ impl KeyExtractor for ApiKey {
 
 fn handler_router() -> Router {
     Router::new().route("/orders", get(|| async { "orders" }))
+}
+
+/// [`cellrate_router`], its series recorded by a Prometheus recorder (kept
+/// alive by the handles the layer registers).
+#[cfg(feature = "metrics")]
+fn recorded_router(deny: bool) -> Router {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    metrics::with_local_recorder(&recorder, || cellrate_router(deny, Fields::Both))
 }
 
 fn cellrate_router(deny: bool, fields: Fields) -> Router {
@@ -192,6 +208,30 @@ fn paired_ratios() {
             &mut with_theirs,
             &mut with_ours,
         );
+        #[cfg(feature = "metrics")]
+        {
+            let mut recorded = recorded_router(deny);
+            for i in 0..CLIENTS {
+                one(&mut recorded, &keys, i);
+            }
+            let mut e = 0usize;
+            let mut with_recorded = || {
+                e += 1;
+                one(&mut recorded, &keys, e);
+            };
+            paired::ratio_calls(
+                &format!("tower {case}: cellrate, metrics recorded / cellrate, no recorder"),
+                reps,
+                &mut with_ours,
+                &mut with_recorded,
+            );
+            paired::ratio_calls(
+                &format!("tower {case}: cellrate, metrics recorded / bare handler"),
+                reps,
+                &mut base,
+                &mut with_recorded,
+            );
+        }
     }
 }
 

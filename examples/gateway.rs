@@ -21,6 +21,12 @@
 //! The first line printed is `listening on ADDR` (port 0 picks a free one);
 //! the default address is `127.0.0.1:8080`. `$CELLRATE_GATEWAY_PREFIX` sets
 //! the Redis key prefix.
+//!
+//! With the `metrics` feature (`--features axum,metrics`) the gateway also
+//! serves `GET /metrics` in Prometheus' text format, unlimited (a real
+//! deployment would serve it on an internal address): the layer's
+//! `cellrate_*` series (see the crate's `metrics` module), from
+//! `metrics-exporter-prometheus` installed before the layer is built.
 
 use axum::routing::get;
 use axum::Router;
@@ -102,6 +108,8 @@ fn redis(_url: &str) -> Router {
 
 #[tokio::main]
 async fn main() {
+    // Before any layer is built: a layer registers its series when built.
+    let scrape = metrics_endpoint();
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let router = if args.first().map(String::as_str) == Some("--redis") {
         args.remove(0);
@@ -114,6 +122,7 @@ async fn main() {
     } else {
         in_process()
     };
+    let router = router.merge(scrape);
     let addr = args
         .first()
         .cloned()
@@ -129,4 +138,39 @@ async fn main() {
         eprintln!("server error: {e}");
         std::process::exit(1);
     }
+}
+
+/// `GET /metrics` in Prometheus' text format (feature `metrics`): installs
+/// the Prometheus recorder as the global `metrics` recorder, so it must run
+/// before the layer is built. The Redis check latency gets buckets (without
+/// them the exporter writes a summary).
+#[cfg(feature = "metrics")]
+fn metrics_endpoint() -> Router {
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    let buckets = [
+        0.000_25, 0.000_5, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2,
+    ];
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(cellrate::metrics::REDIS_CHECK_SECONDS.into()),
+            &buckets,
+        )
+        .and_then(PrometheusBuilder::install_recorder)
+        .unwrap_or_else(|e| exit(format!("cannot install the metrics recorder: {e}")));
+    Router::new().route(
+        "/metrics",
+        get(move || {
+            let handle = handle.clone();
+            async move {
+                handle.run_upkeep();
+                handle.render()
+            }
+        }),
+    )
+}
+
+/// No `/metrics` without the `metrics` feature.
+#[cfg(not(feature = "metrics"))]
+fn metrics_endpoint() -> Router {
+    Router::new()
 }

@@ -45,6 +45,7 @@
 //! | `axum` | the `tower` extractors read axum's `ConnectInfo` and `MatchedPath`; implies `tower` |
 //! | `tokio` | `wait::wait_n_async`, waits for budget in a tokio task; implies `std` |
 //! | `serde` | `config`: quotas (structured or `"100/min, burst 20"`), limiters, keyed tables with overrides, tiers and the HTTP layer's rules from any serde format, errors naming the place; implies `alloc` |
+//! | `metrics` | `metrics`: the `tower` layer's decisions per limiter and tier, its keyed tables' occupancy, evictions and full-table answers, its Redis backend's failure mode, errors and latency, through the `metrics` facade (any exporter); implies `std` |
 //! | `tracing` | events when a Redis backend of the `tower` layer enters or leaves its failure mode |
 //! | `loom` | swaps the atomics for loom's in this crate's own unit tests (`cargo test --features loom`); never enable it in a dependent crate |
 //!
@@ -103,6 +104,8 @@ pub mod headers;
 pub mod keyed;
 pub mod lease;
 pub mod meter;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod quota;
 #[cfg(feature = "redis")]
 pub mod redis;

@@ -32,7 +32,7 @@ echo "--- every pair of features, the library: $((SECONDS - start)) s"
 # direct dependencies of every feature but loom, per target, must be the
 # host's (portable-atomic aside: it is per target by design). `cargo tree`
 # resolves for a target without its standard library installed.
-features=axum,redis,tracing,serde,defmt,embedded-hal,embassy-time
+features=axum,redis,tracing,serde,metrics,defmt,embedded-hal,embassy-time
 direct() {
     cargo tree --quiet --target "$1" --features "$features" -e normal --depth 1 --prefix none |
         grep -Ev '^(cellrate|portable-atomic) ' | sort

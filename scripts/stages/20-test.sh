@@ -17,6 +17,12 @@ cargo test --features axum,tracing,serde --test tower --test tower_fields --test
     --test config --test tower_config
 cargo test --features axum --doc -- tower wait compose headers
 cargo test --features axum,tracing,serde --doc -- config LimiterConfig WhenFull
+# The `metrics` feature: the series a layer records equal the answers
+# (in process, and a Redis backend on a closed port), then the gateway
+# rebuilt with `/metrics` is scraped over loopback after known traffic.
+cargo build --features axum,metrics --example gateway
+cargo test --features axum,metrics,redis --test metrics
+cargo test --features axum,metrics --doc -- metrics
 # A keyed table's hot loop built in release (portable-atomic's 16-byte
 # atomics under the optimizer, in the default build's run-time dispatch):
 # it fails on a crash or a wrong count.

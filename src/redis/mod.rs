@@ -216,7 +216,7 @@ use crate::decision::{Decision, Denied};
 
 mod blocking;
 mod config;
-mod degrade;
+pub(crate) mod degrade;
 pub mod lease;
 mod policy;
 mod protocol;

@@ -129,6 +129,20 @@ impl AsyncRedisGcra {
             .settle(tried, &self.inner.policy, client, scope, cost)
     }
 
+    /// The failure policy's answer to `tried` (see [`check_n`](Self::check_n)).
+    #[cfg(all(feature = "metrics", feature = "tower"))]
+    pub(crate) fn settle(
+        &self,
+        tried: Result<Outcome, Error>,
+        client: &str,
+        scope: Option<&str>,
+        cost: u64,
+    ) -> Result<Outcome, Error> {
+        self.inner
+            .degrade
+            .settle(tried, &self.inner.policy, client, scope, cost)
+    }
+
     /// Like [`check_n`](Self::check_n) but returns Redis' failure instead of
     /// applying the failure policy.
     pub async fn try_check_n(

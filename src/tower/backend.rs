@@ -183,6 +183,16 @@ pub trait Backend: Send + Sync + 'static {
         let _ = (key, now, cost, max_wait);
         None
     }
+    /// Registers the backend's own series (feature `metrics`), labelled
+    /// `limiter`: called once, by [`RateLimitBuilder::build`](super::RateLimitBuilder::build).
+    /// [`KeyedTiers`] registers its tables' `cellrate_keyed_*` series and
+    /// the Redis backends their `cellrate_redis_*` ones (see
+    /// [`metrics`](crate::metrics)); a backend with nothing of its own to
+    /// report keeps this default, and the layer still counts its decisions.
+    #[cfg(feature = "metrics")]
+    fn register_metrics(&mut self, limiter: &str) {
+        let _ = limiter;
+    }
 }
 
 /// What a keyed tier is keyed by.
@@ -224,6 +234,9 @@ struct KeyedTier {
 pub struct KeyedTiers {
     tiers: Vec<KeyedTier>,
     when_full: WhenFull,
+    /// Each tier's table as metrics, once registered.
+    #[cfg(feature = "metrics")]
+    metrics: Vec<crate::metrics::KeyedMetrics>,
 }
 
 impl Default for KeyedTiers {
@@ -238,6 +251,8 @@ impl KeyedTiers {
         KeyedTiers {
             tiers: Vec::new(),
             when_full: WhenFull::Deny,
+            #[cfg(feature = "metrics")]
+            metrics: Vec::new(),
         }
     }
     /// What a full table does with a new key (for the tiers added after).
@@ -329,7 +344,20 @@ impl Backend for KeyedTiers {
             .collect()
     }
     fn check(&self, key: &RequestKey<'_>, now: u64, cost: u64) -> Check<Self::Future> {
-        Check::Ready(self.decide(key, now, cost))
+        let verdict = self.decide(key, now, cost);
+        #[cfg(feature = "metrics")]
+        for (tier, metrics) in self.tiers.iter().zip(&self.metrics) {
+            metrics.record(tier.table.stats());
+        }
+        Check::Ready(verdict)
+    }
+    #[cfg(feature = "metrics")]
+    fn register_metrics(&mut self, limiter: &str) {
+        self.metrics = self
+            .tiers
+            .iter()
+            .map(|t| crate::metrics::KeyedMetrics::new(limiter, &t.name, t.table.capacity()))
+            .collect();
     }
 }
 

@@ -609,9 +609,30 @@ struct Announce {
     policy: Option<HeaderValue>,
     fallback_policy: Option<HeaderValue>,
     fields: Fields,
+    /// The layer's series (feature `metrics`).
+    #[cfg(feature = "metrics")]
+    metrics: crate::metrics::LayerMetrics,
+}
+
+/// Counts one request's `outcome` in the layer's metrics (feature
+/// `metrics`; nothing without it).
+macro_rules! count {
+    ($announce:expr, $outcome:ident) => {
+        #[cfg(feature = "metrics")]
+        $announce.metrics.request(crate::metrics::Outcome::$outcome);
+    };
 }
 
 impl Announce {
+    /// [`answer`](Self::answer), counted in the layer's metrics.
+    #[inline]
+    fn decide(&self, verdict: &Verdict) -> (StatusCode, Stamp) {
+        let answer = self.answer(verdict);
+        #[cfg(feature = "metrics")]
+        self.metrics.verdict(verdict, answer.0);
+        answer
+    }
+
     /// The status and fields for a verdict.
     fn answer(&self, verdict: &Verdict) -> (StatusCode, Stamp) {
         if let Some(fault) = verdict.fault_kind() {
@@ -743,9 +764,35 @@ pub struct RateLimitBuilder<E, B, C> {
     delay: Option<(u64, usize)>,
     challenge: Option<(String, String)>,
     charge_body: bool,
+    #[cfg(feature = "metrics")]
+    metrics_name: String,
 }
 
 impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<E, B, C> {
+    /// The `limiter` label of this layer's series (feature `metrics`;
+    /// default `"default"`): a name like a tier's, 1 to 32 printable ASCII
+    /// characters ([`ConfigError::InvalidName`] otherwise). Give each layer
+    /// of a process its own. See [`metrics`](crate::metrics) for the series.
+    ///
+    /// ```
+    /// use cellrate::time::StdClock;
+    /// use cellrate::tower::{Global, PeerIp, RateLimitLayer};
+    /// use cellrate::Quota;
+    /// let layer = RateLimitLayer::builder(
+    ///     PeerIp,
+    ///     Global::gcra("all", Quota::per_second(100).at_hz(StdClock::HZ)).unwrap(),
+    ///     StdClock::new(),
+    /// )
+    /// .metrics_name("edge")
+    /// .build()
+    /// .unwrap();
+    /// # let _ = layer;
+    /// ```
+    #[cfg(feature = "metrics")]
+    pub fn metrics_name(mut self, name: &str) -> Self {
+        self.metrics_name = name.into();
+        self
+    }
     /// The header families to send (default [`Fields::Both`]).
     pub fn fields(mut self, fields: Fields) -> Self {
         self.fields = fields;
@@ -822,6 +869,8 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
     }
     /// The layer.
     pub fn build(self) -> Result<RateLimitLayer<E, B, C>, ConfigError> {
+        #[cfg(feature = "metrics")]
+        check_name(&self.metrics_name)?;
         let tiers = self.backend.tiers();
         let first = tiers.first().ok_or(ConfigError::NoTiers)?;
         if tiers.len() > MAX_TIERS {
@@ -869,11 +918,20 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
             policy: policy_value(&tiers),
             fallback_policy,
             fields: self.fields,
+            #[cfg(feature = "metrics")]
+            metrics: crate::metrics::LayerMetrics::new(
+                &self.metrics_name,
+                &tiers.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
+            ),
         });
+        #[allow(unused_mut)]
+        let mut backend = self.backend;
+        #[cfg(feature = "metrics")]
+        backend.register_metrics(&self.metrics_name);
         Ok(RateLimitLayer {
             shared: Arc::new(Shared {
                 extract: self.extract,
-                backend: self.backend,
+                backend,
                 clock: self.clock,
                 weigh: self.weigh,
                 keyless: self.keyless,
@@ -927,6 +985,8 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayer<E,
             delay: None,
             challenge: None,
             charge_body: false,
+            #[cfg(feature = "metrics")]
+            metrics_name: "default".into(),
         }
     }
     /// The backend (e.g. to read a Redis backend's counters).
@@ -1031,13 +1091,18 @@ where
         let (parts, body) = req.into_parts();
         let key = match shared.extract.extract(&parts) {
             Ok(key) => key,
-            Err(KeyError::Invalid) => return ResponseFuture::done(StatusCode::BAD_REQUEST),
+            Err(KeyError::Invalid) => {
+                count!(shared.announce, InvalidKey);
+                return ResponseFuture::done(StatusCode::BAD_REQUEST);
+            }
             Err(KeyError::Unavailable(hint)) => {
+                count!(shared.announce, Error);
                 log_misconfigured(&shared.misconfigured, hint);
                 return ResponseFuture::done(StatusCode::INTERNAL_SERVER_ERROR);
             }
             Err(KeyError::Missing) => match shared.keyless {
                 Keyless::Reject(status) => {
+                    count!(shared.announce, NoKey);
                     let mut stamp = Stamp::default();
                     if status == StatusCode::UNAUTHORIZED {
                         stamp.challenge = shared.challenge.clone();
@@ -1053,6 +1118,7 @@ where
             match body::meter(body, &key, cost, &self.shared) {
                 Ok((body, meter)) => (body, Some((meter, Arc::clone(&shared.announce)))),
                 Err(other) => {
+                    count!(shared.announce, Error);
                     if other.is_some() {
                         log_misconfigured(&shared.misconfigured, NOT_AXUM_BODY);
                     }
@@ -1069,6 +1135,7 @@ where
             // Take a place in the queue first, so a full queue books nothing.
             if delay.queued.fetch_add(1, Ordering::AcqRel) >= delay.max_queued {
                 delay.queued.fetch_sub(1, Ordering::AcqRel);
+                count!(shared.announce, QueueFull);
                 return ResponseFuture::done(StatusCode::SERVICE_UNAVAILABLE);
             }
             let slot: Slot = Box::new(QueueSlot {
@@ -1082,7 +1149,9 @@ where
                     }
                     Ok((wait, verdict)) => {
                         let hz = shared.announce.hz;
-                        let (_, stamp) = shared.announce.answer(&verdict);
+                        let (_, stamp) = shared.announce.decide(&verdict);
+                        #[cfg(feature = "metrics")]
+                        shared.announce.metrics.held();
                         let clone = self.inner.clone();
                         let inner = core::mem::replace(&mut self.inner, clone);
                         ResponseFuture {
@@ -1132,7 +1201,7 @@ impl<S, E, B, C> RateLimit<S, E, B, C> {
         B: Backend,
         ResBody: From<&'static str>,
     {
-        let (status, stamp) = self.shared.announce.answer(&verdict);
+        let (status, stamp) = self.shared.announce.decide(&verdict);
         if status == StatusCode::OK {
             ResponseFuture {
                 state: State::Calling {
@@ -1238,7 +1307,7 @@ where
                     metering,
                 } => {
                     let verdict = ready!(check.poll(cx));
-                    let (status, stamp) = announce.answer(&verdict);
+                    let (status, stamp) = announce.decide(&verdict);
                     let (Some(req), Some(mut inner)) = (req.take(), inner.take()) else {
                         state.set(State::Fixed { response: None });
                         continue;
@@ -1291,6 +1360,7 @@ where
                     if let Some((meter, announce)) = metering.take() {
                         if let Some(verdict) = meter.refused() {
                             let (status, stamp) = announce.answer(&verdict);
+                            count!(announce, BodyDenied);
                             return Poll::Ready(Ok(plain(status, body_for(status), stamp)));
                         }
                     }

@@ -39,6 +39,9 @@ pub struct FallbackCounters {
     entered: AtomicU64,
     left: AtomicU64,
     degraded_verdicts: AtomicU64,
+    /// The backend's `cellrate_redis_*` series, once registered.
+    #[cfg(feature = "metrics")]
+    metrics: std::sync::OnceLock<crate::metrics::RedisMetrics>,
 }
 
 /// A reading of [`FallbackCounters`].
@@ -75,6 +78,10 @@ impl FallbackCounters {
             self.degraded_verdicts.fetch_add(1, Ordering::Relaxed);
         }
         if self.degraded.swap(degraded, Ordering::AcqRel) != degraded {
+            #[cfg(feature = "metrics")]
+            if let Some(m) = self.metrics.get() {
+                m.transition(degraded);
+            }
             if degraded {
                 self.entered.fetch_add(1, Ordering::Relaxed);
                 #[cfg(feature = "tracing")]
@@ -176,7 +183,21 @@ mod sealed {
         ) -> Pending {
             Box::pin(async move {
                 let joined = tokio::task::spawn_blocking(move || {
+                    #[cfg(not(feature = "metrics"))]
                     let result = self.check_n(&client, scope.as_deref(), cost);
+                    #[cfg(feature = "metrics")]
+                    let result = {
+                        let tried = match counters.metrics.get() {
+                            None => self.try_check_n(&client, scope.as_deref(), cost),
+                            Some(m) => {
+                                let start = std::time::Instant::now();
+                                let tried = self.try_check_n(&client, scope.as_deref(), cost);
+                                m.call(&tried, start.elapsed());
+                                tried
+                            }
+                        };
+                        self.settle(tried, &client, scope.as_deref(), cost)
+                    };
                     verdict(&counters, result)
                 })
                 .await;
@@ -197,7 +218,21 @@ mod sealed {
             counters: Arc<FallbackCounters>,
         ) -> Pending {
             Box::pin(async move {
+                #[cfg(not(feature = "metrics"))]
                 let result = self.check_n(&client, scope.as_deref(), cost).await;
+                #[cfg(feature = "metrics")]
+                let result = {
+                    let tried = match counters.metrics.get() {
+                        None => self.try_check_n(&client, scope.as_deref(), cost).await,
+                        Some(m) => {
+                            let start = std::time::Instant::now();
+                            let tried = self.try_check_n(&client, scope.as_deref(), cost).await;
+                            m.call(&tried, start.elapsed());
+                            tried
+                        }
+                    };
+                    self.settle(tried, &client, scope.as_deref(), cost)
+                };
                 verdict(&counters, result)
             })
         }
@@ -275,5 +310,12 @@ impl<L: RedisClient> Backend for RedisBackend<L> {
         let scope: Option<String> = key.scope().map(owned);
         let limiter = Arc::clone(&self.limiter);
         Check::Pending(limiter.verdict(client, scope, cost, Arc::clone(&self.counters)))
+    }
+    #[cfg(feature = "metrics")]
+    fn register_metrics(&mut self, limiter: &str) {
+        let _ = self
+            .counters
+            .metrics
+            .set(crate::metrics::RedisMetrics::new(limiter));
     }
 }
