@@ -37,6 +37,32 @@ if m < 1 or n ~= math.floor(n) or (not uniform and #ARGV - first ~= n) then
   return redis.error_reply('cellrate: bad tiers arguments')
 end
 local cost = tonumber(ARGV[first + 1])
+-- One request of a one-tier window policy (the common call): the same
+-- decision and reply without the batch machinery (no MGET, EXISTS or
+-- per-key tables). A key of another type, or a value this step cannot
+-- read, is reported bad and left as it is.
+if m == 1 and #KEYS == 1 and kinds[1] ~= 0 then
+  local key, p, s = KEYS[1], params[1], steps[kinds[1]]
+  local raw = redis.pcall('GET', key)
+  if type(raw) == 'table' then return {now, 0, 0, 0, 0, 1} end
+  local st = nil
+  if raw then
+    st = s.parse(raw)
+    if not st then return {now, 0, 0, 0, 0, 1} end
+  end
+  local v = s.view(st, now, p)
+  local fit, wait = s.fits(v, cost, p), 0
+  if fit then
+    if cost > 0 then
+      s.charge(v, cost, p)
+      s.store(key, v, now, p)
+    end
+  else
+    wait = s.wait(v, cost, p)
+  end
+  local x, y = s.numbers(v, p)
+  return {now, fit and 1 or 0, x, y, wait}
+end
 local raws = redis.call('MGET', unpack(KEYS))
 local absent = {}
 for j = 1, #KEYS do
