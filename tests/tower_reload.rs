@@ -558,3 +558,35 @@ mod loopback {
         assert!(reloads >= 40, "{reloads} reloads");
     }
 }
+
+/// Override slots are counted for the whole reload: clients that have one
+/// keep it, and the new ones must all fit in what is left.
+#[test]
+fn new_overrides_must_all_fit() {
+    let text = |overrides: &str| {
+        read(&format!(
+            "key = {{ client = {{ header = \"x-api-key\" }} }}\n\
+             tiers = [{{ name = \"key\", quota = \"2/min\", capacity = 8, max_overrides = 2, \
+             overrides = {{ {overrides} }} }}]"
+        ))
+    };
+    let layer = text("a = \"5/min\"")
+        .build(ManualClock::new(0), 1_000)
+        .unwrap();
+    let reloader = layer.reloader();
+    // "a" keeps its slot; "b" and "c" would need two more of the one left.
+    assert_eq!(
+        reloader
+            .apply(&text("b = \"5/min\", c = \"5/min\""))
+            .unwrap_err()
+            .to_string()
+            .split(':')
+            .next()
+            .unwrap(),
+        "tiers[0].overrides.c"
+    );
+    assert_eq!(reloader.config(), text("a = \"5/min\""));
+    reloader
+        .apply(&text("a = \"6/min\", b = \"5/min\""))
+        .unwrap();
+}

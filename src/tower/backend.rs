@@ -232,14 +232,17 @@ impl LiveOverrides {
             .iter()
             .take_while(|s| s.key.load(Ordering::Acquire) != 0)
     }
-    /// Whether `id` is bound or a slot is free for it.
-    pub(super) fn has_room_for(&self, id: KeyId) -> bool {
+    /// Whether `id` has a slot.
+    pub(super) fn is_bound(&self, id: KeyId) -> bool {
         let word = id.get() + 1;
         self.bound().any(|s| s.key.load(Ordering::Acquire) == word)
-            || self.bound().count() < self.slots.len()
+    }
+    /// How many clients have a slot.
+    pub(super) fn bound_count(&self) -> usize {
+        self.bound().count()
     }
     /// Sets the quotas of one reload, already re-expressed at the tier's
-    /// scale (checked first: `has_room_for` every id): `overrides` are
+    /// scale (checked first: a slot for every id): `overrides` are
     /// bound (a new client takes the first free slot, its quota written
     /// before its key word), and every other bound client follows
     /// `default`. Only the reloader (one at a time) calls this.
@@ -265,7 +268,7 @@ impl LiveOverrides {
                 .iter()
                 .find(|s| s.key.load(Ordering::Acquire) == 0)
             else {
-                continue; // has_room_for was checked: unreachable
+                continue; // the slots were counted first: unreachable
             };
             let _ = free.quota.set_quota(q);
             free.key.store(word, Ordering::Release);

@@ -559,6 +559,8 @@ impl LayerConfig {
             };
             let default = rescale(quota, &place("quota"))?;
             let mut overrides = Vec::with_capacity(t.overrides.len());
+            // Clients that will take a slot they do not have yet.
+            let mut fresh = 0;
             for (client, spec) in &t.overrides {
                 let at = format!("tiers[{i}].overrides.{client}");
                 let q = spec.quota(hz).map_err(|e| Error::new(at.as_str(), e))?;
@@ -570,7 +572,11 @@ impl LayerConfig {
                 }
                 let q = rescale(q, &at)?;
                 let id = self.client_id(&table.table, client, &at)?;
-                if !table.table.overrides().has_room_for(id) {
+                let slots = table.table.overrides();
+                if !slots.is_bound(id) {
+                    fresh += 1;
+                }
+                if slots.bound_count() + fresh > max_overrides {
                     return Err(Error::new(
                         at,
                         format_args!(

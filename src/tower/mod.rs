@@ -88,6 +88,17 @@
 //! service is moved into the response future and a clone stays behind, as
 //! tower's documentation asks.
 //!
+//! # Changing the rules at run time
+//!
+//! A layer built from a configuration ([`config::LayerConfig::build`],
+//! feature `serde`) takes new rules while it serves through its
+//! `Reloader` ([`RateLimitLayer::reloader`]): tiers that stay keep every
+//! client's state and switch quota with `set_quota` semantics, tiers come
+//! and go, one client's override changes alone, and a bad configuration is
+//! refused whole. Every request reads the rules in force with one
+//! lock-free load; see the `Reloader` docs for the switch and why it never
+//! over-admits.
+//!
 //! # Waiting instead of refusing
 //!
 //! With a [`Shaper`] backend, [`RateLimitBuilder::delay`] holds a request
