@@ -90,9 +90,9 @@
 //!
 //! # Changing the rules at run time
 //!
-//! A layer built from a configuration ([`config::LayerConfig::build`],
+//! A layer built from a configuration (`config::LayerConfig::build`,
 //! feature `serde`) takes new rules while it serves through its
-//! `Reloader` ([`RateLimitLayer::reloader`]): tiers that stay keep every
+//! `Reloader` (`RateLimitLayer::reloader`): tiers that stay keep every
 //! client's state and switch quota with `set_quota` semantics, tiers come
 //! and go, one client's override changes alone, and a bad configuration is
 //! refused whole. Every request reads the rules in force with one
