@@ -4,49 +4,76 @@
 //! and `Retry-After`.
 //!
 //! ```text
-//! cargo run --example gateway --features axum -- [LISTEN_ADDR]
+//! cargo run --example gateway --features axum,serde -- [--config FILE] [LISTEN_ADDR]
 //! cargo run --example gateway --features axum,redis -- --redis [REDIS_URL] [LISTEN_ADDR]
 //! curl -i -H 'x-api-key: alice' http://127.0.0.1:8080/orders
 //! ```
 //!
-//! Limits: 10 requests per minute per API key ("key"), and 3 per minute per
-//! key and endpoint ("endpoint"); the endpoint is the matched route
-//! (`/orders/{id}` for every order id), never the raw path. A request
-//! refused by one tier consumes from neither. By default the limits live in
-//! this process; with `--redis` they live in Redis (URL: the argument,
-//! `$CELLRATE_REDIS_URL` or `redis://127.0.0.1:6379/`), so a fleet of
-//! gateways shares them, and while Redis is down each gateway falls back to
-//! local limits twice as loose (the fields then announce those).
+//! In process (the default), the rules come from a file:
+//! `examples/gateway.toml` unless `--config FILE` names another (a
+//! `[limits]` table, a `cellrate::tower::config::LayerConfig`, and an
+//! `[admin]` table with the admin token). The gateway reloads the file when
+//! its modification time changes (checked every second;
+//! `$CELLRATE_GATEWAY_POLL_MS` sets the interval, 0 turns it off) and on
+//! SIGHUP, keeping every client's state; a file that does not parse or
+//! check is refused, its error logged with its place, and the rules in
+//! force stay. The admin endpoint changes one client's override:
+//!
+//! ```text
+//! curl -X PUT -H 'authorization: Bearer change-me' --data '500/min' \
+//!      http://127.0.0.1:8080/admin/overrides/key/acct_123     # 204
+//! curl -X DELETE -H 'authorization: Bearer change-me' \
+//!      http://127.0.0.1:8080/admin/overrides/key/acct_123     # back to the tier's quota
+//! curl -H 'authorization: Bearer change-me' http://127.0.0.1:8080/admin/config
+//! ```
+//!
+//! The next request of that client is decided by the new quota (its debt
+//! kept as time: see `cellrate::tower::Reloader`). No token: 401 with a
+//! `WWW-Authenticate` challenge; a wrong one: 403; a body that is not a
+//! quota (`"500/min"`, `"10/s, burst 20"`) or an unknown tier: 400 with the
+//! reason. An override set this way lasts until the file is next reloaded
+//! (the file is the source of truth): write it into the file to keep it.
+//!
+//! With `--redis` the limits live in Redis (URL: the argument,
+//! `$CELLRATE_REDIS_URL` or `redis://127.0.0.1:6379/`), 10 requests per
+//! minute per key and 3 per key and endpoint, so a fleet of gateways shares
+//! them, and while Redis is down each gateway falls back to local limits
+//! twice as loose (the fields then announce those); that mode has no file
+//! and no admin endpoint.
 //!
 //! The first line printed is `listening on ADDR` (port 0 picks a free one);
-//! the default address is `127.0.0.1:8080`. `$CELLRATE_GATEWAY_PREFIX` sets
-//! the Redis key prefix.
+//! the default address is `127.0.0.1:8080`. Logs go to stderr.
+//! `$CELLRATE_GATEWAY_PREFIX` sets the Redis key prefix.
 //!
-//! With the `metrics` feature (`--features axum,metrics`) the gateway also
-//! serves `GET /metrics` in Prometheus' text format, unlimited (a real
+//! With the `metrics` feature (`--features axum,serde,metrics`) the gateway
+//! also serves `GET /metrics` in Prometheus' text format, unlimited (a real
 //! deployment would serve it on an internal address): the layer's
 //! `cellrate_*` series (see the crate's `metrics` module), from
 //! `metrics-exporter-prometheus` installed before the layer is built.
 
 use axum::routing::get;
 use axum::Router;
-use cellrate::time::StdClock;
-use cellrate::tower::{Backend, HeaderKey, KeyedTiers, RateLimitLayer, Route};
-use cellrate::Quota;
+use tower::Layer;
 
 fn exit(message: String) -> ! {
     eprintln!("{message}");
     std::process::exit(2)
 }
 
-fn app<B: Backend>(backend: B) -> Router {
-    let layer = RateLimitLayer::builder(
-        (HeaderKey::new("x-api-key"), Route),
-        backend,
-        StdClock::new(),
-    )
-    .build()
-    .unwrap_or_else(|e| exit(format!("bad limiter config: {e}")));
+/// The API: every route limited by `layer`.
+#[cfg_attr(not(any(feature = "serde", feature = "redis")), allow(dead_code))]
+fn api<L>(layer: L) -> Router
+where
+    L: Layer<axum::routing::Route> + Clone + Send + Sync + 'static,
+    L::Service: tower::Service<axum::extract::Request, Error = std::convert::Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    <L::Service as tower::Service<axum::extract::Request>>::Response:
+        axum::response::IntoResponse + 'static,
+    <L::Service as tower::Service<axum::extract::Request>>::Future: Send + 'static,
+{
     Router::new()
         .route("/orders", get(|| async { "orders\n" }))
         .route("/orders/{id}", get(|| async { "one order\n" }))
@@ -55,15 +82,228 @@ fn app<B: Backend>(backend: B) -> Router {
         .route_layer(layer)
 }
 
-fn in_process() -> Router {
-    let hz = StdClock::HZ;
-    let tiers = KeyedTiers::new()
-        .per_client("key", Quota::per_minute(10).at_hz(hz), 100_000)
-        .and_then(|t| {
-            t.per_client_and_endpoint("endpoint", Quota::per_minute(3).at_hz(hz), 100_000)
-        })
-        .unwrap_or_else(|e| exit(format!("bad limiter config: {e}")));
-    app(tiers)
+#[cfg(feature = "serde")]
+mod from_file {
+    //! The in-process gateway: rules from a file, reloaded live, and the
+    //! admin endpoint.
+
+    use std::path::{Path, PathBuf};
+    use std::sync::{Arc, RwLock};
+    use std::time::{Duration, SystemTime};
+
+    use axum::extract::{Path as UrlPath, State};
+    use axum::http::{header, HeaderMap, StatusCode};
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::{get, put};
+    use axum::Router;
+    use cellrate::config::QuotaSpec;
+    use cellrate::time::StdClock;
+    use cellrate::tower::config::LayerConfig;
+    use cellrate::tower::Reloader;
+    use serde::Deserialize;
+
+    /// What the file holds.
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct File {
+        admin: AdminRules,
+        limits: LayerConfig,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct AdminRules {
+        /// `Authorization: Bearer <token>` for /admin/*.
+        token: String,
+    }
+
+    /// The file read and checked: its errors name their place.
+    fn read(path: &Path) -> Result<File, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let toml = toml::Deserializer::parse(&text)
+            .map_err(|e| format!("{}: not TOML: {e}", path.display()))?;
+        let file: File = cellrate::config::from_deserializer(toml)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if file.admin.token.is_empty() {
+            return Err(format!(
+                "{}: admin.token: must not be empty",
+                path.display()
+            ));
+        }
+        Ok(file)
+    }
+
+    struct Admin {
+        reloader: Reloader<StdClock>,
+        token: RwLock<String>,
+    }
+
+    /// The API router and the admin router (not limited), from `path`.
+    pub fn routers(path: PathBuf) -> (Router, Router) {
+        let file = read(&path).unwrap_or_else(|e| super::exit(e));
+        let layer = file
+            .limits
+            .build(StdClock::new(), StdClock::HZ)
+            .unwrap_or_else(|e| super::exit(format!("{}: limits.{e}", path.display())));
+        let admin = Arc::new(Admin {
+            reloader: layer.reloader(),
+            token: RwLock::new(file.admin.token),
+        });
+        watch(path, Arc::clone(&admin));
+        let admin_router = Router::new()
+            .route(
+                "/admin/overrides/{tier}/{client}",
+                put(set_override).delete(remove_override),
+            )
+            .route("/admin/config", get(show_config))
+            .with_state(admin);
+        (super::api(layer), admin_router)
+    }
+
+    /// Reloads `path` into the layer (and the token), or logs why not.
+    fn reload(path: &Path, admin: &Admin, why: &str) {
+        let file = match read(path) {
+            Ok(f) => f,
+            Err(e) => return eprintln!("reload ({why}) refused, rules unchanged: {e}"),
+        };
+        match admin.reloader.apply(&file.limits) {
+            Ok(()) => {
+                if let Ok(mut t) = admin.token.write() {
+                    *t = file.admin.token;
+                }
+                eprintln!("reloaded {} ({why})", path.display());
+            }
+            Err(e) => eprintln!(
+                "reload ({why}) refused, rules unchanged: {}: limits.{e}",
+                path.display()
+            ),
+        }
+    }
+
+    fn modified(path: &Path) -> Option<SystemTime> {
+        std::fs::metadata(path).and_then(|m| m.modified()).ok()
+    }
+
+    /// Reloads on SIGHUP and when the file's modification time changes.
+    fn watch(path: PathBuf, admin: Arc<Admin>) {
+        let poll_ms: u64 = std::env::var("CELLRATE_GATEWAY_POLL_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000);
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut hup = match signal(SignalKind::hangup()) {
+                Ok(s) => s,
+                Err(e) => return eprintln!("no SIGHUP reload: {e}"),
+            };
+            // Polling off: a tick that never comes.
+            let mut tick = tokio::time::interval(Duration::from_millis(poll_ms.max(1)));
+            let mut seen = modified(&path);
+            loop {
+                tokio::select! {
+                    _ = hup.recv() => reload(&path, &admin, "SIGHUP"),
+                    _ = tick.tick(), if poll_ms > 0 => {
+                        let now = modified(&path);
+                        if now != seen {
+                            seen = now;
+                            reload(&path, &admin, "file changed");
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// The refusal of a request without the token: 401 without a bearer
+    /// token, 403 with the wrong one; `None` for the right one.
+    fn refusal(admin: &Admin, headers: &HeaderMap) -> Option<Response> {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let Some(given) = given else {
+            return Some(
+                (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, "Bearer realm=\"admin\"")],
+                    "a bearer token is required\n",
+                )
+                    .into_response(),
+            );
+        };
+        let token = admin.token.read().map(|t| t.clone()).unwrap_or_default();
+        // Compared in time that does not depend on where they differ.
+        let same = given.len() == token.len()
+            && given
+                .bytes()
+                .zip(token.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0;
+        (!same).then(|| (StatusCode::FORBIDDEN, "wrong token\n").into_response())
+    }
+
+    fn refused(e: impl std::fmt::Display) -> Response {
+        (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response()
+    }
+
+    /// `PUT /admin/overrides/{tier}/{client}` with a quota as the body.
+    async fn set_override(
+        State(admin): State<Arc<Admin>>,
+        UrlPath((tier, client)): UrlPath<(String, String)>,
+        headers: HeaderMap,
+        body: String,
+    ) -> Response {
+        if let Some(r) = refusal(&admin, &headers) {
+            return r;
+        }
+        let quota: QuotaSpec = match body.trim().parse() {
+            Ok(q) => q,
+            Err(e) => return refused(format_args!("body: {e}")),
+        };
+        match admin.reloader.set_override(&tier, &client, Some(quota)) {
+            Ok(()) => StatusCode::NO_CONTENT.into_response(),
+            Err(e) => refused(e),
+        }
+    }
+
+    /// `DELETE /admin/overrides/{tier}/{client}`: back to the tier's quota.
+    async fn remove_override(
+        State(admin): State<Arc<Admin>>,
+        UrlPath((tier, client)): UrlPath<(String, String)>,
+        headers: HeaderMap,
+    ) -> Response {
+        if let Some(r) = refusal(&admin, &headers) {
+            return r;
+        }
+        match admin.reloader.set_override(&tier, &client, None) {
+            Ok(()) => StatusCode::NO_CONTENT.into_response(),
+            Err(e) => refused(e),
+        }
+    }
+
+    /// `GET /admin/config`: the rules in force, as TOML.
+    async fn show_config(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
+        if let Some(r) = refusal(&admin, &headers) {
+            return r;
+        }
+        match toml::to_string(&admin.reloader.config()) {
+            Ok(text) => text.into_response(),
+            Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        }
+    }
+}
+
+/// The in-process gateway from its rules file.
+#[cfg(feature = "serde")]
+fn in_process(config: std::path::PathBuf) -> Router {
+    let (api, admin) = from_file::routers(config);
+    Router::new().merge(api).merge(admin)
+}
+
+#[cfg(not(feature = "serde"))]
+fn in_process(_config: std::path::PathBuf) -> Router {
+    exit("the rules file needs the `serde` feature: cargo run --example gateway --features axum,serde".into())
 }
 
 #[cfg(feature = "redis")]
@@ -71,7 +311,9 @@ fn redis(url: &str) -> Router {
     use cellrate::redis::{
         AsyncRedisGcra, FailurePolicy, RedisConfig, RedisPolicy, RedisTier, Target,
     };
-    use cellrate::tower::RedisAsync;
+    use cellrate::time::StdClock;
+    use cellrate::tower::{HeaderKey, RateLimitLayer, RedisAsync, Route};
+    use cellrate::Quota;
     use std::time::Duration;
 
     let prefix = std::env::var("CELLRATE_GATEWAY_PREFIX").unwrap_or_else(|_| "gw".into());
@@ -95,7 +337,14 @@ fn redis(url: &str) -> Router {
         Target::standalone(url).unwrap_or_else(|e| exit(format!("bad redis url {url}: {e}")));
     let limiter = AsyncRedisGcra::new(target, policy, config)
         .unwrap_or_else(|e| exit(format!("bad limiter config: {e}")));
-    app(RedisAsync::new(limiter))
+    let layer = RateLimitLayer::builder(
+        (HeaderKey::new("x-api-key"), Route),
+        RedisAsync::new(limiter),
+        StdClock::new(),
+    )
+    .build()
+    .unwrap_or_else(|e| exit(format!("bad limiter config: {e}")));
+    api(layer)
 }
 
 #[cfg(not(feature = "redis"))]
@@ -111,6 +360,17 @@ async fn main() {
     // Before any layer is built: a layer registers its series when built.
     let scrape = metrics_endpoint();
     let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut config = std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/gateway.toml"
+    ));
+    if args.first().map(String::as_str) == Some("--config") {
+        args.remove(0);
+        if args.is_empty() {
+            exit("--config needs a file".into());
+        }
+        config = args.remove(0).into();
+    }
     let router = if args.first().map(String::as_str) == Some("--redis") {
         args.remove(0);
         let url = if args.first().is_some_and(|a| a.starts_with("redis")) {
@@ -120,7 +380,7 @@ async fn main() {
         };
         redis(&url)
     } else {
-        in_process()
+        in_process(config)
     };
     let router = router.merge(scrape);
     let addr = args

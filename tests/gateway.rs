@@ -1,10 +1,12 @@
-//! Starts `examples/gateway.rs` (built by `cargo test --features axum`) and
-//! drives it with real HTTP requests over TCP: in-process limits always, and
+//! Starts `examples/gateway.rs` (built by `cargo test --features axum,serde`) and
+//! drives it with real HTTP requests over TCP: in-process limits from a
+//! rules file (reloaded on change and on SIGHUP, with the admin endpoint
+//! that changes one client's override), and
 //! with `--features axum,redis` against the server in `CELLRATE_REDIS_URL`
 //! (that test is `#[ignore]`d: scripts/stages/70-redis.sh runs it with
 //! `--include-ignored`, and it fails when the variable is absent or the
 //! gateway cannot reach the server).
-#![cfg(feature = "axum")]
+#![cfg(all(feature = "axum", any(feature = "serde", feature = "redis")))]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -38,22 +40,31 @@ fn example_binary() -> PathBuf {
 struct Reply {
     status: u16,
     headers: HashMap<String, String>,
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    body: String,
 }
 
 fn get(addr: &str, path: &str, key: Option<&str>) -> Reply {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let key_line = key
         .map(|k| format!("x-api-key: {k}\r\n"))
         .unwrap_or_default();
+    send(addr, "GET", path, &key_line, "")
+}
+
+/// One request; `headers` are whole lines (each ending in CRLF).
+fn send(addr: &str, method: &str, path: &str, headers: &str, body: &str) -> Reply {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{key_line}Connection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
     )
     .unwrap();
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
-    let (head, _body) = text.split_once("\r\n\r\n").expect("a full HTTP reply");
+    let (head, body) = text.split_once("\r\n\r\n").expect("a full HTTP reply");
+    let body = body.to_string();
     let mut lines = head.lines();
     let status = lines
         .next()
@@ -67,14 +78,25 @@ fn get(addr: &str, path: &str, key: Option<&str>) -> Reply {
         .filter_map(|l| l.split_once(": "))
         .map(|(k, v)| (k.to_ascii_lowercase(), v.to_string()))
         .collect();
-    Reply { status, headers }
+    Reply {
+        status,
+        headers,
+        body,
+    }
 }
 
 fn start(args: &[&str], prefix: Option<&str>) -> (Gateway, String) {
+    start_with(args, prefix, &[])
+}
+
+fn start_with(args: &[&str], prefix: Option<&str>, env: &[(&str, &str)]) -> (Gateway, String) {
     let mut cmd = Command::new(example_binary());
     cmd.args(args).stdout(Stdio::piped());
     if let Some(prefix) = prefix {
         cmd.env("CELLRATE_GATEWAY_PREFIX", prefix);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
     }
     let mut child = cmd.spawn().unwrap();
     let mut first = String::new();
@@ -90,10 +112,228 @@ fn start(args: &[&str], prefix: Option<&str>) -> (Gateway, String) {
     (guard, addr)
 }
 
+/// The rules `drive` expects (those of the Redis mode): 10/min per key,
+/// 3/min per key and endpoint.
+#[cfg(feature = "serde")]
+const DRIVE_RULES: &str = r#"
+[admin]
+token = "t0ken"
+[limits]
+key = { client = { header = "x-api-key" }, endpoint = "route" }
+[[limits.tiers]]
+name = "key"
+quota = "10/min"
+capacity = 1000
+[[limits.tiers]]
+name = "endpoint"
+quota = "3/min"
+scope = "client_and_endpoint"
+capacity = 1000
+"#;
+
+/// A rules file of this test's own, removed when dropped.
+#[cfg(feature = "serde")]
+struct TempFile(PathBuf);
+
+#[cfg(feature = "serde")]
+impl TempFile {
+    fn new(name: &str, text: &str) -> Self {
+        let path = std::env::temp_dir().join(format!(
+            "cellrate-gateway-{}-{name}.toml",
+            std::process::id()
+        ));
+        std::fs::write(&path, text).unwrap();
+        TempFile(path)
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+    fn write(&self, text: &str) {
+        std::fs::write(&self.0, text).unwrap();
+    }
+}
+
+#[cfg(feature = "serde")]
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[cfg(feature = "serde")]
 #[test]
 fn gateway_in_process() {
-    let (_guard, addr) = start(&["127.0.0.1:0"], None);
+    let file = TempFile::new("drive", DRIVE_RULES);
+    let (_guard, addr) = start(&["--config", file.path(), "127.0.0.1:0"], None);
     drive(&addr);
+}
+
+#[cfg(feature = "serde")]
+fn admin(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str) -> Reply {
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    send(addr, method, path, &auth, body)
+}
+
+/// The seed's story on the repository's own `examples/gateway.toml`:
+/// acct_123 spends its 100/min, the operator raises it to 500/min through
+/// the admin endpoint, and the next request is admitted under the new
+/// quota; the admin endpoint refuses a missing or wrong token and a bad
+/// body without changing anything.
+#[cfg(feature = "serde")]
+#[test]
+fn gateway_admin_raises_one_client() {
+    let (_guard, addr) = start(&["127.0.0.1:0"], None);
+    let mut first = None;
+    for i in 0..100 {
+        let r = get(&addr, "/orders", Some("acct_123"));
+        assert_eq!(r.status, 200, "request {i}");
+        // The first request was decided before its reply came back.
+        first.get_or_insert_with(std::time::Instant::now);
+    }
+    let first = first.unwrap();
+    let r = get(&addr, "/orders", Some("acct_123"));
+    assert_eq!(r.status, 429, "100/min spent");
+    assert_eq!(r.headers["x-ratelimit-limit"], "100");
+
+    let path = "/admin/overrides/key/acct_123";
+    let r = admin(&addr, "PUT", path, None, "500/min");
+    assert_eq!(r.status, 401);
+    assert_eq!(r.headers["www-authenticate"], r#"Bearer realm="admin""#);
+    assert_eq!(
+        admin(&addr, "PUT", path, Some("wrong"), "500/min").status,
+        403
+    );
+    assert_eq!(
+        admin(&addr, "GET", "/admin/config", Some("change-me-"), "").status,
+        403
+    );
+    for bad in [
+        "",
+        "lots",
+        "500/fortnight",
+        "0/min",
+        "500/min, burst 0",
+        "\u{7f}",
+    ] {
+        let r = admin(&addr, "PUT", path, Some("change-me"), bad);
+        assert_eq!(r.status, 400, "{bad:?}: {}", r.body);
+    }
+    let r = admin(
+        &addr,
+        "PUT",
+        "/admin/overrides/nope/acct_123",
+        Some("change-me"),
+        "500/min",
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(r.body, "tiers: no tier is named \"nope\"\n");
+    // Nothing changed: still refused, still 100/min.
+    let r = get(&addr, "/orders", Some("acct_123"));
+    assert_eq!(r.status, 429);
+    assert_eq!(r.headers["x-ratelimit-limit"], "100");
+
+    let r = admin(&addr, "PUT", path, Some("change-me"), "500/min");
+    assert_eq!(r.status, 204, "{}", r.body);
+    // The debt (60 s) is kept as time: at 500/min (burst 500) the next cell
+    // is free 120 ms after the first request, at 100/min only after 600 ms.
+    if let Some(rest) = Duration::from_millis(130).checked_sub(first.elapsed()) {
+        std::thread::sleep(rest);
+    }
+    let r = get(&addr, "/orders", Some("acct_123"));
+    assert_eq!(r.status, 200, "{:?}", r.headers);
+    assert_eq!(r.headers["x-ratelimit-limit"], "500");
+    // Another client is untouched.
+    assert_eq!(
+        get(&addr, "/orders", Some("acct_9")).headers["x-ratelimit-limit"],
+        "100"
+    );
+    let r = admin(&addr, "GET", "/admin/config", Some("change-me"), "");
+    assert_eq!(r.status, 200);
+    assert!(r.body.contains(r#"acct_123 = "500/min""#), "{}", r.body);
+    // Back to the tier's quota, still owing.
+    assert_eq!(
+        admin(&addr, "DELETE", path, Some("change-me"), "").status,
+        204
+    );
+    let r = get(&addr, "/orders", Some("acct_123"));
+    assert_eq!(r.status, 429);
+}
+
+/// The `q` the "key" tier announces to `key`.
+#[cfg(feature = "serde")]
+fn key_q(addr: &str, key: &str) -> String {
+    let r = get(addr, "/users", Some(key));
+    let policy = &r.headers["ratelimit-policy"];
+    let q = policy.strip_prefix(r#""key";q="#).unwrap_or(policy);
+    q.split(';').next().unwrap().to_string()
+}
+
+/// Waits (at most 5 s) until the "key" tier announces `q`.
+#[cfg(feature = "serde")]
+fn wait_for_limit(addr: &str, key: &str, q: &str) -> bool {
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < until {
+        if key_q(addr, key) == q {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// The gateway reloads its file on SIGHUP (polling off) and when it
+/// changes (polling on), keeping every client's state, and keeps its rules
+/// when the new file is bad.
+#[cfg(feature = "serde")]
+#[test]
+fn gateway_reloads_its_file() {
+    let seven = DRIVE_RULES.replace("\"10/min\"", "\"7/min\"");
+    let nine = DRIVE_RULES.replace("\"10/min\"", "\"9/min\"");
+
+    // SIGHUP, polling off.
+    let file = TempFile::new("hup", DRIVE_RULES);
+    let (guard, addr) = start_with(
+        &["--config", file.path(), "127.0.0.1:0"],
+        None,
+        &[("CELLRATE_GATEWAY_POLL_MS", "0")],
+    );
+    for _ in 0..3 {
+        assert_eq!(get(&addr, "/orders", Some("dora")).status, 200);
+    }
+    file.write(&seven);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(key_q(&addr, "dora"), "10");
+    let hup = |pid: u32| {
+        let ok = Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    hup(guard.0.id());
+    assert!(wait_for_limit(&addr, "dora", "7"), "no reload on SIGHUP");
+    // dora kept her state: the endpoint tier of /orders is still spent.
+    assert_eq!(get(&addr, "/orders", Some("dora")).status, 429);
+    // A bad file is refused: the rules stay.
+    file.write("[limits]\nkey = 1\n");
+    hup(guard.0.id());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(key_q(&addr, "erin"), "7");
+    drop(guard);
+
+    // A changed file, polling every 50 ms.
+    let file = TempFile::new("poll", DRIVE_RULES);
+    let (_guard, addr) = start_with(
+        &["--config", file.path(), "127.0.0.1:0"],
+        None,
+        &[("CELLRATE_GATEWAY_POLL_MS", "50")],
+    );
+    assert_eq!(key_q(&addr, "finn"), "10");
+    file.write(&nine);
+    assert!(wait_for_limit(&addr, "finn", "9"), "no reload on change");
 }
 
 #[cfg(feature = "redis")]

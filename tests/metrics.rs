@@ -349,7 +349,7 @@ async fn redis_errors_and_failure_mode() {
 }
 
 /// The gateway example over loopback HTTP: known traffic, then a scrape.
-#[cfg(feature = "axum")]
+#[cfg(all(feature = "axum", feature = "serde"))]
 mod gateway {
     use std::io::{BufRead, BufReader, Read, Write};
     use std::net::TcpStream;
@@ -399,10 +399,38 @@ mod gateway {
             .join("gateway");
         assert!(
             bin.exists(),
-            "{} missing: run `cargo test --features axum,metrics`",
+            "{} missing: run `cargo build --features axum,serde,metrics --example gateway`",
             bin.display()
         );
+        // The rules this test counts against, in the gateway's file format.
+        let rules =
+            std::env::temp_dir().join(format!("cellrate-metrics-{}.toml", std::process::id()));
+        std::fs::write(
+            &rules,
+            r#"
+[admin]
+token = "test-token"
+
+[limits]
+key = { client = { header = "x-api-key" }, endpoint = "route" }
+fields = "both"
+
+[[limits.tiers]]
+name = "key"
+quota = "10/min"
+capacity = 1024
+
+[[limits.tiers]]
+name = "endpoint"
+quota = "3/min"
+scope = "client_and_endpoint"
+capacity = 1024
+"#,
+        )
+        .unwrap();
         let mut child = Command::new(bin)
+            .arg("--config")
+            .arg(&rules)
             .arg("127.0.0.1:0")
             .stdout(Stdio::piped())
             .spawn()
@@ -480,4 +508,64 @@ mod gateway {
             ok
         );
     }
+}
+
+/// A reload keeps the series exact: a tier that stays keeps its table and
+/// its series (its totals are not published again), a tier added gets its
+/// own, and every counter still equals the answers the client received.
+#[cfg(feature = "serde")]
+#[tokio::test]
+async fn a_reload_keeps_every_series_exact() {
+    use cellrate::tower::config::LayerConfig;
+    let rules = |quota: &str, extra: bool| -> LayerConfig {
+        let mut text = format!(
+            "key = {{ client = {{ header = \"x-api-key\" }} }}\n\
+             [[tiers]]\nname = \"key\"\nquota = \"{quota}\"\ncapacity = 8\n"
+        );
+        if extra {
+            text.push_str("[[tiers]]\nname = \"extra\"\nquota = \"100/min\"\ncapacity = 8\n");
+        }
+        toml::from_str(&text).unwrap()
+    };
+    let recorder: PrometheusRecorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let clock = TestClock(Arc::new(ManualClock::new(0)));
+    let layer =
+        metrics::with_local_recorder(&recorder, || rules("2/min", false).build(clock.clone(), HZ))
+            .unwrap();
+    let reloader = layer.reloader();
+    let mut svc = layer.layer(ok_service());
+    let mut seen = Seen::default();
+    for c in 0..3 {
+        for _ in 0..3 {
+            seen.add(send(&mut svc, Some(&format!("client-{c}"))).await);
+        }
+    }
+    assert_eq!((seen.get(200), seen.get(429)), (6.0, 3.0));
+    metrics::with_local_recorder(&recorder, || reloader.apply(&rules("5/min", true))).unwrap();
+    // Two clients already seen and one new, on the kept tier and the new one.
+    for c in 1..4 {
+        for _ in 0..3 {
+            seen.add(send(&mut svc, Some(&format!("client-{c}"))).await);
+        }
+    }
+    let s = samples(&handle.render());
+    let req = |outcome| {
+        value(
+            &s,
+            "cellrate_requests_total",
+            &[("limiter", "default"), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(req("admitted"), seen.get(200));
+    assert_eq!(req("denied"), seen.get(429));
+    let keyed = |tier, name| value(&s, name, &[("limiter", "default"), ("tier", tier)]);
+    // The kept table saw 4 clients in all: published once each.
+    assert_eq!(keyed("key", "cellrate_keyed_inserted_total"), 4.0);
+    assert_eq!(keyed("key", "cellrate_keyed_keys"), 4.0);
+    // The new table: tiers are checked in order and a refusal stops there,
+    // so only client-3 (new, admitted by "key") reached it: clients 1 and
+    // 2 still owe a minute, which at 5/min is the whole burst.
+    assert_eq!(keyed("extra", "cellrate_keyed_inserted_total"), 1.0);
+    assert_eq!(keyed("extra", "cellrate_keyed_capacity"), 8.0);
 }

@@ -230,6 +230,8 @@ fn layer_config() -> impl Strategy<Value = LayerConfig> {
                 quota,
                 scope,
                 capacity,
+                overrides: Default::default(),
+                max_overrides: None,
             }
         });
     (

@@ -3,12 +3,14 @@
 use std::boxed::Box;
 use std::future::Future;
 use std::string::{String, ToString};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::vec::Vec;
 
 use crate::compose::check_all;
 use crate::decision::{Decision, Denied};
 use crate::headers::Policy;
-use crate::keyed::{Entry, KeyedBox, Seed, Slot, WhenFull};
+use crate::keyed::{Entry, KeyId, KeyedBox, LiveQuota, Overrides, Seed, Slot, WhenFull};
 use crate::{Quota, RateLimiter};
 
 #[cfg(feature = "redis")]
@@ -197,16 +199,149 @@ pub trait Backend: Send + Sync + 'static {
 
 /// What a keyed tier is keyed by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Scope {
+pub(super) enum Scope {
     Client,
     ClientAndEndpoint,
 }
 
-struct KeyedTier {
-    name: String,
-    quota: Quota,
-    table: KeyedBox<Quota>,
-    scope: Scope,
+/// A tier's per-client quotas that change at run time: at most `capacity`
+/// clients, each bound to one slot for the tier's life (a slot is never
+/// given to another client, so a check that found its client's slot reads
+/// that client's quota, whatever a reload does meanwhile). A slot's key
+/// word is `0` (free; every slot after it is free too) or `id + 1`; it is
+/// written once, after its quota, by the one reloader at a time.
+pub(super) struct LiveOverrides {
+    slots: Box<[OverrideSlot]>,
+}
+
+struct OverrideSlot {
+    key: AtomicU64,
+    quota: LiveQuota,
+}
+
+// Reloads are made from a configuration (feature `serde`).
+#[cfg_attr(not(feature = "serde"), allow(dead_code))]
+impl LiveOverrides {
+    fn new(capacity: usize, default: Quota) -> Self {
+        LiveOverrides {
+            slots: (0..capacity)
+                .map(|_| OverrideSlot {
+                    key: AtomicU64::new(0),
+                    quota: LiveQuota::new(default),
+                })
+                .collect(),
+        }
+    }
+    /// How many clients can ever have an override.
+    pub(super) fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+    /// The bound clients.
+    fn bound(&self) -> impl Iterator<Item = &OverrideSlot> {
+        self.slots
+            .iter()
+            .take_while(|s| s.key.load(Ordering::Acquire) != 0)
+    }
+    /// Whether `id` has a slot.
+    pub(super) fn is_bound(&self, id: KeyId) -> bool {
+        let word = id.get() + 1;
+        self.bound().any(|s| s.key.load(Ordering::Acquire) == word)
+    }
+    /// How many clients have a slot.
+    pub(super) fn bound_count(&self) -> usize {
+        self.bound().count()
+    }
+    /// Sets the quotas of one reload, already re-expressed at the tier's
+    /// scale (checked first: a slot for every id): `overrides` are
+    /// bound (a new client takes the first free slot, its quota written
+    /// before its key word), and every other bound client follows
+    /// `default`. Only the reloader (one at a time) calls this.
+    fn apply(&self, overrides: &[(KeyId, Quota)], default: Quota) {
+        for slot in self.bound() {
+            let word = slot.key.load(Ordering::Acquire);
+            match overrides.iter().find(|(id, _)| id.get() + 1 == word) {
+                Some(&(_, q)) => {
+                    let _ = slot.quota.set_quota(q);
+                }
+                None => {
+                    let _ = slot.quota.set_quota(default);
+                }
+            }
+        }
+        for &(id, q) in overrides {
+            let word = id.get() + 1;
+            if self.bound().any(|s| s.key.load(Ordering::Acquire) == word) {
+                continue;
+            }
+            let Some(free) = self
+                .slots
+                .iter()
+                .find(|s| s.key.load(Ordering::Acquire) == 0)
+            else {
+                continue; // the slots were counted first: unreachable
+            };
+            let _ = free.quota.set_quota(q);
+            free.key.store(word, Ordering::Release);
+        }
+    }
+}
+
+impl Overrides<LiveQuota> for LiveOverrides {
+    #[inline]
+    fn get(&self, id: KeyId) -> Option<&LiveQuota> {
+        let word = id.get() + 1;
+        for slot in self.slots.iter() {
+            match slot.key.load(Ordering::Acquire) {
+                0 => return None,
+                w if w == word => return Some(&slot.quota),
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
+/// One keyed tier: its table lives as long as some rules in force name it
+/// (a reload that keeps the tier keeps the table, and every client's state
+/// in it).
+pub(super) struct KeyedTier {
+    pub(super) name: String,
+    pub(super) table: KeyedBox<LiveQuota, LiveOverrides>,
+    pub(super) scope: Scope,
+}
+
+#[cfg_attr(not(feature = "serde"), allow(dead_code))]
+impl KeyedTier {
+    pub(super) fn new(
+        name: &str,
+        quota: Quota,
+        capacity: usize,
+        max_overrides: usize,
+        scope: Scope,
+        when_full: WhenFull,
+    ) -> Self {
+        KeyedTier {
+            name: name.to_string(),
+            table: KeyedBox::with_capacity_and_overrides(
+                capacity,
+                LiveQuota::new(quota),
+                LiveOverrides::new(max_overrides, quota),
+                when_full,
+                Seed::random(),
+            ),
+            scope,
+        }
+    }
+    /// The quota in force.
+    pub(super) fn quota(&self) -> Quota {
+        self.table.algorithm().quota()
+    }
+    /// Sets the default quota and the overrides (both already re-expressed
+    /// at the table's scale and checked).
+    pub(super) fn apply(&self, default: Quota, overrides: &[(KeyId, Quota)]) {
+        let _ = self.table.algorithm().set_quota(default);
+        self.table.overrides().apply(overrides, default);
+    }
 }
 
 /// All-or-nothing in-process tiers, each a keyed GCRA table keyed by the
@@ -232,11 +367,12 @@ struct KeyedTier {
 /// # let _ = tiers;
 /// ```
 pub struct KeyedTiers {
-    tiers: Vec<KeyedTier>,
-    when_full: WhenFull,
-    /// Each tier's table as metrics, once registered.
+    pub(super) tiers: Vec<Arc<KeyedTier>>,
+    pub(super) when_full: WhenFull,
+    /// Each tier's table as metrics, once registered (a reload carries a
+    /// kept tier's over).
     #[cfg(feature = "metrics")]
-    metrics: Vec<crate::metrics::KeyedMetrics>,
+    pub(super) metrics: Vec<Arc<crate::metrics::KeyedMetrics>>,
 }
 
 impl Default for KeyedTiers {
@@ -271,7 +407,7 @@ impl KeyedTiers {
             return Err(ConfigError::TooManyTiers);
         }
         if let Some(first) = self.tiers.first() {
-            if first.quota.hz() != quota.hz() {
+            if first.quota().hz() != quota.hz() {
                 return Err(ConfigError::MixedHz);
             }
         }
@@ -279,12 +415,14 @@ impl KeyedTiers {
         if capacity == 0 {
             return Err(ConfigError::ZeroCapacity);
         }
-        self.tiers.push(KeyedTier {
-            name: name.to_string(),
+        self.tiers.push(Arc::new(KeyedTier::new(
+            name,
             quota,
-            table: KeyedBox::with_capacity(capacity, quota, self.when_full, Seed::random()),
+            capacity,
+            0,
             scope,
-        });
+            self.when_full,
+        )));
         Ok(self)
     }
     /// A tier keyed by the client.
@@ -308,7 +446,10 @@ impl KeyedTiers {
     }
 
     /// `key`'s entry in `tier`'s table: the client, or (client, endpoint).
-    fn entry<'t>(tier: &'t KeyedTier, key: &RequestKey<'_>) -> Entry<'t, Quota, Box<[Slot]>> {
+    fn entry<'t>(
+        tier: &'t KeyedTier,
+        key: &RequestKey<'_>,
+    ) -> Entry<'t, LiveQuota, Box<[Slot]>, LiveOverrides> {
         match (tier.scope, key.scope()) {
             (Scope::ClientAndEndpoint, Some(scope)) => tier.table.entry(&(key.client(), scope)),
             _ => tier.table.entry(&key.client()),
@@ -335,12 +476,40 @@ impl KeyedTiers {
     }
 }
 
+#[cfg(all(feature = "metrics", feature = "serde"))]
+impl KeyedTiers {
+    /// This backend's series after a reload from `old`: a tier whose table
+    /// was kept keeps its series, and what they have published (new ones
+    /// would publish the table's totals again); a new tier's are
+    /// registered under `limiter`.
+    pub(super) fn carry_metrics(&mut self, old: &KeyedTiers, limiter: &str) {
+        self.metrics = self
+            .tiers
+            .iter()
+            .map(|t| {
+                old.tiers
+                    .iter()
+                    .zip(&old.metrics)
+                    .find(|(o, _)| Arc::ptr_eq(o, t))
+                    .map(|(_, m)| Arc::clone(m))
+                    .unwrap_or_else(|| {
+                        Arc::new(crate::metrics::KeyedMetrics::new(
+                            limiter,
+                            &t.name,
+                            t.table.capacity(),
+                        ))
+                    })
+            })
+            .collect();
+    }
+}
+
 impl Backend for KeyedTiers {
     type Future = core::future::Ready<Verdict>;
     fn tiers(&self) -> Vec<TierInfo> {
         self.tiers
             .iter()
-            .map(|t| TierInfo::from_quota(&t.name, &t.quota))
+            .map(|t| TierInfo::from_quota(&t.name, &t.quota()))
             .collect()
     }
     fn check(&self, key: &RequestKey<'_>, now: u64, cost: u64) -> Check<Self::Future> {
@@ -356,7 +525,13 @@ impl Backend for KeyedTiers {
         self.metrics = self
             .tiers
             .iter()
-            .map(|t| crate::metrics::KeyedMetrics::new(limiter, &t.name, t.table.capacity()))
+            .map(|t| {
+                Arc::new(crate::metrics::KeyedMetrics::new(
+                    limiter,
+                    &t.name,
+                    t.table.capacity(),
+                ))
+            })
             .collect();
     }
 }

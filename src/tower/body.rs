@@ -165,7 +165,7 @@ where
         }
         let key = RequestKey::new(this.client.part(), this.scope.as_ref().map(OwnedPart::part));
         let now = this.shared.clock.now();
-        match this.shared.backend.check(&key, now, excess) {
+        match this.shared.live.load().backend.check(&key, now, excess) {
             Check::Ready(verdict) => Poll::Ready(this.settle(verdict, frame)),
             Check::Pending(fut) => {
                 this.pending = Some((Box::pin(fut), frame));

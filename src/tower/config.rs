@@ -65,11 +65,18 @@
 //! fallback_capacity = 65536                             # default 65 536
 //! ```
 //!
-//! Not yet data: routes with their own tiers and per-client overrides;
-//! build those layers in code.
+//! | `tiers[i].overrides` | a table `client key → quota`: that client's own quota in this tier (scope `"client"` only) | none |
+//! | `tiers[i].max_overrides` | clients that can ever have an override in the tier, counting those added at run time, 1 to 4 096 | 64 |
+//!
+//! A layer built from a config can take a new one at run time, keeping
+//! every client's state: see [`Reloader`](super::Reloader).
+//!
+//! Not yet data: routes with their own tiers; build those layers in code.
 
+use std::collections::BTreeMap;
 use std::format;
 use std::string::String;
+use std::sync::Arc;
 use std::vec::Vec;
 
 use http::request::Parts;
@@ -131,7 +138,25 @@ pub struct LayerTier {
     pub scope: TierScope,
     /// The most live keys its table holds.
     pub capacity: usize,
+    /// Per-client quotas, by the client's key (a header value, or an
+    /// address with `key.client = "peer_ip"`); only in a tier scoped
+    /// `client`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub overrides: BTreeMap<String, QuotaSpec>,
+    /// How many clients can ever have an override in this tier, counting
+    /// the ones added at run time ([`Reloader`](super::Reloader));
+    /// default [`DEFAULT_MAX_OVERRIDES`]. A client keeps its slot once it
+    /// had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_overrides: Option<usize>,
 }
+
+/// The override slots of a tier whose `max_overrides` is not set.
+pub const DEFAULT_MAX_OVERRIDES: usize = 64;
+
+/// The most override slots a tier may have (each check of the tier reads
+/// the bound ones).
+pub const MAX_OVERRIDES: usize = 4_096;
 
 /// [`Fields`] as data.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -283,6 +308,45 @@ fn builder_error(e: super::ConfigError) -> Error {
     }
 }
 
+/// A tier table, kept from the rules in force or new.
+pub(super) enum Planned {
+    Kept(Arc<super::backend::KeyedTier>),
+    New(std::boxed::Box<super::backend::KeyedTier>),
+}
+
+impl Planned {
+    fn tier(&self) -> &super::backend::KeyedTier {
+        match self {
+            Planned::Kept(t) => t,
+            Planned::New(t) => t,
+        }
+    }
+}
+
+/// One tier of a checked configuration, its quotas at its table's scale.
+pub(super) struct TierPlan {
+    tier: Planned,
+    default: crate::Quota,
+    overrides: Vec<(crate::keyed::KeyId, crate::Quota)>,
+}
+
+impl TierPlan {
+    /// What the tier announces once committed.
+    pub(super) fn info(&self) -> super::TierInfo {
+        super::TierInfo::from_quota(&self.tier.tier().name, &self.default)
+    }
+    /// Sets the tier's quotas (each switches on its own, whole) and hands
+    /// its table on.
+    pub(super) fn commit(self) -> Arc<super::backend::KeyedTier> {
+        let tier = match self.tier {
+            Planned::Kept(t) => t,
+            Planned::New(t) => Arc::from(t),
+        };
+        tier.apply(self.default, &self.overrides);
+        tier
+    }
+}
+
 /// A key part chosen by configuration.
 #[derive(Clone, Debug)]
 enum Source {
@@ -387,25 +451,13 @@ impl LayerConfig {
             ));
         }
         let (key, keyless) = self.key_and_keyless()?;
-        let mut tiers = KeyedTiers::new().when_full(self.when_full);
-        for (i, t) in self.tiers.iter().enumerate() {
-            let quota = self.tier_quota(i, hz)?;
-            let place = |field: &str| format!("tiers[{i}].{field}");
-            // A size no allocator grants is an error here, not an abort.
-            crate::config::check_capacity(t.capacity)
-                .map_err(|e| Error::new(place("capacity"), e.message()))?;
-            tiers = match t.scope {
-                TierScope::Client => tiers.per_client(&t.name, quota, t.capacity),
-                TierScope::ClientAndEndpoint => {
-                    tiers.per_client_and_endpoint(&t.name, quota, t.capacity)
-                }
-            }
-            .map_err(|e| match e {
-                super::ConfigError::InvalidName => Error::new(place("name"), e),
-                super::ConfigError::ZeroCapacity => Error::new(place("capacity"), e),
-                _ => Error::new("tiers", e),
-            })?;
-        }
+        let plan = self.plan_tiers(hz, None)?;
+        let tiers = KeyedTiers {
+            tiers: plan.into_iter().map(|p| p.commit()).collect(),
+            when_full: self.when_full,
+            #[cfg(feature = "metrics")]
+            metrics: Vec::new(),
+        };
         let builder = RateLimitLayer::builder(key, tiers, clock)
             .fields(self.fields.into())
             .keyless(keyless);
@@ -413,7 +465,168 @@ impl LayerConfig {
             Some(c) => builder.challenge(&c.scheme, &c.realm),
             None => builder,
         };
-        builder.build().map_err(builder_error)
+        let layer = builder.build().map_err(builder_error)?;
+        if let Ok(mut applied) = layer.shared.applied.lock() {
+            *applied = Some(self.clone());
+        }
+        Ok(layer)
+    }
+
+    /// Every tier checked and made ready at `hz`: a tier of `old` with the
+    /// same name keeps its table (its scope, capacity and override slots
+    /// must then be the same), the others get new tables. Nothing in `old`
+    /// changes until the plans are committed.
+    pub(super) fn plan_tiers(
+        &self,
+        hz: u64,
+        old: Option<&KeyedTiers>,
+    ) -> Result<Vec<TierPlan>, Error> {
+        if self.tiers.len() > super::MAX_TIERS {
+            return Err(Error::new("tiers", super::ConfigError::TooManyTiers));
+        }
+        let mut plans = Vec::with_capacity(self.tiers.len());
+        for (i, t) in self.tiers.iter().enumerate() {
+            let quota = self.tier_quota(i, hz)?;
+            let place = |field: &str| format!("tiers[{i}].{field}");
+            super::check_name(&t.name).map_err(|e| Error::new(place("name"), e))?;
+            // A size no allocator grants is an error here, not an abort.
+            crate::config::check_capacity(t.capacity)
+                .map_err(|e| Error::new(place("capacity"), e.message()))?;
+            let max_overrides = t.max_overrides.unwrap_or(DEFAULT_MAX_OVERRIDES);
+            if max_overrides > MAX_OVERRIDES {
+                return Err(Error::new(
+                    place("max_overrides"),
+                    format_args!("at most {MAX_OVERRIDES}"),
+                ));
+            }
+            if t.overrides.len() > max_overrides {
+                return Err(Error::new(
+                    place("overrides"),
+                    format_args!(
+                        "{} overrides, more than max_overrides ({max_overrides})",
+                        t.overrides.len()
+                    ),
+                ));
+            }
+            if t.scope == TierScope::ClientAndEndpoint && !t.overrides.is_empty() {
+                return Err(Error::new(
+                    place("overrides"),
+                    "overrides name clients: only a tier scoped \"client\" has them",
+                ));
+            }
+            let scope = match t.scope {
+                TierScope::Client => super::backend::Scope::Client,
+                TierScope::ClientAndEndpoint => super::backend::Scope::ClientAndEndpoint,
+            };
+            let existing = old.and_then(|o| o.tiers.iter().find(|k| k.name == t.name));
+            let tier = match existing {
+                Some(k) => {
+                    let fixed = |field: &str| {
+                        Error::new(
+                            place(field),
+                            format_args!(
+                                "fixed while tier {:?} lives (its table keeps every client's state): \
+                                 give the tier a new name to make a new table",
+                                t.name
+                            ),
+                        )
+                    };
+                    if k.scope != scope {
+                        return Err(fixed("scope"));
+                    }
+                    if k.table.capacity() != t.capacity {
+                        return Err(fixed("capacity"));
+                    }
+                    if k.table.overrides().capacity() != max_overrides {
+                        return Err(fixed("max_overrides"));
+                    }
+                    Planned::Kept(Arc::clone(k))
+                }
+                None => Planned::New(std::boxed::Box::new(super::backend::KeyedTier::new(
+                    &t.name,
+                    quota,
+                    t.capacity,
+                    max_overrides,
+                    scope,
+                    self.when_full,
+                ))),
+            };
+            let table = tier.tier();
+            // Every quota at the table's scale (that of the quota it was
+            // made with), rounded toward admitting less; refused past 1 %.
+            let fixed = table.quota();
+            let rescale = |q: crate::Quota, place: &str| {
+                q.rescaled(fixed.scale(), fixed.hz())
+                    .map_err(|e| Error::new(place, e))
+            };
+            let default = rescale(quota, &place("quota"))?;
+            let mut overrides = Vec::with_capacity(t.overrides.len());
+            // Clients that will take a slot they do not have yet.
+            let mut fresh = 0;
+            for (client, spec) in &t.overrides {
+                let at = format!("tiers[{i}].overrides.{client}");
+                let q = spec.quota(hz).map_err(|e| Error::new(at.as_str(), e))?;
+                if q.hz() != hz {
+                    return Err(Error::new(
+                        at,
+                        "an override must count ticks at the clock's frequency",
+                    ));
+                }
+                let q = rescale(q, &at)?;
+                let id = self.client_id(&table.table, client, &at)?;
+                let slots = table.table.overrides();
+                if !slots.is_bound(id) {
+                    fresh += 1;
+                }
+                if slots.bound_count() + fresh > max_overrides {
+                    return Err(Error::new(
+                        at,
+                        format_args!(
+                            "every one of the tier's {max_overrides} override slots is taken \
+                             (a client keeps its slot once it had one): raise max_overrides \
+                             under a new tier name"
+                        ),
+                    ));
+                }
+                overrides.push((id, q));
+            }
+            plans.push(TierPlan {
+                tier,
+                default,
+                overrides,
+            });
+        }
+        Ok(plans)
+    }
+
+    /// The table's id of the client named `client` (as the layer's client
+    /// extractor reads it from a request).
+    fn client_id(
+        &self,
+        table: &crate::keyed::KeyedBox<crate::keyed::LiveQuota, super::backend::LiveOverrides>,
+        client: &str,
+        place: &str,
+    ) -> Result<crate::keyed::KeyId, Error> {
+        match self.key.client {
+            KeySource::PeerIp => {
+                let ip: std::net::IpAddr = client.parse().map_err(|_| {
+                    Error::new(
+                        place,
+                        "key.client is peer_ip: an override names an IP address",
+                    )
+                })?;
+                Ok(table.key_id(&Part::Ip(ip)))
+            }
+            KeySource::Header(_) | KeySource::Route => {
+                if client.is_empty() || client.len() > super::MAX_KEY_LEN {
+                    return Err(Error::new(
+                        place,
+                        format_args!("a client key is 1 to {} bytes", super::MAX_KEY_LEN),
+                    ));
+                }
+                Ok(table.key_id(&Part::Str(client)))
+            }
+        }
     }
 
     /// The extractor and the keyless answer.

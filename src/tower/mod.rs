@@ -88,6 +88,17 @@
 //! service is moved into the response future and a clone stays behind, as
 //! tower's documentation asks.
 //!
+//! # Changing the rules at run time
+//!
+//! A layer built from a configuration (`config::LayerConfig::build`,
+//! feature `serde`) takes new rules while it serves through its
+//! `Reloader` (`RateLimitLayer::reloader`): tiers that stay keep every
+//! client's state and switch quota with `set_quota` semantics, tiers come
+//! and go, one client's override changes alone, and a bad configuration is
+//! refused whole. Every request reads the rules in force with one
+//! lock-free load; see the `Reloader` docs for the switch and why it never
+//! over-admits.
+//!
 //! # Waiting instead of refusing
 //!
 //! With a [`Shaper`] backend, [`RateLimitBuilder::delay`] holds a request
@@ -124,6 +135,8 @@ mod body {
 }
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "serde")]
+mod reload;
 
 use core::fmt::{self, Write};
 use core::pin::Pin;
@@ -158,6 +171,8 @@ pub use key::{
 pub use redis::{
     FallbackCounters, FallbackStats, RedisAsync, RedisBackend, RedisBlocking, RedisClient,
 };
+#[cfg(feature = "serde")]
+pub use reload::Reloader;
 
 /// Which rate-limit header families a response carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -633,6 +648,58 @@ impl Announce {
         answer
     }
 
+    /// What a layer announces for `tiers` (and, when the backend has a
+    /// fallback mode, `fallback`), checked as [`RateLimitBuilder::build`]
+    /// documents.
+    fn new(
+        tiers: &[TierInfo],
+        fallback: Option<Vec<TierInfo>>,
+        fields: Fields,
+        metrics_name: &str,
+    ) -> Result<Self, ConfigError> {
+        #[cfg(not(feature = "metrics"))]
+        let _ = metrics_name;
+        let first = tiers.first().ok_or(ConfigError::NoTiers)?;
+        if tiers.len() > MAX_TIERS {
+            return Err(ConfigError::TooManyTiers);
+        }
+        let hz = first.hz;
+        if hz == 0 || tiers.iter().any(|t| t.hz != hz) {
+            return Err(ConfigError::MixedHz);
+        }
+        for t in tiers {
+            check_name(&t.name)?;
+        }
+        let (fallback_policy, fallback_rates) = match fallback {
+            None => (None, Vec::new()),
+            Some(f) => {
+                if f.len() != tiers.len() || f.iter().any(|t| t.hz != hz) {
+                    return Err(ConfigError::Fallback);
+                }
+                (policy_value(&f), rate_policies(&f))
+            }
+        };
+        Ok(Announce {
+            names: tiers.iter().map(|t| t.name.clone()).collect(),
+            rates: rate_policies(tiers),
+            fallback_rates,
+            table: if fields.ietf() {
+                RateTable::new(tiers)
+            } else {
+                None
+            },
+            hz,
+            policy: policy_value(tiers),
+            fallback_policy,
+            fields,
+            #[cfg(feature = "metrics")]
+            metrics: crate::metrics::LayerMetrics::new(
+                metrics_name,
+                &tiers.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
+            ),
+        })
+    }
+
     /// The status and fields for a verdict.
     fn answer(&self, verdict: &Verdict) -> (StatusCode, Stamp) {
         if let Some(fault) = verdict.fault_kind() {
@@ -699,9 +766,17 @@ struct Delay {
     queued: AtomicUsize,
 }
 
+/// The rules in force: the backend and what its tiers announce, read
+/// together by each request (one lock-free load) and replaced together by a
+/// [`Reloader`].
+struct Live<B> {
+    backend: Arc<B>,
+    announce: Arc<Announce>,
+}
+
 struct Shared<E, B, C> {
     extract: E,
-    backend: B,
+    live: arc_swap::ArcSwap<Live<B>>,
     clock: C,
     weigh: Option<Box<Weigh>>,
     keyless: Keyless,
@@ -709,11 +784,22 @@ struct Shared<E, B, C> {
     challenge: Option<HeaderValue>,
     /// Whether a server misconfiguration has been logged (once per layer).
     misconfigured: AtomicBool,
-    announce: Arc<Announce>,
     delay: Option<Delay>,
     /// Whether request bodies are metered (`RateLimitBuilder::charge_body`).
     #[cfg_attr(not(feature = "axum"), allow(dead_code))]
     charge_body: bool,
+    /// The header families (what a reload announces with).
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    fields: Fields,
+    /// The configuration a [`Reloader`] applies changes to, if the layer
+    /// was built from one; its lock serializes reloads (never taken by a
+    /// request).
+    #[cfg(feature = "serde")]
+    applied: std::sync::Mutex<Option<config::LayerConfig>>,
+    /// The `limiter` label of the layer's series (what a reload registers
+    /// new tiers' series under).
+    #[cfg(all(feature = "metrics", feature = "serde"))]
+    metrics_name: String,
 }
 
 /// What a metered request's response needs: the meter, and how to answer
@@ -872,26 +958,16 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
         #[cfg(feature = "metrics")]
         check_name(&self.metrics_name)?;
         let tiers = self.backend.tiers();
-        let first = tiers.first().ok_or(ConfigError::NoTiers)?;
-        if tiers.len() > MAX_TIERS {
-            return Err(ConfigError::TooManyTiers);
-        }
-        let hz = first.hz;
-        if hz == 0 || tiers.iter().any(|t| t.hz != hz) {
-            return Err(ConfigError::MixedHz);
-        }
-        for t in &tiers {
-            check_name(&t.name)?;
-        }
-        let (fallback_policy, fallback_rates) = match self.backend.fallback_tiers() {
-            None => (None, Vec::new()),
-            Some(f) => {
-                if f.len() != tiers.len() || f.iter().any(|t| t.hz != hz) {
-                    return Err(ConfigError::Fallback);
-                }
-                (policy_value(&f), rate_policies(&f))
-            }
-        };
+        #[cfg(feature = "metrics")]
+        let metrics_name = self.metrics_name.as_str();
+        #[cfg(not(feature = "metrics"))]
+        let metrics_name = "";
+        let announce = Announce::new(
+            &tiers,
+            self.backend.fallback_tiers(),
+            self.fields,
+            metrics_name,
+        )?;
         let challenge = match &self.challenge {
             Some((scheme, realm)) => Some(challenge_value(scheme, realm)?),
             None => None,
@@ -905,25 +981,6 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
                 return Err(ConfigError::Keyless);
             }
         }
-        let announce = Arc::new(Announce {
-            names: tiers.iter().map(|t| t.name.clone()).collect(),
-            rates: rate_policies(&tiers),
-            fallback_rates,
-            table: if self.fields.ietf() {
-                RateTable::new(&tiers)
-            } else {
-                None
-            },
-            hz,
-            policy: policy_value(&tiers),
-            fallback_policy,
-            fields: self.fields,
-            #[cfg(feature = "metrics")]
-            metrics: crate::metrics::LayerMetrics::new(
-                &self.metrics_name,
-                &tiers.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
-            ),
-        });
         #[allow(unused_mut)]
         let mut backend = self.backend;
         #[cfg(feature = "metrics")]
@@ -931,19 +988,26 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
         Ok(RateLimitLayer {
             shared: Arc::new(Shared {
                 extract: self.extract,
-                backend,
+                live: arc_swap::ArcSwap::from_pointee(Live {
+                    backend: Arc::new(backend),
+                    announce: Arc::new(announce),
+                }),
+                #[cfg(all(feature = "metrics", feature = "serde"))]
+                metrics_name: self.metrics_name,
                 clock: self.clock,
                 weigh: self.weigh,
                 keyless: self.keyless,
                 challenge,
                 misconfigured: AtomicBool::new(false),
                 charge_body: self.charge_body,
-                announce,
                 delay: self.delay.map(|(max_wait, max_queued)| Delay {
                     max_wait,
                     max_queued,
                     queued: AtomicUsize::new(0),
                 }),
+                fields: self.fields,
+                #[cfg(feature = "serde")]
+                applied: std::sync::Mutex::new(None),
             }),
         })
     }
@@ -965,7 +1029,7 @@ impl<E, B, C> Clone for RateLimitLayer<E, B, C> {
 impl<E, B, C> fmt::Debug for RateLimitLayer<E, B, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayer")
-            .field("tiers", &self.shared.announce.names)
+            .field("tiers", &self.shared.live.load().announce.names)
             .finish_non_exhaustive()
     }
 }
@@ -989,9 +1053,11 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayer<E,
             metrics_name: "default".into(),
         }
     }
-    /// The backend (e.g. to read a Redis backend's counters).
-    pub fn backend(&self) -> &B {
-        &self.shared.backend
+    /// The backend in force (e.g. to read a Redis backend's counters); a
+    /// [`Reloader`] may replace it, so this is a handle to the one in force
+    /// now.
+    pub fn backend(&self) -> Arc<B> {
+        Arc::clone(&self.shared.live.load().backend)
     }
 }
 
@@ -1088,21 +1154,24 @@ where
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let shared = &*self.shared;
+        // The rules in force, backend and announcement together: one
+        // lock-free load, held for this call only.
+        let live = shared.live.load();
         let (parts, body) = req.into_parts();
         let key = match shared.extract.extract(&parts) {
             Ok(key) => key,
             Err(KeyError::Invalid) => {
-                count!(shared.announce, InvalidKey);
+                count!(live.announce, InvalidKey);
                 return ResponseFuture::done(StatusCode::BAD_REQUEST);
             }
             Err(KeyError::Unavailable(hint)) => {
-                count!(shared.announce, Error);
+                count!(live.announce, Error);
                 log_misconfigured(&shared.misconfigured, hint);
                 return ResponseFuture::done(StatusCode::INTERNAL_SERVER_ERROR);
             }
             Err(KeyError::Missing) => match shared.keyless {
                 Keyless::Reject(status) => {
-                    count!(shared.announce, NoKey);
+                    count!(live.announce, NoKey);
                     let mut stamp = Stamp::default();
                     if status == StatusCode::UNAUTHORIZED {
                         stamp.challenge = shared.challenge.clone();
@@ -1116,9 +1185,9 @@ where
         #[cfg(feature = "axum")]
         let (body, metering): (ReqBody, Metering) = if shared.charge_body {
             match body::meter(body, &key, cost, &self.shared) {
-                Ok((body, meter)) => (body, Some((meter, Arc::clone(&shared.announce)))),
+                Ok((body, meter)) => (body, Some((meter, Arc::clone(&live.announce)))),
                 Err(other) => {
-                    count!(shared.announce, Error);
+                    count!(live.announce, Error);
                     if other.is_some() {
                         log_misconfigured(&shared.misconfigured, NOT_AXUM_BODY);
                     }
@@ -1135,23 +1204,23 @@ where
             // Take a place in the queue first, so a full queue books nothing.
             if delay.queued.fetch_add(1, Ordering::AcqRel) >= delay.max_queued {
                 delay.queued.fetch_sub(1, Ordering::AcqRel);
-                count!(shared.announce, QueueFull);
+                count!(live.announce, QueueFull);
                 return ResponseFuture::done(StatusCode::SERVICE_UNAVAILABLE);
             }
             let slot: Slot = Box::new(QueueSlot {
                 shared: Arc::clone(&self.shared),
             });
-            if let Some(reserved) = shared.backend.reserve(&key, now, cost, delay.max_wait) {
+            if let Some(reserved) = live.backend.reserve(&key, now, cost, delay.max_wait) {
                 return match reserved {
                     Err(verdict) | Ok((0, verdict)) => {
                         drop(slot);
-                        self.finish(verdict, parts, body, metering)
+                        self.finish(verdict, &live.announce, parts, body, metering)
                     }
                     Ok((wait, verdict)) => {
-                        let hz = shared.announce.hz;
-                        let (_, stamp) = shared.announce.decide(&verdict);
+                        let hz = live.announce.hz;
+                        let (_, stamp) = live.announce.decide(&verdict);
                         #[cfg(feature = "metrics")]
-                        shared.announce.metrics.held();
+                        live.announce.metrics.held();
                         let clone = self.inner.clone();
                         let inner = core::mem::replace(&mut self.inner, clone);
                         ResponseFuture {
@@ -1169,8 +1238,8 @@ where
             }
             drop(slot);
         }
-        match shared.backend.check(&key, now, cost) {
-            Check::Ready(verdict) => self.finish(verdict, parts, body, metering),
+        match live.backend.check(&key, now, cost) {
+            Check::Ready(verdict) => self.finish(verdict, &live.announce, parts, body, metering),
             Check::Pending(check) => {
                 let clone = self.inner.clone();
                 let inner = core::mem::replace(&mut self.inner, clone);
@@ -1179,7 +1248,7 @@ where
                         check,
                         req: Some(Request::from_parts(parts, body)),
                         inner: Some(inner),
-                        announce: Arc::clone(&shared.announce),
+                        announce: Arc::clone(&live.announce),
                         metering,
                     },
                 }
@@ -1192,6 +1261,7 @@ impl<S, E, B, C> RateLimit<S, E, B, C> {
     fn finish<ReqBody, ResBody>(
         &mut self,
         verdict: Verdict,
+        announce: &Announce,
         parts: Parts,
         body: ReqBody,
         metering: Metering,
@@ -1201,7 +1271,7 @@ impl<S, E, B, C> RateLimit<S, E, B, C> {
         B: Backend,
         ResBody: From<&'static str>,
     {
-        let (status, stamp) = self.shared.announce.decide(&verdict);
+        let (status, stamp) = announce.decide(&verdict);
         if status == StatusCode::OK {
             ResponseFuture {
                 state: State::Calling {
