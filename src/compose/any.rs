@@ -328,7 +328,7 @@ enum Inner<const N: usize> {
 /// | fixed → fixed window | the count of the window holding `now`, clamped to the new limit, in the new grid's current window |
 /// | sliding → sliding window | the previous and current counts, clamped, as the new grid's previous and current windows |
 /// | log → log | the recorded times (the newest `min(old, new)` limit of them) |
-/// | bucketed → bucketed window | the cells in `now`'s window, clamped, counted in the new grid's current bucket ([`BucketedWindowQuota::translate`]) |
+/// | bucketed → bucketed window | the cells in `now`'s window, clamped, counted in the new grid's current bucket ([`Algorithm::translate`](crate::Algorithm::translate)) |
 /// | bucket ↔ bucket (token, leaky, GCRA) | the TAT: the debt is kept as time ([`Gcra::set_quota`]) |
 /// | any other change of algorithm | the cells in use at `now` (`limit − remaining`), charged at `now` to the new limiter, at most its limit; the history's shape is lost |
 ///

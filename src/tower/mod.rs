@@ -122,6 +122,8 @@ mod body;
 #[cfg(feature = "serde")]
 pub mod config;
 mod key;
+#[cfg(feature = "metrics")]
+mod metrics;
 
 /// Without axum there is no body meter: nothing is ever refused mid-body.
 #[cfg(not(feature = "axum"))]
@@ -626,7 +628,7 @@ struct Announce {
     fields: Fields,
     /// The layer's series (feature `metrics`).
     #[cfg(feature = "metrics")]
-    metrics: crate::metrics::LayerMetrics,
+    metrics: crate::tower::metrics::LayerMetrics,
 }
 
 /// Counts one request's `outcome` in the layer's metrics (feature
@@ -634,7 +636,9 @@ struct Announce {
 macro_rules! count {
     ($announce:expr, $outcome:ident) => {
         #[cfg(feature = "metrics")]
-        $announce.metrics.request(crate::metrics::Outcome::$outcome);
+        $announce
+            .metrics
+            .request(crate::tower::metrics::Outcome::$outcome);
     };
 }
 
@@ -693,7 +697,7 @@ impl Announce {
             fallback_policy,
             fields,
             #[cfg(feature = "metrics")]
-            metrics: crate::metrics::LayerMetrics::new(
+            metrics: crate::tower::metrics::LayerMetrics::new(
                 metrics_name,
                 &tiers.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
             ),
