@@ -199,6 +199,20 @@ fn window_limiters(url: &str) -> Vec<(&'static str, RedisGcra)> {
     .collect()
 }
 
+/// The baseline's one decision: `INCR` + `EXPIRE … NX` in one round trip.
+fn incr_expire(conn: &mut redis::Connection, key: &str) {
+    let _: (u64,) = redis::pipe()
+        .cmd("INCR")
+        .arg(key)
+        .cmd("EXPIRE")
+        .arg(key)
+        .arg(1)
+        .arg("NX")
+        .ignore()
+        .query(conn)
+        .unwrap();
+}
+
 /// The floor of any decision made by a server-side script: `INCR` and,
 /// on a new key, `PEXPIRE`, inside one script call (`EVALSHA`). What a
 /// script costs beyond the plain commands (the call, the interpreter) is
@@ -252,16 +266,7 @@ fn interleaved(
         });
         let floor_base_one = rate(400, 1, || {
             n = (n + 1) % BATCH;
-            let _: (u64,) = redis::pipe()
-                .cmd("INCR")
-                .arg(&window_keys[n])
-                .cmd("EXPIRE")
-                .arg(&window_keys[n])
-                .arg(1)
-                .arg("NX")
-                .ignore()
-                .query(conn)
-                .unwrap();
+            incr_expire(conn, &window_keys[n]);
         });
         let floor_batch = rate(150, BATCH, || {
             let _: Vec<u64> = floor_pipeline(&sha, &floor_keys).query(conn).unwrap();
@@ -286,16 +291,7 @@ fn interleaved(
         });
         let base_single = rate(400, 1, || {
             n = (n + 1) % BATCH;
-            let _: (u64,) = redis::pipe()
-                .cmd("INCR")
-                .arg(&window_keys[n])
-                .cmd("EXPIRE")
-                .arg(&window_keys[n])
-                .arg(1)
-                .arg("NX")
-                .ignore()
-                .query(conn)
-                .unwrap();
+            incr_expire(conn, &window_keys[n]);
         });
         for ((_, w), (single_r, piped_r)) in windows.iter().zip(per_alg.iter_mut()) {
             let batch_w = rate(150, BATCH, || {
@@ -310,16 +306,7 @@ fn interleaved(
             });
             let base_one = rate(400, 1, || {
                 n = (n + 1) % BATCH;
-                let _: (u64,) = redis::pipe()
-                    .cmd("INCR")
-                    .arg(&window_keys[n])
-                    .cmd("EXPIRE")
-                    .arg(&window_keys[n])
-                    .arg(1)
-                    .arg("NX")
-                    .ignore()
-                    .query(conn)
-                    .unwrap();
+                incr_expire(conn, &window_keys[n]);
             });
             piped_r.push(batch_w / base_w);
             single_r.push(one_w / base_one);

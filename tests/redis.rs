@@ -30,56 +30,9 @@ use cellrate::{Gcra, Quota};
 mod redis_server;
 use redis_server::Server;
 
-/// The variable `name`; a test that needs it fails without it. Such tests
-/// are `#[ignore]`d, so plain `cargo test --features redis` reports them as
-/// ignored; `scripts/stages/70-redis.sh` sets the variables and runs them
-/// with `--include-ignored`.
-fn env(name: &str) -> String {
-    match std::env::var(name) {
-        Ok(v) if !v.is_empty() => v,
-        _ => panic!(
-            "{name} is not set: this test needs a Redis server (run scripts/stages/70-redis.sh)"
-        ),
-    }
-}
-
-/// The standalone server's URL; panics if unset or unreachable.
-fn standalone() -> String {
-    let url = env("CELLRATE_REDIS_URL");
-    let client = redis::Client::open(url.as_str()).expect("CELLRATE_REDIS_URL is not a URL");
-    let mut conn = client
-        .get_connection_with_timeout(Duration::from_secs(2))
-        .unwrap_or_else(|e| panic!("CELLRATE_REDIS_URL={url} is set but unreachable: {e}"));
-    let _: String = redis::cmd("PING").query(&mut conn).expect("PING");
-    url
-}
-
-fn cluster_nodes() -> Vec<String> {
-    let nodes: Vec<String> = env("CELLRATE_REDIS_CLUSTER")
-        .split(',')
-        .map(str::to_owned)
-        .collect();
-    for url in &nodes {
-        let client = redis::Client::open(url.as_str()).expect("node URL");
-        let mut conn = client
-            .get_connection_with_timeout(Duration::from_secs(2))
-            .unwrap_or_else(|e| panic!("cluster node {url} is set but unreachable: {e}"));
-        let state: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
-        assert!(state.contains("cluster_state:ok"), "{url}: {state}");
-    }
-    nodes
-}
-
-/// A prefix no other test (or earlier run) uses.
-fn unique(prefix: &str) -> String {
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{prefix}-{t}-{n}")
-}
+#[path = "support/redis_env.rs"]
+mod redis_env;
+use redis_env::{cluster_nodes, env, standalone, unique};
 
 fn limiter(url: &str, policy: RedisPolicy, failure: FailurePolicy) -> RedisGcra {
     RedisGcra::new(

@@ -28,17 +28,7 @@ if m < 1 or n ~= math.floor(n) or (not uniform and #ARGV - first ~= n) then
   return redis.error_reply('cellrate: bad check arguments')
 end
 local cost = tonumber(ARGV[first + 1])
-local raws = redis.call('MGET', unpack(KEYS))
-local absent = {}
-for j = 1, #KEYS do
-  if not raws[j] then absent[#absent + 1] = KEYS[j] end
-end
-local foreign = {}
-if #absent > 0 and redis.call('EXISTS', unpack(absent)) > 0 then
-  for _, k in ipairs(absent) do
-    if redis.call('TYPE', k)['ok'] ~= 'none' then foreign[k] = true end
-  end
-end
+local raws, foreign = read_keys(KEYS)
 -- Per key: TAT - now (sub-ticks at its tier's scale) once read, or bad.
 -- Every request of the call is decided at the same `now`, so a key's
 -- TAT - now after a request is what the next request of that key reads.

@@ -59,6 +59,25 @@ local function read(raw, now, scale)
   return ahead
 end
 
+-- Every key's value with one MGET, and the set of keys that read as
+-- absent but hold another type (one EXISTS when some read as absent, and
+-- TYPE only if one of them exists): a key in `foreign` is never decided
+-- nor written.
+local function read_keys(keys)
+  local raws = call('MGET', unpack(keys))
+  local absent = {}
+  for j = 1, #keys do
+    if not raws[j] then absent[#absent + 1] = keys[j] end
+  end
+  local foreign = {}
+  if #absent > 0 and call('EXISTS', unpack(absent)) > 0 then
+    for _, k in ipairs(absent) do
+      if call('TYPE', k)['ok'] ~= 'none' then foreign[k] = true end
+    end
+  end
+  return raws, foreign
+end
+
 -- The GCRA step: the one rule every script decides by. With `ahead` =
 -- max(TAT, now) - now in sub-ticks (`read`), a request of `cost` cells of
 -- `interval` sub-ticks each against a tier whose span is burst*interval

@@ -63,17 +63,7 @@ if m == 1 and #KEYS == 1 and kinds[1] ~= 0 then
   local x, y = s.numbers(v, p)
   return {now, fit and 1 or 0, x, y, wait}
 end
-local raws = redis.call('MGET', unpack(KEYS))
-local absent = {}
-for j = 1, #KEYS do
-  if not raws[j] then absent[#absent + 1] = KEYS[j] end
-end
-local foreign = {}
-if #absent > 0 and redis.call('EXISTS', unpack(absent)) > 0 then
-  for _, k in ipairs(absent) do
-    if redis.call('TYPE', k)['ok'] ~= 'none' then foreign[k] = true end
-  end
-end
+local raws, foreign = read_keys(KEYS)
 -- Per key its state once read (GCRA: TAT - now in sub-ticks; a window: its
 -- step's state), or bad. Every request is decided at the same now, so a
 -- key's state after a request is what the next request of that key reads.
