@@ -135,15 +135,7 @@ impl RedisPolicy {
             return Err(Error::BadReply);
         }
         let now = reply[0] as u64;
-        // The keys that hold no TAT, by index (1-based in the reply).
-        let mut bad: Vec<Option<usize>> = std::vec![None; requests.len()];
-        for &j in &reply[1 + values..] {
-            let j = usize::try_from(j).ok().and_then(|j| j.checked_sub(1));
-            match j {
-                Some(j) if j < values => bad[j / m] = Some(j % m),
-                _ => return Err(Error::BadReply),
-            }
-        }
+        let bad = bad_keys(&reply[1 + values..], requests.len(), m)?;
         let start = out.len();
         for ((values, &(client, scope, cost)), bad) in
             reply[1..1 + values].chunks_exact(m).zip(requests).zip(bad)
@@ -209,14 +201,7 @@ impl RedisPolicy {
             return Err(Error::BadReply);
         }
         let now = reply[0] as u64;
-        let mut bad: Vec<Option<usize>> = std::vec![None; requests.len()];
-        for &j in &reply[1 + values..] {
-            let j = usize::try_from(j).ok().and_then(|j| j.checked_sub(1));
-            match j {
-                Some(j) if j < keys => bad[j / m] = Some(j % m),
-                _ => return Err(Error::BadReply),
-            }
-        }
+        let bad = bad_keys(&reply[1 + values..], requests.len(), m)?;
         let start = out.len();
         for ((values, &(client, scope, cost)), bad) in reply[1..1 + values]
             .chunks_exact(4 * m)
@@ -509,4 +494,19 @@ mod tests {
             Err(Error::BadReply)
         ));
     }
+}
+
+/// The keys a batch reply lists as unreadable (1-based indices after the
+/// values, `m` keys per request), as the tier index per request; a bad
+/// index is a bad reply.
+fn bad_keys(tail: &[i64], requests: usize, m: usize) -> Result<Vec<Option<usize>>, Error> {
+    let mut bad: Vec<Option<usize>> = std::vec![None; requests];
+    for &j in tail {
+        let j = usize::try_from(j).ok().and_then(|j| j.checked_sub(1));
+        match j {
+            Some(j) if j < requests * m => bad[j / m] = Some(j % m),
+            _ => return Err(Error::BadReply),
+        }
+    }
+    Ok(bad)
 }
