@@ -339,6 +339,21 @@ pub(crate) struct Request {
     pub(crate) refund: u64,
 }
 
+/// The keys a batch reply lists as unreadable (1-based indices after the
+/// values, `m` keys per request), as the tier index per request; a bad
+/// index is a bad reply.
+fn bad_keys(tail: &[i64], requests: usize, m: usize) -> Result<Vec<Option<usize>>, Error> {
+    let mut bad: Vec<Option<usize>> = std::vec![None; requests];
+    for &j in tail {
+        let j = usize::try_from(j).ok().and_then(|j| j.checked_sub(1));
+        match j {
+            Some(j) if j < requests * m => bad[j / m] = Some(j % m),
+            _ => return Err(Error::BadReply),
+        }
+    }
+    Ok(bad)
+}
+
 #[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
@@ -494,19 +509,4 @@ mod tests {
             Err(Error::BadReply)
         ));
     }
-}
-
-/// The keys a batch reply lists as unreadable (1-based indices after the
-/// values, `m` keys per request), as the tier index per request; a bad
-/// index is a bad reply.
-fn bad_keys(tail: &[i64], requests: usize, m: usize) -> Result<Vec<Option<usize>>, Error> {
-    let mut bad: Vec<Option<usize>> = std::vec![None; requests];
-    for &j in tail {
-        let j = usize::try_from(j).ok().and_then(|j| j.checked_sub(1));
-        match j {
-            Some(j) if j < requests * m => bad[j / m] = Some(j % m),
-            _ => return Err(Error::BadReply),
-        }
-    }
-    Ok(bad)
 }
