@@ -569,3 +569,51 @@ async fn a_reload_keeps_every_series_exact() {
     assert_eq!(keyed("extra", "cellrate_keyed_inserted_total"), 1.0);
     assert_eq!(keyed("extra", "cellrate_keyed_capacity"), 8.0);
 }
+
+/// `metrics_name` in a configuration labels the layer's series; a bad one
+/// is refused with its place, and a reload cannot change it.
+#[cfg(feature = "serde")]
+#[tokio::test]
+async fn a_configured_layer_is_labelled_by_its_metrics_name() {
+    use cellrate::tower::config::LayerConfig;
+    let rules = |name: &str| -> LayerConfig {
+        toml::from_str(&format!(
+            "key = {{ client = {{ header = \"x-api-key\" }} }}\nmetrics_name = \"{name}\"\n\
+             tiers = [{{ name = \"key\", quota = \"1/min\", capacity = 8 }}]\n"
+        ))
+        .unwrap()
+    };
+    let clock = TestClock(Arc::new(ManualClock::new(0)));
+    assert_eq!(
+        rules(&"x".repeat(200))
+            .build(clock.clone(), HZ)
+            .unwrap_err()
+            .path(),
+        "metrics_name"
+    );
+    let recorder: PrometheusRecorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let layer =
+        metrics::with_local_recorder(&recorder, || rules("edge").build(clock.clone(), HZ)).unwrap();
+    let reloader = layer.reloader();
+    let mut svc = layer.layer(ok_service());
+    let mut seen = Seen::default();
+    for _ in 0..3 {
+        seen.add(send(&mut svc, Some("c")).await);
+    }
+    let s = samples(&handle.render());
+    for (outcome, status) in [("admitted", 200), ("denied", 429)] {
+        assert_eq!(
+            value(
+                &s,
+                "cellrate_requests_total",
+                &[("limiter", "edge"), ("outcome", outcome)]
+            ),
+            seen.get(status)
+        );
+    }
+    assert_eq!(
+        reloader.apply(&rules("other")).unwrap_err().path(),
+        "metrics_name"
+    );
+}

@@ -252,16 +252,30 @@ fn layer_config() -> impl Strategy<Value = LayerConfig> {
             .prop_map(|c| c.map(|(scheme, realm)| Challenge { scheme, realm })),
         prop::sample::select(vec![WhenFull::Deny, WhenFull::Admit, WhenFull::Shared]),
         prop::option::of(redis_rules()),
+        prop::option::of("[a-z_]{1,12}"),
     )
         .prop_map(
-            |(client, endpoint, tiers, fields, keyless, challenge, when_full, redis)| LayerConfig {
-                key: KeyConfig { client, endpoint },
+            |(
+                client,
+                endpoint,
                 tiers,
                 fields,
                 keyless,
                 challenge,
                 when_full,
                 redis,
+                metrics_name,
+            )| {
+                LayerConfig {
+                    key: KeyConfig { client, endpoint },
+                    tiers,
+                    fields,
+                    keyless,
+                    challenge,
+                    when_full,
+                    redis,
+                    metrics_name,
+                }
             },
         )
 }

@@ -129,8 +129,10 @@ counted "$work/test.log" tests/redis_algorithms.rs 9
 cargo clippy --all-targets --features redis,axum,tracing,serde -- -D warnings
 cargo build --features redis,axum,tracing,serde --example gateway
 cargo test --features redis,axum,tracing,serde --test tower_redis --test gateway --test tower_config \
+    --test tower_redis_reload \
     -- --include-ignored 2>&1 | tee "$work/tower.log"
 cargo test --features redis,axum,tracing,serde --doc -- tower::config
 counted "$work/tower.log" tests/tower_redis.rs 4
 counted "$work/tower.log" tests/gateway.rs 2
 counted "$work/tower.log" tests/tower_config.rs 5
+counted "$work/tower.log" tests/tower_redis_reload.rs 3

@@ -6,15 +6,15 @@
 
 use std::boxed::Box;
 use std::string::String;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use std::vec::Vec;
 
 use super::degrade::{call_error, is_transport};
 use super::scripts::lease_script;
 use super::{
-    is_noscript, Backoff, Degrade, Error, Outcome, RedisConfig, RedisPolicy, Request, Source,
-    Target, MAX_KEYS_PER_CALL,
+    is_noscript, Backoff, Degrade, Error, FailurePolicy, Outcome, RedisConfig, RedisPolicy,
+    Request, Source, Target, MAX_KEYS_PER_CALL,
 };
 
 enum Conn {
@@ -102,9 +102,15 @@ pub const MAX_IDLE: usize = 16;
 /// }
 /// ```
 pub struct RedisGcra {
-    target: Target,
+    link: Arc<Link>,
     policy: RedisPolicy,
     degrade: Degrade,
+}
+
+/// The server and the idle connections to it: shared by a limiter and
+/// those made from it by [`RedisGcra::with_policy`].
+struct Link {
+    target: Target,
     backoff: Backoff,
     idle: Mutex<Vec<Conn>>,
     /// For a standalone RESP2 server: how to connect with no handshake
@@ -154,13 +160,48 @@ impl RedisGcra {
         Ok(RedisGcra {
             policy,
             degrade,
-            bare: match &target {
-                Target::Standalone(client) => Bare::new(client),
-                Target::Cluster(_) => None,
-            },
-            target,
-            backoff: Backoff::default(),
-            idle: Mutex::new(Vec::new()),
+            link: Arc::new(Link {
+                bare: match &target {
+                    Target::Standalone(client) => Bare::new(client),
+                    Target::Cluster(_) => None,
+                },
+                target,
+                backoff: Backoff::default(),
+                idle: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// A limiter for `policy` with the failure policy `failure` (the other
+    /// settings as this one's), over this one's server and idle
+    /// connections: what a configuration reload makes. Every client's state
+    /// on the server is kept for a tier kept by name, read under its new
+    /// quota, and so is its fallback state when the tier's scope, algorithm
+    /// and fallback quota are the same; see
+    /// [`AsyncRedisGcra::with_policy`](super::AsyncRedisGcra::with_policy).
+    ///
+    /// ```no_run
+    /// use cellrate::redis::{FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, Target};
+    /// use cellrate::Quota;
+    /// let rl = RedisGcra::new(
+    ///     Target::standalone("redis://127.0.0.1/").unwrap(),
+    ///     RedisPolicy::single("rl", "api", Quota::per_minute(100).at_hz(1_000)).unwrap(),
+    ///     RedisConfig::new(FailurePolicy::Closed),
+    /// ).unwrap();
+    /// let raised = rl.with_policy(
+    ///     RedisPolicy::single("rl", "api", Quota::per_minute(500).at_hz(1_000)).unwrap(),
+    ///     FailurePolicy::Closed,
+    /// ).unwrap();
+    /// # let _ = raised;
+    /// ```
+    pub fn with_policy(&self, policy: RedisPolicy, failure: FailurePolicy) -> Result<Self, Error> {
+        let mut config = self.config().clone();
+        config.failure = failure;
+        let degrade = Degrade::carried(config, &policy, &self.degrade, &self.policy)?;
+        Ok(RedisGcra {
+            link: Arc::clone(&self.link),
+            policy,
+            degrade,
         })
     }
 
@@ -273,42 +314,43 @@ impl RedisGcra {
         requests: &[(&str, Option<&str>, u64)],
         out: &mut Vec<Result<Outcome, Error>>,
     ) -> Result<(), Error> {
-        let per_call = match self.target {
+        let per_call = match self.link.target {
             Target::Cluster(_) => 1,
             Target::Standalone(_) => (MAX_KEYS_PER_CALL / self.policy.tiers().len()).max(1),
         };
         let deadline = self.deadline();
         let mut conn = self.take(deadline)?;
-        let replies = if requests.len() <= per_call || matches!(self.target, Target::Cluster(_)) {
-            // One call, or a Cluster (whose blocking connection does not
-            // pipeline): one round trip per call.
-            requests
-                .chunks(per_call)
-                .map(|chunk| {
-                    let (script, cmd) = self.policy.check_cmd(chunk);
-                    conn.arm(deadline)?;
-                    let reply = cmd.query::<Vec<i64>>(conn.as_dyn());
-                    match reply {
-                        Err(e) if is_noscript(&e) => {
-                            conn.arm(deadline)?;
-                            script.load(conn.as_dyn())?;
-                            conn.arm(deadline)?;
-                            cmd.query(conn.as_dyn())
+        let replies =
+            if requests.len() <= per_call || matches!(self.link.target, Target::Cluster(_)) {
+                // One call, or a Cluster (whose blocking connection does not
+                // pipeline): one round trip per call.
+                requests
+                    .chunks(per_call)
+                    .map(|chunk| {
+                        let (script, cmd) = self.policy.check_cmd(chunk);
+                        conn.arm(deadline)?;
+                        let reply = cmd.query::<Vec<i64>>(conn.as_dyn());
+                        match reply {
+                            Err(e) if is_noscript(&e) => {
+                                conn.arm(deadline)?;
+                                script.load(conn.as_dyn())?;
+                                conn.arm(deadline)?;
+                                cmd.query(conn.as_dyn())
+                            }
+                            other => other,
                         }
-                        other => other,
-                    }
-                })
-                .collect::<::redis::RedisResult<Vec<Vec<i64>>>>()
-        } else {
-            let cmds: Vec<(&::redis::Script, ::redis::Cmd)> = requests
-                .chunks(per_call)
-                .map(|chunk| self.policy.check_cmd(chunk))
-                .collect();
-            self.pipelined(&mut conn, &cmds, deadline)
-        };
+                    })
+                    .collect::<::redis::RedisResult<Vec<Vec<i64>>>>()
+            } else {
+                let cmds: Vec<(&::redis::Script, ::redis::Cmd)> = requests
+                    .chunks(per_call)
+                    .map(|chunk| self.policy.check_cmd(chunk))
+                    .collect();
+                self.pipelined(&mut conn, &cmds, deadline)
+            };
         let replies = match replies {
             Ok(r) => {
-                self.backoff.succeeded();
+                self.link.backoff.succeeded();
                 self.put(conn);
                 r
             }
@@ -407,7 +449,7 @@ impl RedisGcra {
             .and_then(|()| inv.invoke::<Vec<i64>>(conn.as_dyn()));
         match reply {
             Ok(reply) => {
-                self.backoff.succeeded();
+                self.link.backoff.succeeded();
                 self.put(conn);
                 self.policy.decode(&reply, keys, request.cost)
             }
@@ -425,7 +467,12 @@ impl RedisGcra {
 
     /// An idle connection, or a new one made before `deadline`.
     fn take(&self, deadline: Instant) -> Result<Conn, Error> {
-        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let idle = self
+            .link
+            .idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
         match idle {
             Some(c) => Ok(c),
             None => self.connect(deadline),
@@ -433,7 +480,7 @@ impl RedisGcra {
     }
 
     fn put(&self, conn: Conn) {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.link.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < MAX_IDLE {
             idle.push(conn);
         }
@@ -445,8 +492,12 @@ impl RedisGcra {
     fn failed(&self, conn: Conn, e: ::redis::RedisError) -> Error {
         if is_transport(&e) {
             drop(conn);
-            self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
-            self.backoff.failed();
+            self.link
+                .idle
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
+            self.link.backoff.failed();
         } else {
             self.put(conn);
         }
@@ -457,13 +508,13 @@ impl RedisGcra {
     /// most one attempt per reconnect interval after a failure.
     fn connect(&self, deadline: Instant) -> Result<Conn, Error> {
         let config = self.degrade.config();
-        if !self.backoff.may_try(config.reconnect_interval) {
+        if !self.link.backoff.may_try(config.reconnect_interval) {
             return Err(Error::Backoff);
         }
         let left = deadline
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero());
-        let made = match (left, &self.target, &self.bare) {
+        let made = match (left, &self.link.target, &self.link.bare) {
             (None, _, _) => Err(deadline_passed()),
             (Some(left), _, Some(bare)) => {
                 bare.client.get_connection_with_timeout(left).and_then(|c| {
@@ -492,7 +543,7 @@ impl RedisGcra {
         match made {
             Ok(c) => Ok(c),
             Err(e) => {
-                self.backoff.failed();
+                self.link.backoff.failed();
                 // The cluster client wraps a node's timeout in its own error.
                 Err(if e.is_timeout() || Instant::now() >= deadline {
                     Error::Timeout
@@ -515,7 +566,7 @@ fn bad_reply() -> ::redis::RedisError {
 impl core::fmt::Debug for RedisGcra {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("RedisGcra")
-            .field("target", &self.target)
+            .field("target", &self.link.target)
             .field("policy", &self.policy)
             .finish()
     }

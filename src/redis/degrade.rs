@@ -26,7 +26,7 @@
 use core::fmt;
 use std::string::String;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use std::vec::Vec;
 
@@ -45,8 +45,9 @@ use crate::{RateLimiter, Snapshot};
 pub(crate) struct Degrade {
     config: RedisConfig,
     /// One table per tier, keyed by the tier's Redis key, running the
-    /// tier's algorithm.
-    fallback: Option<Vec<Table>>,
+    /// tier's algorithm (shared with the limiter this one was reconfigured
+    /// from, for the tiers kept: see [`Degrade::carried`]).
+    fallback: Option<Vec<Arc<Table>>>,
     epoch: Instant,
 }
 
@@ -316,6 +317,47 @@ impl fmt::Debug for Degrade {
 
 impl Degrade {
     pub(crate) fn new(config: RedisConfig, policy: &RedisPolicy) -> Result<Self, Error> {
+        Self::with_tables(config, policy, Instant::now(), |_, _| None)
+    }
+
+    /// The failure policy `config` for `policy`, after `old` served
+    /// `old_policy`: a tier of `policy` that `old_policy` has too (the same
+    /// key layout: name and scope; the same algorithm) with the same
+    /// fallback quota shares `old`'s table for it, so every client's
+    /// fallback state (what it consumed while Redis was failing) is kept;
+    /// any other tier gets a new, empty table. The fallback clock is
+    /// `old`'s, which the kept tables read.
+    pub(crate) fn carried(
+        config: RedisConfig,
+        policy: &RedisPolicy,
+        old: &Degrade,
+        old_policy: &RedisPolicy,
+    ) -> Result<Self, Error> {
+        let (Some(old_tables), FailurePolicy::Fallback(old_quotas)) =
+            (&old.fallback, &old.config.failure)
+        else {
+            return Self::with_tables(config, policy, old.epoch, |_, _| None);
+        };
+        Self::with_tables(config, policy, old.epoch, |tier, q| {
+            let j = old_policy.tiers().iter().position(|o| {
+                o.name() == tier.name()
+                    && o.is_per_scope() == tier.is_per_scope()
+                    && o.algorithm() == tier.algorithm()
+            })?;
+            (old_quotas.get(j) == Some(q))
+                .then(|| old_tables.get(j).map(Arc::clone))
+                .flatten()
+        })
+    }
+
+    /// A `Degrade` whose fallback table for a tier is `reuse`'s (given the
+    /// tier and its fallback quota) or else a new one.
+    fn with_tables(
+        config: RedisConfig,
+        policy: &RedisPolicy,
+        epoch: Instant,
+        reuse: impl Fn(&RedisTier, &Quota) -> Option<Arc<Table>>,
+    ) -> Result<Self, Error> {
         let fallback = match &config.failure {
             FailurePolicy::Fallback(quotas) => {
                 if quotas.len() != policy.tiers().len() {
@@ -323,11 +365,14 @@ impl Degrade {
                 }
                 // A seed per process, so keys cannot be chosen to collide.
                 let seed = Seed::random();
-                let tables: Result<Vec<Table>, Error> = policy
+                let tables: Result<Vec<Arc<Table>>, Error> = policy
                     .tiers()
                     .iter()
                     .zip(quotas)
-                    .map(|(t, q)| table_for(t, *q, &config, seed))
+                    .map(|(t, q)| match reuse(t, q) {
+                        Some(kept) => Ok(kept),
+                        None => table_for(t, *q, &config, seed).map(Arc::new),
+                    })
                     .collect();
                 Some(tables?)
             }
@@ -336,7 +381,7 @@ impl Degrade {
         Ok(Degrade {
             config,
             fallback,
-            epoch: Instant::now(),
+            epoch,
         })
     }
 
@@ -399,7 +444,7 @@ impl Degrade {
     /// cells back (so a denied request consumes from none), and the tiers
     /// not yet tried are asked without being charged (their state, or their
     /// own denial if they would deny too).
-    fn local(&self, tables: &[Table], keys: &[String], cost: u64) -> Outcome {
+    fn local(&self, tables: &[Arc<Table>], keys: &[String], cost: u64) -> Outcome {
         // Microseconds modulo 2⁶⁴: the local tables read differences.
         let now = self.epoch.elapsed().as_micros() as u64;
         let mut results = std::vec![Ok(Decision::new(0, 0, 0)); tables.len().min(keys.len())];
@@ -492,6 +537,59 @@ mod tests {
         assert_eq!(third.results()[0].unwrap().remaining(), 98);
         let other = p.keys("d", Some("/x")).unwrap();
         assert!(d.decide(&p, &other, 1).is_admitted());
+    }
+
+    #[test]
+    fn a_reconfigured_fallback_keeps_the_kept_tiers_state() {
+        let tier = |name: &str, per_min: u64| {
+            RedisTier::new(name, Quota::per_minute(per_min).at_hz(1_000)).unwrap()
+        };
+        let fallback = |per_min: &[u64]| {
+            RedisConfig::new(FailurePolicy::Fallback(
+                per_min
+                    .iter()
+                    .map(|&n| Quota::per_minute(n).at_hz(1_000))
+                    .collect(),
+            ))
+        };
+        let old_p = RedisPolicy::new("rl", std::vec![tier("a", 60), tier("b", 60)]).unwrap();
+        let old = Degrade::new(fallback(&[2, 3]), &old_p).unwrap();
+        let keys = old_p.keys("c", None).unwrap();
+        for _ in 0..2 {
+            assert!(old.decide(&old_p, &keys, 1).is_admitted());
+        }
+        assert!(!old.decide(&old_p, &keys, 1).is_admitted());
+        // "b" moves first and keeps its fallback quota: its 1 cell left is
+        // kept; "a" changes its fallback quota (a new table, 5 cells); "n"
+        // is new.
+        let new_p =
+            RedisPolicy::new("rl", std::vec![tier("b", 60), tier("a", 60), tier("n", 60)]).unwrap();
+        let new = Degrade::carried(fallback(&[3, 5, 4]), &new_p, &old, &old_p).unwrap();
+        let keys = new_p.keys("c", None).unwrap();
+        let first = new.decide(&new_p, &keys, 1);
+        assert!(first.is_admitted());
+        let remaining: Vec<u64> = first
+            .results()
+            .iter()
+            .map(|r| r.unwrap().remaining())
+            .collect();
+        assert_eq!(remaining, [0, 4, 3]);
+        assert!(!new.decide(&new_p, &keys, 1).is_admitted());
+        // A tier whose algorithm changes under the same name is new too.
+        let window = RedisTier::from_config(
+            "b",
+            &crate::compose::LimiterConfig::new(
+                crate::compose::AlgorithmKind::FixedWindow,
+                3,
+                60_000,
+                1_000,
+            ),
+        )
+        .unwrap();
+        let windowed = RedisPolicy::new("rl", std::vec![window]).unwrap();
+        let w = Degrade::carried(fallback(&[3]), &windowed, &new, &new_p).unwrap();
+        let keys = windowed.keys("c", None).unwrap();
+        assert!(w.decide(&windowed, &keys, 1).is_admitted());
     }
 
     #[test]

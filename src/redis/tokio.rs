@@ -9,8 +9,8 @@ use std::vec::Vec;
 
 use super::degrade::{call_error, is_transport};
 use super::{
-    is_noscript, Backoff, Degrade, Error, Outcome, RedisConfig, RedisPolicy, Source, Target,
-    MAX_KEYS_PER_CALL,
+    is_noscript, Backoff, Degrade, Error, FailurePolicy, Outcome, RedisConfig, RedisPolicy, Source,
+    Target, MAX_KEYS_PER_CALL,
 };
 
 #[derive(Clone)]
@@ -64,13 +64,19 @@ pub struct AsyncRedisGcra {
 
 /// What the checks and the coalescing task share.
 struct Inner {
-    target: Target,
+    link: Arc<Link>,
     policy: RedisPolicy,
     degrade: Degrade,
+    queue: Mutex<Queue>,
+}
+
+/// The server and the connection to it: shared by a limiter and those
+/// made from it by [`AsyncRedisGcra::with_policy`].
+struct Link {
+    target: Target,
     backoff: Backoff,
     conn: Mutex<Option<Conn>>,
     connecting: tokio::sync::Mutex<()>,
-    queue: Mutex<Queue>,
 }
 
 /// Checks waiting for the coalescing task, and whether it runs.
@@ -94,12 +100,55 @@ impl AsyncRedisGcra {
         let degrade = Degrade::new(config, &policy)?;
         Ok(AsyncRedisGcra {
             inner: Arc::new(Inner {
-                target,
+                link: Arc::new(Link {
+                    target,
+                    backoff: Backoff::default(),
+                    conn: Mutex::new(None),
+                    connecting: tokio::sync::Mutex::new(()),
+                }),
                 policy,
                 degrade,
-                backoff: Backoff::default(),
-                conn: Mutex::new(None),
-                connecting: tokio::sync::Mutex::new(()),
+                queue: Mutex::new(Queue::default()),
+            }),
+        })
+    }
+
+    /// A limiter for `policy` with the failure policy `failure` (the other
+    /// settings as this one's), over this one's server and connection (no
+    /// new connection, and a failing server stays in its reconnect
+    /// backoff): what a configuration reload makes. The keys of a tier are
+    /// named by the prefix, the client and the tier's **name**, and a TAT
+    /// is stored with its sub-tick scale, so a tier kept by name keeps every
+    /// client's state on the server, read under its new quota (debt kept
+    /// as time, rounded up to the new scale: never more admitted). With a
+    /// [`Fallback`](FailurePolicy::Fallback), a tier kept by name, scope
+    /// and algorithm with the same fallback quota shares this limiter's
+    /// fallback table; the others start empty. Checks already queued on
+    /// this limiter are decided by it.
+    ///
+    /// ```no_run
+    /// use cellrate::redis::{AsyncRedisGcra, FailurePolicy, RedisConfig, RedisPolicy, Target};
+    /// use cellrate::Quota;
+    /// let rl = AsyncRedisGcra::new(
+    ///     Target::standalone("redis://127.0.0.1/").unwrap(),
+    ///     RedisPolicy::single("rl", "api", Quota::per_minute(100).at_hz(1_000)).unwrap(),
+    ///     RedisConfig::new(FailurePolicy::Open),
+    /// ).unwrap();
+    /// let raised = rl.with_policy(
+    ///     RedisPolicy::single("rl", "api", Quota::per_minute(500).at_hz(1_000)).unwrap(),
+    ///     FailurePolicy::Open,
+    /// ).unwrap();
+    /// # let _ = raised;
+    /// ```
+    pub fn with_policy(&self, policy: RedisPolicy, failure: FailurePolicy) -> Result<Self, Error> {
+        let mut config = self.config().clone();
+        config.failure = failure;
+        let degrade = Degrade::carried(config, &policy, &self.inner.degrade, &self.inner.policy)?;
+        Ok(AsyncRedisGcra {
+            inner: Arc::new(Inner {
+                link: Arc::clone(&self.inner.link),
+                policy,
+                degrade,
                 queue: Mutex::new(Queue::default()),
             }),
         })
@@ -160,7 +209,7 @@ impl AsyncRedisGcra {
             ));
         }
         let deadline = inner.deadline();
-        if let Target::Cluster(_) = inner.target {
+        if let Target::Cluster(_) = inner.link.target {
             let mut out = Vec::with_capacity(1);
             inner
                 .run(&[(client, scope, cost)], &mut out, deadline)
@@ -272,11 +321,15 @@ impl Inner {
     }
 
     fn current(&self) -> Option<Conn> {
-        self.conn.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.link
+            .conn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     fn set(&self, conn: Option<Conn>) {
-        *self.conn.lock().unwrap_or_else(|e| e.into_inner()) = conn;
+        *self.link.conn.lock().unwrap_or_else(|e| e.into_inner()) = conn;
     }
 
     /// The shared connection, or a new one made (handshake included)
@@ -288,14 +341,14 @@ impl Inner {
         }
         // One task connects; the others wait for it (within their own
         // deadline) and reuse the result.
-        let Ok(_one) = tokio::time::timeout_at(deadline, self.connecting.lock()).await else {
+        let Ok(_one) = tokio::time::timeout_at(deadline, self.link.connecting.lock()).await else {
             return Err(Error::Timeout);
         };
         if let Some(c) = self.current() {
             return Ok(c);
         }
         let config = self.degrade.config();
-        if !self.backoff.may_try(config.reconnect_interval) {
+        if !self.link.backoff.may_try(config.reconnect_interval) {
             return Err(Error::Backoff);
         }
         let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -303,7 +356,7 @@ impl Inner {
             return Err(Error::Timeout);
         }
         let made = tokio::time::timeout_at(deadline, async {
-            match &self.target {
+            match &self.link.target {
                 Target::Standalone(client) => {
                     let cfg = ::redis::AsyncConnectionConfig::new()
                         .set_connection_timeout(Some(timeout))
@@ -330,11 +383,11 @@ impl Inner {
                 Ok(c)
             }
             Ok(Err(e)) => {
-                self.backoff.failed();
+                self.link.backoff.failed();
                 Err(call_error(e))
             }
             Err(_) => {
-                self.backoff.failed();
+                self.link.backoff.failed();
                 Err(Error::Timeout)
             }
         }
@@ -377,13 +430,13 @@ impl Inner {
                     // The connection is gone or stuck: drop it, and hold
                     // back reconnects for the interval.
                     self.set(None);
-                    self.backoff.failed();
+                    self.link.backoff.failed();
                 }
                 Err(call_error(e))
             }
             Err(_) => {
                 self.set(None);
-                self.backoff.failed();
+                self.link.backoff.failed();
                 Err(Error::Timeout)
             }
         }
@@ -393,7 +446,7 @@ impl Inner {
 impl core::fmt::Debug for AsyncRedisGcra {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("AsyncRedisGcra")
-            .field("target", &self.inner.target)
+            .field("target", &self.inner.link.target)
             .field("policy", &self.inner.policy)
             .finish()
     }

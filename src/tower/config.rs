@@ -45,15 +45,19 @@
 //! | `tiers[i].quota` | a quota in either [form](crate::config#quotas-two-forms), at the clock's `hz` | required |
 //! | `tiers[i].scope` | `"client"`, `"client_and_endpoint"` | `"client"` |
 //! | `tiers[i].capacity` | live keys the tier's table holds, ≥ 1 | required |
+//! | `tiers[i].overrides` | a table `client key → quota`: that client's own quota in this tier (scope `"client"` only) | none |
+//! | `tiers[i].max_overrides` | clients that can ever have an override in the tier, counting those added at run time, 1 to 4 096 | 64 |
 //! | `fields` | `"ietf"`, `"legacy"`, `"both"`, `"neither"` ([`Fields`]) | `"both"` |
 //! | `keyless` | `{ reject = <a 4xx status but 407> }`, `"shared"` ([`Keyless`]) | `{ reject = 400 }` |
 //! | `challenge` | `{ scheme = "Bearer", realm = "api" }`: the `WWW-Authenticate` a keyless 401 carries ([`RateLimitBuilder::challenge`](super::RateLimitBuilder::challenge)); required with `reject = 401` | none |
 //! | `when_full` | `"deny"`, `"admit"`, `"shared"` ([`WhenFull`]) | `"deny"` |
-//!
+//! | `metrics_name` | the `limiter` label of the layer's series ([`RateLimitBuilder::metrics_name`](super::RateLimitBuilder::metrics_name); feature `metrics`, checked and unused without it) | `"default"` |
 //! | `redis` | a [`RedisRules`] table: the tiers live in Redis (`LayerConfig::build_redis`, feature `redis`) | none (in process) |
 //!
-//! With `redis`, `capacity` bounds nothing in Redis; the fallback's table
-//! holds `redis.fallback_capacity` clients per tier:
+//! With `redis`, `capacity` bounds nothing in Redis, and `max_overrides`
+//! only how many overrides the configuration lists (an override is a
+//! limiter of its own for that client, over the same keys); the fallback's table holds `redis.fallback_capacity` clients per
+//! tier:
 //!
 //! ```toml
 //! [redis]
@@ -64,9 +68,6 @@
 //! reconnect_ms = 250                                    # default 250
 //! fallback_capacity = 65536                             # default 65 536
 //! ```
-//!
-//! | `tiers[i].overrides` | a table `client key → quota`: that client's own quota in this tier (scope `"client"` only) | none |
-//! | `tiers[i].max_overrides` | clients that can ever have an override in the tier, counting those added at run time, 1 to 4 096 | 64 |
 //!
 //! A layer built from a config can take a new one at run time, keeping
 //! every client's state: see [`Reloader`](super::Reloader).
@@ -296,6 +297,29 @@ pub struct LayerConfig {
     /// The Redis backend; `None`: in-process tables.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redis: Option<RedisRules>,
+    /// The `limiter` label of the layer's series (feature `metrics`);
+    /// `None`: `"default"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_name: Option<String>,
+}
+
+impl LayerConfig {
+    /// `builder` with the series' label of `metrics_name`, checked (with
+    /// or without the `metrics` feature: a file is valid or not whatever
+    /// the build).
+    fn named<E: super::Extract, B: super::Backend, C: crate::Clock + Send + Sync + 'static>(
+        &self,
+        builder: super::RateLimitBuilder<E, B, C>,
+    ) -> Result<super::RateLimitBuilder<E, B, C>, Error> {
+        let Some(name) = &self.metrics_name else {
+            return Ok(builder);
+        };
+        super::check_name(name).map_err(|e| Error::new("metrics_name", e))?;
+        #[cfg(feature = "metrics")]
+        return Ok(builder.metrics_name(name));
+        #[cfg(not(feature = "metrics"))]
+        Ok(builder)
+    }
 }
 
 /// Where a refusal of [`RateLimitBuilder::build`](super::RateLimitBuilder::build)
@@ -306,6 +330,17 @@ fn builder_error(e: super::ConfigError) -> Error {
         super::ConfigError::Challenge => Error::new("challenge", e),
         _ => Error::new("tiers", e),
     }
+}
+
+/// What a configuration makes of a Redis layer's rules.
+#[cfg(feature = "redis")]
+pub(super) struct RedisPlan {
+    /// Every tier, at its default quota.
+    pub(super) policy: crate::redis::RedisPolicy,
+    pub(super) failure: crate::redis::FailurePolicy,
+    /// By client key (as the backend reads it from a request), the policy
+    /// with that client's overrides.
+    pub(super) overrides: Vec<(String, crate::redis::RedisPolicy)>,
 }
 
 /// A tier table, kept from the rules in force or new.
@@ -461,6 +496,7 @@ impl LayerConfig {
         let builder = RateLimitLayer::builder(key, tiers, clock)
             .fields(self.fields.into())
             .keyless(keyless);
+        let builder = self.named(builder)?;
         let builder = match &self.challenge {
             Some(c) => builder.challenge(&c.scheme, &c.realm),
             None => builder,
@@ -470,6 +506,100 @@ impl LayerConfig {
             *applied = Some(self.clone());
         }
         Ok(layer)
+    }
+
+    /// The Redis policy, failure policy and per-client policies of the
+    /// tiers at `hz` (`redis` must be set): what
+    /// [`build_redis`](Self::build_redis) and a reload of a Redis layer
+    /// check and make.
+    #[cfg(feature = "redis")]
+    pub(super) fn redis_policy(&self, hz: u64) -> Result<RedisPlan, Error> {
+        use crate::redis::{FailurePolicy, RedisPolicy, RedisTier};
+        let Some(rules) = &self.redis else {
+            return Err(Error::new("redis", "no Redis backend is configured"));
+        };
+        if self.tiers.is_empty() {
+            return Err(Error::new("tiers", super::ConfigError::NoTiers));
+        }
+        if self.tiers.len() > super::MAX_TIERS {
+            return Err(Error::new("tiers", super::ConfigError::TooManyTiers));
+        }
+        let mut tiers = Vec::with_capacity(self.tiers.len());
+        for (i, t) in self.tiers.iter().enumerate() {
+            let quota = self.tier_quota(i, hz)?;
+            let tier = RedisTier::new(t.name.as_str(), quota)
+                .map_err(|e| Error::new(format!("tiers[{i}]"), e))?;
+            tiers.push(match t.scope {
+                TierScope::Client => tier,
+                TierScope::ClientAndEndpoint => tier.per_scope(),
+            });
+        }
+        let policy = RedisPolicy::new(rules.prefix.as_str(), tiers.clone()).map_err(|e| {
+            let place = match e {
+                crate::redis::Error::InvalidKey => "redis.prefix",
+                _ => "tiers",
+            };
+            Error::new(place, e)
+        })?;
+        // A client with an override in some tier: the policy with its own
+        // quota in those tiers (the same keys, so the same state on the
+        // server), decided apart from the others.
+        let mut own: BTreeMap<String, (&str, Vec<RedisTier>)> = BTreeMap::new();
+        for (i, t) in self.tiers.iter().enumerate() {
+            self.check_overrides(i)?;
+            for (client, spec) in &t.overrides {
+                let at = format!("tiers[{i}].overrides.{client}");
+                let q = self.override_quota(spec, hz, &at)?;
+                let key = super::backend::owned(self.client_part(client, &at)?);
+                let tier = RedisTier::new(t.name.as_str(), q).map_err(|e| Error::new(at, e))?;
+                own.entry(key)
+                    .or_insert_with(|| (client.as_str(), tiers.clone()))
+                    .1[i] = tier;
+            }
+        }
+        let mut overrides = Vec::with_capacity(own.len());
+        for (key, (client, tiers)) in own {
+            let p = RedisPolicy::new(rules.prefix.as_str(), tiers)
+                .map_err(|e| Error::new(format!("tiers.overrides.{client}"), e))?;
+            overrides.push((key, p));
+        }
+        let failure = match &rules.failure {
+            FailureMode::Open => FailurePolicy::Open,
+            FailureMode::Closed => FailurePolicy::Closed,
+            FailureMode::Fallback(specs) => {
+                if specs.len() != self.tiers.len() {
+                    let plural = |n: usize| if n == 1 { "" } else { "s" };
+                    return Err(Error::new(
+                        "redis.failure.fallback",
+                        format_args!(
+                            "one quota per tier: {} tier{}, {} quota{}",
+                            self.tiers.len(),
+                            plural(self.tiers.len()),
+                            specs.len(),
+                            plural(specs.len())
+                        ),
+                    ));
+                }
+                let mut quotas = Vec::with_capacity(specs.len());
+                for (j, spec) in specs.iter().enumerate() {
+                    let place = || format!("redis.failure.fallback[{j}]");
+                    let q = spec.quota(hz).map_err(|e| Error::new(place(), e))?;
+                    if q.hz() != hz {
+                        return Err(Error::new(
+                            place(),
+                            "a fallback quota must count ticks at the clock's frequency",
+                        ));
+                    }
+                    quotas.push(q);
+                }
+                FailurePolicy::Fallback(quotas)
+            }
+        };
+        Ok(RedisPlan {
+            policy,
+            failure,
+            overrides,
+        })
     }
 
     /// Every tier checked and made ready at `hz`: a tier of `old` with the
@@ -492,28 +622,7 @@ impl LayerConfig {
             // A size no allocator grants is an error here, not an abort.
             crate::config::check_capacity(t.capacity)
                 .map_err(|e| Error::new(place("capacity"), e.message()))?;
-            let max_overrides = t.max_overrides.unwrap_or(DEFAULT_MAX_OVERRIDES);
-            if max_overrides > MAX_OVERRIDES {
-                return Err(Error::new(
-                    place("max_overrides"),
-                    format_args!("at most {MAX_OVERRIDES}"),
-                ));
-            }
-            if t.overrides.len() > max_overrides {
-                return Err(Error::new(
-                    place("overrides"),
-                    format_args!(
-                        "{} overrides, more than max_overrides ({max_overrides})",
-                        t.overrides.len()
-                    ),
-                ));
-            }
-            if t.scope == TierScope::ClientAndEndpoint && !t.overrides.is_empty() {
-                return Err(Error::new(
-                    place("overrides"),
-                    "overrides name clients: only a tier scoped \"client\" has them",
-                ));
-            }
+            let max_overrides = self.check_overrides(i)?;
             let scope = match t.scope {
                 TierScope::Client => super::backend::Scope::Client,
                 TierScope::ClientAndEndpoint => super::backend::Scope::ClientAndEndpoint,
@@ -565,14 +674,7 @@ impl LayerConfig {
             let mut fresh = 0;
             for (client, spec) in &t.overrides {
                 let at = format!("tiers[{i}].overrides.{client}");
-                let q = spec.quota(hz).map_err(|e| Error::new(at.as_str(), e))?;
-                if q.hz() != hz {
-                    return Err(Error::new(
-                        at,
-                        "an override must count ticks at the clock's frequency",
-                    ));
-                }
-                let q = rescale(q, &at)?;
+                let q = rescale(self.override_quota(spec, hz, &at)?, &at)?;
                 let id = self.client_id(&table.table, client, &at)?;
                 let slots = table.table.overrides();
                 if !slots.is_bound(id) {
@@ -607,6 +709,12 @@ impl LayerConfig {
         client: &str,
         place: &str,
     ) -> Result<crate::keyed::KeyId, Error> {
+        Ok(table.key_id(&self.client_part(client, place)?))
+    }
+
+    /// The key part of the client named `client` in an override at `place`,
+    /// as the layer's client extractor reads it from a request.
+    fn client_part<'a>(&self, client: &'a str, place: &str) -> Result<Part<'a>, Error> {
         match self.key.client {
             KeySource::PeerIp => {
                 let ip: std::net::IpAddr = client.parse().map_err(|_| {
@@ -615,7 +723,7 @@ impl LayerConfig {
                         "key.client is peer_ip: an override names an IP address",
                     )
                 })?;
-                Ok(table.key_id(&Part::Ip(ip)))
+                Ok(Part::Ip(ip))
             }
             KeySource::Header(_) | KeySource::Route => {
                 if client.is_empty() || client.len() > super::MAX_KEY_LEN {
@@ -624,9 +732,50 @@ impl LayerConfig {
                         format_args!("a client key is 1 to {} bytes", super::MAX_KEY_LEN),
                     ));
                 }
-                Ok(table.key_id(&Part::Str(client)))
+                Ok(Part::Str(client))
             }
         }
+    }
+
+    /// Tier `i`'s override count and scope checked: its `max_overrides`.
+    fn check_overrides(&self, i: usize) -> Result<usize, Error> {
+        let t = &self.tiers[i];
+        let place = |field: &str| format!("tiers[{i}].{field}");
+        let max_overrides = t.max_overrides.unwrap_or(DEFAULT_MAX_OVERRIDES);
+        if max_overrides > MAX_OVERRIDES {
+            return Err(Error::new(
+                place("max_overrides"),
+                format_args!("at most {MAX_OVERRIDES}"),
+            ));
+        }
+        if t.overrides.len() > max_overrides {
+            return Err(Error::new(
+                place("overrides"),
+                format_args!(
+                    "{} overrides, more than max_overrides ({max_overrides})",
+                    t.overrides.len()
+                ),
+            ));
+        }
+        if t.scope == TierScope::ClientAndEndpoint && !t.overrides.is_empty() {
+            return Err(Error::new(
+                place("overrides"),
+                "overrides name clients: only a tier scoped \"client\" has them",
+            ));
+        }
+        Ok(max_overrides)
+    }
+
+    /// The override of `client` at `at` at `hz`.
+    fn override_quota(&self, spec: &QuotaSpec, hz: u64, at: &str) -> Result<crate::Quota, Error> {
+        let q = spec.quota(hz).map_err(|e| Error::new(at, e))?;
+        if q.hz() != hz {
+            return Err(Error::new(
+                at,
+                "an override must count ticks at the clock's frequency",
+            ));
+        }
+        Ok(q)
     }
 
     /// The extractor and the keyless answer.
@@ -703,58 +852,14 @@ impl LayerConfig {
         clock: C,
         hz: u64,
     ) -> Result<RateLimitLayer<ConfigKey, super::RedisAsync, C>, Error> {
-        use crate::redis::{
-            AsyncRedisGcra, FailurePolicy, RedisConfig, RedisPolicy, RedisTier, Target,
-        };
+        use crate::redis::{AsyncRedisGcra, RedisConfig, Target};
         let Some(rules) = &self.redis else {
             return Err(Error::new("redis", "no Redis backend is configured"));
         };
         let (key, keyless) = self.key_and_keyless()?;
-        let mut tiers = Vec::with_capacity(self.tiers.len());
-        for (i, t) in self.tiers.iter().enumerate() {
-            let quota = self.tier_quota(i, hz)?;
-            let tier = RedisTier::new(t.name.as_str(), quota)
-                .map_err(|e| Error::new(format!("tiers[{i}]"), e))?;
-            tiers.push(match t.scope {
-                TierScope::Client => tier,
-                TierScope::ClientAndEndpoint => tier.per_scope(),
-            });
-        }
-        let policy = RedisPolicy::new(rules.prefix.as_str(), tiers)
-            .map_err(|e| Error::new("redis.prefix", e))?;
-        let failure = match &rules.failure {
-            FailureMode::Open => FailurePolicy::Open,
-            FailureMode::Closed => FailurePolicy::Closed,
-            FailureMode::Fallback(specs) => {
-                if specs.len() != self.tiers.len() {
-                    let plural = |n: usize| if n == 1 { "" } else { "s" };
-                    return Err(Error::new(
-                        "redis.failure.fallback",
-                        format_args!(
-                            "one quota per tier: {} tier{}, {} quota{}",
-                            self.tiers.len(),
-                            plural(self.tiers.len()),
-                            specs.len(),
-                            plural(specs.len())
-                        ),
-                    ));
-                }
-                let mut quotas = Vec::with_capacity(specs.len());
-                for (j, spec) in specs.iter().enumerate() {
-                    let place = || format!("redis.failure.fallback[{j}]");
-                    let q = spec.quota(hz).map_err(|e| Error::new(place(), e))?;
-                    if q.hz() != hz {
-                        return Err(Error::new(
-                            place(),
-                            "a fallback quota must count ticks at the clock's frequency",
-                        ));
-                    }
-                    quotas.push(q);
-                }
-                FailurePolicy::Fallback(quotas)
-            }
-        };
-        let mut config = RedisConfig::new(failure).with_fallback_when_full(self.when_full);
+        let plan = self.redis_policy(hz)?;
+        let mut config =
+            RedisConfig::new(plan.failure.clone()).with_fallback_when_full(self.when_full);
         if let Some(ms) = rules.timeout_ms {
             config = config.with_timeout(std::time::Duration::from_millis(ms));
         }
@@ -776,15 +881,23 @@ impl LayerConfig {
                 Target::cluster(nodes).map_err(|e| Error::new("redis.target.cluster", e))?
             }
         };
-        let limiter =
-            AsyncRedisGcra::new(target, policy, config).map_err(|e| Error::new("redis", e))?;
-        let builder = RateLimitLayer::builder(key, super::RedisAsync::new(limiter), clock)
+        let limiter = AsyncRedisGcra::new(target, plan.policy.clone(), config)
+            .map_err(|e| Error::new("redis", e))?;
+        let backend = super::RedisAsync::new(limiter)
+            .reconfigured(plan)
+            .map_err(|e| Error::new("redis", e))?;
+        let builder = RateLimitLayer::builder(key, backend, clock)
             .fields(self.fields.into())
             .keyless(keyless);
+        let builder = self.named(builder)?;
         let builder = match &self.challenge {
             Some(c) => builder.challenge(&c.scheme, &c.realm),
             None => builder,
         };
-        builder.build().map_err(builder_error)
+        let layer = builder.build().map_err(builder_error)?;
+        if let Ok(mut applied) = layer.shared.applied.lock() {
+            *applied = Some(self.clone());
+        }
+        Ok(layer)
     }
 }

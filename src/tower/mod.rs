@@ -174,7 +174,7 @@ pub use redis::{
     FallbackCounters, FallbackStats, RedisAsync, RedisBackend, RedisBlocking, RedisClient,
 };
 #[cfg(feature = "serde")]
-pub use reload::Reloader;
+pub use reload::{Reload, Reloader};
 
 /// Which rate-limit header families a response carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -12,6 +12,7 @@
 //! exactly once per transition.
 
 use std::boxed::Box;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::string::String;
@@ -159,6 +160,11 @@ mod sealed {
     pub trait Client: Send + Sync + 'static {
         /// The client's policy and failure policy.
         fn parts(&self) -> (&RedisPolicy, &FailurePolicy);
+        /// The client for `policy` over this one's connection.
+        #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+        fn with_policy(&self, policy: RedisPolicy, failure: FailurePolicy) -> Result<Self, Error>
+        where
+            Self: Sized;
         /// One check of `cost` for `client` (and `scope`), with the failure
         /// policy applied, as a verdict recorded in `counters`.
         fn verdict(
@@ -173,6 +179,9 @@ mod sealed {
     impl Client for RedisGcra {
         fn parts(&self) -> (&RedisPolicy, &FailurePolicy) {
             (self.policy(), self.config().failure())
+        }
+        fn with_policy(&self, policy: RedisPolicy, failure: FailurePolicy) -> Result<Self, Error> {
+            RedisGcra::with_policy(self, policy, failure)
         }
         fn verdict(
             self: Arc<Self>,
@@ -210,6 +219,9 @@ mod sealed {
         fn parts(&self) -> (&RedisPolicy, &FailurePolicy) {
             (self.policy(), self.config().failure())
         }
+        fn with_policy(&self, policy: RedisPolicy, failure: FailurePolicy) -> Result<Self, Error> {
+            AsyncRedisGcra::with_policy(self, policy, failure)
+        }
         fn verdict(
             self: Arc<Self>,
             client: String,
@@ -244,6 +256,10 @@ mod sealed {
 /// the policy's per-scope tiers. Needs a tokio runtime.
 pub struct RedisBackend<L: RedisClient> {
     limiter: Arc<L>,
+    /// The clients with quotas of their own (a configuration's overrides),
+    /// by client key: a limiter each, over the same connection and
+    /// fallback tables, for the same keys on the server.
+    overrides: HashMap<String, Arc<L>>,
     counters: Arc<FallbackCounters>,
 }
 
@@ -287,8 +303,30 @@ impl<L: RedisClient> RedisBackend<L> {
     pub fn new(limiter: L) -> Self {
         RedisBackend {
             limiter: Arc::new(limiter),
+            overrides: HashMap::new(),
             counters: Arc::default(),
         }
+    }
+
+    /// This backend under `plan` (a reload): the same connection, failure
+    /// counters and (for the tiers kept) fallback tables; see
+    /// [`AsyncRedisGcra::with_policy`].
+    #[cfg(feature = "serde")]
+    pub(super) fn reconfigured(&self, plan: super::config::RedisPlan) -> Result<Self, Error> {
+        let limiter = Arc::new(
+            self.limiter
+                .with_policy(plan.policy, plan.failure.clone())?,
+        );
+        let mut overrides = HashMap::with_capacity(plan.overrides.len());
+        for (client, policy) in plan.overrides {
+            let own = limiter.with_policy(policy, plan.failure.clone())?;
+            overrides.insert(client, Arc::new(own));
+        }
+        Ok(RedisBackend {
+            limiter,
+            overrides,
+            counters: Arc::clone(&self.counters),
+        })
     }
     /// The failure-mode counters (keep the `Arc` to export them).
     pub fn counters(&self) -> Arc<FallbackCounters> {
@@ -308,7 +346,7 @@ impl<L: RedisClient> Backend for RedisBackend<L> {
     fn check(&self, key: &RequestKey<'_>, _now: u64, cost: u64) -> Check<Pending> {
         let client: String = owned(key.client());
         let scope: Option<String> = key.scope().map(owned);
-        let limiter = Arc::clone(&self.limiter);
+        let limiter = Arc::clone(self.overrides.get(&client).unwrap_or(&self.limiter));
         Check::Pending(limiter.verdict(client, scope, cost, Arc::clone(&self.counters)))
     }
     #[cfg(feature = "metrics")]

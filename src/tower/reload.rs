@@ -7,7 +7,7 @@ use std::vec::Vec;
 
 use super::config::ConfigKey;
 use super::config::LayerConfig;
-use super::{Announce, Backend, KeyedTiers, Live, RateLimitLayer, Shared};
+use super::{Announce, Backend, KeyedTiers, Live, RateLimitLayer, Shared, TierInfo};
 use crate::config::{Error, QuotaSpec};
 use crate::Clock;
 
@@ -71,8 +71,34 @@ use crate::Clock;
 ///   one.
 ///
 /// What the layer does besides its tiers (`key`, `fields`, `keyless`,
-/// `challenge`, `when_full`, `redis`) is fixed when it is built: a new
-/// configuration that changes one is refused with that field's name.
+/// `challenge`, `when_full`) is fixed when it is built: a new
+/// configuration that changes one is refused with that field's name. So is
+/// the backend: an in-process layer cannot move to Redis, nor back.
+///
+/// # On Redis
+///
+/// A layer made by [`LayerConfig::build_redis`] reloads the same way, with
+/// the state on the server: a client's key for a tier is named by the
+/// prefix, the client and the tier's **name** (see
+/// [`RedisPolicy`](crate::redis::RedisPolicy)), and its TAT is stored with
+/// the sub-tick scale it was written at, so a tier kept by name keeps
+/// every client's state and reads it under its new quota, a TAT at another
+/// scale rounded up (a later TAT: never more admitted). A tier that is
+/// removed leaves its keys to expire on the server (each expires when its
+/// client is full again); added back before, it finds them. The layer
+/// swaps in a new limiter over the same connection
+/// ([`AsyncRedisGcra::with_policy`](crate::redis::AsyncRedisGcra::with_policy)):
+/// no reconnect, the failure counters and series go on, and the fallback
+/// tables of tiers whose fallback quota is the same are kept. What decides
+/// where state lives or how the server is called is fixed:
+/// `redis.target`, `redis.prefix`, `redis.timeout_ms`,
+/// `redis.reconnect_ms`, `redis.fallback_capacity`; `redis.failure`
+/// follows the tiers (one fallback quota per tier). An override gives its
+/// client a limiter of its own with that client's quotas, over the same
+/// keys; while Redis fails, the client is decided by the tier's fallback
+/// quota like the others. Every instance of a fleet reads its own file:
+/// until all have the new rules, each decides by the rules it has, and the
+/// bound below holds for each client over the union of the quotas in force.
 ///
 /// # The switch
 ///
@@ -107,11 +133,117 @@ use crate::Clock;
 /// grant a full burst per reload, which this bound rules out once reloads
 /// are frequent: `tests/tower_reload.rs` checks both the exact model
 /// across a switch and this bound under load over loopback HTTP.
-pub struct Reloader<C> {
-    shared: Arc<Shared<ConfigKey, KeyedTiers, C>>,
+pub struct Reloader<C, B: Reload = KeyedTiers> {
+    shared: Arc<Shared<ConfigKey, B, C>>,
 }
 
-impl<C> Clone for Reloader<C> {
+/// A backend whose layer a [`Reloader`] can change: the in-process
+/// [`KeyedTiers`] that [`LayerConfig::build`] makes, and the
+/// [`RedisAsync`](super::RedisAsync) that
+/// [`LayerConfig::build_redis`] makes (features `tower`, `serde`).
+/// Sealed.
+pub trait Reload: sealed::Reload {}
+
+impl Reload for KeyedTiers {}
+#[cfg(feature = "redis")]
+impl Reload for super::RedisAsync {}
+
+mod sealed {
+    use super::*;
+
+    /// What a reload asks of a backend: a checked plan that changes
+    /// nothing, what it will announce, and its commit (which cannot fail).
+    pub trait Reload: Backend + Sized {
+        type Plan;
+        /// `config` checked against `old` (the configuration in force) and
+        /// made ready at `hz`; nothing in force changes.
+        fn plan(
+            &self,
+            config: &LayerConfig,
+            old: &LayerConfig,
+            hz: u64,
+        ) -> Result<Self::Plan, Error>;
+        /// The tiers (and fallback tiers) the plan's backend will have.
+        fn announced(plan: &Self::Plan) -> (Vec<TierInfo>, Option<Vec<TierInfo>>);
+        /// The backend of the plan, its series carried from `self`.
+        fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self;
+    }
+
+    /// The plans of a [`KeyedTiers`] reload (not nameable outside the crate).
+    pub struct KeyedPlan(pub(in crate::tower) Vec<crate::tower::config::TierPlan>);
+}
+
+impl sealed::Reload for KeyedTiers {
+    type Plan = sealed::KeyedPlan;
+    fn plan(&self, config: &LayerConfig, _old: &LayerConfig, hz: u64) -> Result<Self::Plan, Error> {
+        if config.redis.is_some() {
+            return Err(fixed("redis"));
+        }
+        config.plan_tiers(hz, Some(self)).map(sealed::KeyedPlan)
+    }
+    fn announced(plan: &Self::Plan) -> (Vec<TierInfo>, Option<Vec<TierInfo>>) {
+        (plan.0.iter().map(|p| p.info()).collect(), None)
+    }
+    fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self {
+        let _ = metrics_name;
+        #[allow(unused_mut)]
+        let mut backend = KeyedTiers {
+            tiers: plan.0.into_iter().map(|p| p.commit()).collect(),
+            when_full: self.when_full,
+            #[cfg(feature = "metrics")]
+            metrics: Vec::new(),
+        };
+        // A kept tier keeps its table's series (and what they have
+        // published); a new tier's are registered.
+        #[cfg(feature = "metrics")]
+        backend.carry_metrics(self, metrics_name);
+        backend
+    }
+}
+
+#[cfg(feature = "redis")]
+impl sealed::Reload for super::RedisAsync {
+    type Plan = super::RedisAsync;
+    fn plan(&self, config: &LayerConfig, old: &LayerConfig, hz: u64) -> Result<Self::Plan, Error> {
+        let (Some(new), Some(was)) = (&config.redis, &old.redis) else {
+            return Err(fixed("redis"));
+        };
+        // The server, the key prefix (every client's keys) and the call
+        // settings stay; the failure policy follows the tiers.
+        if new.target != was.target {
+            return Err(fixed("redis.target"));
+        }
+        if new.prefix != was.prefix {
+            return Err(fixed("redis.prefix"));
+        }
+        if new.timeout_ms != was.timeout_ms {
+            return Err(fixed("redis.timeout_ms"));
+        }
+        if new.reconnect_ms != was.reconnect_ms {
+            return Err(fixed("redis.reconnect_ms"));
+        }
+        if new.fallback_capacity != was.fallback_capacity {
+            return Err(fixed("redis.fallback_capacity"));
+        }
+        let plan = config.redis_policy(hz)?;
+        self.reconfigured(plan).map_err(|e| Error::new("redis", e))
+    }
+    fn announced(plan: &Self::Plan) -> (Vec<TierInfo>, Option<Vec<TierInfo>>) {
+        (plan.tiers(), plan.fallback_tiers())
+    }
+    fn commit(&self, plan: Self::Plan, _metrics_name: &str) -> Self {
+        plan
+    }
+}
+
+fn fixed(field: &str) -> Error {
+    Error::new(
+        field,
+        "fixed when the layer is built: build a new layer to change it",
+    )
+}
+
+impl<C, B: Reload> Clone for Reloader<C, B> {
     fn clone(&self) -> Self {
         Reloader {
             shared: Arc::clone(&self.shared),
@@ -119,7 +251,7 @@ impl<C> Clone for Reloader<C> {
     }
 }
 
-impl<C> core::fmt::Debug for Reloader<C> {
+impl<C, B: Reload> core::fmt::Debug for Reloader<C, B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Reloader")
             .field("tiers", &self.shared.live.load().announce.names)
@@ -127,18 +259,19 @@ impl<C> core::fmt::Debug for Reloader<C> {
     }
 }
 
-impl<C: Clock + Send + Sync + 'static> RateLimitLayer<ConfigKey, KeyedTiers, C> {
+impl<C: Clock + Send + Sync + 'static, B: Reload> RateLimitLayer<ConfigKey, B, C> {
     /// The handle that reloads this layer (and every clone of it and of
-    /// its services). Only a layer made by [`LayerConfig::build`] has a
-    /// configuration to change: on another, [`Reloader::apply`] says so.
-    pub fn reloader(&self) -> Reloader<C> {
+    /// its services). Only a layer made by [`LayerConfig::build`] or
+    /// [`LayerConfig::build_redis`] has a configuration to change: on
+    /// another, [`Reloader::apply`] says so.
+    pub fn reloader(&self) -> Reloader<C, B> {
         Reloader {
             shared: Arc::clone(&self.shared),
         }
     }
 }
 
-impl<C: Clock + Send + Sync + 'static> Reloader<C> {
+impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
     fn lock(&self) -> MutexGuard<'_, Option<LayerConfig>> {
         // A reload that panicked left the rules it had swapped in (or the
         // old ones): either is whole, so the lock's poison is not a state.
@@ -164,6 +297,7 @@ impl<C: Clock + Send + Sync + 'static> Reloader<C> {
                 challenge: None,
                 when_full: crate::keyed::WhenFull::Deny,
                 redis: None,
+                metrics_name: None,
             },
         }
     }
@@ -223,12 +357,6 @@ impl<C: Clock + Send + Sync + 'static> Reloader<C> {
         let Some(old) = applied.as_ref() else {
             return Err(not_configured());
         };
-        let fixed = |field: &str| {
-            Error::new(
-                field,
-                "fixed when the layer is built: build a new layer to change it",
-            )
-        };
         if config.key != old.key {
             return Err(fixed("key"));
         }
@@ -244,31 +372,21 @@ impl<C: Clock + Send + Sync + 'static> Reloader<C> {
         if config.when_full != old.when_full {
             return Err(fixed("when_full"));
         }
-        if config.redis.is_some() {
-            return Err(fixed("redis"));
+        if config.metrics_name != old.metrics_name {
+            return Err(fixed("metrics_name"));
         }
         if config.tiers.is_empty() {
             return Err(Error::new("tiers", super::ConfigError::NoTiers));
         }
         let current = self.shared.live.load_full();
         let hz = current.announce.hz;
-        let plans = config.plan_tiers(hz, Some(&*current.backend))?;
-        let infos = plans_info(&plans);
-        let announce = Announce::new(&infos, None, self.shared.fields, self.metrics_name())
+        let plan = current.backend.plan(config, old, hz)?;
+        let (tiers, fallback) = B::announced(&plan);
+        let announce = Announce::new(&tiers, fallback, self.shared.fields, self.metrics_name())
             .map_err(|e| Error::new("tiers", e))?;
         // Checked: from here on nothing fails.
-        #[allow(unused_mut)]
-        let mut backend = KeyedTiers {
-            tiers: plans.into_iter().map(|p| p.commit()).collect(),
-            when_full: config.when_full,
-            #[cfg(feature = "metrics")]
-            metrics: Vec::new(),
-        };
-        // A kept tier keeps its table's series (and what they have
-        // published); a new tier's are registered.
-        #[cfg(feature = "metrics")]
-        backend.carry_metrics(&current.backend, self.metrics_name());
-        debug_assert_eq!(backend.tiers(), infos);
+        let backend = current.backend.commit(plan, self.metrics_name());
+        debug_assert_eq!(backend.tiers(), tiers);
         self.shared.live.store(Arc::new(Live {
             backend: Arc::new(backend),
             announce: Arc::new(announce),
@@ -276,11 +394,6 @@ impl<C: Clock + Send + Sync + 'static> Reloader<C> {
         *applied = Some(config.clone());
         Ok(())
     }
-}
-
-/// The tiers a set of plans will announce once committed.
-fn plans_info(plans: &[super::config::TierPlan]) -> Vec<super::TierInfo> {
-    plans.iter().map(|p| p.info()).collect()
 }
 
 fn not_configured() -> Error {
