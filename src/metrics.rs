@@ -48,7 +48,11 @@
 //! own counters ([`KeyedStats`]) after each check and published as they
 //! change (counters by the difference, so they stay exact under
 //! concurrency; the `keys` gauge is the last reading, exact when quiet).
-//! The Redis backend's fallback tables are not published.
+//! A Redis backend's fallback tables (the failure policy
+//! [`Fallback`](crate::redis::FailurePolicy::Fallback)) publish the same
+//! `cellrate_keyed_*` series under the layer's `limiter` and each tier's
+//! name, as they decide while Redis fails (a sliding-log tier's table is
+//! not a keyed one and has none).
 //!
 //! ```
 //! # #[cfg(feature = "tower")] {

@@ -348,6 +348,66 @@ async fn redis_errors_and_failure_mode() {
     assert_eq!((tier("admitted"), tier("denied")), (0.0, 0.0));
 }
 
+/// A Redis backend whose server is unreachable and that falls back to
+/// local tables: they publish the `cellrate_keyed_*` series (under the
+/// layer's name and the tier's), and a reload that keeps the tier keeps
+/// the table and its counts.
+#[cfg(all(feature = "redis", feature = "serde"))]
+#[tokio::test]
+async fn redis_fallback_tables_are_published() {
+    use cellrate::time::StdClock;
+    use cellrate::tower::config::LayerConfig;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let rules = |quota: &str| -> LayerConfig {
+        toml::from_str(&format!(
+            "key = {{ client = {{ header = \"x-api-key\" }} }}\nmetrics_name = \"edge\"\n\
+             tiers = [{{ name = \"key\", quota = \"{quota}\", capacity = 8 }}]\n\
+             [redis]\ntarget = {{ standalone = \"redis://127.0.0.1:{port}/\" }}\n\
+             failure = {{ fallback = [\"2/min\"] }}\nreconnect_ms = 60000\nfallback_capacity = 64\n"
+        ))
+        .unwrap()
+    };
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let layer = metrics::with_local_recorder(&recorder, || {
+        rules("10/min").build_redis(StdClock::new(), StdClock::HZ)
+    })
+    .unwrap();
+    let reloader = layer.reloader();
+    let mut svc = layer.layer(ok_service());
+    let mut seen = Seen::default();
+    for c in ["a", "b", "c"] {
+        for _ in 0..3 {
+            seen.add(send(&mut svc, Some(c)).await);
+        }
+    }
+    // 2/min in the fallback: two of each client's three.
+    assert_eq!((seen.get(200), seen.get(429)), (6.0, 3.0));
+    let keyed =
+        |s: &HashMap<String, f64>, name| value(s, name, &[("limiter", "edge"), ("tier", "key")]);
+    let s = samples(&handle.render());
+    assert_eq!(keyed(&s, "cellrate_keyed_capacity"), 64.0);
+    assert_eq!(keyed(&s, "cellrate_keyed_inserted_total"), 3.0);
+    assert_eq!(keyed(&s, "cellrate_keyed_keys"), 3.0);
+    assert_eq!(
+        value(&s, "cellrate_redis_degraded", &[("limiter", "edge")]),
+        1.0
+    );
+    // The tier and its fallback quota stay: the same table, still owing.
+    metrics::with_local_recorder(&recorder, || reloader.apply(&rules("20/min"))).unwrap();
+    for c in ["a", "d"] {
+        seen.add(send(&mut svc, Some(c)).await);
+    }
+    assert_eq!((seen.get(200), seen.get(429)), (7.0, 4.0));
+    let s = samples(&handle.render());
+    assert_eq!(keyed(&s, "cellrate_keyed_inserted_total"), 4.0);
+    assert_eq!(keyed(&s, "cellrate_keyed_keys"), 4.0);
+}
+
 /// The gateway example over loopback HTTP: known traffic, then a scrape.
 #[cfg(all(feature = "axum", feature = "serde"))]
 mod gateway {

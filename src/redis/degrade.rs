@@ -47,8 +47,26 @@ pub(crate) struct Degrade {
     /// One table per tier, keyed by the tier's Redis key, running the
     /// tier's algorithm (shared with the limiter this one was reconfigured
     /// from, for the tiers kept: see [`Degrade::carried`]).
-    fallback: Option<Vec<Arc<Table>>>,
+    fallback: Option<Vec<Arc<Fallback>>>,
     epoch: Instant,
+}
+
+/// A fallback table and, once its layer registered them, its
+/// `cellrate_keyed_*` series (shared by every limiter that shares it).
+struct Fallback {
+    table: Table,
+    #[cfg(feature = "metrics")]
+    metrics: std::sync::OnceLock<crate::metrics::KeyedMetrics>,
+}
+
+impl Fallback {
+    fn new(table: Table) -> Self {
+        Fallback {
+            table,
+            #[cfg(feature = "metrics")]
+            metrics: std::sync::OnceLock::new(),
+        }
+    }
 }
 
 /// A fallback table: the tier's own algorithm, per client.
@@ -296,6 +314,18 @@ impl Revocable for FallbackEntry<'_> {
 }
 
 impl Table {
+    /// A keyed table's figures and capacity (a sliding log has none).
+    #[cfg(feature = "metrics")]
+    fn stats(&self) -> Option<(crate::keyed::KeyedStats, usize)> {
+        match self {
+            Table::Gcra(t) => Some((t.stats(), t.capacity())),
+            Table::Fixed(t) => Some((t.stats(), t.capacity())),
+            Table::Sliding(t) => Some((t.stats(), t.capacity())),
+            Table::Bucketed(t) => Some((t.stats(), t.capacity())),
+            Table::Log(_) => None,
+        }
+    }
+
     fn entry<'a>(&'a self, key: &'a str) -> FallbackEntry<'a> {
         match self {
             Table::Gcra(t) => FallbackEntry::Gcra(t.entry(key)),
@@ -356,7 +386,7 @@ impl Degrade {
         config: RedisConfig,
         policy: &RedisPolicy,
         epoch: Instant,
-        reuse: impl Fn(&RedisTier, &Quota) -> Option<Arc<Table>>,
+        reuse: impl Fn(&RedisTier, &Quota) -> Option<Arc<Fallback>>,
     ) -> Result<Self, Error> {
         let fallback = match &config.failure {
             FailurePolicy::Fallback(quotas) => {
@@ -365,13 +395,13 @@ impl Degrade {
                 }
                 // A seed per process, so keys cannot be chosen to collide.
                 let seed = Seed::random();
-                let tables: Result<Vec<Arc<Table>>, Error> = policy
+                let tables: Result<Vec<Arc<Fallback>>, Error> = policy
                     .tiers()
                     .iter()
                     .zip(quotas)
                     .map(|(t, q)| match reuse(t, q) {
                         Some(kept) => Ok(kept),
-                        None => table_for(t, *q, &config, seed).map(Arc::new),
+                        None => table_for(t, *q, &config, seed).map(|t| Arc::new(Fallback::new(t))),
                     })
                     .collect();
                 Some(tables?)
@@ -444,14 +474,40 @@ impl Degrade {
     /// cells back (so a denied request consumes from none), and the tiers
     /// not yet tried are asked without being charged (their state, or their
     /// own denial if they would deny too).
-    fn local(&self, tables: &[Arc<Table>], keys: &[String], cost: u64) -> Outcome {
+    fn local(&self, tables: &[Arc<Fallback>], keys: &[String], cost: u64) -> Outcome {
         // Microseconds modulo 2⁶⁴: the local tables read differences.
         let now = self.epoch.elapsed().as_micros() as u64;
         let mut results = std::vec![Ok(Decision::new(0, 0, 0)); tables.len().min(keys.len())];
-        let entries = tables.iter().zip(keys).map(|(t, k)| t.entry(k.as_str()));
+        let entries = tables
+            .iter()
+            .zip(keys)
+            .map(|(t, k)| t.table.entry(k.as_str()));
         let n = check_all(entries, now, cost, &mut results);
         results.truncate(n);
+        #[cfg(feature = "metrics")]
+        for t in tables {
+            if let (Some(m), Some((stats, _))) = (t.metrics.get(), t.table.stats()) {
+                m.record(stats);
+            }
+        }
         Outcome::new(results, Source::Fallback)
+    }
+
+    /// Registers the `cellrate_keyed_*` series of each fallback table that
+    /// has none yet, labelled `limiter` and the tier's name (a sliding-log
+    /// table, not a keyed one, has none).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn register_metrics(&self, limiter: &str, policy: &RedisPolicy) {
+        let Some(tables) = &self.fallback else {
+            return;
+        };
+        for (t, tier) in tables.iter().zip(policy.tiers()) {
+            if let Some((_, capacity)) = t.table.stats() {
+                t.metrics.get_or_init(|| {
+                    crate::metrics::KeyedMetrics::new(limiter, tier.name(), capacity)
+                });
+            }
+        }
     }
 }
 

@@ -159,6 +159,31 @@ impl AsyncRedisGcra {
         &self.inner.policy
     }
 
+    /// Registers the `cellrate_keyed_*` series (feature `metrics`; see
+    /// [`metrics`](crate::metrics)) of each fallback table that has none
+    /// yet, labelled `limiter` and the tier's name, with the recorder
+    /// installed now; the tables publish them as they decide. The tower
+    /// layer does this when it is built. A limiter made by `with_policy`
+    /// shares the tables it kept, and their series.
+    ///
+    /// ```no_run
+    /// use cellrate::redis::{AsyncRedisGcra, FailurePolicy, RedisConfig, RedisPolicy, Target};
+    /// use cellrate::Quota;
+    /// let q = Quota::per_minute(100).at_hz(1_000);
+    /// let rl = AsyncRedisGcra::new(
+    ///     Target::standalone("redis://127.0.0.1/").unwrap(),
+    ///     RedisPolicy::single("rl", "api", q).unwrap(),
+    ///     RedisConfig::new(FailurePolicy::Fallback(vec![q])),
+    /// ).unwrap();
+    /// rl.register_fallback_metrics("worker");
+    /// ```
+    #[cfg(feature = "metrics")]
+    pub fn register_fallback_metrics(&self, limiter: &str) {
+        self.inner
+            .degrade
+            .register_metrics(limiter, &self.inner.policy);
+    }
+
     /// The connection settings and failure policy.
     pub fn config(&self) -> &RedisConfig {
         self.inner.degrade.config()

@@ -332,6 +332,13 @@ fn builder_error(e: super::ConfigError) -> Error {
     }
 }
 
+/// The configuration a layer was built from (and reloaded to), and the
+/// frequency of its clock that every quota of it is read at.
+pub(super) struct Applied {
+    pub(super) config: LayerConfig,
+    pub(super) hz: u64,
+}
+
 /// What a configuration makes of a Redis layer's rules.
 #[cfg(feature = "redis")]
 pub(super) struct RedisPlan {
@@ -503,7 +510,10 @@ impl LayerConfig {
         };
         let layer = builder.build().map_err(builder_error)?;
         if let Ok(mut applied) = layer.shared.applied.lock() {
-            *applied = Some(self.clone());
+            *applied = Some(Applied {
+                config: self.clone(),
+                hz,
+            });
         }
         Ok(layer)
     }
@@ -896,7 +906,10 @@ impl LayerConfig {
         };
         let layer = builder.build().map_err(builder_error)?;
         if let Ok(mut applied) = layer.shared.applied.lock() {
-            *applied = Some(self.clone());
+            *applied = Some(Applied {
+                config: self.clone(),
+                hz,
+            });
         }
         Ok(layer)
     }

@@ -799,7 +799,7 @@ struct Shared<E, B, C> {
     /// was built from one; its lock serializes reloads (never taken by a
     /// request).
     #[cfg(feature = "serde")]
-    applied: std::sync::Mutex<Option<config::LayerConfig>>,
+    applied: std::sync::Mutex<Option<config::Applied>>,
     /// The `limiter` label of the layer's series (what a reload registers
     /// new tiers' series under).
     #[cfg(all(feature = "metrics", feature = "serde"))]

@@ -160,6 +160,9 @@ mod sealed {
     pub trait Client: Send + Sync + 'static {
         /// The client's policy and failure policy.
         fn parts(&self) -> (&RedisPolicy, &FailurePolicy);
+        /// Registers its fallback tables' series (feature `metrics`).
+        #[cfg(feature = "metrics")]
+        fn register_fallback(&self, limiter: &str);
         /// The client for `policy` over this one's connection.
         #[cfg_attr(not(feature = "serde"), allow(dead_code))]
         fn with_policy(&self, policy: RedisPolicy, failure: FailurePolicy) -> Result<Self, Error>
@@ -182,6 +185,10 @@ mod sealed {
         }
         fn with_policy(&self, policy: RedisPolicy, failure: FailurePolicy) -> Result<Self, Error> {
             RedisGcra::with_policy(self, policy, failure)
+        }
+        #[cfg(feature = "metrics")]
+        fn register_fallback(&self, limiter: &str) {
+            self.register_fallback_metrics(limiter);
         }
         fn verdict(
             self: Arc<Self>,
@@ -221,6 +228,10 @@ mod sealed {
         }
         fn with_policy(&self, policy: RedisPolicy, failure: FailurePolicy) -> Result<Self, Error> {
             AsyncRedisGcra::with_policy(self, policy, failure)
+        }
+        #[cfg(feature = "metrics")]
+        fn register_fallback(&self, limiter: &str) {
+            self.register_fallback_metrics(limiter);
         }
         fn verdict(
             self: Arc<Self>,
@@ -328,6 +339,13 @@ impl<L: RedisClient> RedisBackend<L> {
             counters: Arc::clone(&self.counters),
         })
     }
+    /// Registers the series of its fallback tables that have none yet
+    /// (those a reload made).
+    #[cfg(feature = "metrics")]
+    pub(super) fn register_fallback_metrics(&self, limiter: &str) {
+        // The override limiters share the main one's tables.
+        self.limiter.register_fallback(limiter);
+    }
     /// The failure-mode counters (keep the `Arc` to export them).
     pub fn counters(&self) -> Arc<FallbackCounters> {
         Arc::clone(&self.counters)
@@ -355,5 +373,6 @@ impl<L: RedisClient> Backend for RedisBackend<L> {
             .counters
             .metrics
             .set(crate::metrics::RedisMetrics::new(limiter));
+        self.register_fallback_metrics(limiter);
     }
 }

@@ -6,7 +6,7 @@ use std::sync::{Arc, MutexGuard};
 use std::vec::Vec;
 
 use super::config::ConfigKey;
-use super::config::LayerConfig;
+use super::config::{Applied, LayerConfig};
 use super::{Announce, Backend, KeyedTiers, Live, RateLimitLayer, Shared, TierInfo};
 use crate::config::{Error, QuotaSpec};
 use crate::Clock;
@@ -231,7 +231,13 @@ impl sealed::Reload for super::RedisAsync {
     fn announced(plan: &Self::Plan) -> (Vec<TierInfo>, Option<Vec<TierInfo>>) {
         (plan.tiers(), plan.fallback_tiers())
     }
-    fn commit(&self, plan: Self::Plan, _metrics_name: &str) -> Self {
+    fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self {
+        // The failure counters and series are shared; a new fallback table
+        // gets its series.
+        #[cfg(feature = "metrics")]
+        plan.register_fallback_metrics(metrics_name);
+        #[cfg(not(feature = "metrics"))]
+        let _ = metrics_name;
         plan
     }
 }
@@ -272,7 +278,7 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> RateLimitLayer<ConfigKey, B, C
 }
 
 impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
-    fn lock(&self) -> MutexGuard<'_, Option<LayerConfig>> {
+    fn lock(&self) -> MutexGuard<'_, Option<Applied>> {
         // A reload that panicked left the rules it had swapped in (or the
         // old ones): either is whole, so the lock's poison is not a state.
         self.shared
@@ -285,7 +291,7 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
     /// A layer not built from a configuration has none: an empty one.
     pub fn config(&self) -> LayerConfig {
         match &*self.lock() {
-            Some(c) => c.clone(),
+            Some(a) => a.config.clone(),
             None => LayerConfig {
                 key: super::config::KeyConfig {
                     client: super::config::KeySource::PeerIp,
@@ -321,7 +327,7 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
         quota: Option<QuotaSpec>,
     ) -> Result<(), Error> {
         let mut applied = self.lock();
-        let Some(mut next) = applied.clone() else {
+        let Some(mut next) = applied.as_ref().map(|a| a.config.clone()) else {
             return Err(not_configured());
         };
         let Some(t) = next.tiers.iter_mut().find(|t| t.name == tier) else {
@@ -351,12 +357,13 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
 
     fn apply_locked(
         &self,
-        applied: &mut Option<LayerConfig>,
+        applied: &mut Option<Applied>,
         config: &LayerConfig,
     ) -> Result<(), Error> {
-        let Some(old) = applied.as_ref() else {
+        let Some(Applied { config: old, hz }) = applied.as_ref() else {
             return Err(not_configured());
         };
+        let hz = *hz;
         if config.key != old.key {
             return Err(fixed("key"));
         }
@@ -379,7 +386,6 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
             return Err(Error::new("tiers", super::ConfigError::NoTiers));
         }
         let current = self.shared.live.load_full();
-        let hz = current.announce.hz;
         let plan = current.backend.plan(config, old, hz)?;
         let (tiers, fallback) = B::announced(&plan);
         let announce = Announce::new(&tiers, fallback, self.shared.fields, self.metrics_name())
@@ -391,7 +397,10 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
             backend: Arc::new(backend),
             announce: Arc::new(announce),
         }));
-        *applied = Some(config.clone());
+        *applied = Some(Applied {
+            config: config.clone(),
+            hz,
+        });
         Ok(())
     }
 }
