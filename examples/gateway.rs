@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo run --example gateway --features axum,serde -- [--config FILE] [LISTEN_ADDR]
-//! cargo run --example gateway --features axum,redis -- --redis [REDIS_URL] [LISTEN_ADDR]
+//! cargo run --example gateway --features axum,serde,redis -- --redis [REDIS_URL] [LISTEN_ADDR]
 //! curl -i -H 'x-api-key: alice' http://127.0.0.1:8080/orders
 //! ```
 //!
@@ -34,16 +34,18 @@
 //! reason. An override set this way lasts until the file is next reloaded
 //! (the file is the source of truth): write it into the file to keep it.
 //!
-//! With `--redis` the limits live in Redis (URL: the argument,
-//! `$CELLRATE_REDIS_URL` or `redis://127.0.0.1:6379/`), 10 requests per
-//! minute per key and 3 per key and endpoint, so a fleet of gateways shares
-//! them, and while Redis is down each gateway falls back to local limits
-//! twice as loose (the fields then announce those); that mode has no file
-//! and no admin endpoint.
+//! With `--redis` the limits live in Redis, so a fleet of gateways shares
+//! them: the rules come from `examples/gateway-redis.toml` (unless
+//! `--config FILE` names another; its `[limits.redis]` table names the
+//! server), 10 requests per minute per key and 3 per key and endpoint,
+//! and while Redis is down each gateway falls back to local limits twice
+//! as loose (the fields then announce those). The server's URL is the
+//! argument, else `$CELLRATE_REDIS_URL`, else the file's; the key prefix is
+//! `$CELLRATE_GATEWAY_PREFIX`, else the file's. Reloads and the admin
+//! endpoint work as in process, with every client's state on the server.
 //!
 //! The first line printed is `listening on ADDR` (port 0 picks a free one);
 //! the default address is `127.0.0.1:8080`. Logs go to stderr.
-//! `$CELLRATE_GATEWAY_PREFIX` sets the Redis key prefix.
 //!
 //! With the `metrics` feature (`--features axum,serde,metrics`) the gateway
 //! also serves `GET /metrics` in Prometheus' text format, unlimited (a real
@@ -61,7 +63,7 @@ fn exit(message: String) -> ! {
 }
 
 /// The API: every route limited by `layer`.
-#[cfg_attr(not(any(feature = "serde", feature = "redis")), allow(dead_code))]
+#[cfg_attr(not(feature = "serde"), allow(dead_code))]
 fn api<L>(layer: L) -> Router
 where
     L: Layer<axum::routing::Route> + Clone + Send + Sync + 'static,
@@ -84,8 +86,8 @@ where
 
 #[cfg(feature = "serde")]
 mod from_file {
-    //! The in-process gateway: rules from a file, reloaded live, and the
-    //! admin endpoint.
+    //! The gateway from its rules file (in process, or on Redis when the
+    //! file has `[limits.redis]`), reloaded live, and the admin endpoint.
 
     use std::path::{Path, PathBuf};
     use std::sync::{Arc, RwLock};
@@ -99,7 +101,7 @@ mod from_file {
     use cellrate::config::QuotaSpec;
     use cellrate::time::StdClock;
     use cellrate::tower::config::LayerConfig;
-    use cellrate::tower::Reloader;
+    use cellrate::tower::{Reload, Reloader};
     use serde::Deserialize;
 
     /// What the file holds.
@@ -117,8 +119,41 @@ mod from_file {
         token: String,
     }
 
-    /// The file read and checked: its errors name their place.
-    fn read(path: &Path) -> Result<File, String> {
+    /// What the command line puts over the file's `[limits.redis]`: the
+    /// server's URL and the key prefix.
+    #[derive(Clone, Default)]
+    pub struct Redis {
+        pub url: Option<String>,
+        pub prefix: Option<String>,
+    }
+
+    /// The file read and checked (its errors name their place), with the
+    /// command line's Redis settings over it.
+    fn read(path: &Path, redis: Option<&Redis>) -> Result<File, String> {
+        let mut file = read_file(path)?;
+        if let Some(r) = redis {
+            let Some(rules) = &mut file.limits.redis else {
+                return Err(format!(
+                    "{}: --redis needs a [limits.redis] table",
+                    path.display()
+                ));
+            };
+            if let Some(url) = &r.url {
+                rules.target = cellrate::tower::config::RedisTarget::Standalone(url.clone());
+            }
+            if let Some(prefix) = &r.prefix {
+                rules.prefix = prefix.clone();
+            }
+        } else if file.limits.redis.is_some() {
+            return Err(format!(
+                "{}: limits.redis: run the gateway with --redis to use it",
+                path.display()
+            ));
+        }
+        Ok(file)
+    }
+
+    fn read_file(path: &Path) -> Result<File, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let toml = toml::Deserializer::parse(&text)
@@ -134,36 +169,64 @@ mod from_file {
         Ok(file)
     }
 
-    struct Admin {
-        reloader: Reloader<StdClock>,
+    struct Admin<B: Reload> {
+        reloader: Reloader<StdClock, B>,
         token: RwLock<String>,
+        /// The command line's Redis settings, put over every reading.
+        redis: Option<Redis>,
     }
 
-    /// The API router and the admin router (not limited), from `path`.
-    pub fn routers(path: PathBuf) -> (Router, Router) {
-        let file = read(&path).unwrap_or_else(|e| super::exit(e));
-        let layer = file
-            .limits
-            .build(StdClock::new(), StdClock::HZ)
-            .unwrap_or_else(|e| super::exit(format!("{}: limits.{e}", path.display())));
+    /// The API router and the admin router (not limited), from `path`;
+    /// on Redis with `redis` (the file must then have `[limits.redis]`).
+    pub fn routers(path: PathBuf, redis: Option<Redis>) -> (Router, Router) {
+        let file = read(&path, redis.as_ref()).unwrap_or_else(|e| super::exit(e));
+        let built = |e: cellrate::config::Error| -> ! {
+            super::exit(format!("{}: limits.{e}", path.display()))
+        };
+        #[cfg(feature = "redis")]
+        if redis.is_some() {
+            let layer = file
+                .limits
+                .build_redis(StdClock::new(), StdClock::HZ)
+                .unwrap_or_else(|e| built(e));
+            let reloader = layer.reloader();
+            return (super::api(layer), admin(path, file, reloader, redis));
+        }
+        {
+            let layer = file
+                .limits
+                .build(StdClock::new(), StdClock::HZ)
+                .unwrap_or_else(|e| built(e));
+            let reloader = layer.reloader();
+            (super::api(layer), admin(path, file, reloader, None))
+        }
+    }
+
+    /// The admin router over `reloader`, and the watch of `path`.
+    fn admin<B: Reload>(
+        path: PathBuf,
+        file: File,
+        reloader: Reloader<StdClock, B>,
+        redis: Option<Redis>,
+    ) -> Router {
         let admin = Arc::new(Admin {
-            reloader: layer.reloader(),
+            reloader,
             token: RwLock::new(file.admin.token),
+            redis,
         });
         watch(path, Arc::clone(&admin));
-        let admin_router = Router::new()
+        Router::new()
             .route(
                 "/admin/overrides/{tier}/{client}",
-                put(set_override).delete(remove_override),
+                put(set_override::<B>).delete(remove_override::<B>),
             )
-            .route("/admin/config", get(show_config))
-            .with_state(admin);
-        (super::api(layer), admin_router)
+            .route("/admin/config", get(show_config::<B>))
+            .with_state(admin)
     }
 
     /// Reloads `path` into the layer (and the token), or logs why not.
-    fn reload(path: &Path, admin: &Admin, why: &str) {
-        let file = match read(path) {
+    fn reload<B: Reload>(path: &Path, admin: &Admin<B>, why: &str) {
+        let file = match read(path, admin.redis.as_ref()) {
             Ok(f) => f,
             Err(e) => return eprintln!("reload ({why}) refused, rules unchanged: {e}"),
         };
@@ -186,7 +249,7 @@ mod from_file {
     }
 
     /// Reloads on SIGHUP and when the file's modification time changes.
-    fn watch(path: PathBuf, admin: Arc<Admin>) {
+    fn watch<B: Reload>(path: PathBuf, admin: Arc<Admin<B>>) {
         let poll_ms: u64 = std::env::var("CELLRATE_GATEWAY_POLL_MS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -217,7 +280,7 @@ mod from_file {
 
     /// The refusal of a request without the token: 401 without a bearer
     /// token, 403 with the wrong one; `None` for the right one.
-    fn refusal(admin: &Admin, headers: &HeaderMap) -> Option<Response> {
+    fn refusal<B: Reload>(admin: &Admin<B>, headers: &HeaderMap) -> Option<Response> {
         let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -248,8 +311,8 @@ mod from_file {
     }
 
     /// `PUT /admin/overrides/{tier}/{client}` with a quota as the body.
-    async fn set_override(
-        State(admin): State<Arc<Admin>>,
+    async fn set_override<B: Reload>(
+        State(admin): State<Arc<Admin<B>>>,
         UrlPath((tier, client)): UrlPath<(String, String)>,
         headers: HeaderMap,
         body: String,
@@ -268,8 +331,8 @@ mod from_file {
     }
 
     /// `DELETE /admin/overrides/{tier}/{client}`: back to the tier's quota.
-    async fn remove_override(
-        State(admin): State<Arc<Admin>>,
+    async fn remove_override<B: Reload>(
+        State(admin): State<Arc<Admin<B>>>,
         UrlPath((tier, client)): UrlPath<(String, String)>,
         headers: HeaderMap,
     ) -> Response {
@@ -283,7 +346,10 @@ mod from_file {
     }
 
     /// `GET /admin/config`: the rules in force, as TOML.
-    async fn show_config(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
+    async fn show_config<B: Reload>(
+        State(admin): State<Arc<Admin<B>>>,
+        headers: HeaderMap,
+    ) -> Response {
         if let Some(r) = refusal(&admin, &headers) {
             return r;
         }
@@ -294,65 +360,35 @@ mod from_file {
     }
 }
 
-/// The in-process gateway from its rules file.
+/// The gateway from its rules file, on Redis with `redis`.
 #[cfg(feature = "serde")]
-fn in_process(config: std::path::PathBuf) -> Router {
-    let (api, admin) = from_file::routers(config);
+fn from_rules(config: std::path::PathBuf, redis: Option<from_file::Redis>) -> Router {
+    let (api, admin) = from_file::routers(config, redis);
     Router::new().merge(api).merge(admin)
 }
 
 #[cfg(not(feature = "serde"))]
-fn in_process(_config: std::path::PathBuf) -> Router {
+fn from_rules(_config: std::path::PathBuf, _redis: Option<()>) -> Router {
     exit("the rules file needs the `serde` feature: cargo run --example gateway --features axum,serde".into())
 }
 
-#[cfg(feature = "redis")]
-fn redis(url: &str) -> Router {
-    use cellrate::redis::{
-        AsyncRedisGcra, FailurePolicy, RedisConfig, RedisPolicy, RedisTier, Target,
-    };
-    use cellrate::time::StdClock;
-    use cellrate::tower::{HeaderKey, RateLimitLayer, RedisAsync, Route};
-    use cellrate::Quota;
-    use std::time::Duration;
-
-    let prefix = std::env::var("CELLRATE_GATEWAY_PREFIX").unwrap_or_else(|_| "gw".into());
-    let tier = |name: &str, quota: Quota| {
-        RedisTier::new(name, quota).unwrap_or_else(|e| exit(format!("bad tier {name}: {e}")))
-    };
-    let policy = RedisPolicy::new(
-        prefix,
-        vec![
-            tier("key", Quota::per_minute(10).at_hz(1_000)),
-            tier("endpoint", Quota::per_minute(3).at_hz(1_000)).per_scope(),
-        ],
-    )
-    .unwrap_or_else(|e| exit(format!("bad policy: {e}")));
-    let config = RedisConfig::new(FailurePolicy::Fallback(vec![
-        Quota::per_minute(20).at_hz(1_000),
-        Quota::per_minute(6).at_hz(1_000),
-    ]))
-    .with_timeout(Duration::from_millis(200));
-    let target =
-        Target::standalone(url).unwrap_or_else(|e| exit(format!("bad redis url {url}: {e}")));
-    let limiter = AsyncRedisGcra::new(target, policy, config)
-        .unwrap_or_else(|e| exit(format!("bad limiter config: {e}")));
-    let layer = RateLimitLayer::builder(
-        (HeaderKey::new("x-api-key"), Route),
-        RedisAsync::new(limiter),
-        StdClock::new(),
-    )
-    .build()
-    .unwrap_or_else(|e| exit(format!("bad limiter config: {e}")));
-    api(layer)
+/// The command line's Redis settings, with the feature.
+#[cfg(all(feature = "serde", feature = "redis"))]
+fn redis_settings(url: Option<String>) -> Option<from_file::Redis> {
+    Some(from_file::Redis {
+        url,
+        prefix: std::env::var("CELLRATE_GATEWAY_PREFIX").ok(),
+    })
 }
 
-#[cfg(not(feature = "redis"))]
-fn redis(_url: &str) -> Router {
-    exit(
-        "--redis needs the `redis` feature: cargo run --example gateway --features axum,redis"
-            .into(),
-    )
+#[cfg(all(feature = "serde", not(feature = "redis")))]
+fn redis_settings(_url: Option<String>) -> Option<from_file::Redis> {
+    exit("--redis needs the `redis` feature: cargo run --example gateway --features axum,serde,redis".into())
+}
+
+#[cfg(not(feature = "serde"))]
+fn redis_settings(_url: Option<String>) -> Option<()> {
+    exit("--redis needs the `serde` and `redis` features: cargo run --example gateway --features axum,serde,redis".into())
 }
 
 #[tokio::main]
@@ -360,28 +396,40 @@ async fn main() {
     // Before any layer is built: a layer registers its series when built.
     let scrape = metrics_endpoint();
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let mut config = std::path::PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/examples/gateway.toml"
-    ));
-    if args.first().map(String::as_str) == Some("--config") {
-        args.remove(0);
-        if args.is_empty() {
-            exit("--config needs a file".into());
+    let mut config = None;
+    let mut redis = None;
+    loop {
+        match args.first().map(String::as_str) {
+            Some("--config") => {
+                args.remove(0);
+                if args.is_empty() {
+                    exit("--config needs a file".into());
+                }
+                config = Some(std::path::PathBuf::from(args.remove(0)));
+            }
+            Some("--redis") => {
+                args.remove(0);
+                let url = if args.first().is_some_and(|a| a.starts_with("redis")) {
+                    Some(args.remove(0))
+                } else {
+                    std::env::var("CELLRATE_REDIS_URL").ok()
+                };
+                redis = Some(redis_settings(url));
+            }
+            _ => break,
         }
-        config = args.remove(0).into();
     }
-    let router = if args.first().map(String::as_str) == Some("--redis") {
-        args.remove(0);
-        let url = if args.first().is_some_and(|a| a.starts_with("redis")) {
-            args.remove(0)
-        } else {
-            std::env::var("CELLRATE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into())
-        };
-        redis(&url)
+    let default = if redis.is_some() {
+        "gateway-redis.toml"
     } else {
-        in_process(config)
+        "gateway.toml"
     };
+    let config = config.unwrap_or_else(|| {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples")
+            .join(default)
+    });
+    let router = from_rules(config, redis.flatten());
     let router = router.merge(scrape);
     let addr = args
         .first()

@@ -2,11 +2,12 @@
 //! drives it with real HTTP requests over TCP: in-process limits from a
 //! rules file (reloaded on change and on SIGHUP, with the admin endpoint
 //! that changes one client's override), and
-//! with `--features axum,redis` against the server in `CELLRATE_REDIS_URL`
-//! (that test is `#[ignore]`d: scripts/stages/70-redis.sh runs it with
-//! `--include-ignored`, and it fails when the variable is absent or the
+//! with `--features axum,serde,redis` against the server in
+//! `CELLRATE_REDIS_URL`, from `examples/gateway-redis.toml` (those tests are
+//! `#[ignore]`d: scripts/stages/70-redis.sh runs them with
+//! `--include-ignored`, and they fail when the variable is absent or the
 //! gateway cannot reach the server).
-#![cfg(all(feature = "axum", any(feature = "serde", feature = "redis")))]
+#![cfg(all(feature = "axum", feature = "serde"))]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -40,7 +41,6 @@ fn example_binary() -> PathBuf {
 struct Reply {
     status: u16,
     headers: HashMap<String, String>,
-    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
     body: String,
 }
 
@@ -114,7 +114,6 @@ fn start_with(args: &[&str], prefix: Option<&str>, env: &[(&str, &str)]) -> (Gat
 
 /// The rules `drive` expects (those of the Redis mode): 10/min per key,
 /// 3/min per key and endpoint.
-#[cfg(feature = "serde")]
 const DRIVE_RULES: &str = r#"
 [admin]
 token = "t0ken"
@@ -132,10 +131,8 @@ capacity = 1000
 "#;
 
 /// A rules file of this test's own, removed when dropped.
-#[cfg(feature = "serde")]
 struct TempFile(PathBuf);
 
-#[cfg(feature = "serde")]
 impl TempFile {
     fn new(name: &str, text: &str) -> Self {
         let path = std::env::temp_dir().join(format!(
@@ -153,14 +150,12 @@ impl TempFile {
     }
 }
 
-#[cfg(feature = "serde")]
 impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
 }
 
-#[cfg(feature = "serde")]
 #[test]
 fn gateway_in_process() {
     let file = TempFile::new("drive", DRIVE_RULES);
@@ -168,7 +163,6 @@ fn gateway_in_process() {
     drive(&addr);
 }
 
-#[cfg(feature = "serde")]
 fn admin(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str) -> Reply {
     let auth = token
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
@@ -181,7 +175,6 @@ fn admin(addr: &str, method: &str, path: &str, token: Option<&str>, body: &str) 
 /// the admin endpoint, and the next request is admitted under the new
 /// quota; the admin endpoint refuses a missing or wrong token and a bad
 /// body without changing anything.
-#[cfg(feature = "serde")]
 #[test]
 fn gateway_admin_raises_one_client() {
     let (_guard, addr) = start(&["127.0.0.1:0"], None);
@@ -262,7 +255,6 @@ fn gateway_admin_raises_one_client() {
 }
 
 /// The `q` the "key" tier announces to `key`.
-#[cfg(feature = "serde")]
 fn key_q(addr: &str, key: &str) -> String {
     let r = get(addr, "/users", Some(key));
     let policy = &r.headers["ratelimit-policy"];
@@ -271,7 +263,6 @@ fn key_q(addr: &str, key: &str) -> String {
 }
 
 /// Waits (at most 5 s) until the "key" tier announces `q`.
-#[cfg(feature = "serde")]
 fn wait_for_limit(addr: &str, key: &str, q: &str) -> bool {
     let until = std::time::Instant::now() + Duration::from_secs(5);
     while std::time::Instant::now() < until {
@@ -286,7 +277,6 @@ fn wait_for_limit(addr: &str, key: &str, q: &str) -> bool {
 /// The gateway reloads its file on SIGHUP (polling off) and when it
 /// changes (polling on), keeping every client's state, and keeps its rules
 /// when the new file is bad.
-#[cfg(feature = "serde")]
 #[test]
 fn gateway_reloads_its_file() {
     let seven = DRIVE_RULES.replace("\"10/min\"", "\"7/min\"");
@@ -334,6 +324,53 @@ fn gateway_reloads_its_file() {
     assert_eq!(key_q(&addr, "finn"), "10");
     file.write(&nine);
     assert!(wait_for_limit(&addr, "finn", "9"), "no reload on change");
+}
+
+/// The admin endpoint on Redis: one client's override changes that client
+/// alone, with its state on the server kept across the change (lowered
+/// to 1/min after one request, alice owes; restored, she does not), and
+/// the rules in force show the Redis table.
+#[cfg(feature = "redis")]
+#[test]
+#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
+fn gateway_on_redis_admin_changes_one_client() {
+    let url = std::env::var("CELLRATE_REDIS_URL")
+        .expect("CELLRATE_REDIS_URL is not set: this test needs a Redis server (run scripts/stages/70-redis.sh)");
+    let prefix = format!(
+        "gwadmin-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let (_guard, addr) = start(&["--redis", url.as_str(), "127.0.0.1:0"], Some(&prefix));
+    assert_eq!(get(&addr, "/users", Some("alice")).status, 200);
+    let path = "/admin/overrides/key/alice";
+    assert_eq!(
+        admin(&addr, "PUT", path, Some("wrong"), "1/min").status,
+        403
+    );
+    let r = admin(&addr, "PUT", path, Some("change-me"), "1/min");
+    assert_eq!(r.status, 204, "{}", r.body);
+    // Her one cell at 10/min put her TAT 6 s ahead: at 1/min (burst 1) she
+    // owes, on a route she has not used; bob is untouched.
+    let r = get(&addr, "/status", Some("alice"));
+    assert_eq!(r.status, 429);
+    assert_eq!(r.headers["x-ratelimit-limit"], "1");
+    assert_eq!(get(&addr, "/status", Some("bob")).status, 200);
+    let r = admin(&addr, "DELETE", path, Some("change-me"), "");
+    assert_eq!(r.status, 204, "{}", r.body);
+    let r = get(&addr, "/status", Some("alice"));
+    assert_eq!(r.status, 200);
+    // Two of her ten: the state on the server was kept, not reset.
+    assert_eq!(
+        r.headers["ratelimit"].split(',').next().unwrap(),
+        "\"key\";r=8;t=12"
+    );
+    let shown = admin(&addr, "GET", "/admin/config", Some("change-me"), "");
+    assert_eq!(shown.status, 200);
+    assert!(shown.body.contains("[redis]"), "{}", shown.body);
+    assert!(shown.body.contains(&prefix), "{}", shown.body);
 }
 
 #[cfg(feature = "redis")]

@@ -133,6 +133,6 @@ cargo test --features redis,axum,tracing,serde --test tower_redis --test gateway
     -- --include-ignored 2>&1 | tee "$work/tower.log"
 cargo test --features redis,axum,tracing,serde --doc -- tower::config
 counted "$work/tower.log" tests/tower_redis.rs 4
-counted "$work/tower.log" tests/gateway.rs 2
+counted "$work/tower.log" tests/gateway.rs 5
 counted "$work/tower.log" tests/tower_config.rs 5
 counted "$work/tower.log" tests/tower_redis_reload.rs 3
