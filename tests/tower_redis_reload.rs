@@ -375,3 +375,86 @@ fn a_redis_reload_keeps_the_server_settings() {
     reloader.apply(&raised).unwrap();
     assert_eq!(reloader.config(), raised);
 }
+
+/// Under load on Redis: four clients at their limits from concurrent tasks
+/// while the rules switch between two quotas every 10 ms. Each client's
+/// admissions over the run stay within the bound of the quotas it had
+/// (`n ≤ (elapsed + b_max·T_max) / T_min`, proved in the `Reloader` docs),
+/// which a reload that reset a client (a new burst per switch) would break
+/// many times over; and each client is admitted at least at the slower
+/// rate, so the layer did not refuse by mistake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
+async fn reloads_under_load_on_redis_stay_within_the_bound() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let url = redis_env::standalone();
+    let prefix = redis_env::unique("load");
+    let rules = |quota: &str| {
+        read(&format!(
+            r#"
+            key = {{ client = {{ header = "x-api-key" }} }}
+            [[tiers]]
+            name = "key"
+            quota = "{quota}"
+            capacity = 64
+            [redis]
+            target = {{ standalone = "{url}" }}
+            prefix = "{prefix}"
+            failure = "closed"
+            "#
+        ))
+    };
+    // T = 20 ms, b = 5 and T = 50 ms, b = 2.
+    let (fast, slow) = (rules("50/s, burst 5"), rules("20/s, burst 2"));
+    let layer = fast.build_redis(StdClock::new(), StdClock::HZ).unwrap();
+    let reloader = layer.reloader();
+    let svc = layer.layer(ok_service());
+    let stop = Arc::new(AtomicBool::new(false));
+    let admitted: Arc<[AtomicU64; 4]> = Arc::new(Default::default());
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..4 {
+        for _ in 0..2 {
+            let (mut svc, stop, admitted) = (svc.clone(), stop.clone(), admitted.clone());
+            tasks.push(tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let r = call(&mut svc, &format!("load{c}")).await;
+                    match r.status() {
+                        StatusCode::OK => {
+                            admitted[c].fetch_add(1, Ordering::Relaxed);
+                        }
+                        StatusCode::TOO_MANY_REQUESTS => {}
+                        other => panic!("{other}: {:?}", r.headers()),
+                    }
+                }
+            }));
+        }
+    }
+    let mut switches = 0;
+    while start.elapsed() < Duration::from_millis(1_500) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        reloader
+            .apply(if switches % 2 == 0 { &slow } else { &fast })
+            .unwrap();
+        switches += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let elapsed = start.elapsed().as_millis() as u64;
+    // Server time may run a little ahead of ours between the first and
+    // the last request: 20 ms of slack, one cell at the fastest rate.
+    let bound = (elapsed + 20 + 5 * 50) / 20;
+    let floor = elapsed / 50 / 2;
+    for (c, n) in admitted.iter().enumerate() {
+        let n = n.load(Ordering::Relaxed);
+        assert!(
+            n <= bound,
+            "client {c}: {n} admitted in {elapsed} ms, bound {bound}"
+        );
+        assert!(n >= floor, "client {c}: only {n} admitted in {elapsed} ms");
+    }
+    assert!(switches > 50, "{switches} reloads");
+}

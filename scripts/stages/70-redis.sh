@@ -135,4 +135,4 @@ cargo test --features redis,axum,tracing,serde --doc -- tower::config
 counted "$work/tower.log" tests/tower_redis.rs 4
 counted "$work/tower.log" tests/gateway.rs 5
 counted "$work/tower.log" tests/tower_config.rs 5
-counted "$work/tower.log" tests/tower_redis_reload.rs 3
+counted "$work/tower.log" tests/tower_redis_reload.rs 4
