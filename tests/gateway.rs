@@ -326,6 +326,18 @@ fn gateway_reloads_its_file() {
     assert!(wait_for_limit(&addr, "finn", "9"), "no reload on change");
 }
 
+/// The server of `CELLRATE_REDIS_URL` and a key prefix no other run uses.
+#[cfg(feature = "redis")]
+fn redis_url_and_prefix(name: &str) -> (String, String) {
+    let url = std::env::var("CELLRATE_REDIS_URL")
+        .expect("CELLRATE_REDIS_URL is not set: this test needs a Redis server (run scripts/stages/70-redis.sh)");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    (url, format!("{name}-{nanos}"))
+}
+
 /// The admin endpoint on Redis: one client's override changes that client
 /// alone, with its state on the server kept across the change (lowered
 /// to 1/min after one request, alice owes; restored, she does not), and
@@ -334,15 +346,7 @@ fn gateway_reloads_its_file() {
 #[test]
 #[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
 fn gateway_on_redis_admin_changes_one_client() {
-    let url = std::env::var("CELLRATE_REDIS_URL")
-        .expect("CELLRATE_REDIS_URL is not set: this test needs a Redis server (run scripts/stages/70-redis.sh)");
-    let prefix = format!(
-        "gwadmin-{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    );
+    let (url, prefix) = redis_url_and_prefix("gwadmin");
     let (_guard, addr) = start(&["--redis", url.as_str(), "127.0.0.1:0"], Some(&prefix));
     assert_eq!(get(&addr, "/users", Some("alice")).status, 200);
     let path = "/admin/overrides/key/alice";
@@ -377,15 +381,7 @@ fn gateway_on_redis_admin_changes_one_client() {
 #[test]
 #[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
 fn gateway_on_redis() {
-    let url = std::env::var("CELLRATE_REDIS_URL")
-        .expect("CELLRATE_REDIS_URL is not set: this test needs a Redis server (run scripts/stages/70-redis.sh)");
-    let prefix = format!(
-        "gwtest-{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    );
+    let (url, prefix) = redis_url_and_prefix("gwtest");
     let (_guard, addr) = start(&["--redis", url.as_str(), "127.0.0.1:0"], Some(&prefix));
     drive(&addr);
 }

@@ -18,129 +18,66 @@
 
 #[path = "support/redis_env.rs"]
 mod redis_env;
+#[path = "support/reload_model.rs"]
+mod reload_model;
+use reload_model::{call, ok_service, rules, tiers_toml, Model, Quotas, Rules};
 
-use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
 use cellrate::time::StdClock;
 use cellrate::tower::config::LayerConfig;
-use http::{Request, Response, StatusCode};
+use http::StatusCode;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use tower::{Layer, Service, ServiceExt};
+use tower::Layer;
 
 fn read(text: &str) -> LayerConfig {
     toml::from_str(text).unwrap()
 }
 
-/// Quotas per hour, (rate, burst). Every emission interval is a multiple of
-/// 120 s, so every TAT and tolerance the model meets is too: the few
-/// hundred milliseconds a case takes on the server's clock never move a
-/// decision, and the model can take the time as constant.
-const QUOTAS: [(u64, u64); 6] = [(1, 1), (3, 2), (5, 5), (10, 3), (30, 4), (10, 1)];
-
-/// The rules of one reload: the "key" tier's default quota, client 0's
-/// override in it, and whether an "extra" tier (with its quota) is there.
-#[derive(Clone, Debug)]
-struct Rules {
-    default: usize,
-    override0: Option<usize>,
-    extra: Option<usize>,
-}
-
-fn spec((rate, burst): (u64, u64)) -> String {
-    format!("{rate}/h, burst {burst}")
-}
+/// Quotas per hour, (rate, burst), the model's time in seconds. Every
+/// emission interval is a multiple of 120 s, so every TAT and tolerance the
+/// model meets is too: the few hundred milliseconds a case takes on the
+/// server's clock never move a decision, and the model takes the time as
+/// constant.
+static QUOTAS: Quotas = Quotas {
+    table: [(1, 1), (3, 2), (5, 5), (10, 3), (30, 4), (10, 1)],
+    unit: "h",
+    unit_len: 3_600,
+};
 
 fn config(prefix: &str, r: &Rules) -> LayerConfig {
     let url = redis_env::env("CELLRATE_REDIS_URL");
-    let mut text = format!(
+    read(&format!(
         "key = {{ client = {{ header = \"x-api-key\" }} }}\nfields = \"both\"\n\
          [redis]\ntarget = {{ standalone = \"{url}\" }}\nprefix = \"{prefix}\"\n\
-         failure = \"closed\"\n"
-    );
-    text += &format!(
-        "[[tiers]]\nname = \"key\"\nquota = \"{}\"\ncapacity = 64\n",
-        spec(QUOTAS[r.default])
-    );
-    if let Some(o) = r.override0 {
-        text += &format!("overrides = {{ c0 = \"{}\" }}\n", spec(QUOTAS[o]));
-    }
-    if let Some(e) = r.extra {
-        text += &format!(
-            "[[tiers]]\nname = \"extra\"\nquota = \"{}\"\ncapacity = 64\n",
-            spec(QUOTAS[e])
-        );
-    }
-    read(&text)
+         failure = \"closed\"\n{}",
+        tiers_toml(&QUOTAS, r)
+    ))
 }
 
-/// The reference: GCRA as the definition states it, per (tier, client),
-/// in seconds, at a constant `now` (see [`QUOTAS`]). A request of cost 1
-/// conforms iff `max(tat, now) − now ≤ τ = (burst − 1)·T` in every tier in
-/// force; then each sets `tat = max(tat, now) + T`. A tier's TAT lives on
-/// the server under the tier's name, so it survives any reload, a tier
-/// removed and added back included.
-#[derive(Default)]
-struct Model {
-    /// tier name → client → TAT.
-    tat: BTreeMap<&'static str, BTreeMap<u8, u64>>,
-}
-
-impl Model {
-    const NOW: u64 = 0;
-    fn quota(r: &Rules, tier: &str, client: u8) -> (u64, u64) {
-        let (rate, burst) = match (tier, client, r.override0) {
-            ("key", 0, Some(o)) => QUOTAS[o],
-            ("key", _, _) => QUOTAS[r.default],
-            _ => QUOTAS[r.extra.unwrap()],
-        };
-        (3_600 / rate, burst)
-    }
-    fn tiers(r: &Rules) -> Vec<&'static str> {
-        let mut t = vec!["key"];
-        if r.extra.is_some() {
-            t.push("extra");
-        }
-        t
-    }
-    fn check(&mut self, r: &Rules, client: u8) -> bool {
-        let now = Self::NOW;
-        let tiers = Self::tiers(r);
-        let conforms = tiers.iter().all(|t| {
-            let (interval, burst) = Self::quota(r, t, client);
-            let tat = self.tat.get(t).and_then(|m| m.get(&client)).copied();
-            tat.unwrap_or(now).max(now) - now <= (burst - 1) * interval
-        });
-        if conforms {
-            for t in tiers {
-                let (interval, _) = Self::quota(r, t, client);
-                let entry = self.tat.entry(t).or_default().entry(client).or_insert(now);
-                *entry = (*entry).max(now) + interval;
-            }
-        }
-        conforms
-    }
+/// One tier "key" of `quota` on the server `url` under `prefix`, failing
+/// closed.
+fn one_tier(url: &str, prefix: &str, quota: &str) -> LayerConfig {
+    read(&format!(
+        r#"
+        key = {{ client = {{ header = "x-api-key" }} }}
+        [[tiers]]
+        name = "key"
+        quota = "{quota}"
+        capacity = 64
+        [redis]
+        target = {{ standalone = "{url}" }}
+        prefix = "{prefix}"
+        failure = "closed"
+        "#
+    ))
 }
 
 #[derive(Clone, Debug)]
 enum Op {
     Request(u8),
     Reload(Rules),
-}
-
-fn rules() -> impl Strategy<Value = Rules> {
-    (
-        0..QUOTAS.len(),
-        prop::option::of(0..QUOTAS.len()),
-        prop::option::of(0..QUOTAS.len()),
-    )
-        .prop_map(|(default, override0, extra)| Rules {
-            default,
-            override0,
-            extra,
-        })
 }
 
 fn ops() -> impl Strategy<Value = Vec<Op>> {
@@ -151,26 +88,6 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
         ],
         1..60,
     )
-}
-
-async fn call<S>(svc: &mut S, key: &str) -> Response<String>
-where
-    S: Service<Request<String>, Response = Response<String>, Error = Infallible>,
-{
-    let req = Request::builder()
-        .header("x-api-key", key)
-        .body(String::new())
-        .unwrap();
-    svc.ready().await.unwrap().call(req).await.unwrap()
-}
-
-fn ok_service(
-) -> impl Service<Request<String>, Response = Response<String>, Error = Infallible, Future: Send>
-       + Clone
-       + Send {
-    tower::service_fn(|_req: Request<String>| async {
-        Ok::<_, Infallible>(Response::new(String::from("ok")))
-    })
 }
 
 /// Every answer across any schedule of reloads is the model's: a kept tier
@@ -196,7 +113,7 @@ fn reloads_on_redis_decide_as_the_model() {
                     .unwrap();
                 let reloader = layer.reloader();
                 let mut svc = layer.layer(ok_service());
-                let mut model = Model::default();
+                let mut model = Model::new(&QUOTAS, false);
                 let mut rules = first;
                 for op in ops {
                     match op {
@@ -206,7 +123,7 @@ fn reloads_on_redis_decide_as_the_model() {
                         }
                         Op::Request(client) => {
                             let got = call(&mut svc, &format!("c{client}")).await;
-                            let want = model.check(&rules, client);
+                            let want = model.check(&rules, client, 0);
                             prop_assert_eq!(
                                 got.status() == StatusCode::OK,
                                 want,
@@ -222,7 +139,7 @@ fn reloads_on_redis_decide_as_the_model() {
                             prop_assert!(
                                 policy.starts_with(&format!(
                                     "\"key\";q={};",
-                                    QUOTAS[rules.default].1
+                                    QUOTAS.burst(rules.default)
                                 )),
                                 "{}",
                                 policy
@@ -246,24 +163,9 @@ fn reloads_on_redis_decide_as_the_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
 async fn one_clients_override_changes_alone_on_redis() {
-    let url = redis_env::standalone();
-    let prefix = redis_env::unique("story");
-    let text = format!(
-        r#"
-        key = {{ client = {{ header = "x-api-key" }} }}
-        [[tiers]]
-        name = "key"
-        quota = "100/min"
-        capacity = 64
-        [redis]
-        target = {{ standalone = "{url}" }}
-        prefix = "{prefix}"
-        failure = "closed"
-        "#
-    );
-    let layer = read(&text)
-        .build_redis(StdClock::new(), StdClock::HZ)
-        .unwrap();
+    let (url, prefix) = (redis_env::standalone(), redis_env::unique("story"));
+    let text = one_tier(&url, &prefix, "100/min");
+    let layer = text.build_redis(StdClock::new(), StdClock::HZ).unwrap();
     let reloader = layer.reloader();
     let mut svc = layer.layer(ok_service());
     let first = Instant::now();
@@ -390,21 +292,7 @@ async fn reloads_under_load_on_redis_stay_within_the_bound() {
     use std::sync::Arc;
     let url = redis_env::standalone();
     let prefix = redis_env::unique("load");
-    let rules = |quota: &str| {
-        read(&format!(
-            r#"
-            key = {{ client = {{ header = "x-api-key" }} }}
-            [[tiers]]
-            name = "key"
-            quota = "{quota}"
-            capacity = 64
-            [redis]
-            target = {{ standalone = "{url}" }}
-            prefix = "{prefix}"
-            failure = "closed"
-            "#
-        ))
-    };
+    let rules = |quota: &str| one_tier(&url, &prefix, quota);
     // T = 20 ms, b = 5 and T = 50 ms, b = 2.
     let (fast, slow) = (rules("50/s, burst 5"), rules("20/s, burst 2"));
     let layer = fast.build_redis(StdClock::new(), StdClock::HZ).unwrap();

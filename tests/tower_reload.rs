@@ -14,17 +14,18 @@
 //!   stay in force.
 #![cfg(all(feature = "serde", feature = "tower"))]
 
-use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::sync::Arc;
+
+#[path = "support/reload_model.rs"]
+mod reload_model;
+use reload_model::{call, ok_service, rules, tiers_toml, Model, Quotas, Rules};
 
 use cellrate::config::QuotaSpec;
 use cellrate::tower::config::LayerConfig;
-use cellrate::tower::RouteName;
 use cellrate::{Clock, ManualClock};
-use http::{Request, Response, StatusCode};
+use http::StatusCode;
 use proptest::prelude::*;
-use tower::{Layer, Service, ServiceExt};
+use tower::Layer;
 
 /// A clock the test moves while the layer holds it (1 tick = 1 ms).
 struct TestClock(Arc<ManualClock>);
@@ -41,108 +42,23 @@ fn read(text: &str) -> LayerConfig {
 
 /// Quotas whose emission interval is a whole number of ms, so the model's
 /// arithmetic is plain integers: (per second, burst).
-const QUOTAS: [(u64, u64); 6] = [(1, 1), (4, 2), (10, 5), (20, 3), (50, 10), (100, 1)];
-
-fn spec((rate, burst): (u64, u64)) -> String {
-    format!("{rate}/s, burst {burst}")
-}
-
-/// The rules of one reload: the "key" tier's default quota, client 0's
-/// override in it, and whether an "extra" tier (with its quota) is there.
-#[derive(Clone, Debug)]
-struct Rules {
-    default: usize,
-    override0: Option<usize>,
-    extra: Option<usize>,
-}
+static QUOTAS: Quotas = Quotas {
+    table: [(1, 1), (4, 2), (10, 5), (20, 3), (50, 10), (100, 1)],
+    unit: "s",
+    unit_len: 1_000,
+};
 
 fn config(r: &Rules) -> LayerConfig {
-    let mut text =
-        String::from("key = { client = { header = \"x-api-key\" } }\nfields = \"both\"\n");
-    text += &format!(
-        "[[tiers]]\nname = \"key\"\nquota = \"{}\"\ncapacity = 64\nmax_overrides = 4\n",
-        spec(QUOTAS[r.default])
-    );
-    if let Some(o) = r.override0 {
-        text += &format!("overrides = {{ c0 = \"{}\" }}\n", spec(QUOTAS[o]));
-    }
-    if let Some(e) = r.extra {
-        text += &format!(
-            "[[tiers]]\nname = \"extra\"\nquota = \"{}\"\ncapacity = 64\n",
-            spec(QUOTAS[e])
-        );
-    }
-    read(&text)
-}
-
-/// The reference: GCRA as the definition states it, per (tier, client),
-/// in ms. A request of cost 1 at `now` conforms iff
-/// `max(tat, now) − now ≤ τ = (burst − 1)·T`; if every tier conforms, each
-/// sets `tat = max(tat, now) + T`.
-#[derive(Default)]
-struct Model {
-    /// tier name → client → TAT.
-    tat: BTreeMap<&'static str, BTreeMap<u8, u64>>,
-}
-
-impl Model {
-    fn quota(r: &Rules, tier: &str, client: u8) -> (u64, u64) {
-        let (rate, burst) = match (tier, client, r.override0) {
-            ("key", 0, Some(o)) => QUOTAS[o],
-            ("key", _, _) => QUOTAS[r.default],
-            _ => QUOTAS[r.extra.unwrap()],
-        };
-        (1_000 / rate, burst)
-    }
-    fn tiers(r: &Rules) -> Vec<&'static str> {
-        let mut t = vec!["key"];
-        if r.extra.is_some() {
-            t.push("extra");
-        }
-        t
-    }
-    fn reload(&mut self, r: &Rules) {
-        // A removed tier's table is gone: it starts over if it comes back.
-        if r.extra.is_none() {
-            self.tat.remove("extra");
-        }
-    }
-    fn check(&mut self, r: &Rules, client: u8, now: u64) -> bool {
-        let tiers = Self::tiers(r);
-        let conforms = tiers.iter().all(|t| {
-            let (interval, burst) = Self::quota(r, t, client);
-            let tat = self.tat.get(t).and_then(|m| m.get(&client)).copied();
-            let tat = tat.unwrap_or(now).max(now);
-            tat - now <= (burst - 1) * interval
-        });
-        if conforms {
-            for t in tiers {
-                let (interval, _) = Self::quota(r, t, client);
-                let entry = self.tat.entry(t).or_default().entry(client).or_insert(now);
-                *entry = (*entry).max(now) + interval;
-            }
-        }
-        conforms
-    }
+    read(&format!(
+        "key = {{ client = {{ header = \"x-api-key\" }} }}\nfields = \"both\"\n{}",
+        tiers_toml(&QUOTAS, r)
+    ))
 }
 
 #[derive(Clone, Debug)]
 enum Op {
     Request { client: u8, after_ms: u64 },
     Reload(Rules),
-}
-
-fn rules() -> impl Strategy<Value = Rules> {
-    (
-        0..QUOTAS.len(),
-        prop::option::of(0..QUOTAS.len()),
-        prop::option::of(0..QUOTAS.len()),
-    )
-        .prop_map(|(default, override0, extra)| Rules {
-            default,
-            override0,
-            extra,
-        })
 }
 
 fn ops() -> impl Strategy<Value = Vec<Op>> {
@@ -154,27 +70,6 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
         ],
         1..120,
     )
-}
-
-async fn call<S>(svc: &mut S, key: &str) -> Response<String>
-where
-    S: Service<Request<String>, Response = Response<String>, Error = Infallible>,
-{
-    let mut req = Request::builder()
-        .header("x-api-key", key)
-        .body(String::new())
-        .unwrap();
-    req.extensions_mut().insert(RouteName("/"));
-    svc.ready().await.unwrap().call(req).await.unwrap()
-}
-
-fn ok_service(
-) -> impl Service<Request<String>, Response = Response<String>, Error = Infallible, Future: Send>
-       + Clone
-       + Send {
-    tower::service_fn(|_req: Request<String>| async {
-        Ok::<_, Infallible>(Response::new(String::from("ok")))
-    })
 }
 
 proptest! {
@@ -191,7 +86,7 @@ proptest! {
             let layer = config(&first).build(TestClock(clock.clone()), 1_000).unwrap();
             let reloader = layer.reloader();
             let mut svc = layer.layer(ok_service());
-            let mut model = Model::default();
+            let mut model = Model::new(&QUOTAS, true);
             let mut rules = first;
             for op in ops {
                 match op {
@@ -221,7 +116,7 @@ proptest! {
                         prop_assert!(
                             policy.starts_with(&format!(
                                 "\"key\";q={};",
-                                QUOTAS[rules.default].1
+                                QUOTAS.burst(rules.default)
                             )),
                             "{}",
                             policy

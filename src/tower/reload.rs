@@ -210,21 +210,15 @@ impl sealed::Reload for super::RedisAsync {
         };
         // The server, the key prefix (every client's keys) and the call
         // settings stay; the failure policy follows the tiers.
-        if new.target != was.target {
-            return Err(fixed("redis.target"));
-        }
-        if new.prefix != was.prefix {
-            return Err(fixed("redis.prefix"));
-        }
-        if new.timeout_ms != was.timeout_ms {
-            return Err(fixed("redis.timeout_ms"));
-        }
-        if new.reconnect_ms != was.reconnect_ms {
-            return Err(fixed("redis.reconnect_ms"));
-        }
-        if new.fallback_capacity != was.fallback_capacity {
-            return Err(fixed("redis.fallback_capacity"));
-        }
+        unchanged(&new.target, &was.target, "redis.target")?;
+        unchanged(&new.prefix, &was.prefix, "redis.prefix")?;
+        unchanged(&new.timeout_ms, &was.timeout_ms, "redis.timeout_ms")?;
+        unchanged(&new.reconnect_ms, &was.reconnect_ms, "redis.reconnect_ms")?;
+        unchanged(
+            &new.fallback_capacity,
+            &was.fallback_capacity,
+            "redis.fallback_capacity",
+        )?;
         let plan = config.redis_policy(hz)?;
         self.reconfigured(plan).map_err(|e| Error::new("redis", e))
     }
@@ -239,6 +233,15 @@ impl sealed::Reload for super::RedisAsync {
         #[cfg(not(feature = "metrics"))]
         let _ = metrics_name;
         plan
+    }
+}
+
+/// `Ok` if `field` keeps its value `was`, else its refusal.
+fn unchanged<T: PartialEq>(new: &T, was: &T, field: &str) -> Result<(), Error> {
+    if new == was {
+        Ok(())
+    } else {
+        Err(fixed(field))
     }
 }
 
@@ -364,24 +367,12 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
             return Err(not_configured());
         };
         let hz = *hz;
-        if config.key != old.key {
-            return Err(fixed("key"));
-        }
-        if config.fields != old.fields {
-            return Err(fixed("fields"));
-        }
-        if config.keyless != old.keyless {
-            return Err(fixed("keyless"));
-        }
-        if config.challenge != old.challenge {
-            return Err(fixed("challenge"));
-        }
-        if config.when_full != old.when_full {
-            return Err(fixed("when_full"));
-        }
-        if config.metrics_name != old.metrics_name {
-            return Err(fixed("metrics_name"));
-        }
+        unchanged(&config.key, &old.key, "key")?;
+        unchanged(&config.fields, &old.fields, "fields")?;
+        unchanged(&config.keyless, &old.keyless, "keyless")?;
+        unchanged(&config.challenge, &old.challenge, "challenge")?;
+        unchanged(&config.when_full, &old.when_full, "when_full")?;
+        unchanged(&config.metrics_name, &old.metrics_name, "metrics_name")?;
         if config.tiers.is_empty() {
             return Err(Error::new("tiers", super::ConfigError::NoTiers));
         }
