@@ -218,6 +218,8 @@ mod blocking;
 mod config;
 pub(crate) mod degrade;
 pub mod lease;
+#[cfg(all(feature = "metrics", feature = "tower"))]
+pub(crate) mod metrics;
 mod policy;
 mod protocol;
 mod scripts;

@@ -339,17 +339,6 @@ pub(super) struct Applied {
     pub(super) hz: u64,
 }
 
-/// What a configuration makes of a Redis layer's rules.
-#[cfg(feature = "redis")]
-pub(super) struct RedisPlan {
-    /// Every tier, at its default quota.
-    pub(super) policy: crate::redis::RedisPolicy,
-    pub(super) failure: crate::redis::FailurePolicy,
-    /// By client key (as the backend reads it from a request), the policy
-    /// with that client's overrides.
-    pub(super) overrides: Vec<(String, crate::redis::RedisPolicy)>,
-}
-
 /// A tier table, kept from the rules in force or new.
 pub(super) enum Planned {
     Kept(Arc<super::backend::KeyedTier>),
@@ -523,7 +512,7 @@ impl LayerConfig {
     /// [`build_redis`](Self::build_redis) and a reload of a Redis layer
     /// check and make.
     #[cfg(feature = "redis")]
-    pub(super) fn redis_policy(&self, hz: u64) -> Result<RedisPlan, Error> {
+    pub(super) fn redis_policy(&self, hz: u64) -> Result<super::redis::RedisPlan, Error> {
         use crate::redis::{FailurePolicy, RedisPolicy, RedisTier};
         let Some(rules) = &self.redis else {
             return Err(Error::new("redis", "no Redis backend is configured"));
@@ -605,7 +594,7 @@ impl LayerConfig {
                 FailurePolicy::Fallback(quotas)
             }
         };
-        Ok(RedisPlan {
+        Ok(super::redis::RedisPlan {
             policy,
             failure,
             overrides,

@@ -42,7 +42,7 @@ pub struct FallbackCounters {
     degraded_verdicts: AtomicU64,
     /// The backend's `cellrate_redis_*` series, once registered.
     #[cfg(feature = "metrics")]
-    metrics: std::sync::OnceLock<crate::metrics::RedisMetrics>,
+    metrics: std::sync::OnceLock<crate::redis::metrics::RedisMetrics>,
 }
 
 /// A reading of [`FallbackCounters`].
@@ -139,6 +139,17 @@ fn fallback_of(policy: &RedisPolicy, failure: &FailurePolicy) -> Option<Vec<Tier
                 .map(|(applied, _)| TierInfo::from_quota(t.name(), &applied))
         })
         .collect()
+}
+
+/// What a configuration makes of a Redis layer's rules.
+#[cfg(feature = "serde")]
+pub(super) struct RedisPlan {
+    /// Every tier, at its default quota.
+    pub(super) policy: crate::redis::RedisPolicy,
+    pub(super) failure: crate::redis::FailurePolicy,
+    /// By client key (as the backend reads it from a request), the policy
+    /// with that client's overrides.
+    pub(super) overrides: Vec<(String, crate::redis::RedisPolicy)>,
 }
 
 type Pending = Pin<Box<dyn Future<Output = Verdict> + Send>>;
@@ -323,7 +334,7 @@ impl<L: RedisClient> RedisBackend<L> {
     /// counters and (for the tiers kept) fallback tables; see
     /// [`AsyncRedisGcra::with_policy`].
     #[cfg(feature = "serde")]
-    pub(super) fn reconfigured(&self, plan: super::config::RedisPlan) -> Result<Self, Error> {
+    pub(super) fn reconfigured(&self, plan: RedisPlan) -> Result<Self, Error> {
         let limiter = Arc::new(
             self.limiter
                 .with_policy(plan.policy, plan.failure.clone())?,
@@ -372,7 +383,7 @@ impl<L: RedisClient> Backend for RedisBackend<L> {
         let _ = self
             .counters
             .metrics
-            .set(crate::metrics::RedisMetrics::new(limiter));
+            .set(crate::redis::metrics::RedisMetrics::new(limiter));
         self.register_fallback_metrics(limiter);
     }
 }
