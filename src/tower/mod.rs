@@ -83,7 +83,9 @@
 //! other values are shared too); the inner service is called at once. With
 //! [`charge_body`](RateLimitBuilder::charge_body) the key is copied once
 //! for the body meter. The Redis backends allocate the key strings they send
-//! and box the round trip's future. `poll_ready` is the inner service's:
+//! and box the round trip's future, and the layer boxes the state of a
+//! request that waits (a Redis check, a held request), so the future of a
+//! request decided in `call` carries the inner future and the fields only. `poll_ready` is the inner service's:
 //! when the check has to wait (Redis, or the delaying mode), the ready
 //! service is moved into the response future and a clone stays behind, as
 //! tower's documentation asks.
