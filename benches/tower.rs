@@ -40,8 +40,9 @@ use cellrate::time::StdClock;
 use cellrate::tower::{Fields, HeaderKey, KeyedTiers, RateLimitLayer};
 use cellrate::Quota;
 use criterion::Criterion;
-use http::{Request, StatusCode};
-use tower::Service;
+use http::header::{HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode};
+use tower::{Layer, Service};
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::key_extractor::KeyExtractor;
 use tower_governor::{GovernorError, GovernorLayer};
@@ -109,6 +110,107 @@ fn governor_router(deny: bool) -> Router {
         .finish()
         .unwrap();
     handler_router().route_layer(GovernorLayer::new(config))
+}
+
+/// The floor: a middleware that does no limiter work and inserts the same
+/// fields as precomputed static values (what a one-tier `cellrate` layer
+/// writes for an admitted request), `five` of them (both families) or the
+/// three `X-RateLimit-*` ones. Its cost over the bare handler is what the
+/// header-map inserts and one more service and future in the chain cost.
+#[derive(Clone)]
+struct StaticFields {
+    five: bool,
+}
+
+#[derive(Clone)]
+struct StaticFieldsService<S> {
+    inner: S,
+    five: bool,
+}
+
+impl<S> Layer<S> for StaticFields {
+    type Service = StaticFieldsService<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        StaticFieldsService {
+            inner,
+            five: self.five,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    struct StaticFieldsFuture<F> {
+        #[pin]
+        inner: F,
+        five: bool,
+    }
+}
+
+const FIELDS: [(HeaderName, HeaderValue); 5] = [
+    (
+        HeaderName::from_static("x-ratelimit-limit"),
+        HeaderValue::from_static("1000"),
+    ),
+    (
+        HeaderName::from_static("x-ratelimit-remaining"),
+        HeaderValue::from_static("999"),
+    ),
+    (
+        HeaderName::from_static("x-ratelimit-reset"),
+        HeaderValue::from_static("1"),
+    ),
+    (
+        HeaderName::from_static("ratelimit-policy"),
+        HeaderValue::from_static("\"key\";q=1000;w=1"),
+    ),
+    (
+        HeaderName::from_static("ratelimit"),
+        HeaderValue::from_static("\"key\";r=999;t=1"),
+    ),
+];
+
+impl<F, B, E> Future for StaticFieldsFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = F::Output;
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let mut response = std::task::ready!(this.inner.poll(cx))?;
+        let fields = if *this.five {
+            &FIELDS[..]
+        } else {
+            &FIELDS[..3]
+        };
+        let map = response.headers_mut();
+        map.reserve(fields.len());
+        for (name, value) in fields {
+            map.insert(name.clone(), value.clone());
+        }
+        Poll::Ready(Ok(response))
+    }
+}
+
+impl<S, R, B> Service<R> for StaticFieldsService<S>
+where
+    S: Service<R, Response = Response<B>>,
+{
+    type Response = Response<B>;
+    type Error = S::Error;
+    type Future = StaticFieldsFuture<S::Future>;
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+    fn call(&mut self, req: R) -> Self::Future {
+        StaticFieldsFuture {
+            inner: self.inner.call(req),
+            five: self.five,
+        }
+    }
+}
+
+fn floor_router(five: bool) -> Router {
+    handler_router().route_layer(StaticFields { five })
 }
 
 /// The request for client `i`.
@@ -208,6 +310,43 @@ fn paired_ratios() {
             &mut with_theirs,
             &mut with_ours,
         );
+        if !deny {
+            let (mut e, mut f) = (0usize, 0usize);
+            let mut floor = floor_router(true);
+            let mut floor_legacy = floor_router(false);
+            let mut with_floor = || {
+                e += 1;
+                one(&mut floor, &keys, e);
+            };
+            let mut with_floor_legacy = || {
+                f += 1;
+                one(&mut floor_legacy, &keys, f);
+            };
+            paired::ratio_calls(
+                "tower admit: floor, five static fields / bare handler",
+                reps,
+                &mut base,
+                &mut with_floor,
+            );
+            paired::ratio_calls(
+                "tower admit: floor, five static fields / tower_governor (x-ratelimit)",
+                reps,
+                &mut with_theirs,
+                &mut with_floor,
+            );
+            paired::ratio_calls(
+                "tower admit: cellrate (both families) / floor, five static fields",
+                reps,
+                &mut with_floor,
+                &mut with_ours,
+            );
+            paired::ratio_calls(
+                "tower admit: cellrate (x-ratelimit) / floor, three static fields",
+                reps,
+                &mut with_floor_legacy,
+                &mut with_legacy,
+            );
+        }
         #[cfg(feature = "metrics")]
         {
             let mut recorded = recorded_router(deny);
@@ -274,6 +413,15 @@ fn criterion_groups(c: &mut Criterion) {
                 one(&mut theirs, &keys, i)
             })
         });
+        if !deny {
+            let mut floor = floor_router(true);
+            g.bench_function("floor_five_static", |b| {
+                b.iter(|| {
+                    i += 1;
+                    one(&mut floor, &keys, i)
+                })
+            });
+        }
         g.finish();
     }
 }

@@ -469,10 +469,13 @@ impl KeyedTiers {
     /// assert_eq!(refused.results()[0].unwrap().remaining(), 9); // not charged
     /// ```
     pub fn decide(&self, key: &RequestKey<'_>, now: u64, cost: u64) -> Verdict {
-        let mut results = [Ok(Decision::new(0, 0, 0)); MAX_TIERS];
+        // The results are written in the verdict itself (a verdict is a few
+        // hundred bytes: one array, not a second one copied over).
+        let mut v = Verdict::decided(&[], Mode::Normal);
         let tiers = self.tiers.iter().map(|tier| Self::entry(tier, key));
-        let n = check_all(tiers, now, cost, &mut results);
-        Verdict::decided(&results[..n], Mode::Normal)
+        let n = check_all(tiers, now, cost, &mut v.results);
+        v.len = n.min(MAX_TIERS) as u8;
+        v
     }
 }
 

@@ -83,7 +83,9 @@
 //! other values are shared too); the inner service is called at once. With
 //! [`charge_body`](RateLimitBuilder::charge_body) the key is copied once
 //! for the body meter. The Redis backends allocate the key strings they send
-//! and box the round trip's future. `poll_ready` is the inner service's:
+//! and box the round trip's future, and the layer boxes the state of a
+//! request that waits (a Redis check, a held request), so the future of a
+//! request decided in `call` carries the inner future and the fields only. `poll_ready` is the inner service's:
 //! when the check has to wait (Redis, or the delaying mode), the ready
 //! service is moved into the response future and a clone stays behind, as
 //! tower's documentation asks.
@@ -408,9 +410,10 @@ fn rate_result(rate: &RatePolicy, result: Result<Decision, Denied>) -> Result<De
 }
 
 /// The header fields to add to one response, kept small (it travels in
-/// the response future): the two shared IETF values, the legacy numbers
-/// and `Retry-After` as integers (their values come from [`number`] when
-/// applied), and a challenge.
+/// the response future): the two shared IETF values, and the legacy
+/// numbers and `Retry-After` as integers (their values come from
+/// [`number`] when applied). A keyless 401's challenge is added by the
+/// keyless path itself.
 #[derive(Clone, Debug, Default)]
 struct Stamp {
     policy: Option<HeaderValue>,
@@ -418,7 +421,6 @@ struct Stamp {
     /// `(X-RateLimit-Limit, -Remaining, -Reset)`.
     legacy: Option<(u64, u64, u64)>,
     retry: Option<u64>,
-    challenge: Option<HeaderValue>,
 }
 
 impl Stamp {
@@ -427,14 +429,12 @@ impl Stamp {
             && self.ratelimit.is_none()
             && self.legacy.is_none()
             && self.retry.is_none()
-            && self.challenge.is_none()
     }
     fn apply(self, map: &mut HeaderMap) {
         let n = self.policy.is_some() as usize
             + self.ratelimit.is_some() as usize
             + 3 * self.legacy.is_some() as usize
-            + self.retry.is_some() as usize
-            + self.challenge.is_some() as usize;
+            + self.retry.is_some() as usize;
         if n == 0 {
             return;
         }
@@ -452,9 +452,6 @@ impl Stamp {
         }
         if let Some(secs) = self.retry {
             map.insert(RETRY_AFTER, number(secs));
-        }
-        if let Some(v) = self.challenge {
-            map.insert(WWW_AUTHENTICATE, v);
         }
     }
 }
@@ -517,19 +514,14 @@ impl RateTable {
         })
     }
 
-    /// The value for `result`, made by `make` the first time.
+    /// The value for the state `(remaining, t)` (`t` in whole seconds),
+    /// made by `make` the first time.
     fn get(
         &self,
-        result: &Result<Decision, Denied>,
-        hz: u64,
+        remaining: u64,
+        t: u64,
         make: impl FnOnce() -> Option<HeaderValue>,
     ) -> Option<HeaderValue> {
-        let (remaining, reset) = match result {
-            Ok(d) => (d.remaining(), d.reset_after()),
-            Err(Denied::Limited(l)) => (l.remaining(), l.reset_after()),
-            Err(Denied::CostTooLarge { .. }) => return None,
-        };
-        let t = headers::seconds_ceil(reset, hz).ok()?;
         if remaining > self.limit || t > self.window {
             return make();
         }
@@ -541,6 +533,18 @@ impl RateTable {
             None => make(),
         }
     }
+}
+
+/// One tier's `(limit, remaining, t)`: `t` the whole seconds until it is
+/// full (the `t` of `RateLimit` and the `X-RateLimit-Reset` value alike).
+/// `None` for a cost that can never fit (it has no state to announce).
+fn one_state(result: &Result<Decision, Denied>, hz: u64) -> Option<(u64, u64, u64)> {
+    let (limit, remaining, reset) = match result {
+        Ok(d) => (d.limit(), d.remaining(), d.reset_after()),
+        Err(Denied::Limited(l)) => (l.limit(), l.remaining(), l.reset_after()),
+        Err(Denied::CostTooLarge { .. }) => return None,
+    };
+    Some((limit, remaining, headers::seconds_ceil(reset, hz).ok()?))
 }
 
 /// Writes the fields of `results` (one per tier of `names`, at `hz`; each
@@ -556,14 +560,31 @@ fn stamp(
     table: Option<&RateTable>,
 ) -> Stamp {
     let mut out = Stamp::default();
+    // One tier (the common layer): its state is read once for both
+    // families (each accessor divides), and its `RateLimit` value comes
+    // from the table. The same fields as the general path below.
+    if let [only] = results {
+        if let Some((limit, remaining, t)) = one_state(only, hz) {
+            if fields.ietf() {
+                out.policy = policy.cloned();
+                let make = || ratelimit_value(names, rates, hz, results);
+                out.ratelimit = match table {
+                    Some(table) => table.get(remaining, t, make),
+                    None => make(),
+                };
+            }
+            if fields.legacy() {
+                out.legacy = Some((limit, remaining, t));
+            }
+            if let Err(denied) = only {
+                out.retry = headers::retry_after_secs(denied, hz).ok();
+            }
+            return out;
+        }
+    }
     if fields.ietf() {
         out.policy = policy.cloned();
-        let make = || ratelimit_value(names, rates, hz, results);
-        let value = match (table, results) {
-            (Some(table), [only]) => table.get(only, hz, make),
-            _ => make(),
-        };
-        out.ratelimit = value;
+        out.ratelimit = ratelimit_value(names, rates, hz, results);
     }
     if fields.legacy() {
         if let Some(Ok((limit, remaining, reset))) =
@@ -1176,11 +1197,15 @@ where
             Err(KeyError::Missing) => match shared.keyless {
                 Keyless::Reject(status) => {
                     count!(live.announce, NoKey);
-                    let mut stamp = Stamp::default();
+                    let mut response = plain(status, "missing rate-limit key\n", Stamp::default());
                     if status == StatusCode::UNAUTHORIZED {
-                        stamp.challenge = shared.challenge.clone();
+                        if let Some(challenge) = &shared.challenge {
+                            response
+                                .headers_mut()
+                                .insert(WWW_AUTHENTICATE, challenge.clone());
+                        }
                     }
-                    return ResponseFuture::fixed(plain(status, "missing rate-limit key\n", stamp));
+                    return ResponseFuture::fixed(response);
                 }
                 Keyless::Shared => RequestKey::new(Part::Keyless, shared.extract.scope(&parts)),
             },
@@ -1229,12 +1254,14 @@ where
                         let inner = core::mem::replace(&mut self.inner, clone);
                         ResponseFuture {
                             state: State::Sleeping {
-                                sleep: tokio::time::sleep(ticks_to_duration(wait, hz)),
-                                req: Some(Request::from_parts(parts, body)),
-                                inner: Some(inner),
-                                stamp: Some(stamp),
-                                slot: Some(slot),
-                                metering,
+                                waiting: Box::pin(Sleeping {
+                                    sleep: tokio::time::sleep(ticks_to_duration(wait, hz)),
+                                    req: Some(Request::from_parts(parts, body)),
+                                    inner: Some(inner),
+                                    stamp: Some(stamp),
+                                    slot: Some(slot),
+                                    metering,
+                                }),
                             },
                         }
                     }
@@ -1249,11 +1276,13 @@ where
                 let inner = core::mem::replace(&mut self.inner, clone);
                 ResponseFuture {
                     state: State::Checking {
-                        check,
-                        req: Some(Request::from_parts(parts, body)),
-                        inner: Some(inner),
-                        announce: Arc::clone(&live.announce),
-                        metering,
+                        waiting: Box::pin(Checking {
+                            check,
+                            req: Some(Request::from_parts(parts, body)),
+                            inner: Some(inner),
+                            announce: Arc::clone(&live.announce),
+                            metering,
+                        }),
                     },
                 }
             }
@@ -1302,27 +1331,44 @@ pin_project_lite::pin_project! {
 }
 
 pin_project_lite::pin_project! {
+    /// A request whose check is not decided yet (a Redis round trip).
+    #[project = CheckingProj]
+    struct Checking<S, F, ReqBody> {
+        #[pin] check: F,
+        req: Option<Request<ReqBody>>,
+        inner: Option<S>,
+        announce: Arc<Announce>,
+        metering: Metering,
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A request held until its turn (the delaying mode).
+    #[project = SleepingProj]
+    struct Sleeping<S, ReqBody> {
+        #[pin] sleep: tokio::time::Sleep,
+        req: Option<Request<ReqBody>>,
+        inner: Option<S>,
+        stamp: Option<Stamp>,
+        slot: Option<Slot>,
+        metering: Metering,
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The response future's states. The waiting ones are boxed: an
+    /// in-process backend's check future holds a whole [`Verdict`], and a
+    /// held request its request and a timer, while the common path
+    /// (decided in `call`) carries only the inner future and the fields;
+    /// the future is moved (into axum's box, for one) by its size.
     #[project = StateProj]
     enum State<S, F, ReqBody>
     where
         S: Service<Request<ReqBody>>,
     {
         Fixed { response: Option<S::Response> },
-        Checking {
-            #[pin] check: F,
-            req: Option<Request<ReqBody>>,
-            inner: Option<S>,
-            announce: Arc<Announce>,
-            metering: Metering,
-        },
-        Sleeping {
-            #[pin] sleep: tokio::time::Sleep,
-            req: Option<Request<ReqBody>>,
-            inner: Option<S>,
-            stamp: Option<Stamp>,
-            slot: Option<Slot>,
-            metering: Metering,
-        },
+        Checking { waiting: Pin<Box<Checking<S, F, ReqBody>>> },
+        Sleeping { waiting: Pin<Box<Sleeping<S, ReqBody>>> },
         Calling { #[pin] fut: S::Future, stamp: Option<Stamp>, metering: Metering },
     }
 }
@@ -1373,13 +1419,14 @@ where
                         ))),
                     };
                 }
-                StateProj::Checking {
-                    check,
-                    req,
-                    inner,
-                    announce,
-                    metering,
-                } => {
+                StateProj::Checking { waiting } => {
+                    let CheckingProj {
+                        check,
+                        req,
+                        inner,
+                        announce,
+                        metering,
+                    } = waiting.as_mut().project();
                     let verdict = ready!(check.poll(cx));
                     let (status, stamp) = announce.decide(&verdict);
                     let (Some(req), Some(mut inner)) = (req.take(), inner.take()) else {
@@ -1400,14 +1447,15 @@ where
                         });
                     }
                 }
-                StateProj::Sleeping {
-                    sleep,
-                    req,
-                    inner,
-                    stamp,
-                    slot,
-                    metering,
-                } => {
+                StateProj::Sleeping { waiting } => {
+                    let SleepingProj {
+                        sleep,
+                        req,
+                        inner,
+                        stamp,
+                        slot,
+                        metering,
+                    } = waiting.as_mut().project();
                     ready!(sleep.poll(cx));
                     drop(slot.take());
                     let (Some(req), Some(mut inner)) = (req.take(), inner.take()) else {
