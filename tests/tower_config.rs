@@ -219,21 +219,25 @@ fn layer_config() -> impl Strategy<Value = LayerConfig> {
         (1u64..=1 << 40, 1u64..=1 << 40, any::<bool>()),
         prop::sample::select(vec![TierScope::Client, TierScope::ClientAndEndpoint]),
         1usize..1 << 20,
+        prop::option::of(prop::collection::vec("/[ -~]{0,12}", 0..3)),
     )
-        .prop_map(|(name, (rate, burst, has_burst), scope, capacity)| {
-            let mut quota = QuotaSpec::new(rate, "min".parse().unwrap());
-            if has_burst {
-                quota = quota.with_burst(burst);
-            }
-            LayerTier {
-                name,
-                quota,
-                scope,
-                capacity,
-                overrides: Default::default(),
-                max_overrides: None,
-            }
-        });
+        .prop_map(
+            |(name, (rate, burst, has_burst), scope, capacity, routes)| {
+                let mut quota = QuotaSpec::new(rate, "min".parse().unwrap());
+                if has_burst {
+                    quota = quota.with_burst(burst);
+                }
+                LayerTier {
+                    name,
+                    quota,
+                    scope,
+                    capacity,
+                    overrides: Default::default(),
+                    max_overrides: None,
+                    routes,
+                }
+            },
+        );
     (
         source(),
         prop::option::of(source()),
@@ -354,6 +358,15 @@ fn golden_redis_layer_errors() {
         "redis.failure.fallback[0]: a fallback quota must count ticks at the clock's frequency"
     );
     assert_eq!(
+        err(
+            &format!("{target}\nfailure = \"open\""),
+            "tiers = [{ name = \"t\", quota = \"1/s\", capacity = 1 }, \
+             { name = \"u\", quota = \"1/min\", capacity = 1, routes = [\"/a\"] }]"
+        ),
+        "tiers[1].routes: on Redis every tier decides every route: give each group of routes \
+         a layer of its own (an axum route_layer)"
+    );
+    assert_eq!(
         err(&format!("{target}\nfailure = \"maybe\""), one),
         "redis.failure: unknown variant `maybe`, expected one of `open`, `closed`, `fallback`"
     );
@@ -438,4 +451,110 @@ async fn a_keyless_401_carries_its_challenge() {
         refused.headers()["www-authenticate"],
         "Bearer realm=\"api\""
     );
+}
+
+/// `tiers[i].routes`: each request is decided, all or nothing, by the tiers
+/// of its route (those naming it and those naming none), and announces
+/// those only; a reload moves a route to other tiers keeping every
+/// client's state; bad route lists are refused with their place.
+#[tokio::test]
+async fn routes_pick_the_tiers_of_each_request() {
+    let rules = |search_routes: &str| {
+        read(&format!(
+            r#"
+            key = {{ client = {{ header = "x-api-key" }}, endpoint = "route" }}
+            [[tiers]]
+            name = "key"
+            quota = "10/min"
+            capacity = 16
+            [[tiers]]
+            name = "search"
+            quota = "2/min"
+            capacity = 16
+            routes = {search_routes}
+            [[tiers]]
+            name = "write"
+            quota = "1/min"
+            capacity = 16
+            routes = ["/orders"]
+            "#
+        ))
+        .unwrap()
+    };
+    let clock = Arc::new(ManualClock::new(0));
+    let layer = rules(r#"["/search"]"#)
+        .build(TestClock(clock.clone()), 1_000)
+        .unwrap();
+    let reloader = layer.reloader();
+    let inner = tower::service_fn(|_req: Request<String>| async {
+        Ok::<_, Infallible>(Response::new(String::from("ok")))
+    });
+    let mut svc = layer.layer(inner);
+    let policy =
+        |r: &Response<String>| r.headers()["ratelimit-policy"].to_str().unwrap().to_owned();
+    let status = |r: &Response<String>| r.status();
+
+    let r = call(&mut svc, Some("alice"), "/orders").await;
+    assert_eq!(status(&r), StatusCode::OK);
+    assert_eq!(policy(&r), r#""key";q=10;w=60, "write";q=1;w=60"#);
+    let r = call(&mut svc, Some("alice"), "/orders").await;
+    assert_eq!(status(&r), StatusCode::TOO_MANY_REQUESTS, "write: 1/min");
+    // Another route: the key tier only (the refusal above charged nothing).
+    let r = call(&mut svc, Some("alice"), "/users").await;
+    assert_eq!(status(&r), StatusCode::OK);
+    assert_eq!(policy(&r), r#""key";q=10;w=60"#);
+    assert!(r.headers()["ratelimit"]
+        .to_str()
+        .unwrap()
+        .starts_with(r#""key";r=8;"#));
+    for _ in 0..2 {
+        let r = call(&mut svc, Some("alice"), "/search").await;
+        assert_eq!(status(&r), StatusCode::OK);
+        assert_eq!(policy(&r), r#""key";q=10;w=60, "search";q=2;w=60"#);
+    }
+    let r = call(&mut svc, Some("alice"), "/search").await;
+    assert_eq!(status(&r), StatusCode::TOO_MANY_REQUESTS, "search: 2/min");
+    // The search tier now decides /users too: alice's spent cells follow.
+    reloader.apply(&rules(r#"["/search", "/users"]"#)).unwrap();
+    let r = call(&mut svc, Some("alice"), "/users").await;
+    assert_eq!(status(&r), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(policy(&r), r#""key";q=10;w=60, "search";q=2;w=60"#);
+    assert_eq!(
+        status(&call(&mut svc, Some("bob"), "/users").await),
+        StatusCode::OK
+    );
+
+    // Refused, with their place.
+    let bad = |text: &str| {
+        read(text)
+            .unwrap()
+            .build(TestClock(clock.clone()), 1_000)
+            .unwrap_err()
+            .to_string()
+    };
+    let tier = |routes: &str| {
+        format!(
+            "key = {{ client = {{ header = \"x-api-key\" }}, endpoint = \"route\" }}\n\
+             [[tiers]]\nname = \"key\"\nquota = \"10/min\"\ncapacity = 16\n\
+             [[tiers]]\nname = \"s\"\nquota = \"1/min\"\ncapacity = 16\nroutes = {routes}\n"
+        )
+    };
+    assert_eq!(
+        bad(&tier("[]")),
+        "tiers[1].routes: names no route: leave it out for every route"
+    );
+    assert!(bad(&tier(r#"["/a", "/a"]"#))
+        .starts_with("tiers[1].routes[1]: route \"/a\" is named twice"));
+    assert!(
+        bad(&tier(r#"["search"]"#)).starts_with("tiers[1].routes[0]: a route is a matched path")
+    );
+    assert_eq!(
+        bad(&tier(r#"["/a"]"#).replace(", endpoint = \"route\"", "")),
+        "tiers[1].routes: a tier limited to some routes needs key.endpoint = \"route\""
+    );
+    assert!(bad(&tier(r#"["/a"]"#).replace(
+        "capacity = 16\n[[tiers]]",
+        "capacity = 16\nroutes = [\"/b\"]\n[[tiers]]"
+    ))
+    .starts_with("tiers: every tier is limited to some routes"));
 }

@@ -169,6 +169,19 @@ pub trait Backend: Send + Sync + 'static {
     fn fallback_tiers(&self) -> Option<Vec<TierInfo>> {
         None
     }
+    /// The lists of tiers a request may be decided by, when the tiers that
+    /// apply depend on the request (tiers limited to some routes): group
+    /// `g`'s verdicts have one result per tier of `groups()[g]`, in its
+    /// order. One group, [`tiers`](Self::tiers), for a backend whose every
+    /// tier decides every request.
+    fn groups(&self) -> Vec<Vec<TierInfo>> {
+        std::vec![self.tiers()]
+    }
+    /// The group of [`groups`](Self::groups) that decides `key`.
+    fn group(&self, key: &RequestKey<'_>) -> usize {
+        let _ = key;
+        0
+    }
     /// Decides `cost` cells for `key` at `now` (ticks of the layer's clock;
     /// a backend with its own clock, like Redis, ignores it).
     fn check(&self, key: &RequestKey<'_>, now: u64, cost: u64) -> Check<Self::Future>;
@@ -369,10 +382,52 @@ impl KeyedTier {
 pub struct KeyedTiers {
     pub(super) tiers: Vec<Arc<KeyedTier>>,
     pub(super) when_full: WhenFull,
+    /// Which tiers decide which route, when some tiers are limited to
+    /// some routes (a configuration's `tiers[i].routes`).
+    pub(super) routes: Option<Routes>,
     /// Each tier's table as metrics, once registered (a reload carries a
     /// kept tier's over).
     #[cfg(feature = "metrics")]
     pub(super) metrics: Vec<Arc<crate::metrics::KeyedMetrics>>,
+}
+
+/// The tiers of each route: group 0 (the tiers limited to no route) for a
+/// route no tier names, else the group of the route's tiers, each in the
+/// tiers' order. Routes are the request's endpoint (`key.endpoint =
+/// "route"`: the matched route).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Routes {
+    /// Tier indices per group; group 0 is the tiers limited to no route.
+    pub(super) groups: Vec<Vec<usize>>,
+    pub(super) by_route: std::collections::HashMap<String, usize>,
+}
+
+// Routes are made from a configuration (feature `serde`).
+#[cfg_attr(not(feature = "serde"), allow(dead_code))]
+impl Routes {
+    /// The groups of tiers whose route lists are `routes` (`None`: every
+    /// route), and the group of each route named.
+    pub(super) fn new(routes: &[Option<&[String]>]) -> Self {
+        let default: Vec<usize> = (0..routes.len()).filter(|&i| routes[i].is_none()).collect();
+        let mut groups = std::vec![default.clone()];
+        let mut by_route = std::collections::HashMap::new();
+        let named: std::collections::BTreeSet<&String> =
+            routes.iter().flatten().flat_map(|r| r.iter()).collect();
+        for route in named {
+            let members: Vec<usize> = (0..routes.len())
+                .filter(|&i| routes[i].map_or(true, |r| r.contains(route)))
+                .collect();
+            let g = match groups.iter().position(|m| *m == members) {
+                Some(g) => g,
+                None => {
+                    groups.push(members);
+                    groups.len() - 1
+                }
+            };
+            by_route.insert(route.clone(), g);
+        }
+        Routes { groups, by_route }
+    }
 }
 
 impl Default for KeyedTiers {
@@ -387,6 +442,7 @@ impl KeyedTiers {
         KeyedTiers {
             tiers: Vec::new(),
             when_full: WhenFull::Deny,
+            routes: None,
             #[cfg(feature = "metrics")]
             metrics: Vec::new(),
         }
@@ -472,10 +528,32 @@ impl KeyedTiers {
         // The results are written in the verdict itself (a verdict is a few
         // hundred bytes: one array, not a second one copied over).
         let mut v = Verdict::decided(&[], Mode::Normal);
-        let tiers = self.tiers.iter().map(|tier| Self::entry(tier, key));
-        let n = check_all(tiers, now, cost, &mut v.results);
+        let n = match &self.routes {
+            None => {
+                let tiers = self.tiers.iter().map(|tier| Self::entry(tier, key));
+                check_all(tiers, now, cost, &mut v.results)
+            }
+            Some(routes) => {
+                let members = &routes.groups[self.route_group(routes, key)];
+                let tiers = members.iter().map(|&i| Self::entry(&self.tiers[i], key));
+                check_all(tiers, now, cost, &mut v.results)
+            }
+        };
         v.len = n.min(MAX_TIERS) as u8;
         v
+    }
+
+    /// The group of `key`'s route (its endpoint).
+    fn route_group(&self, routes: &Routes, key: &RequestKey<'_>) -> usize {
+        let Some(route) = key.scope() else {
+            return 0;
+        };
+        let mut buf = super::KeyText::new();
+        routes
+            .by_route
+            .get(route.as_str(&mut buf))
+            .copied()
+            .unwrap_or(0)
     }
 }
 
@@ -514,6 +592,23 @@ impl Backend for KeyedTiers {
             .iter()
             .map(|t| TierInfo::from_quota(&t.name, &t.quota()))
             .collect()
+    }
+    fn groups(&self) -> Vec<Vec<TierInfo>> {
+        let all = self.tiers();
+        match &self.routes {
+            None => std::vec![all],
+            Some(routes) => routes
+                .groups
+                .iter()
+                .map(|m| m.iter().map(|&i| all[i].clone()).collect())
+                .collect(),
+        }
+    }
+    fn group(&self, key: &RequestKey<'_>) -> usize {
+        match &self.routes {
+            None => 0,
+            Some(routes) => self.route_group(routes, key),
+        }
     }
     fn check(&self, key: &RequestKey<'_>, now: u64, cost: u64) -> Check<Self::Future> {
         let verdict = self.decide(key, now, cost);

@@ -46,6 +46,7 @@
 //! | `tiers[i].scope` | `"client"`, `"client_and_endpoint"` | `"client"` |
 //! | `tiers[i].capacity` | live keys the tier's table holds, ≥ 1 | required |
 //! | `tiers[i].overrides` | a table `client key → quota`: that client's own quota in this tier (scope `"client"` only) | none |
+//! | `tiers[i].routes` | the matched routes (`["/search", "/orders/{id}"]`) this tier decides, with `key.endpoint = "route"`; a request on another route is decided by the tiers without `routes` (at least one); in process only | every route |
 //! | `tiers[i].max_overrides` | clients that can ever have an override in the tier, counting those added at run time, 1 to 4 096 | 64 |
 //! | `fields` | `"ietf"`, `"legacy"`, `"both"`, `"neither"` ([`Fields`]) | `"both"` |
 //! | `keyless` | `{ reject = <a 4xx status but 407> }`, `"shared"` ([`Keyless`]) | `{ reject = 400 }` |
@@ -72,7 +73,9 @@
 //! A layer built from a config can take a new one at run time, keeping
 //! every client's state: see [`Reloader`](super::Reloader).
 //!
-//! Not yet data: routes with their own tiers; build those layers in code.
+//! A request is decided, all or nothing, by the tiers of its route: those
+//! whose `routes` name it and those without `routes`, in the file's
+//! order; its `RateLimit-Policy` lists those tiers only.
 
 use std::collections::BTreeMap;
 use std::format;
@@ -150,6 +153,10 @@ pub struct LayerTier {
     /// had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_overrides: Option<usize>,
+    /// The matched routes (`key.endpoint = "route"`) this tier decides;
+    /// `None`: every route.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routes: Option<Vec<String>>,
 }
 
 /// The override slots of a tier whose `max_overrides` is not set.
@@ -483,9 +490,11 @@ impl LayerConfig {
         }
         let (key, keyless) = self.key_and_keyless()?;
         let plan = self.plan_tiers(hz, None)?;
+        let routes = self.routes()?;
         let tiers = KeyedTiers {
             tiers: plan.into_iter().map(|p| p.commit()).collect(),
             when_full: self.when_full,
+            routes,
             #[cfg(feature = "metrics")]
             metrics: Vec::new(),
         };
@@ -507,6 +516,60 @@ impl LayerConfig {
         Ok(layer)
     }
 
+    /// Which tiers decide which route, checked: `None` when no tier is
+    /// limited to some routes. Each route list names at least one route,
+    /// each a matched route (`/orders/{id}`) read as `key.endpoint =
+    /// "route"` reads it, and some tier (limited to no route) decides every
+    /// request.
+    pub(super) fn routes(&self) -> Result<Option<super::backend::Routes>, Error> {
+        if self.tiers.iter().all(|t| t.routes.is_none()) {
+            return Ok(None);
+        }
+        for (i, t) in self.tiers.iter().enumerate() {
+            let Some(routes) = &t.routes else { continue };
+            let place = format!("tiers[{i}].routes");
+            if self.key.endpoint != Some(KeySource::Route) {
+                return Err(Error::new(
+                    place,
+                    "a tier limited to some routes needs key.endpoint = \"route\"",
+                ));
+            }
+            if routes.is_empty() {
+                return Err(Error::new(
+                    place,
+                    "names no route: leave it out for every route",
+                ));
+            }
+            for (j, r) in routes.iter().enumerate() {
+                if r.is_empty() || r.len() > super::MAX_KEY_LEN || !r.starts_with('/') {
+                    return Err(Error::new(
+                        format!("{place}[{j}]"),
+                        format_args!(
+                            "a route is a matched path such as \"/orders/{{id}}\", 1 to {} bytes",
+                            super::MAX_KEY_LEN
+                        ),
+                    ));
+                }
+                if routes[..j].contains(r) {
+                    return Err(Error::new(
+                        format!("{place}[{j}]"),
+                        format_args!("route {r:?} is named twice"),
+                    ));
+                }
+            }
+        }
+        if self.tiers.iter().all(|t| t.routes.is_some()) {
+            return Err(Error::new(
+                "tiers",
+                "every tier is limited to some routes: the others would pass unlimited; \
+                 give one tier no routes, or limit only those routes' layer",
+            ));
+        }
+        let lists: Vec<Option<&[String]>> =
+            self.tiers.iter().map(|t| t.routes.as_deref()).collect();
+        Ok(Some(super::backend::Routes::new(&lists)))
+    }
+
     /// The Redis policy, failure policy and per-client policies of the
     /// tiers at `hz` (`redis` must be set): what
     /// [`build_redis`](Self::build_redis) and a reload of a Redis layer
@@ -526,6 +589,13 @@ impl LayerConfig {
         let mut tiers = Vec::with_capacity(self.tiers.len());
         for (i, t) in self.tiers.iter().enumerate() {
             let quota = self.tier_quota(i, hz)?;
+            if t.routes.is_some() {
+                return Err(Error::new(
+                    format!("tiers[{i}].routes"),
+                    "on Redis every tier decides every route: give each group of \
+                     routes a layer of its own (an axum route_layer)",
+                ));
+            }
             let tier = RedisTier::new(t.name.as_str(), quota)
                 .map_err(|e| Error::new(format!("tiers[{i}]"), e))?;
             tiers.push(match t.scope {

@@ -796,7 +796,45 @@ struct Delay {
 /// [`Reloader`].
 struct Live<B> {
     backend: Arc<B>,
-    announce: Arc<Announce>,
+    /// What each of the backend's [groups](Backend::groups) announces.
+    announces: Vec<Arc<Announce>>,
+}
+
+/// What each group of tiers announces (the first with the backend's
+/// `fallback` tiers), checked as [`RateLimitBuilder::build`]
+/// documents.
+fn announces(
+    groups: Vec<Vec<TierInfo>>,
+    mut fallback: Option<Vec<TierInfo>>,
+    fields: Fields,
+    metrics_name: &str,
+) -> Result<Vec<Arc<Announce>>, ConfigError> {
+    let mut announces = Vec::new();
+    for tiers in groups {
+        let announce = Announce::new(&tiers, fallback.take(), fields, metrics_name)?;
+        announces.push(Arc::new(announce));
+    }
+    if announces.is_empty() {
+        return Err(ConfigError::NoTiers);
+    }
+    Ok(announces)
+}
+
+impl<B> Live<B> {
+    /// What the first group announces: the tiers of every route no tier
+    /// is limited to (what counts a request decided before its key).
+    fn announce(&self) -> &Arc<Announce> {
+        &self.announces[0]
+    }
+}
+
+impl<B: Backend> Live<B> {
+    /// What the group that decides `key` announces.
+    fn announce_for(&self, key: &RequestKey<'_>) -> &Arc<Announce> {
+        self.announces
+            .get(self.backend.group(key))
+            .unwrap_or(&self.announces[0])
+    }
 }
 
 struct Shared<E, B, C> {
@@ -982,13 +1020,12 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
     pub fn build(self) -> Result<RateLimitLayer<E, B, C>, ConfigError> {
         #[cfg(feature = "metrics")]
         check_name(&self.metrics_name)?;
-        let tiers = self.backend.tiers();
         #[cfg(feature = "metrics")]
         let metrics_name = self.metrics_name.as_str();
         #[cfg(not(feature = "metrics"))]
         let metrics_name = "";
-        let announce = Announce::new(
-            &tiers,
+        let announces = announces(
+            self.backend.groups(),
             self.backend.fallback_tiers(),
             self.fields,
             metrics_name,
@@ -1015,7 +1052,7 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
                 extract: self.extract,
                 live: arc_swap::ArcSwap::from_pointee(Live {
                     backend: Arc::new(backend),
-                    announce: Arc::new(announce),
+                    announces,
                 }),
                 #[cfg(all(feature = "metrics", feature = "serde"))]
                 metrics_name: self.metrics_name,
@@ -1054,7 +1091,7 @@ impl<E, B, C> Clone for RateLimitLayer<E, B, C> {
 impl<E, B, C> fmt::Debug for RateLimitLayer<E, B, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayer")
-            .field("tiers", &self.shared.live.load().announce.names)
+            .field("tiers", &self.shared.live.load().announce().names)
             .finish_non_exhaustive()
     }
 }
@@ -1186,17 +1223,17 @@ where
         let key = match shared.extract.extract(&parts) {
             Ok(key) => key,
             Err(KeyError::Invalid) => {
-                count!(live.announce, InvalidKey);
+                count!(live.announce(), InvalidKey);
                 return ResponseFuture::done(StatusCode::BAD_REQUEST);
             }
             Err(KeyError::Unavailable(hint)) => {
-                count!(live.announce, Error);
+                count!(live.announce(), Error);
                 log_misconfigured(&shared.misconfigured, hint);
                 return ResponseFuture::done(StatusCode::INTERNAL_SERVER_ERROR);
             }
             Err(KeyError::Missing) => match shared.keyless {
                 Keyless::Reject(status) => {
-                    count!(live.announce, NoKey);
+                    count!(live.announce(), NoKey);
                     let mut response = plain(status, "missing rate-limit key\n", Stamp::default());
                     if status == StatusCode::UNAUTHORIZED {
                         if let Some(challenge) = &shared.challenge {
@@ -1211,12 +1248,14 @@ where
             },
         };
         let cost = shared.weigh.as_ref().map_or(1, |w| w(&parts));
+        // What the tiers that decide this request announce.
+        let announce = live.announce_for(&key);
         #[cfg(feature = "axum")]
         let (body, metering): (ReqBody, Metering) = if shared.charge_body {
             match body::meter(body, &key, cost, &self.shared) {
-                Ok((body, meter)) => (body, Some((meter, Arc::clone(&live.announce)))),
+                Ok((body, meter)) => (body, Some((meter, Arc::clone(announce)))),
                 Err(other) => {
-                    count!(live.announce, Error);
+                    count!(announce, Error);
                     if other.is_some() {
                         log_misconfigured(&shared.misconfigured, NOT_AXUM_BODY);
                     }
@@ -1233,7 +1272,7 @@ where
             // Take a place in the queue first, so a full queue books nothing.
             if delay.queued.fetch_add(1, Ordering::AcqRel) >= delay.max_queued {
                 delay.queued.fetch_sub(1, Ordering::AcqRel);
-                count!(live.announce, QueueFull);
+                count!(announce, QueueFull);
                 return ResponseFuture::done(StatusCode::SERVICE_UNAVAILABLE);
             }
             let slot: Slot = Box::new(QueueSlot {
@@ -1243,13 +1282,13 @@ where
                 return match reserved {
                     Err(verdict) | Ok((0, verdict)) => {
                         drop(slot);
-                        self.finish(verdict, &live.announce, parts, body, metering)
+                        self.finish(verdict, announce, parts, body, metering)
                     }
                     Ok((wait, verdict)) => {
-                        let hz = live.announce.hz;
-                        let (_, stamp) = live.announce.decide(&verdict);
+                        let hz = announce.hz;
+                        let (_, stamp) = announce.decide(&verdict);
                         #[cfg(feature = "metrics")]
-                        live.announce.metrics.held();
+                        announce.metrics.held();
                         let clone = self.inner.clone();
                         let inner = core::mem::replace(&mut self.inner, clone);
                         ResponseFuture {
@@ -1270,7 +1309,7 @@ where
             drop(slot);
         }
         match live.backend.check(&key, now, cost) {
-            Check::Ready(verdict) => self.finish(verdict, &live.announce, parts, body, metering),
+            Check::Ready(verdict) => self.finish(verdict, announce, parts, body, metering),
             Check::Pending(check) => {
                 let clone = self.inner.clone();
                 let inner = core::mem::replace(&mut self.inner, clone);
@@ -1280,7 +1319,7 @@ where
                             check,
                             req: Some(Request::from_parts(parts, body)),
                             inner: Some(inner),
-                            announce: Arc::clone(&live.announce),
+                            announce: Arc::clone(announce),
                             metering,
                         }),
                     },

@@ -7,7 +7,7 @@ use std::vec::Vec;
 
 use super::config::ConfigKey;
 use super::config::{Applied, LayerConfig};
-use super::{Announce, Backend, KeyedTiers, Live, RateLimitLayer, Shared, TierInfo};
+use super::{Backend, KeyedTiers, Live, RateLimitLayer, Shared, TierInfo};
 use crate::config::{Error, QuotaSpec};
 use crate::Clock;
 
@@ -163,14 +163,18 @@ mod sealed {
             old: &LayerConfig,
             hz: u64,
         ) -> Result<Self::Plan, Error>;
-        /// The tiers (and fallback tiers) the plan's backend will have.
-        fn announced(plan: &Self::Plan) -> (Vec<TierInfo>, Option<Vec<TierInfo>>);
+        /// The groups of tiers (and the fallback tiers) the plan's backend
+        /// will have.
+        fn announced(plan: &Self::Plan) -> (Vec<Vec<TierInfo>>, Option<Vec<TierInfo>>);
         /// The backend of the plan, its series carried from `self`.
         fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self;
     }
 
     /// The plans of a [`KeyedTiers`] reload (not nameable outside the crate).
-    pub struct KeyedPlan(pub(in crate::tower) Vec<crate::tower::config::TierPlan>);
+    pub struct KeyedPlan(
+        pub(in crate::tower) Vec<crate::tower::config::TierPlan>,
+        pub(in crate::tower) Option<crate::tower::backend::Routes>,
+    );
 }
 
 impl sealed::Reload for KeyedTiers {
@@ -179,10 +183,20 @@ impl sealed::Reload for KeyedTiers {
         if config.redis.is_some() {
             return Err(fixed("redis"));
         }
-        config.plan_tiers(hz, Some(self)).map(sealed::KeyedPlan)
+        let plans = config.plan_tiers(hz, Some(self))?;
+        Ok(sealed::KeyedPlan(plans, config.routes()?))
     }
-    fn announced(plan: &Self::Plan) -> (Vec<TierInfo>, Option<Vec<TierInfo>>) {
-        (plan.0.iter().map(|p| p.info()).collect(), None)
+    fn announced(plan: &Self::Plan) -> (Vec<Vec<TierInfo>>, Option<Vec<TierInfo>>) {
+        let all: Vec<TierInfo> = plan.0.iter().map(|p| p.info()).collect();
+        let groups = match &plan.1 {
+            None => std::vec![all],
+            Some(routes) => routes
+                .groups
+                .iter()
+                .map(|m| m.iter().map(|&i| all[i].clone()).collect())
+                .collect(),
+        };
+        (groups, None)
     }
     fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self {
         let _ = metrics_name;
@@ -190,6 +204,7 @@ impl sealed::Reload for KeyedTiers {
         let mut backend = KeyedTiers {
             tiers: plan.0.into_iter().map(|p| p.commit()).collect(),
             when_full: self.when_full,
+            routes: plan.1,
             #[cfg(feature = "metrics")]
             metrics: Vec::new(),
         };
@@ -222,8 +237,8 @@ impl sealed::Reload for super::RedisAsync {
         let plan = config.redis_policy(hz)?;
         self.reconfigured(plan).map_err(|e| Error::new("redis", e))
     }
-    fn announced(plan: &Self::Plan) -> (Vec<TierInfo>, Option<Vec<TierInfo>>) {
-        (plan.tiers(), plan.fallback_tiers())
+    fn announced(plan: &Self::Plan) -> (Vec<Vec<TierInfo>>, Option<Vec<TierInfo>>) {
+        (plan.groups(), plan.fallback_tiers())
     }
     fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self {
         // The failure counters and series are shared; a new fallback table
@@ -263,7 +278,7 @@ impl<C, B: Reload> Clone for Reloader<C, B> {
 impl<C, B: Reload> core::fmt::Debug for Reloader<C, B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Reloader")
-            .field("tiers", &self.shared.live.load().announce.names)
+            .field("tiers", &self.shared.live.load().announce().names)
             .finish_non_exhaustive()
     }
 }
@@ -378,15 +393,20 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
         }
         let current = self.shared.live.load_full();
         let plan = current.backend.plan(config, old, hz)?;
-        let (tiers, fallback) = B::announced(&plan);
-        let announce = Announce::new(&tiers, fallback, self.shared.fields, self.metrics_name())
-            .map_err(|e| Error::new("tiers", e))?;
+        let (groups, fallback) = B::announced(&plan);
+        let announces = super::announces(
+            groups.clone(),
+            fallback,
+            self.shared.fields,
+            self.metrics_name(),
+        )
+        .map_err(|e| Error::new("tiers", e))?;
         // Checked: from here on nothing fails.
         let backend = current.backend.commit(plan, self.metrics_name());
-        debug_assert_eq!(backend.tiers(), tiers);
+        debug_assert_eq!(backend.groups(), groups);
         self.shared.live.store(Arc::new(Live {
             backend: Arc::new(backend),
-            announce: Arc::new(announce),
+            announces,
         }));
         *applied = Some(Applied {
             config: config.clone(),
