@@ -364,7 +364,8 @@ fn golden_redis_layer_errors() {
              { name = \"u\", quota = \"1/min\", capacity = 1, routes = [\"/a\"] }]"
         ),
         "tiers[1].routes: on Redis every tier decides every route: give each group of routes \
-         a layer of its own (an axum route_layer)"
+         a layer of its own (an axum route_layer); tiers of one name under one prefix share \
+         their clients' state on the server"
     );
     assert_eq!(
         err(&format!("{target}\nfailure = \"maybe\""), one),

@@ -46,7 +46,7 @@
 //! | `tiers[i].scope` | `"client"`, `"client_and_endpoint"` | `"client"` |
 //! | `tiers[i].capacity` | live keys the tier's table holds, ≥ 1 | required |
 //! | `tiers[i].overrides` | a table `client key → quota`: that client's own quota in this tier (scope `"client"` only) | none |
-//! | `tiers[i].routes` | the matched routes (`["/search", "/orders/{id}"]`) this tier decides, with `key.endpoint = "route"`; a request on another route is decided by the tiers without `routes` (at least one); in process only | every route |
+//! | `tiers[i].routes` | the matched routes (`["/search", "/orders/{id}"]`) this tier decides, with `key.endpoint = "route"`; a request on another route is decided by the tiers without `routes` (at least one). In process only: on Redis, give each group of routes its own layer (tiers of one name under one prefix share their state on the server) | every route |
 //! | `tiers[i].max_overrides` | clients that can ever have an override in the tier, counting those added at run time, 1 to 4 096 | 64 |
 //! | `fields` | `"ietf"`, `"legacy"`, `"both"`, `"neither"` ([`Fields`]) | `"both"` |
 //! | `keyless` | `{ reject = <a 4xx status but 407> }`, `"shared"` ([`Keyless`]) | `{ reject = 400 }` |
@@ -593,7 +593,8 @@ impl LayerConfig {
                 return Err(Error::new(
                     format!("tiers[{i}].routes"),
                     "on Redis every tier decides every route: give each group of \
-                     routes a layer of its own (an axum route_layer)",
+                     routes a layer of its own (an axum route_layer); tiers of one name \
+                     under one prefix share their clients' state on the server",
                 ));
             }
             let tier = RedisTier::new(t.name.as_str(), quota)
