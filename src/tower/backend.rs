@@ -428,6 +428,19 @@ impl Routes {
         }
         Routes { groups, by_route }
     }
+
+    /// The groups of `all` (every tier, in order) that `routes` makes: one,
+    /// `all`, without routes.
+    pub(super) fn groups_of(routes: Option<&Routes>, all: Vec<TierInfo>) -> Vec<Vec<TierInfo>> {
+        match routes {
+            None => std::vec![all],
+            Some(r) => r
+                .groups
+                .iter()
+                .map(|m| m.iter().map(|&i| all[i].clone()).collect())
+                .collect(),
+        }
+    }
 }
 
 impl Default for KeyedTiers {
@@ -594,15 +607,7 @@ impl Backend for KeyedTiers {
             .collect()
     }
     fn groups(&self) -> Vec<Vec<TierInfo>> {
-        let all = self.tiers();
-        match &self.routes {
-            None => std::vec![all],
-            Some(routes) => routes
-                .groups
-                .iter()
-                .map(|m| m.iter().map(|&i| all[i].clone()).collect())
-                .collect(),
-        }
+        Routes::groups_of(self.routes.as_ref(), self.tiers())
     }
     fn group(&self, key: &RequestKey<'_>) -> usize {
         match &self.routes {

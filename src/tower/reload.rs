@@ -188,15 +188,10 @@ impl sealed::Reload for KeyedTiers {
     }
     fn announced(plan: &Self::Plan) -> (Vec<Vec<TierInfo>>, Option<Vec<TierInfo>>) {
         let all: Vec<TierInfo> = plan.0.iter().map(|p| p.info()).collect();
-        let groups = match &plan.1 {
-            None => std::vec![all],
-            Some(routes) => routes
-                .groups
-                .iter()
-                .map(|m| m.iter().map(|&i| all[i].clone()).collect())
-                .collect(),
-        };
-        (groups, None)
+        (
+            crate::tower::backend::Routes::groups_of(plan.1.as_ref(), all),
+            None,
+        )
     }
     fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self {
         let _ = metrics_name;
