@@ -141,7 +141,28 @@ pub struct Reloader<C, B: Reload = KeyedTiers> {
 /// [`KeyedTiers`] that [`LayerConfig::build`] makes, and the
 /// [`RedisAsync`](super::RedisAsync) that
 /// [`LayerConfig::build_redis`] makes (features `tower`, `serde`).
-/// Sealed.
+/// Sealed. Code that serves either names the backend as a parameter:
+///
+/// ```
+/// use cellrate::time::StdClock;
+/// use cellrate::tower::config::LayerConfig;
+/// use cellrate::tower::{Reload, Reloader};
+///
+/// /// Raises one client, whichever backend the layer decides on.
+/// fn raise<B: Reload>(reloader: &Reloader<StdClock, B>, client: &str) -> bool {
+///     reloader.set_override("key", client, Some("500/min".parse().unwrap())).is_ok()
+/// }
+/// let layer = toml::from_str::<LayerConfig>(
+///     r#"
+///     key = { client = { header = "x-api-key" } }
+///     tiers = [{ name = "key", quota = "100/min", capacity = 64 }]
+///     "#,
+/// )
+/// .unwrap()
+/// .build(StdClock::new(), StdClock::HZ)
+/// .unwrap();
+/// assert!(raise(&layer.reloader(), "acct_123"));
+/// ```
 pub trait Reload: sealed::Reload {}
 
 impl Reload for KeyedTiers {}
