@@ -157,6 +157,22 @@ impl Decision {
             usage: Usage::counted(limit, remaining, reset_after),
         }
     }
+    /// The answer of a GCRA limiter of `quota` whose TAT lies `ahead`
+    /// sub-ticks (ticks × [`Quota::scale`]) past `now` after the request:
+    /// the numbers an in-process [`Gcra`](crate::Gcra) reports for the same
+    /// state, for a GCRA step evaluated elsewhere (a Redis script).
+    ///
+    /// ```
+    /// use cellrate::{Decision, Gcra, Quota, RateLimiter};
+    /// let quota = Quota::per_second(10).with_burst(5).at_hz(1_000);
+    /// let gcra = Gcra::new(quota);
+    /// let seen = gcra.check_n(0, 2).unwrap();
+    /// let ahead = 2 * quota.emission_interval(); // two cells owed
+    /// assert_eq!(Decision::from_gcra(&quota, ahead), seen);
+    /// ```
+    pub const fn from_gcra(quota: &Quota, ahead: u64) -> Self {
+        Decision::from_usage(Usage::gcra(quota, ahead))
+    }
     #[inline(always)]
     pub(crate) const fn from_usage(usage: Usage) -> Self {
         Decision { usage }
@@ -255,6 +271,25 @@ impl Limited {
             usage: Usage::counted(limit, remaining, reset_after),
             wait: retry_after,
         })
+    }
+    /// The denial of a GCRA limiter of `quota` whose TAT lies `ahead`
+    /// sub-ticks past `now` (the request not charged), with `wait`
+    /// sub-ticks until the request fits: what an in-process
+    /// [`Gcra`](crate::Gcra) reports for the same state, for a GCRA step
+    /// evaluated elsewhere (a Redis script).
+    ///
+    /// ```
+    /// use cellrate::{Denied, Gcra, Limited, Quota, RateLimiter};
+    /// let quota = Quota::per_second(10).with_burst(2).at_hz(1_000);
+    /// let gcra = Gcra::new(quota);
+    /// gcra.check_n(0, 2).unwrap();
+    /// let Err(Denied::Limited(seen)) = gcra.check(0) else { panic!() };
+    /// let t = quota.emission_interval();
+    /// // Two cells owed; one more fits after one emission interval.
+    /// assert_eq!(Limited::from_gcra(&quota, 2 * t, t), seen);
+    /// ```
+    pub const fn from_gcra(quota: &Quota, ahead: u64, wait: u64) -> Self {
+        Limited::from_usage(Usage::gcra(quota, ahead), wait)
     }
     #[inline(always)]
     pub(crate) const fn from_usage(usage: Usage, wait: u64) -> Self {

@@ -343,10 +343,18 @@ pub(crate) fn valid_name(name: &str) -> bool {
     name.bytes().all(|b| (0x20..=0x7e).contains(&b))
 }
 
-/// A tier's name, as the layer and a configuration accept it: a name the
-/// writers can carry ([`valid_name`]), 1 to 32 bytes long.
-#[cfg(any(feature = "tower", feature = "serde"))]
-pub(crate) fn valid_tier_name(name: &str) -> bool {
+/// Whether `name` can name a tier: a name the writers can carry (printable
+/// ASCII), 1 to 32 bytes long. Configurations and HTTP layers accept
+/// exactly these names, so every tier they build can be announced.
+///
+/// ```
+/// use cellrate::headers::valid_tier_name;
+/// assert!(valid_tier_name("per-client"));
+/// assert!(!valid_tier_name(""));
+/// assert!(!valid_tier_name("tab\there"));
+/// assert!(!valid_tier_name(&"x".repeat(33)));
+/// ```
+pub fn valid_tier_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= 32 && valid_name(name)
 }
 

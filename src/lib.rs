@@ -35,21 +35,24 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `std` | [`StdClock`](time::StdClock), a monotonic nanosecond clock; [`SlidingLog`] uses a sequence lock (denials only read) instead of a critical section; `keyed::Seed::random`; implies `alloc` |
+//! | `std` | [`StdClock`](time::StdClock), a monotonic nanosecond clock; `wait`, blocking and async waits for budget; [`SlidingLog`] uses a sequence lock (denials only read) instead of a critical section; `keyed::Seed::random`; implies `alloc` |
 //! | `alloc` | `keyed::KeyedBox`, a keyed table whose capacity is chosen at run time |
 //! | `embedded-hal` | `hal`: rate-limited SPI/I2C devices and a blocking wait with a `DelayNs` |
 //! | `embassy-time` | `embassy`: a clock over embassy's ticks and an async wait |
 //! | `defmt` | `defmt::Format` for every public type |
-//! | `redis` | `redis`: GCRA on a shared Redis or Redis Cluster (blocking and tokio clients, failure policies, leasing); implies `std`, needs Rust 1.88 |
-//! | `tower` | `tower`: HTTP rate-limit middleware (tower 0.5, http 1) over keyed tiers, any limiter, or (with `redis`) the Redis clients; implies `tokio` |
-//! | `axum` | the `tower` extractors read axum's `ConnectInfo` and `MatchedPath`; implies `tower` |
-//! | `tokio` | `wait::wait_n_async`, waits for budget in a tokio task; implies `std` |
-//! | `serde` | `config`: quotas (structured or `"100/min, burst 20"`), limiters, keyed tables with overrides, tiers and the HTTP layer's rules from any serde format, errors naming the place; implies `alloc` |
-//! | `metrics` | `metrics`: the `tower` layer's decisions per limiter and tier, its keyed tables' occupancy, evictions and full-table answers, its Redis backend's failure mode, errors and latency, through the `metrics` facade (any exporter); implies `std` |
-//! | `tracing` | events when a Redis backend of the `tower` layer enters or leaves its failure mode |
+//! | `serde` | `config`: quotas (structured or `"100/min, burst 20"`), limiters, keyed tables with overrides and tiers from any serde format, errors naming the place; implies `alloc` |
 //! | `loom` | swaps the atomics for loom's in this crate's own unit tests (`cargo test --features loom`); never enable it in a dependent crate |
 //!
 //! No feature is on by default: the crate builds for bare metal as it is.
+//!
+//! ## Adapters
+//!
+//! Two crates beside this one build on its public API: `cellrate-redis`
+//! (the same algorithms on a shared Redis or Redis Cluster, with failure
+//! policies and leases) and `cellrate-tower` (an HTTP rate-limit layer for
+//! tower and axum, its configuration, live reloads and metrics). The HTTP
+//! header vocabulary ([`headers`]) stays here, so a `no_std` server writes
+//! the same fields without them.
 //!
 //! ## Firmware: which targets share state how
 //!
@@ -104,15 +107,9 @@ pub mod headers;
 pub mod keyed;
 pub mod lease;
 pub mod meter;
-#[cfg(feature = "metrics")]
-pub mod metrics;
 pub mod quota;
-#[cfg(feature = "redis")]
-pub mod redis;
 pub mod sync;
 pub mod time;
-#[cfg(feature = "tower")]
-pub mod tower;
 #[cfg(feature = "std")]
 pub mod wait;
 pub mod window;

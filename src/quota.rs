@@ -539,8 +539,17 @@ impl Quota {
     /// `scale` sub-ticks per tick: the burst kept, `T` rounded up when that
     /// is not exact (so it never admits more than before), and refused with
     /// [`QuotaError::Unrepresentable`] when rounding would lose more than 1 %
-    /// of this quota's rate.
-    pub(crate) const fn rescaled(&self, scale: u64, hz: u64) -> Result<Quota, QuotaError> {
+    /// of this quota's rate. A limiter whose scale is fixed when it is made
+    /// ([`LiveQuota`](crate::keyed::LiveQuota), a keyed table) takes
+    /// quotas at its own scale.
+    ///
+    /// ```
+    /// use cellrate::Quota;
+    /// let table = Quota::per_second(7).at_hz(1_000); // T = 1000/7 ms
+    /// let q = Quota::per_second(10).at_hz(1_000).rescaled(table.scale(), table.hz()).unwrap();
+    /// assert_eq!((q.scale(), q.hz(), q.burst()), (table.scale(), 1_000, 10));
+    /// ```
+    pub const fn rescaled(&self, scale: u64, hz: u64) -> Result<Quota, QuotaError> {
         if scale == self.scale && hz == self.hz {
             return Ok(*self);
         }

@@ -1,5 +1,4 @@
-//! Waiting for budget instead of being refused (feature `std`; the async
-//! wait needs feature `tokio`), for code that calls someone else's API: a
+//! Waiting for budget instead of being refused (feature `std`), for code that calls someone else's API: a
 //! crawler, an SDK, a job runner.
 //!
 //! # The math
@@ -25,7 +24,8 @@
 //!
 //! The time is the caller's [`Clock`] (ticks at the quota's frequency); the
 //! blocking wait sleeps with `std::thread::sleep` unless given a sleeper
-//! ([`wait_n_with`]), the async one with `tokio::time::sleep`.
+//! ([`wait_n_with`]), the async one with the sleep of whatever runtime
+//! it is given ([`wait_n_async`]).
 
 use core::time::Duration;
 use std::hash::{BuildHasher, Hasher};
@@ -136,7 +136,6 @@ pub fn wait_n_with<C: Clock + ?Sized>(
 }
 
 /// Gives the cells back if the async wait is dropped before it resolves.
-#[cfg(feature = "tokio")]
 struct Refund<'a, C: Clock + ?Sized> {
     gcra: &'a Gcra,
     clock: &'a C,
@@ -144,7 +143,6 @@ struct Refund<'a, C: Clock + ?Sized> {
     armed: bool,
 }
 
-#[cfg(feature = "tokio")]
 impl<C: Clock + ?Sized> Drop for Refund<'_, C> {
     fn drop(&mut self) {
         if self.armed && self.cost > 0 {
@@ -153,31 +151,43 @@ impl<C: Clock + ?Sized> Drop for Refund<'_, C> {
     }
 }
 
-/// Waits in a tokio task until `cost` cells of `gcra` may be sent (see the
-/// [module docs](self)); dropped before it resolves, it gives the cells back.
+/// Waits in an async task until `cost` cells of `gcra` may be sent (see the
+/// [module docs](self)), sleeping with the runtime's own timer: `sleep` is
+/// called once with the pause (e.g. `tokio::time::sleep`). Dropped before
+/// it resolves, it gives the cells back.
 ///
 /// ```
-/// use cellrate::wait::{wait_n_async, Jitter, TokioClock};
-/// use cellrate::{Gcra, Quota};
+/// use cellrate::wait::{wait_n_async, Jitter};
+/// use cellrate::{Gcra, ManualClock, Quota};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// let clock = TokioClock::new();
-/// let api = Gcra::new(Quota::per_second(10).with_burst(1).at_hz(TokioClock::HZ));
+/// let clock = &ManualClock::new(0); // milliseconds, moved by each sleep
+/// let api = Gcra::new(Quota::per_second(10).with_burst(1).at_hz(1_000));
 /// let start = tokio::time::Instant::now();
 /// for _ in 0..3 {
-///     wait_n_async(&api, &clock, 1, None, Jitter::NONE).await.unwrap();
+///     wait_n_async(&api, clock, 1, None, Jitter::NONE, |pause| async move {
+///         tokio::time::sleep(pause).await;
+///         clock.advance(pause.as_millis() as u64);
+///     })
+///     .await
+///     .unwrap();
 /// }
 /// assert_eq!(start.elapsed(), std::time::Duration::from_millis(200));
 /// # }
 /// ```
-#[cfg(feature = "tokio")]
-pub async fn wait_n_async<C: Clock + ?Sized>(
+pub async fn wait_n_async<C, S, F>(
     gcra: &Gcra,
     clock: &C,
     cost: u64,
     max_wait: Option<Duration>,
     jitter: Jitter,
-) -> Result<Reservation, Denied> {
+    sleep: S,
+) -> Result<Reservation, Denied>
+where
+    C: Clock + ?Sized,
+    S: FnOnce(Duration) -> F,
+    F: core::future::Future<Output = ()>,
+{
     let hz = gcra.quota().hz();
     let max = max_wait.map_or(u64::MAX, |d| duration_to_ticks(d, hz));
     let r = book(gcra, clock.now(), cost, max)?;
@@ -189,43 +199,8 @@ pub async fn wait_n_async<C: Clock + ?Sized>(
             cost,
             armed: true,
         };
-        tokio::time::sleep(pause).await;
+        sleep(pause).await;
         guard.armed = false;
     }
     Ok(r)
-}
-
-/// tokio's clock as a [`Clock`]: nanoseconds since the clock was made, on
-/// `tokio::time::Instant` (so a test's paused, auto-advancing time moves it).
-#[cfg(feature = "tokio")]
-#[derive(Clone, Copy, Debug)]
-pub struct TokioClock {
-    origin: tokio::time::Instant,
-}
-
-#[cfg(feature = "tokio")]
-impl TokioClock {
-    /// Ticks per second: nanoseconds.
-    pub const HZ: u64 = 1_000_000_000;
-    /// Starts at 0 now. Call inside a tokio runtime when its time is paused.
-    pub fn new() -> Self {
-        TokioClock {
-            origin: tokio::time::Instant::now(),
-        }
-    }
-}
-
-#[cfg(feature = "tokio")]
-impl Default for TokioClock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[cfg(feature = "tokio")]
-impl Clock for TokioClock {
-    fn now(&self) -> u64 {
-        // Nanoseconds modulo 2⁶⁴: a wrapping counter, read by differences.
-        self.origin.elapsed().as_nanos() as u64
-    }
 }

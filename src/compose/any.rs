@@ -210,8 +210,19 @@ impl LimiterConfig {
         Ok(())
     }
 
-    /// The GCRA quota of a bucket configuration.
-    pub(crate) fn quota(&self) -> Result<Quota, ConfigError> {
+    /// The configuration as a GCRA [`Quota`] at its `hz`: a bucket's own
+    /// quota (a leaky bucket's burst is 1); for a window, `limit` per
+    /// `window` with a burst of `limit`, the rate its answers announce.
+    ///
+    /// ```
+    /// use cellrate::compose::{AlgorithmKind, LimiterConfig};
+    /// let c = LimiterConfig::new(AlgorithmKind::TokenBucket, 10, 1_000, 1_000).with_burst(4);
+    /// let q = c.quota().unwrap();
+    /// assert_eq!((q.burst(), q.hz()), (4, 1_000));
+    /// let leaky = LimiterConfig::new(AlgorithmKind::LeakyBucket, 10, 1_000, 1_000);
+    /// assert_eq!(leaky.quota().unwrap().burst(), 1);
+    /// ```
+    pub fn quota(&self) -> Result<Quota, ConfigError> {
         let burst = match (self.algorithm, self.burst) {
             (AlgorithmKind::LeakyBucket, None | Some(1)) => 1,
             (AlgorithmKind::LeakyBucket, Some(_)) => {

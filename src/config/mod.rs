@@ -886,9 +886,16 @@ fn deny() -> WhenFull {
 /// error at `capacity` instead of an abort of the process. (A size the
 /// allocator grants but the system cannot back when the slots are written
 /// is the system's to refuse, as for any allocation.)
-/// Crate-wide for every builder that sizes a table from a file (its
-/// message, [`Error::message`], placed at that builder's own field).
-pub(crate) fn check_capacity(capacity: usize) -> Result<(), Error> {
+/// For every builder that sizes a table from a file (its message,
+/// [`Error::message`], placed at that builder's own field).
+///
+/// ```
+/// use cellrate::config::check_capacity;
+/// assert!(check_capacity(1_024).is_ok());
+/// assert!(check_capacity(0).is_err());
+/// assert!(check_capacity(usize::MAX / 2).is_err()); // no allocator grants it
+/// ```
+pub fn check_capacity(capacity: usize) -> Result<(), Error> {
     if capacity == 0 {
         return Err(Error::new(
             "capacity",

@@ -188,8 +188,6 @@ mod table;
 
 pub use entry::{Entry, EntryReceipt};
 pub use hash::{KeyHasher, Seed};
-#[cfg(feature = "tower")]
-pub(crate) use key::sealed::Sealed as SealedKey;
 pub use key::{Hashed, Key, KeyId};
 pub use live::LiveQuota;
 pub use policy::{NoOverrides, Overrides, WhenFull};

@@ -1,0 +1,511 @@
+//! The wire protocol: a policy's requests encoded as one script call, and
+//! the script's reply decoded into the crate's own [`Decision`] and
+//! [`Denied`].
+//!
+//! A check call carries the keys of every request (request `r`'s tier `i`
+//! is key `(r − 1)·m + i`), then the policy's `(Tᵢ, spanᵢ, scaleᵢ)` and the
+//! costs (one cost when all are equal); the script answers `TAT − now` per
+//! key (after the request if admitted, `−1 − (TAT − now)` before it if
+//! not), then the index of every key that holds no TAT. The decoder turns
+//! each value into the same answer an in-process [`Gcra`](cellrate::Gcra)
+//! with the tier's [`quota`](super::RedisTier::quota) reports, and a denial's
+//! wait with the crate's GCRA inequality on the debt the script returns, so
+//! an answer from Redis and one from a local limiter at the same server
+//! time are equal values. A reply of any other shape is [`Error::BadReply`], never a panic.
+
+use std::string::String;
+use std::vec::Vec;
+
+use super::policy::TierAlgorithm;
+use super::scripts::{check_script, single_script, tiers_script};
+use super::{Error, Outcome, RedisPolicy, Source};
+use cellrate::decision::{Decision, Denied, Limited};
+
+/// The most keys one check-script call carries (requests × tiers). A
+/// batch with more is split into several calls in one pipeline, so one
+/// call holds the server for at most a few hundred key updates.
+///
+/// ```
+/// assert_eq!(cellrate_redis::MAX_KEYS_PER_CALL, 256);
+/// ```
+pub const MAX_KEYS_PER_CALL: usize = 256;
+
+impl RedisPolicy {
+    /// One script call deciding `requests` (already validated, each cost
+    /// within every burst) in order, and the script it needs: the single
+    /// check script for one request of a one-tier policy, else the check
+    /// script with the keys written straight into the command through one
+    /// reused buffer, then the policy's arguments and the costs.
+    pub(crate) fn check_cmd(
+        &self,
+        requests: &[(&str, Option<&str>, u64)],
+    ) -> (&'static ::redis::Script, ::redis::Cmd) {
+        let mut cmd = ::redis::cmd("EVALSHA");
+        if !self.is_gcra() {
+            return self.tiers_cmd(requests, cmd);
+        }
+        if let ([(client, scope, cost)], [tier]) = (requests, self.tiers()) {
+            let script = single_script();
+            cmd.arg(script.get_hash()).arg(1);
+            cmd.arg(self.key(tier, client, *scope, &mut String::with_capacity(64)));
+            cmd.arg(*cost)
+                .arg(tier.quota().emission_interval())
+                .arg(tier.quota().span())
+                .arg(tier.quota().scale());
+            return (script, cmd);
+        }
+        let script = check_script();
+        cmd.arg(script.get_hash())
+            .arg(requests.len() * self.tiers().len());
+        let mut key = String::with_capacity(64);
+        for &(client, scope, _) in requests {
+            for t in self.tiers() {
+                cmd.arg(self.key(t, client, scope, &mut key));
+            }
+        }
+        cmd.arg(self.tiers().len());
+        for t in self.tiers() {
+            cmd.arg(t.quota().emission_interval())
+                .arg(t.quota().span())
+                .arg(t.quota().scale());
+        }
+        match requests.first() {
+            // One cost stands for all when they are equal (the usual case).
+            Some(&(_, _, cost)) if requests.iter().all(|r| r.2 == cost) => {
+                cmd.arg(cost);
+            }
+            _ => {
+                for &(_, _, cost) in requests {
+                    cmd.arg(cost);
+                }
+            }
+        }
+        (script, cmd)
+    }
+    /// [`check_cmd`](Self::check_cmd) for the tiers script: the same keys,
+    /// each tier's kind and parameters, the same costs.
+    fn tiers_cmd(
+        &self,
+        requests: &[(&str, Option<&str>, u64)],
+        mut cmd: ::redis::Cmd,
+    ) -> (&'static ::redis::Script, ::redis::Cmd) {
+        let script = tiers_script();
+        cmd.arg(script.get_hash())
+            .arg(requests.len() * self.tiers().len());
+        let mut key = String::with_capacity(64);
+        for &(client, scope, _) in requests {
+            for t in self.tiers() {
+                cmd.arg(self.key(t, client, scope, &mut key));
+            }
+        }
+        cmd.arg(self.tiers().len());
+        for t in self.tiers() {
+            for a in t.algorithm().args(&t.quota()) {
+                cmd.arg(a);
+            }
+        }
+        match requests.first() {
+            Some(&(_, _, cost)) if requests.iter().all(|r| r.2 == cost) => {
+                cmd.arg(cost);
+            }
+            _ => {
+                for &(_, _, cost) in requests {
+                    cmd.arg(cost);
+                }
+            }
+        }
+        (script, cmd)
+    }
+
+    /// Turns a check-script reply for `requests` into one result each,
+    /// appended to `out`: an [`Outcome`], or [`Error::CorruptKey`] for a
+    /// request with a key that holds no TAT (that request alone).
+    pub(crate) fn decode_checks(
+        &self,
+        reply: &[i64],
+        requests: &[(&str, Option<&str>, u64)],
+        out: &mut Vec<Result<Outcome, Error>>,
+    ) -> Result<(), Error> {
+        if !self.is_gcra() {
+            return self.decode_tiers(reply, requests, out);
+        }
+        let m = self.tiers().len();
+        let values = requests.len() * m;
+        if reply.len() < 1 + values || reply[0] < 0 {
+            return Err(Error::BadReply);
+        }
+        let now = reply[0] as u64;
+        let bad = bad_keys(&reply[1 + values..], requests.len(), m)?;
+        let start = out.len();
+        for ((values, &(client, scope, cost)), bad) in
+            reply[1..1 + values].chunks_exact(m).zip(requests).zip(bad)
+        {
+            if let Some(tier) = bad {
+                let mut key = String::new();
+                self.key(&self.tiers()[tier], client, scope, &mut key);
+                out.push(Err(Error::CorruptKey(key)));
+                continue;
+            }
+            let admitted = values[0] >= 0;
+            if values.iter().any(|&v| (v >= 0) != admitted) {
+                out.truncate(start);
+                return Err(Error::BadReply);
+            }
+            let results = self
+                .tiers()
+                .iter()
+                .zip(values)
+                .map(|(t, &v)| {
+                    // v ≥ 0: TAT − now after the request; else −1 − (TAT − now).
+                    let quota = t.quota();
+                    let ahead = if admitted { v as u64 } else { (-1 - v) as u64 };
+                    if admitted || cost == 0 {
+                        return Ok(Decision::from_gcra(&quota, ahead));
+                    }
+                    // This tier's own answer to the request, from the
+                    // GCRA inequality on the debt `ahead`: the wait
+                    // `ahead + cost·T − span` before it fits here, or a
+                    // Decision if this tier alone would have admitted it.
+                    let increment = cost as u128 * quota.emission_interval() as u128;
+                    match (ahead as u128 + increment).checked_sub(quota.span() as u128) {
+                        Some(wait) if wait > 0 => Err(Denied::Limited(Limited::from_gcra(
+                            &quota,
+                            ahead,
+                            wait.min(u64::MAX as u128) as u64,
+                        ))),
+                        _ => Ok(Decision::from_gcra(&quota, ahead)),
+                    }
+                })
+                .collect();
+            out.push(Ok(Outcome {
+                results,
+                source: Source::Redis,
+                server_time: Some(now),
+            }));
+        }
+        Ok(())
+    }
+    /// [`decode_checks`](Self::decode_checks) for the tiers script: four
+    /// values per key (fits, then GCRA's `TAT − now` or a window's
+    /// remaining, reset_after and retry_after).
+    fn decode_tiers(
+        &self,
+        reply: &[i64],
+        requests: &[(&str, Option<&str>, u64)],
+        out: &mut Vec<Result<Outcome, Error>>,
+    ) -> Result<(), Error> {
+        let m = self.tiers().len();
+        let keys = requests.len() * m;
+        let values = 4 * keys;
+        if reply.len() < 1 + values || reply[0] < 0 || reply[1..1 + values].iter().any(|&v| v < 0) {
+            return Err(Error::BadReply);
+        }
+        let now = reply[0] as u64;
+        let bad = bad_keys(&reply[1 + values..], requests.len(), m)?;
+        let start = out.len();
+        for ((values, &(client, scope, cost)), bad) in reply[1..1 + values]
+            .chunks_exact(4 * m)
+            .zip(requests)
+            .zip(bad)
+        {
+            if let Some(tier) = bad {
+                let mut key = String::new();
+                self.key(&self.tiers()[tier], client, scope, &mut key);
+                out.push(Err(Error::CorruptKey(key)));
+                continue;
+            }
+            let mut results = Vec::with_capacity(m);
+            for (t, v) in self.tiers().iter().zip(values.chunks_exact(4)) {
+                let fits = match v[0] {
+                    0 => false,
+                    1 => true,
+                    _ => {
+                        out.truncate(start);
+                        return Err(Error::BadReply);
+                    }
+                };
+                let (x, y, z) = (v[1] as u64, v[2] as u64, v[3] as u64);
+                let quota = t.quota();
+                results.push(match t.algorithm() {
+                    TierAlgorithm::Gcra => {
+                        if fits || cost == 0 {
+                            Ok(Decision::from_gcra(&quota, x))
+                        } else {
+                            let increment = cost as u128 * quota.emission_interval() as u128;
+                            let wait = (x as u128 + increment)
+                                .saturating_sub(quota.span() as u128)
+                                .min(u64::MAX as u128)
+                                as u64;
+                            Err(Denied::Limited(Limited::from_gcra(&quota, x, wait)))
+                        }
+                    }
+                    _ => {
+                        let limit = t.limit();
+                        if x > limit {
+                            out.truncate(start);
+                            return Err(Error::BadReply);
+                        }
+                        if fits {
+                            Ok(Decision::new(limit, x, y))
+                        } else {
+                            Err(Denied::Limited(Limited::with_remaining(limit, x, z, y)))
+                        }
+                    }
+                });
+            }
+            out.push(Ok(Outcome {
+                results,
+                source: Source::Redis,
+                server_time: Some(now),
+            }));
+        }
+        Ok(())
+    }
+
+    /// The script invocation for one request.
+    pub(crate) fn invocation<'a>(
+        &self,
+        script: &'a ::redis::Script,
+        keys: &[String],
+        request: Request,
+    ) -> ::redis::ScriptInvocation<'a> {
+        let mut inv = script.prepare_invoke();
+        for k in keys {
+            inv.key(k);
+        }
+        inv.arg(request.cost)
+            .arg(if request.up_to { 1 } else { 0 })
+            .arg(request.refund);
+        for t in self.tiers() {
+            inv.arg(t.quota().emission_interval())
+                .arg(t.quota().span())
+                .arg(t.quota().scale());
+        }
+        inv
+    }
+    /// Turns the lease script's reply for `keys` into an [`Outcome`].
+    pub(crate) fn decode(
+        &self,
+        reply: &[i64],
+        keys: &[String],
+        cost: u64,
+    ) -> Result<(u64, Outcome), Error> {
+        if let [-1, _, i] = reply {
+            let key = usize::try_from(*i)
+                .ok()
+                .and_then(|i| i.checked_sub(1))
+                .and_then(|i| keys.get(i));
+            return match key {
+                Some(k) => Err(Error::CorruptKey(k.clone())),
+                None => Err(Error::BadReply),
+            };
+        }
+        if reply.len() != 2 + 2 * self.tiers().len() || reply.iter().any(|&v| v < 0) {
+            return Err(Error::BadReply);
+        }
+        let granted = reply[0] as u64;
+        let now = reply[1] as u64;
+        let results = self
+            .tiers()
+            .iter()
+            .zip(reply[2..].chunks_exact(2))
+            .map(|(t, pair)| {
+                let (ahead, wait) = (pair[0] as u64, pair[1] as u64);
+                let quota = t.quota();
+                if granted == 0 && cost > 0 && wait > 0 {
+                    Err(Denied::Limited(Limited::from_gcra(&quota, ahead, wait)))
+                } else {
+                    Ok(Decision::from_gcra(&quota, ahead))
+                }
+            })
+            .collect();
+        Ok((
+            granted,
+            Outcome {
+                results,
+                source: Source::Redis,
+                server_time: Some(now),
+            },
+        ))
+    }
+}
+
+/// What the lease script is asked to do.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Request {
+    pub(crate) cost: u64,
+    pub(crate) up_to: bool,
+    pub(crate) refund: u64,
+}
+
+/// The keys a batch reply lists as unreadable (1-based indices after the
+/// values, `m` keys per request), as the tier index per request; a bad
+/// index is a bad reply.
+fn bad_keys(tail: &[i64], requests: usize, m: usize) -> Result<Vec<Option<usize>>, Error> {
+    let mut bad: Vec<Option<usize>> = std::vec![None; requests];
+    for &j in tail {
+        let j = usize::try_from(j).ok().and_then(|j| j.checked_sub(1));
+        match j {
+            Some(j) if j < requests * m => bad[j / m] = Some(j % m),
+            _ => return Err(Error::BadReply),
+        }
+    }
+    Ok(bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::tests::policy;
+    use cellrate::quota::Quota;
+    use std::string::ToString;
+
+    fn args(cmd: &::redis::Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|a| match a {
+                ::redis::Arg::Simple(b) => String::from_utf8(b.to_vec()).unwrap(),
+                _ => String::from("<not a plain argument>"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn check_cmd_carries_the_policys_keys_and_costs() {
+        let p = policy();
+        let (t0, t1) = (p.tiers()[0].quota(), p.tiers()[1].quota());
+        let tiers: Vec<String> = std::vec![
+            "2".into(),
+            t0.emission_interval().to_string(),
+            t0.span().to_string(),
+            t0.scale().to_string(),
+            t1.emission_interval().to_string(),
+            t1.span().to_string(),
+            t1.scale().to_string(),
+        ];
+        let (script, cmd) = p.check_cmd(&[("k1", Some("/a"), 1), ("k2", Some("/b"), 2)]);
+        let sha = check_script().get_hash();
+        assert_eq!(script.get_hash(), sha);
+        let mut want: Vec<String> = std::vec!["EVALSHA".into(), sha.into(), "4".into()];
+        want.extend(p.keys("k1", Some("/a")).unwrap());
+        want.extend(p.keys("k2", Some("/b")).unwrap());
+        want.extend(tiers.iter().cloned());
+        want.extend(["1".into(), "2".into()]);
+        assert_eq!(args(&cmd), want);
+        // Equal costs travel as one.
+        let (_, cmd) = p.check_cmd(&[("k1", Some("/a"), 3), ("k1", Some("/a"), 3)]);
+        assert_eq!(args(&cmd).last().map(String::as_str), Some("3"));
+        assert_eq!(args(&cmd).len(), 3 + 4 + tiers.len() + 1);
+        // One request of a one-tier policy: the single script.
+        let one = RedisPolicy::single("p", "t", Quota::per_second(10).at_hz(1)).unwrap();
+        let q = one.tiers()[0].quota();
+        let (script, cmd) = one.check_cmd(&[("k1", None, 2)]);
+        let sha = single_script().get_hash();
+        assert_eq!(script.get_hash(), sha);
+        let mut want: Vec<String> = std::vec!["EVALSHA".into(), sha.into(), "1".into()];
+        want.extend(one.keys("k1", None).unwrap());
+        want.extend([
+            "2".into(),
+            q.emission_interval().to_string(),
+            q.span().to_string(),
+            q.scale().to_string(),
+        ]);
+        assert_eq!(args(&cmd), want);
+        assert!(p.validate("k1", Some("/a")).is_ok());
+        assert!(matches!(p.validate("k1", None), Err(Error::ScopeMismatch)));
+        assert!(matches!(
+            p.validate("k{1", Some("/a")),
+            Err(Error::InvalidKey)
+        ));
+    }
+
+    #[test]
+    fn decode_checks_matches_in_process_gcra() {
+        let p = policy();
+        let (q0, q1) = (p.tiers()[0].quota(), p.tiers()[1].quota());
+        let mut out = Vec::new();
+        // Request 1 admitted (both tiers ahead after it), request 2 denied
+        // by the second tier only (values before it, as −1 − ahead).
+        let reply = [
+            5_000_000,
+            100_000,
+            12_000_000,
+            -1 - 100_000,
+            -1 - 60_000_000,
+        ];
+        let requests = [("k1", Some("/a"), 1), ("k1", Some("/b"), 1)];
+        p.decode_checks(&reply, &requests, &mut out).unwrap();
+        assert_eq!(out.len(), 2);
+        let out: Vec<Outcome> = out.into_iter().map(Result::unwrap).collect();
+        let (a, b) = (cellrate::Gcra::new(q0), cellrate::Gcra::new(q1));
+        assert_eq!(out[0].results(), &[a.check(5_000_000), b.check(5_000_000)]);
+        assert_eq!(out[0].server_time(), Some(5_000_000));
+        assert!(out[1].results()[0].is_ok());
+        assert_eq!(out[1].results()[0], Ok(a.peek(5_000_000).to_decision()));
+        for _ in 0..4 {
+            b.check(5_000_000).unwrap();
+        }
+        assert_eq!(out[1].results()[1], b.check(5_000_000));
+        // A key that holds no TAT (index 4: request 2, tier 2) fails that
+        // request alone, naming the key.
+        let mut out = Vec::new();
+        let reply = [5_000_000, 100_000, 12_000_000, 0, 0, 4];
+        p.decode_checks(&reply, &requests, &mut out).unwrap();
+        assert!(out[0].as_ref().unwrap().is_admitted());
+        assert!(
+            matches!(&out[1], Err(Error::CorruptKey(k)) if k == "p:{k1}:e:/b"),
+            "{:?}",
+            out[1]
+        );
+        // Wrong length, mixed signs within a request, negative time, a bad
+        // index out of range.
+        let one = [("k1", Some("/a"), 1)];
+        for bad in [
+            &[1, 2][..],
+            &[1, 2, -3],
+            &[-1, 2, 3],
+            &[1, 2, 3, 3],
+            &[1, 2, 3, 0],
+        ] {
+            let r = p.decode_checks(bad, &one, &mut out);
+            assert!(matches!(r, Err(Error::BadReply)), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn decode_matches_in_process_gcra() {
+        let p = policy();
+        let q0 = p.tiers()[0].quota();
+        // Admitted: both tiers 100 ms / 12 s ahead after the request.
+        let keys = p.keys("c", Some("/x")).unwrap();
+        let (g, o) = p
+            .decode(&[1, 5_000_000, 100_000, 0, 12_000_000, 0], &keys, 1)
+            .unwrap();
+        assert_eq!(g, 1);
+        assert!(o.is_admitted());
+        let local = cellrate::Gcra::new(q0);
+        assert_eq!(o.results()[0], local.check(5_000_000));
+        assert_eq!(o.server_time(), Some(5_000_000));
+        // Denied by the second tier only: the first keeps a Decision.
+        let (_, o) = p
+            .decode(&[0, 9, 0, 0, 60_000_000, 12_000_000], &keys, 1)
+            .unwrap();
+        assert!(o.results()[0].is_ok());
+        assert_eq!(o.denied().unwrap().retry_after(), Some(12_000_000));
+        assert!(matches!(
+            p.decode(&[1, 2, 3], &keys, 1),
+            Err(Error::BadReply)
+        ));
+        assert!(matches!(
+            p.decode(&[1, -2, 3, 4, 5, 6], &keys, 1),
+            Err(Error::BadReply)
+        ));
+        assert!(matches!(
+            p.decode(&[-1, 9, 2], &keys, 1),
+            Err(Error::CorruptKey(k)) if k == keys[1]
+        ));
+        assert!(matches!(
+            p.decode(&[-1, 9, 3], &keys, 1),
+            Err(Error::BadReply)
+        ));
+    }
+}

@@ -1,0 +1,480 @@
+//! The async (tokio) client: a multiplexed connection (or an async Cluster
+//! connection) cloned per call, rebuilt after a failure; concurrent checks coalesced into shared script
+//! calls (see [`AsyncRedisGcra`]).
+
+use std::collections::VecDeque;
+use std::string::{String, ToString};
+use std::sync::{Arc, Mutex};
+use std::vec::Vec;
+
+use super::degrade::{call_error, is_transport};
+use super::{
+    is_noscript, Backoff, Degrade, Error, FailurePolicy, Outcome, RedisConfig, RedisPolicy, Source,
+    Target, MAX_KEYS_PER_CALL,
+};
+
+#[derive(Clone)]
+enum Conn {
+    Single(::redis::aio::MultiplexedConnection),
+    Cluster(::redis::cluster_async::ClusterConnection),
+}
+
+/// A GCRA policy enforced on Redis, from async (tokio) code.
+///
+/// Many concurrent checks share one multiplexed connection, and on a
+/// standalone server they share script calls too (see *Coalescing* below).
+/// Cheap to share behind an `Arc`; needs a tokio runtime.
+///
+/// # Coalescing
+///
+/// On a standalone server, concurrent checks ride together: a check joins a
+/// queue, and one task at a time (spawned by the check that finds no task
+/// running) takes everything queued, up to [`MAX_KEYS_PER_CALL`] keys, and
+/// decides it in **one** check-script call, in queue order at one server
+/// time, exactly as [`RedisGcra::try_check_batch`](super::RedisGcra::try_check_batch)
+/// would; then it takes what queued meanwhile, until the queue is empty. A
+/// check alone goes alone (one request, the single script), so nothing waits
+/// for company; under load, checks that would have been pipelined one
+/// script call each share calls instead, and the server runs one script per
+/// batch rather than one per check (see the [`redis`](super) module's figures). The task is
+/// spawned on the caller's tokio runtime and answers every request it
+/// takes; a check whose answer is lost (the runtime shutting down) reports
+/// [`Error::Timeout`], which the failure policy then decides. On a Cluster
+/// each check is its own call (different clients' keys live on different
+/// nodes).
+///
+/// ```no_run
+/// # async fn demo() {
+/// use cellrate_redis::{AsyncRedisGcra, FailurePolicy, RedisConfig, RedisPolicy, Target};
+/// use cellrate::Quota;
+///
+/// let policy = RedisPolicy::single("rl", "api", Quota::per_second(10).at_hz(1_000)).unwrap();
+/// let limiter = AsyncRedisGcra::new(
+///     Target::standalone("redis://127.0.0.1:6379/").unwrap(),
+///     policy,
+///     RedisConfig::new(FailurePolicy::Closed),
+/// ).unwrap();
+/// let outcome = limiter.check_n("alice", None, 1).await.unwrap();
+/// println!("admitted: {}", outcome.is_admitted());
+/// # }
+/// ```
+pub struct AsyncRedisGcra {
+    inner: Arc<Inner>,
+}
+
+/// What the checks and the coalescing task share.
+struct Inner {
+    link: Arc<Link>,
+    policy: RedisPolicy,
+    degrade: Degrade,
+    queue: Mutex<Queue>,
+}
+
+/// The server and the connection to it: shared by a limiter and those
+/// made from it by [`AsyncRedisGcra::with_policy`].
+struct Link {
+    target: Target,
+    backoff: Backoff,
+    conn: Mutex<Option<Conn>>,
+    connecting: tokio::sync::Mutex<()>,
+}
+
+/// Checks waiting for the coalescing task, and whether it runs.
+#[derive(Default)]
+struct Queue {
+    waiting: VecDeque<Waiting>,
+    running: bool,
+}
+
+/// One queued check and where its answer goes.
+struct Waiting {
+    client: String,
+    scope: Option<String>,
+    cost: u64,
+    answer: tokio::sync::oneshot::Sender<Result<Outcome, Error>>,
+}
+
+impl AsyncRedisGcra {
+    /// A limiter for `policy` on `target`. Connects lazily (the first check).
+    pub fn new(target: Target, policy: RedisPolicy, config: RedisConfig) -> Result<Self, Error> {
+        let degrade = Degrade::new(config, &policy)?;
+        Ok(AsyncRedisGcra {
+            inner: Arc::new(Inner {
+                link: Arc::new(Link {
+                    target,
+                    backoff: Backoff::default(),
+                    conn: Mutex::new(None),
+                    connecting: tokio::sync::Mutex::new(()),
+                }),
+                policy,
+                degrade,
+                queue: Mutex::new(Queue::default()),
+            }),
+        })
+    }
+
+    /// A limiter for `policy` with the failure policy `failure` (the other
+    /// settings as this one's), over this one's server and connection (no
+    /// new connection, and a failing server stays in its reconnect
+    /// backoff): what a configuration reload makes. The keys of a tier are
+    /// named by the prefix, the client and the tier's **name**, and a TAT
+    /// is stored with its sub-tick scale, so a tier kept by name keeps every
+    /// client's state on the server, read under its new quota (debt kept
+    /// as time, rounded up to the new scale: never more admitted). With a
+    /// [`Fallback`](FailurePolicy::Fallback), a tier kept by name, scope
+    /// and algorithm with the same fallback quota shares this limiter's
+    /// fallback table; the others start empty. Checks already queued on
+    /// this limiter are decided by it.
+    ///
+    /// ```no_run
+    /// use cellrate_redis::{AsyncRedisGcra, FailurePolicy, RedisConfig, RedisPolicy, Target};
+    /// use cellrate::Quota;
+    /// let rl = AsyncRedisGcra::new(
+    ///     Target::standalone("redis://127.0.0.1/").unwrap(),
+    ///     RedisPolicy::single("rl", "api", Quota::per_minute(100).at_hz(1_000)).unwrap(),
+    ///     RedisConfig::new(FailurePolicy::Open),
+    /// ).unwrap();
+    /// let raised = rl.with_policy(
+    ///     RedisPolicy::single("rl", "api", Quota::per_minute(500).at_hz(1_000)).unwrap(),
+    ///     FailurePolicy::Open,
+    /// ).unwrap();
+    /// # let _ = raised;
+    /// ```
+    pub fn with_policy(&self, policy: RedisPolicy, failure: FailurePolicy) -> Result<Self, Error> {
+        let mut config = self.config().clone();
+        config.failure = failure;
+        let degrade = Degrade::carried(config, &policy, &self.inner.degrade, &self.inner.policy)?;
+        Ok(AsyncRedisGcra {
+            inner: Arc::new(Inner {
+                link: Arc::clone(&self.inner.link),
+                policy,
+                degrade,
+                queue: Mutex::new(Queue::default()),
+            }),
+        })
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &RedisPolicy {
+        &self.inner.policy
+    }
+
+    /// Registers the `cellrate_keyed_*` series (feature `metrics`; see
+    /// [`metrics`](crate::metrics)) of each fallback table that has none
+    /// yet, labelled `limiter` and the tier's name, with the recorder
+    /// installed now; the tables publish them as they decide. The tower
+    /// layer does this when it is built. A limiter made by `with_policy`
+    /// shares the tables it kept, and their series.
+    ///
+    /// ```no_run
+    /// use cellrate_redis::{AsyncRedisGcra, FailurePolicy, RedisConfig, RedisPolicy, Target};
+    /// use cellrate::Quota;
+    /// let q = Quota::per_minute(100).at_hz(1_000);
+    /// let rl = AsyncRedisGcra::new(
+    ///     Target::standalone("redis://127.0.0.1/").unwrap(),
+    ///     RedisPolicy::single("rl", "api", q).unwrap(),
+    ///     RedisConfig::new(FailurePolicy::Fallback(vec![q])),
+    /// ).unwrap();
+    /// rl.register_fallback_metrics("worker");
+    /// ```
+    #[cfg(feature = "metrics")]
+    pub fn register_fallback_metrics(&self, limiter: &str) {
+        self.inner
+            .degrade
+            .register_metrics(limiter, &self.inner.policy);
+    }
+
+    /// The connection settings and failure policy.
+    pub fn config(&self) -> &RedisConfig {
+        self.inner.degrade.config()
+    }
+
+    /// `cost` cells for `client` (and `scope`), with the failure policy
+    /// applied; errors only for a bad key. See [`RedisGcra::check_n`](super::RedisGcra::check_n).
+    pub async fn check_n(
+        &self,
+        client: &str,
+        scope: Option<&str>,
+        cost: u64,
+    ) -> Result<Outcome, Error> {
+        let tried = self.try_check_n(client, scope, cost).await;
+        self.inner
+            .degrade
+            .settle(tried, &self.inner.policy, client, scope, cost)
+    }
+
+    /// The failure policy's answer to `tried`, the result of a
+    /// [`try_check_n`](Self::try_check_n) of the same request: what
+    /// [`check_n`](Self::check_n) returns, for a caller that measures or
+    /// logs the try itself first.
+    pub fn settle(
+        &self,
+        tried: Result<Outcome, Error>,
+        client: &str,
+        scope: Option<&str>,
+        cost: u64,
+    ) -> Result<Outcome, Error> {
+        self.inner
+            .degrade
+            .settle(tried, &self.inner.policy, client, scope, cost)
+    }
+
+    /// Like [`check_n`](Self::check_n) but returns Redis' failure instead of
+    /// applying the failure policy.
+    pub async fn try_check_n(
+        &self,
+        client: &str,
+        scope: Option<&str>,
+        cost: u64,
+    ) -> Result<Outcome, Error> {
+        let inner = &self.inner;
+        inner.policy.validate(client, scope)?;
+        if let Some(d) = inner.policy.too_large(cost) {
+            return Ok(Outcome::new(
+                std::vec![Err(d); inner.policy.tiers().len()],
+                Source::Redis,
+            ));
+        }
+        let deadline = inner.deadline();
+        if let Target::Cluster(_) = inner.link.target {
+            let mut out = Vec::with_capacity(1);
+            inner
+                .run(&[(client, scope, cost)], &mut out, deadline)
+                .await?;
+            return out.pop().unwrap_or(Err(Error::BadReply));
+        }
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let start = {
+            let mut queue = inner.queue.lock().unwrap_or_else(|e| e.into_inner());
+            queue.waiting.push_back(Waiting {
+                client: client.to_string(),
+                scope: scope.map(str::to_string),
+                cost,
+                answer,
+            });
+            !core::mem::replace(&mut queue.running, true)
+        };
+        if start {
+            tokio::spawn(Inner::coalesce(Arc::clone(inner)));
+        }
+        // This check's own deadline, whatever the batch ahead of it does: a
+        // check that gives up is dropped from the queue (its closed channel)
+        // or, if already in a call, its answer is discarded.
+        match tokio::time::timeout_at(deadline, answered).await {
+            Ok(answer) => answer.unwrap_or(Err(Error::Timeout)),
+            Err(_) => Err(Error::Timeout),
+        }
+    }
+}
+
+impl Inner {
+    /// The coalescing task: decides what is queued, a script call at a time,
+    /// until the queue is empty.
+    async fn coalesce(self: Arc<Self>) {
+        /// Marks the task stopped if it is dropped mid-call (the runtime
+        /// shutting down): the checks still queued then get no answer (their
+        /// channels close: `Error::Timeout`), so none waits for a task that
+        /// is gone, and a later check starts a new one.
+        struct Stopped<'a> {
+            queue: &'a Mutex<Queue>,
+            /// Set when the task ends normally (it has then stopped itself).
+            done: bool,
+        }
+        impl Drop for Stopped<'_> {
+            fn drop(&mut self) {
+                if !self.done {
+                    let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+                    queue.running = false;
+                    queue.waiting.clear();
+                }
+            }
+        }
+        let mut stopped = Stopped {
+            queue: &self.queue,
+            done: false,
+        };
+        let per_call = (MAX_KEYS_PER_CALL / self.policy.tiers().len()).max(1);
+        loop {
+            let batch: Vec<Waiting> = {
+                let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+                if queue.waiting.is_empty() {
+                    // Checked and stopped under the same lock a check
+                    // queues under: a check either is taken here or starts
+                    // a new task (whose queue the guard must then not touch).
+                    queue.running = false;
+                    stopped.done = true;
+                    return;
+                }
+                // Checks whose caller gave up (its deadline passed) are
+                // dropped, never charged.
+                queue.waiting.retain(|w| !w.answer.is_closed());
+                let n = queue.waiting.len().min(per_call);
+                queue.waiting.drain(..n).collect()
+            };
+            if batch.is_empty() {
+                continue;
+            }
+            let requests: Vec<(&str, Option<&str>, u64)> = batch
+                .iter()
+                .map(|w| (w.client.as_str(), w.scope.as_deref(), w.cost))
+                .collect();
+            let mut out = Vec::with_capacity(batch.len());
+            match self.run(&requests, &mut out, self.deadline()).await {
+                Ok(()) if out.len() == batch.len() => {
+                    for (w, outcome) in batch.into_iter().zip(out) {
+                        let _ = w.answer.send(outcome);
+                    }
+                }
+                Ok(()) => {
+                    for w in batch {
+                        let _ = w.answer.send(Err(Error::BadReply));
+                    }
+                }
+                Err(e) => {
+                    for w in batch {
+                        let _ = w.answer.send(Err(e.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// When a call starting now must be answered: now + the timeout.
+    fn deadline(&self) -> tokio::time::Instant {
+        let timeout = self.degrade.config().timeout;
+        let now = tokio::time::Instant::now();
+        now.checked_add(timeout)
+            .unwrap_or_else(|| now + std::time::Duration::from_secs(86_400 * 365))
+    }
+
+    fn current(&self) -> Option<Conn> {
+        self.link
+            .conn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set(&self, conn: Option<Conn>) {
+        *self.link.conn.lock().unwrap_or_else(|e| e.into_inner()) = conn;
+    }
+
+    /// The shared connection, or a new one made (handshake included)
+    /// before `deadline`; at most one attempt per reconnect interval after a
+    /// failure.
+    async fn connection(&self, deadline: tokio::time::Instant) -> Result<Conn, Error> {
+        if let Some(c) = self.current() {
+            return Ok(c);
+        }
+        // One task connects; the others wait for it (within their own
+        // deadline) and reuse the result.
+        let Ok(_one) = tokio::time::timeout_at(deadline, self.link.connecting.lock()).await else {
+            return Err(Error::Timeout);
+        };
+        if let Some(c) = self.current() {
+            return Ok(c);
+        }
+        let config = self.degrade.config();
+        if !self.link.backoff.may_try(config.reconnect_interval) {
+            return Err(Error::Backoff);
+        }
+        let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if timeout.is_zero() {
+            return Err(Error::Timeout);
+        }
+        let made = tokio::time::timeout_at(deadline, async {
+            match &self.link.target {
+                Target::Standalone(client) => {
+                    let cfg = ::redis::AsyncConnectionConfig::new()
+                        .set_connection_timeout(Some(timeout))
+                        .set_response_timeout(Some(timeout));
+                    client
+                        .get_multiplexed_async_connection_with_config(&cfg)
+                        .await
+                        .map(Conn::Single)
+                }
+                Target::Cluster(client) => client
+                    .get_async_connection_with_config(
+                        ::redis::cluster::ClusterConfig::new()
+                            .set_connection_timeout(timeout)
+                            .set_response_timeout(timeout),
+                    )
+                    .await
+                    .map(Conn::Cluster),
+            }
+        })
+        .await;
+        match made {
+            Ok(Ok(c)) => {
+                self.set(Some(c.clone()));
+                Ok(c)
+            }
+            Ok(Err(e)) => {
+                self.link.backoff.failed();
+                Err(call_error(e))
+            }
+            Err(_) => {
+                self.link.backoff.failed();
+                Err(Error::Timeout)
+            }
+        }
+    }
+
+    /// One check-script call for `requests` (reloading the script once
+    /// after `NOSCRIPT`), within the timeout; their outcomes into `out`.
+    async fn run(
+        &self,
+        requests: &[(&str, Option<&str>, u64)],
+        out: &mut Vec<Result<Outcome, Error>>,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), Error> {
+        let mut conn = self.connection(deadline).await?;
+        let (script, cmd) = self.policy.check_cmd(requests);
+        let reply = tokio::time::timeout_at(deadline, async {
+            let first = match &mut conn {
+                Conn::Single(c) => cmd.query_async::<Vec<i64>>(c).await,
+                Conn::Cluster(c) => cmd.query_async::<Vec<i64>>(c).await,
+            };
+            match first {
+                Err(e) if is_noscript(&e) => match &mut conn {
+                    Conn::Single(c) => {
+                        script.load_async(c).await?;
+                        cmd.query_async::<Vec<i64>>(c).await
+                    }
+                    Conn::Cluster(c) => {
+                        script.load_async(c).await?;
+                        cmd.query_async::<Vec<i64>>(c).await
+                    }
+                },
+                other => other,
+            }
+        })
+        .await;
+        match reply {
+            Ok(Ok(reply)) => self.policy.decode_checks(&reply, requests, out),
+            Ok(Err(e)) => {
+                if is_transport(&e) {
+                    // The connection is gone or stuck: drop it, and hold
+                    // back reconnects for the interval.
+                    self.set(None);
+                    self.link.backoff.failed();
+                }
+                Err(call_error(e))
+            }
+            Err(_) => {
+                self.set(None);
+                self.link.backoff.failed();
+                Err(Error::Timeout)
+            }
+        }
+    }
+}
+
+impl core::fmt::Debug for AsyncRedisGcra {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("AsyncRedisGcra")
+            .field("target", &self.inner.link.target)
+            .field("policy", &self.inner.policy)
+            .finish()
+    }
+}

@@ -1,0 +1,440 @@
+//! [`Reloader`]: a layer built from a [`LayerConfig`] takes a new one at
+//! run time, keeping every client's state. The semantics at the switch and
+//! why it never over-admits are in the type's docs.
+use std::string::String;
+use std::sync::{Arc, MutexGuard};
+use std::vec::Vec;
+
+use super::config::ConfigKey;
+use super::config::{Applied, LayerConfig};
+use super::{Backend, KeyedTiers, Live, RateLimitLayer, Shared, TierInfo};
+use cellrate::config::{Error, QuotaSpec};
+use cellrate::Clock;
+
+/// Changes the rules of a layer built from a [`LayerConfig`] while it
+/// serves, keeping every client's state; shared by every clone of the
+/// layer and of its services (they all read the same rules), made by
+/// [`RateLimitLayer::reloader`] (features `tower` and `serde`).
+///
+/// ```
+/// use cellrate::time::StdClock;
+/// use cellrate_tower::config::LayerConfig;
+///
+/// let read = |text: &str| -> LayerConfig { toml::from_str(text).unwrap() };
+/// let layer = read(r#"
+///     key = { client = { header = "x-api-key" } }
+///     [[tiers]]
+///     name = "key"
+///     quota = "100/min"
+///     capacity = 1000
+///     overrides = { acct_123 = "100/min" }
+/// "#)
+/// .build(StdClock::new(), StdClock::HZ)
+/// .unwrap();
+/// let reloader = layer.reloader(); // any clone of the layer or its services
+///
+/// // The operator raises acct_123 to 500/min.
+/// reloader.set_override("key", "acct_123", Some("500/min".parse().unwrap())).unwrap();
+/// // A bad file is refused with its place; the rules in force stay.
+/// let bad = read(r#"
+///     key = { client = { header = "x-api-key" } }
+///     tiers = [{ name = "key", quota = "100/min", capacity = 50 }]
+/// "#);
+/// assert_eq!(
+///     reloader.apply(&bad).unwrap_err().to_string(),
+///     "tiers[0].capacity: fixed while tier \"key\" lives (its table keeps every client's \
+///      state): give the tier a new name to make a new table"
+/// );
+/// assert_eq!(reloader.config().tiers[0].overrides["acct_123"].to_string(), "500/min");
+/// ```
+///
+/// # What a reload changes
+///
+/// [`Reloader::apply`] checks the whole new configuration first (every
+/// error names its place, as [`LayerConfig::build`] does) and changes
+/// nothing if any part is wrong. Then:
+///
+/// * a tier whose **name** is in both keeps its table, so every client's
+///   state (its TAT); its default quota and its overrides switch with
+///   [`Gcra::set_quota`](cellrate::Gcra::set_quota) semantics (below). Its
+///   scope, capacity and `max_overrides` are fixed while it lives: to
+///   change them, give the tier a new name;
+/// * a tier only in the new configuration starts with an empty table; a
+///   tier only in the old one is dropped when the last request that read
+///   it is answered;
+/// * an override only in the new configuration binds that client to one of
+///   the tier's `max_overrides` slots (for the tier's life: a slot never
+///   passes to another client, so a check never reads another client's
+///   quota); an override the new configuration drops makes that client
+///   follow the tier's default quota again;
+/// * the tier order, and so the order of the `RateLimit` fields, is the new
+///   one.
+///
+/// What the layer does besides its tiers (`key`, `fields`, `keyless`,
+/// `challenge`, `when_full`) is fixed when it is built: a new
+/// configuration that changes one is refused with that field's name. So is
+/// the backend: an in-process layer cannot move to Redis, nor back.
+///
+/// # On Redis
+///
+/// A layer made by [`LayerConfig::build_redis`] reloads the same way, with
+/// the state on the server: a client's key for a tier is named by the
+/// prefix, the client and the tier's **name** (see
+/// [`RedisPolicy`](cellrate_redis::RedisPolicy)), and its TAT is stored with
+/// the sub-tick scale it was written at, so a tier kept by name keeps
+/// every client's state and reads it under its new quota, a TAT at another
+/// scale rounded up (a later TAT: never more admitted). A tier that is
+/// removed leaves its keys to expire on the server (each expires when its
+/// client is full again); added back before, it finds them. The layer
+/// swaps in a new limiter over the same connection
+/// ([`AsyncRedisGcra::with_policy`](cellrate_redis::AsyncRedisGcra::with_policy)):
+/// no reconnect, the failure counters and series go on, and the fallback
+/// tables of tiers whose fallback quota is the same are kept. What decides
+/// where state lives or how the server is called is fixed:
+/// `redis.target`, `redis.prefix`, `redis.timeout_ms`,
+/// `redis.reconnect_ms`, `redis.fallback_capacity`; `redis.failure`
+/// follows the tiers (one fallback quota per tier). An override gives its
+/// client a limiter of its own with that client's quotas, over the same
+/// keys; while Redis fails, the client is decided by the tier's fallback
+/// quota like the others. Every instance of a fleet reads its own file:
+/// until all have the new rules, each decides by the rules it has, and the
+/// bound below holds for each client over the union of the quotas in force.
+///
+/// # The switch
+///
+/// Every request reads the rules in force with one lock-free load (an
+/// [`arc_swap`] read, no lock), and is decided and announced by those
+/// rules: its tiers and their `RateLimit-Policy`. A reload writes each
+/// kept tier's quotas (each one switches whole: a check reads either the
+/// old quota or the new, never a mix; see [`LiveQuota`](cellrate::keyed::LiveQuota)),
+/// then swaps the rules. A request that read the old rules around the swap
+/// may be decided by a kept tier's new quota and announced with its old
+/// one; it is never decided by a mix. Reloads are serialized by a lock
+/// that no request takes.
+///
+/// **Semantics at the switch** (those of `set_quota`): a client's debt is
+/// kept *as time*. A client whose TAT is `θ` at the switch still has TAT
+/// `θ`, and from then on a request of cost `c` at `t` is admitted iff
+/// `max(θ, t) + c·T′ − t ≤ τ′ + T′` under the new emission interval `T′`
+/// and tolerance `τ′ = (b′ − 1)·T′`. Nobody is reset, nobody gets cells
+/// back from the change; a new client is full under the new quota.
+///
+/// **No over-admission, a proof sketch.** Let `T_min` and `T_max` be the
+/// smallest and largest emission intervals, and `b_max` the largest burst,
+/// that a tier has had between `t₀` and `t`, and let `n` requests of cost
+/// 1 be admitted in `[t₀, t]`. Each admission sets `TAT ← max(TAT, now) +
+/// T` for the `T` in force, so after the first the TAT is at least
+/// `t₀ + T_min`, and after the `n`-th at least `t₀ + n·T_min`. An admission
+/// at `now` leaves `TAT ≤ now + b·T ≤ t + b_max·T_max` (the admission test
+/// above). Hence `n ≤ (t − t₀ + b_max·T_max) / T_min`: no schedule of
+/// reloads lets a client exceed the tightest rate-and-burst bound of the
+/// quotas it had, and with one quota throughout this is GCRA's own bound
+/// `(t − t₀)/T + b`. A reload that *reset* a client (a new table) would
+/// grant a full burst per reload, which this bound rules out once reloads
+/// are frequent: `tests/tower_reload.rs` checks both the exact model
+/// across a switch and this bound under load over loopback HTTP.
+pub struct Reloader<C, B: Reload = KeyedTiers> {
+    shared: Arc<Shared<ConfigKey, B, C>>,
+}
+
+/// A backend whose layer a [`Reloader`] can change: the in-process
+/// [`KeyedTiers`] that [`LayerConfig::build`] makes, and the
+/// [`RedisAsync`](super::RedisAsync) that
+/// [`LayerConfig::build_redis`] makes (features `tower`, `serde`).
+/// Sealed. Code that serves either names the backend as a parameter:
+///
+/// ```
+/// use cellrate::time::StdClock;
+/// use cellrate_tower::config::LayerConfig;
+/// use cellrate_tower::{Reload, Reloader};
+///
+/// /// Raises one client, whichever backend the layer decides on.
+/// fn raise<B: Reload>(reloader: &Reloader<StdClock, B>, client: &str) -> bool {
+///     reloader.set_override("key", client, Some("500/min".parse().unwrap())).is_ok()
+/// }
+/// let layer = toml::from_str::<LayerConfig>(
+///     r#"
+///     key = { client = { header = "x-api-key" } }
+///     tiers = [{ name = "key", quota = "100/min", capacity = 64 }]
+///     "#,
+/// )
+/// .unwrap()
+/// .build(StdClock::new(), StdClock::HZ)
+/// .unwrap();
+/// assert!(raise(&layer.reloader(), "acct_123"));
+/// ```
+pub trait Reload: sealed::Reload {}
+
+impl Reload for KeyedTiers {}
+#[cfg(feature = "redis")]
+impl Reload for super::RedisAsync {}
+
+mod sealed {
+    use super::*;
+
+    /// What a reload asks of a backend: a checked plan that changes
+    /// nothing, what it will announce, and its commit (which cannot fail).
+    pub trait Reload: Backend + Sized {
+        type Plan;
+        /// `config` checked against `old` (the configuration in force) and
+        /// made ready at `hz`; nothing in force changes.
+        fn plan(
+            &self,
+            config: &LayerConfig,
+            old: &LayerConfig,
+            hz: u64,
+        ) -> Result<Self::Plan, Error>;
+        /// The groups of tiers (and the fallback tiers) the plan's backend
+        /// will have.
+        fn announced(plan: &Self::Plan) -> (Vec<Vec<TierInfo>>, Option<Vec<TierInfo>>);
+        /// The backend of the plan, its series carried from `self`.
+        fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self;
+    }
+
+    /// The plans of a [`KeyedTiers`] reload (not nameable outside the crate).
+    pub struct KeyedPlan(
+        pub(crate) Vec<crate::config::TierPlan>,
+        pub(crate) Option<crate::backend::Routes>,
+    );
+}
+
+impl sealed::Reload for KeyedTiers {
+    type Plan = sealed::KeyedPlan;
+    fn plan(&self, config: &LayerConfig, _old: &LayerConfig, hz: u64) -> Result<Self::Plan, Error> {
+        if config.redis.is_some() {
+            return Err(fixed("redis"));
+        }
+        let plans = config.plan_tiers(hz, Some(self))?;
+        Ok(sealed::KeyedPlan(plans, config.routes()?))
+    }
+    fn announced(plan: &Self::Plan) -> (Vec<Vec<TierInfo>>, Option<Vec<TierInfo>>) {
+        let all: Vec<TierInfo> = plan.0.iter().map(|p| p.info()).collect();
+        (
+            crate::backend::Routes::groups_of(plan.1.as_ref(), all),
+            None,
+        )
+    }
+    fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self {
+        let _ = metrics_name;
+        #[allow(unused_mut)]
+        let mut backend = KeyedTiers {
+            tiers: plan.0.into_iter().map(|p| p.commit()).collect(),
+            when_full: self.when_full,
+            routes: plan.1,
+            #[cfg(feature = "metrics")]
+            metrics: Vec::new(),
+        };
+        // A kept tier keeps its table's series (and what they have
+        // published); a new tier's are registered.
+        #[cfg(feature = "metrics")]
+        backend.carry_metrics(self, metrics_name);
+        backend
+    }
+}
+
+#[cfg(feature = "redis")]
+impl sealed::Reload for super::RedisAsync {
+    type Plan = super::RedisAsync;
+    fn plan(&self, config: &LayerConfig, old: &LayerConfig, hz: u64) -> Result<Self::Plan, Error> {
+        let (Some(new), Some(was)) = (&config.redis, &old.redis) else {
+            return Err(fixed("redis"));
+        };
+        // The server, the key prefix (every client's keys) and the call
+        // settings stay; the failure policy follows the tiers.
+        unchanged(&new.target, &was.target, "redis.target")?;
+        unchanged(&new.prefix, &was.prefix, "redis.prefix")?;
+        unchanged(&new.timeout_ms, &was.timeout_ms, "redis.timeout_ms")?;
+        unchanged(&new.reconnect_ms, &was.reconnect_ms, "redis.reconnect_ms")?;
+        unchanged(
+            &new.fallback_capacity,
+            &was.fallback_capacity,
+            "redis.fallback_capacity",
+        )?;
+        let plan = config.redis_policy(hz)?;
+        self.reconfigured(plan).map_err(|e| Error::new("redis", e))
+    }
+    fn announced(plan: &Self::Plan) -> (Vec<Vec<TierInfo>>, Option<Vec<TierInfo>>) {
+        (plan.groups(), plan.fallback_tiers())
+    }
+    fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self {
+        // The failure counters and series are shared; a new fallback table
+        // gets its series.
+        #[cfg(feature = "metrics")]
+        plan.register_fallback_metrics(metrics_name);
+        #[cfg(not(feature = "metrics"))]
+        let _ = metrics_name;
+        plan
+    }
+}
+
+/// `Ok` if `field` keeps its value `was`, else its refusal.
+fn unchanged<T: PartialEq>(new: &T, was: &T, field: &str) -> Result<(), Error> {
+    if new == was {
+        Ok(())
+    } else {
+        Err(fixed(field))
+    }
+}
+
+fn fixed(field: &str) -> Error {
+    Error::new(
+        field,
+        "fixed when the layer is built: build a new layer to change it",
+    )
+}
+
+impl<C, B: Reload> Clone for Reloader<C, B> {
+    fn clone(&self) -> Self {
+        Reloader {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<C, B: Reload> core::fmt::Debug for Reloader<C, B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Reloader")
+            .field("tiers", &self.shared.live.load().announce().names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Clock + Send + Sync + 'static, B: Reload> RateLimitLayer<ConfigKey, B, C> {
+    /// The handle that reloads this layer (and every clone of it and of
+    /// its services). Only a layer made by [`LayerConfig::build`] or
+    /// [`LayerConfig::build_redis`] has a configuration to change: on
+    /// another, [`Reloader::apply`] says so.
+    pub fn reloader(&self) -> Reloader<C, B> {
+        Reloader {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
+    fn lock(&self) -> MutexGuard<'_, Option<Applied>> {
+        // A reload that panicked left the rules it had swapped in (or the
+        // old ones): either is whole, so the lock's poison is not a state.
+        self.shared
+            .applied
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The configuration in force (with the overrides set at run time).
+    /// A layer not built from a configuration has none: an empty one.
+    pub fn config(&self) -> LayerConfig {
+        match &*self.lock() {
+            Some(a) => a.config.clone(),
+            None => LayerConfig {
+                key: super::config::KeyConfig {
+                    client: super::config::KeySource::PeerIp,
+                    endpoint: None,
+                },
+                tiers: Vec::new(),
+                fields: Default::default(),
+                keyless: Default::default(),
+                challenge: None,
+                when_full: cellrate::keyed::WhenFull::Deny,
+                redis: None,
+                metrics_name: None,
+            },
+        }
+    }
+
+    /// Makes `config` the rules in force, keeping every client's state
+    /// (see [`Reloader`]); all or nothing: an error names the
+    /// place of the first problem and changes nothing.
+    pub fn apply(&self, config: &LayerConfig) -> Result<(), Error> {
+        let mut applied = self.lock();
+        self.apply_locked(&mut applied, config)
+    }
+
+    /// Sets (`Some`) or removes (`None`: the client follows the tier's
+    /// default quota again) the override of one client in one tier, as
+    /// [`apply`](Self::apply) with the configuration in force changed in
+    /// that one place; every other client and tier is untouched.
+    pub fn set_override(
+        &self,
+        tier: &str,
+        client: &str,
+        quota: Option<QuotaSpec>,
+    ) -> Result<(), Error> {
+        let mut applied = self.lock();
+        let Some(mut next) = applied.as_ref().map(|a| a.config.clone()) else {
+            return Err(not_configured());
+        };
+        let Some(t) = next.tiers.iter_mut().find(|t| t.name == tier) else {
+            return Err(Error::new(
+                "tiers",
+                format_args!("no tier is named {tier:?}"),
+            ));
+        };
+        match quota {
+            Some(q) => {
+                t.overrides.insert(String::from(client), q);
+            }
+            None => {
+                t.overrides.remove(client);
+            }
+        }
+        self.apply_locked(&mut applied, &next)
+    }
+
+    /// The `limiter` label of the layer's series ("" without `metrics`).
+    fn metrics_name(&self) -> &str {
+        #[cfg(feature = "metrics")]
+        return &self.shared.metrics_name;
+        #[cfg(not(feature = "metrics"))]
+        ""
+    }
+
+    fn apply_locked(
+        &self,
+        applied: &mut Option<Applied>,
+        config: &LayerConfig,
+    ) -> Result<(), Error> {
+        let Some(Applied { config: old, hz }) = applied.as_ref() else {
+            return Err(not_configured());
+        };
+        let hz = *hz;
+        unchanged(&config.key, &old.key, "key")?;
+        unchanged(&config.fields, &old.fields, "fields")?;
+        unchanged(&config.keyless, &old.keyless, "keyless")?;
+        unchanged(&config.challenge, &old.challenge, "challenge")?;
+        unchanged(&config.when_full, &old.when_full, "when_full")?;
+        unchanged(&config.metrics_name, &old.metrics_name, "metrics_name")?;
+        if config.tiers.is_empty() {
+            return Err(Error::new("tiers", super::ConfigError::NoTiers));
+        }
+        let current = self.shared.live.load_full();
+        let plan = current.backend.plan(config, old, hz)?;
+        let (groups, fallback) = B::announced(&plan);
+        let announces = super::announces(
+            groups.clone(),
+            fallback,
+            self.shared.fields,
+            self.metrics_name(),
+        )
+        .map_err(|e| Error::new("tiers", e))?;
+        // Checked: from here on nothing fails.
+        let backend = current.backend.commit(plan, self.metrics_name());
+        debug_assert_eq!(backend.groups(), groups);
+        self.shared.live.store(Arc::new(Live {
+            backend: Arc::new(backend),
+            announces,
+        }));
+        *applied = Some(Applied {
+            config: config.clone(),
+            hz,
+        });
+        Ok(())
+    }
+}
+
+fn not_configured() -> Error {
+    Error::new(
+        "",
+        "this layer was not built from a LayerConfig: it has no configuration to change",
+    )
+}

@@ -1,0 +1,159 @@
+//! The reference model of a layer's reloads, shared by `tests/tower_reload.rs`
+//! (in process) and `tests/tower_redis_reload.rs` (on Redis): the rules of
+//! one reload, the TOML of their tiers, and GCRA as the definition states
+//! it per (tier, client).
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+
+use cellrate_tower::RouteName;
+use http::{Request, Response};
+use proptest::prelude::*;
+use tower::{Service, ServiceExt};
+
+/// The quotas a run draws from: (rate, burst) per `unit` (`"s"`, `"h"`),
+/// with `unit_len` the unit in the model's time unit; every emission
+/// interval `unit_len / rate` is a whole number.
+pub struct Quotas {
+    pub table: [(u64, u64); 6],
+    pub unit: &'static str,
+    pub unit_len: u64,
+}
+
+impl Quotas {
+    fn spec(&self, i: usize) -> String {
+        let (rate, burst) = self.table[i];
+        format!("{rate}/{}, burst {burst}", self.unit)
+    }
+    /// The burst of quota `i`.
+    pub fn burst(&self, i: usize) -> u64 {
+        self.table[i].1
+    }
+}
+
+/// The rules of one reload: the "key" tier's default quota, client 0's
+/// override in it, and whether an "extra" tier (with its quota) is there.
+#[derive(Clone, Debug)]
+pub struct Rules {
+    pub default: usize,
+    pub override0: Option<usize>,
+    pub extra: Option<usize>,
+}
+
+/// Any rules over a table of six quotas.
+pub fn rules() -> impl Strategy<Value = Rules> {
+    (
+        0..6usize,
+        prop::option::of(0..6usize),
+        prop::option::of(0..6usize),
+    )
+        .prop_map(|(default, override0, extra)| Rules {
+            default,
+            override0,
+            extra,
+        })
+}
+
+/// The `[[tiers]]` of `r` in TOML (client `c0`'s override included).
+pub fn tiers_toml(q: &Quotas, r: &Rules) -> String {
+    let mut text = format!(
+        "[[tiers]]\nname = \"key\"\nquota = \"{}\"\ncapacity = 64\nmax_overrides = 4\n",
+        q.spec(r.default)
+    );
+    if let Some(o) = r.override0 {
+        text += &format!("overrides = {{ c0 = \"{}\" }}\n", q.spec(o));
+    }
+    if let Some(e) = r.extra {
+        text += &format!(
+            "[[tiers]]\nname = \"extra\"\nquota = \"{}\"\ncapacity = 64\n",
+            q.spec(e)
+        );
+    }
+    text
+}
+
+/// The reference: GCRA as the definition states it, per (tier, client). A
+/// request of cost 1 at `now` conforms iff `max(tat, now) − now ≤ τ =
+/// (burst − 1)·T` in every tier in force; then each sets
+/// `tat = max(tat, now) + T`. A tier that is removed loses its clients'
+/// TATs if `forgets_removed` (an in-process table is dropped), else keeps
+/// them (on Redis they stay on the server under the tier's name).
+pub struct Model {
+    quotas: &'static Quotas,
+    forgets_removed: bool,
+    /// tier name → client → TAT.
+    tat: BTreeMap<&'static str, BTreeMap<u8, u64>>,
+}
+
+impl Model {
+    pub fn new(quotas: &'static Quotas, forgets_removed: bool) -> Self {
+        Model {
+            quotas,
+            forgets_removed,
+            tat: BTreeMap::new(),
+        }
+    }
+    fn quota(&self, r: &Rules, tier: &str, client: u8) -> (u64, u64) {
+        let i = match (tier, client, r.override0) {
+            ("key", 0, Some(o)) => o,
+            ("key", _, _) => r.default,
+            _ => r.extra.unwrap(),
+        };
+        let (rate, burst) = self.quotas.table[i];
+        (self.quotas.unit_len / rate, burst)
+    }
+    fn tiers(r: &Rules) -> Vec<&'static str> {
+        let mut t = vec!["key"];
+        if r.extra.is_some() {
+            t.push("extra");
+        }
+        t
+    }
+    /// The rules `r` are now in force.
+    pub fn reload(&mut self, r: &Rules) {
+        if self.forgets_removed && r.extra.is_none() {
+            self.tat.remove("extra");
+        }
+    }
+    /// Whether one request of `client` at `now` under `r` is admitted.
+    pub fn check(&mut self, r: &Rules, client: u8, now: u64) -> bool {
+        let tiers = Self::tiers(r);
+        let conforms = tiers.iter().all(|t| {
+            let (interval, burst) = self.quota(r, t, client);
+            let tat = self.tat.get(t).and_then(|m| m.get(&client)).copied();
+            tat.unwrap_or(now).max(now) - now <= (burst - 1) * interval
+        });
+        if conforms {
+            for t in tiers {
+                let (interval, _) = self.quota(r, t, client);
+                let entry = self.tat.entry(t).or_default().entry(client).or_insert(now);
+                *entry = (*entry).max(now) + interval;
+            }
+        }
+        conforms
+    }
+}
+
+/// One request of client `key` through `svc` (on route `/`).
+pub async fn call<S>(svc: &mut S, key: &str) -> Response<String>
+where
+    S: Service<Request<String>, Response = Response<String>, Error = Infallible>,
+{
+    let mut req = Request::builder()
+        .header("x-api-key", key)
+        .body(String::new())
+        .unwrap();
+    req.extensions_mut().insert(RouteName("/"));
+    svc.ready().await.unwrap().call(req).await.unwrap()
+}
+
+/// A service that answers 200.
+pub fn ok_service(
+) -> impl Service<Request<String>, Response = Response<String>, Error = Infallible, Future: Send>
+       + Clone
+       + Send {
+    tower::service_fn(|_req: Request<String>| async {
+        Ok::<_, Infallible>(Response::new(String::from("ok")))
+    })
+}

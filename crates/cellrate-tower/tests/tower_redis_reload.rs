@@ -1,0 +1,348 @@
+//! Live reconfiguration of a layer on Redis (features `redis`, `tower`,
+//! `serde`): a layer made by `LayerConfig::build_redis` takes new rules
+//! through its `Reloader`, and
+//!
+//! * every decision across any schedule of reloads (quotas changed, a tier
+//!   added and removed, one client's override set and dropped) equals a
+//!   reference model in which a client's state on the server survives
+//!   every reload: no over-admission at the switch, on Redis;
+//! * the seed's story: acct_123 spends its 100/min, the operator raises it
+//!   to 500/min, and the next request sees it, debt kept as time;
+//! * what the server holds cannot change under a running layer (target,
+//!   prefix, call settings): refused with the field's name, the rules in
+//!   force staying.
+//!
+//! The tests that need a server are `#[ignore]`d; `scripts/stages/70-redis.sh`
+//! runs them against the one it starts (`CELLRATE_REDIS_URL`).
+#![cfg(all(feature = "redis", feature = "serde"))]
+
+#[path = "../../cellrate-redis/tests/support/redis_env.rs"]
+mod redis_env;
+#[path = "support/reload_model.rs"]
+mod reload_model;
+use reload_model::{call, ok_service, rules, tiers_toml, Model, Quotas, Rules};
+
+use std::time::{Duration, Instant};
+
+use cellrate::time::StdClock;
+use cellrate_tower::config::LayerConfig;
+use http::StatusCode;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use tower::Layer;
+
+fn read(text: &str) -> LayerConfig {
+    toml::from_str(text).unwrap()
+}
+
+/// Quotas per hour, (rate, burst), the model's time in seconds. Every
+/// emission interval is a multiple of 120 s, so every TAT and tolerance the
+/// model meets is too: the few hundred milliseconds a case takes on the
+/// server's clock never move a decision, and the model takes the time as
+/// constant.
+static QUOTAS: Quotas = Quotas {
+    table: [(1, 1), (3, 2), (5, 5), (10, 3), (30, 4), (10, 1)],
+    unit: "h",
+    unit_len: 3_600,
+};
+
+fn config(prefix: &str, r: &Rules) -> LayerConfig {
+    let url = redis_env::env("CELLRATE_REDIS_URL");
+    read(&format!(
+        "key = {{ client = {{ header = \"x-api-key\" }} }}\nfields = \"both\"\n\
+         [redis]\ntarget = {{ standalone = \"{url}\" }}\nprefix = \"{prefix}\"\n\
+         failure = \"closed\"\n{}",
+        tiers_toml(&QUOTAS, r)
+    ))
+}
+
+/// One tier "key" of `quota` on the server `url` under `prefix`, failing
+/// closed.
+fn one_tier(url: &str, prefix: &str, quota: &str) -> LayerConfig {
+    read(&format!(
+        r#"
+        key = {{ client = {{ header = "x-api-key" }} }}
+        [[tiers]]
+        name = "key"
+        quota = "{quota}"
+        capacity = 64
+        [redis]
+        target = {{ standalone = "{url}" }}
+        prefix = "{prefix}"
+        failure = "closed"
+        "#
+    ))
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Request(u8),
+    Reload(Rules),
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(
+        prop_oneof![
+            6 => (0u8..3).prop_map(Op::Request),
+            1 => rules().prop_map(Op::Reload),
+        ],
+        1..60,
+    )
+}
+
+/// Every answer across any schedule of reloads is the model's: a kept tier
+/// keeps each client's TAT on the server and judges it by the new quota
+/// from the switch on; the override of one client changes that client
+/// alone; the fields announce the rules in force.
+#[test]
+#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
+fn reloads_on_redis_decide_as_the_model() {
+    redis_env::standalone();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut runner = TestRunner::new(Config::with_cases(48));
+    runner
+        .run(&(rules(), ops()), |(first, ops)| {
+            rt.block_on(async {
+                let prefix = redis_env::unique("reload");
+                let layer = config(&prefix, &first)
+                    .build_redis(StdClock::new(), StdClock::HZ)
+                    .unwrap();
+                let reloader = layer.reloader();
+                let mut svc = layer.layer(ok_service());
+                let mut model = Model::new(&QUOTAS, false);
+                let mut rules = first;
+                for op in ops {
+                    match op {
+                        Op::Reload(r) => {
+                            reloader.apply(&config(&prefix, &r)).unwrap();
+                            rules = r;
+                        }
+                        Op::Request(client) => {
+                            let got = call(&mut svc, &format!("c{client}")).await;
+                            let want = model.check(&rules, client, 0);
+                            prop_assert_eq!(
+                                got.status() == StatusCode::OK,
+                                want,
+                                "client {} under {:?}: {:?}",
+                                client,
+                                rules,
+                                got.headers()
+                            );
+                            if !want {
+                                prop_assert_eq!(got.status(), StatusCode::TOO_MANY_REQUESTS);
+                            }
+                            let policy = got.headers()["ratelimit-policy"].to_str().unwrap();
+                            prop_assert!(
+                                policy.starts_with(&format!(
+                                    "\"key\";q={};",
+                                    QUOTAS.burst(rules.default)
+                                )),
+                                "{}",
+                                policy
+                            );
+                            prop_assert_eq!(policy.contains("\"extra\""), rules.extra.is_some());
+                        }
+                    }
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+}
+
+/// The seed's story on Redis: acct_123 spends its 100/min, the operator
+/// raises it to 500/min, and once the debt allows it (kept as time: 60 s of
+/// debt against 500/min's 59.88 s of tolerance, so 120 ms after the first
+/// request) the next request is admitted under the new quota, not with a
+/// new burst; acct_9 is untouched; dropping the override brings the
+/// default back, still owing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
+async fn one_clients_override_changes_alone_on_redis() {
+    let (url, prefix) = (redis_env::standalone(), redis_env::unique("story"));
+    let text = one_tier(&url, &prefix, "100/min");
+    let layer = text.build_redis(StdClock::new(), StdClock::HZ).unwrap();
+    let reloader = layer.reloader();
+    let mut svc = layer.layer(ok_service());
+    let first = Instant::now();
+    for _ in 0..100 {
+        assert_eq!(call(&mut svc, "acct_123").await.status(), StatusCode::OK);
+    }
+    for _ in 0..99 {
+        assert_eq!(call(&mut svc, "acct_9").await.status(), StatusCode::OK);
+    }
+    let refused = call(&mut svc, "acct_123").await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(
+        first.elapsed() < Duration::from_millis(500),
+        "too slow for the story: {:?}",
+        first.elapsed()
+    );
+    reloader
+        .set_override("key", "acct_123", Some("500/min".parse().unwrap()))
+        .unwrap();
+    if let Some(rest) = Duration::from_millis(130).checked_sub(first.elapsed()) {
+        tokio::time::sleep(rest).await;
+    }
+    let next = call(&mut svc, "acct_123").await;
+    assert_eq!(next.status(), StatusCode::OK, "{:?}", next.headers());
+    assert_eq!(next.headers()["x-ratelimit-limit"], "500");
+    // No new burst: at most one cell per 120 ms since the first request.
+    let mut more = 0;
+    while call(&mut svc, "acct_123").await.status() == StatusCode::OK {
+        more += 1;
+        assert!(more < 500, "a new burst: the debt was forgotten");
+    }
+    let earned = first.elapsed().as_millis() as u64 / 120;
+    assert!(more < earned, "{more} more admitted, {earned} earned");
+    // acct_9 is untouched: its last cell of the burst.
+    assert_eq!(call(&mut svc, "acct_9").await.status(), StatusCode::OK);
+    // Dropping the override: 100/min again, still owing (its TAT is about
+    // 60 s ahead, 100/min tolerates 59.4 s).
+    reloader.set_override("key", "acct_123", None).unwrap();
+    let back = call(&mut svc, "acct_123").await;
+    assert_eq!(back.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(back.headers()["x-ratelimit-limit"], "100");
+}
+
+/// What decides where clients' state lives, or how the layer calls the
+/// server, is fixed: a reload that changes it is refused with the field's
+/// name and the rules in force stay. Needs no server (the layer connects
+/// at its first request).
+#[test]
+fn a_redis_reload_keeps_the_server_settings() {
+    let base = r#"
+        key = { client = { header = "x-api-key" } }
+        tiers = [{ name = "key", quota = "10/min", capacity = 8 }]
+        [redis]
+        target = { standalone = "redis://127.0.0.1:1/" }
+        prefix = "rl"
+        failure = { fallback = ["5/min"] }
+    "#;
+    let layer = read(base)
+        .build_redis(StdClock::new(), StdClock::HZ)
+        .unwrap();
+    let reloader = layer.reloader();
+    let changed = |from: &str, to: &str| read(&base.replace(from, to));
+    for (from, to, field) in [
+        ("127.0.0.1:1", "127.0.0.1:2", "redis.target"),
+        (r#"prefix = "rl""#, r#"prefix = "other""#, "redis.prefix"),
+        (
+            r#"prefix = "rl""#,
+            "prefix = \"rl\"\ntimeout_ms = 5",
+            "redis.timeout_ms",
+        ),
+        (
+            r#"prefix = "rl""#,
+            "prefix = \"rl\"\nfallback_capacity = 5",
+            "redis.fallback_capacity",
+        ),
+    ] {
+        let e = reloader.apply(&changed(from, to)).unwrap_err();
+        assert_eq!(e.path(), field, "{e}");
+    }
+    // No Redis section: the layer cannot leave its server.
+    let local = read(
+        r#"
+        key = { client = { header = "x-api-key" } }
+        tiers = [{ name = "key", quota = "10/min", capacity = 8 }]
+    "#,
+    );
+    assert_eq!(reloader.apply(&local).unwrap_err().path(), "redis");
+    // A fallback list that no longer matches the tiers names its place.
+    let two = changed(
+        r#"tiers = [{ name = "key", quota = "10/min", capacity = 8 }]"#,
+        r#"tiers = [{ name = "key", quota = "10/min", capacity = 8 }, { name = "b", quota = "1/s", capacity = 8 }]"#,
+    );
+    let e = reloader.apply(&two).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "redis.failure.fallback: one quota per tier: 2 tiers, 1 quota"
+    );
+    // Overrides are checked as in process.
+    let bad = changed(
+        r#"capacity = 8 }]"#,
+        r#"capacity = 8, max_overrides = 1, overrides = { a = "1/s", b = "2/s" } }]"#,
+    );
+    assert_eq!(
+        reloader.apply(&bad).unwrap_err().to_string(),
+        "tiers[0].overrides: 2 overrides, more than max_overrides (1)"
+    );
+    // A good change goes through, and the rules in force say so.
+    let raised = changed(r#"quota = "10/min""#, r#"quota = "20/min""#);
+    reloader.apply(&raised).unwrap();
+    assert_eq!(reloader.config(), raised);
+}
+
+/// Under load on Redis: four clients at their limits from concurrent tasks
+/// while the rules switch between two quotas every 10 ms. Each client's
+/// admissions over the run stay within the bound of the quotas it had
+/// (`n ≤ (elapsed + b_max·T_max) / T_min`, proved in the `Reloader` docs),
+/// which a reload that reset a client (a new burst per switch) would break
+/// many times over; and each client is admitted at least at the slower
+/// rate, so the layer did not refuse by mistake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
+async fn reloads_under_load_on_redis_stay_within_the_bound() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let url = redis_env::standalone();
+    let prefix = redis_env::unique("load");
+    let rules = |quota: &str| one_tier(&url, &prefix, quota);
+    // T = 20 ms, b = 5 and T = 50 ms, b = 2.
+    let (fast, slow) = (rules("50/s, burst 5"), rules("20/s, burst 2"));
+    let layer = fast.build_redis(StdClock::new(), StdClock::HZ).unwrap();
+    let reloader = layer.reloader();
+    let svc = layer.layer(ok_service());
+    let stop = Arc::new(AtomicBool::new(false));
+    let admitted: Arc<[AtomicU64; 4]> = Arc::new(Default::default());
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..4 {
+        for _ in 0..2 {
+            let (mut svc, stop, admitted) = (svc.clone(), stop.clone(), admitted.clone());
+            tasks.push(tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let r = call(&mut svc, &format!("load{c}")).await;
+                    match r.status() {
+                        StatusCode::OK => {
+                            admitted[c].fetch_add(1, Ordering::Relaxed);
+                        }
+                        StatusCode::TOO_MANY_REQUESTS => {}
+                        other => panic!("{other}: {:?}", r.headers()),
+                    }
+                }
+            }));
+        }
+    }
+    let mut switches = 0;
+    while start.elapsed() < Duration::from_millis(1_500) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        reloader
+            .apply(if switches % 2 == 0 { &slow } else { &fast })
+            .unwrap();
+        switches += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let elapsed = start.elapsed().as_millis() as u64;
+    // Server time may run a little ahead of ours between the first and
+    // the last request: 20 ms of slack, one cell at the fastest rate.
+    let bound = (elapsed + 20 + 5 * 50) / 20;
+    let floor = elapsed / 50 / 2;
+    for (c, n) in admitted.iter().enumerate() {
+        let n = n.load(Ordering::Relaxed);
+        assert!(
+            n <= bound,
+            "client {c}: {n} admitted in {elapsed} ms, bound {bound}"
+        );
+        assert!(n >= floor, "client {c}: only {n} admitted in {elapsed} ms");
+    }
+    assert!(switches > 50, "{switches} reloads");
+}

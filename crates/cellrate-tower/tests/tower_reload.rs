@@ -1,0 +1,487 @@
+//! Live reconfiguration of the HTTP layer (features `tower`, `serde`;
+//! the loopback test also `axum`): a layer built from a `LayerConfig`
+//! takes new ones through its `Reloader`, and
+//!
+//! * every decision across any schedule of reloads equals a reference
+//!   model (a plain GCRA per client and tier, whose state survives a
+//!   reload of a kept tier and starts over for a tier that was removed):
+//!   no over-admission at the switch, in process;
+//! * under load over loopback HTTP, with clients at their limits while the
+//!   rules change every few milliseconds, no client is ever admitted more
+//!   than the bound of the quotas it had (which a client reset by a reload
+//!   would break);
+//! * bad configurations are refused with their place and the old rules
+//!   stay in force.
+#![cfg(feature = "serde")]
+
+use std::sync::Arc;
+
+#[path = "support/reload_model.rs"]
+mod reload_model;
+use reload_model::{call, ok_service, rules, tiers_toml, Model, Quotas, Rules};
+
+use cellrate::config::QuotaSpec;
+use cellrate::{Clock, ManualClock};
+use cellrate_tower::config::LayerConfig;
+use http::StatusCode;
+use proptest::prelude::*;
+use tower::Layer;
+
+/// A clock the test moves while the layer holds it (1 tick = 1 ms).
+struct TestClock(Arc<ManualClock>);
+
+impl Clock for TestClock {
+    fn now(&self) -> u64 {
+        self.0.now()
+    }
+}
+
+fn read(text: &str) -> LayerConfig {
+    toml::from_str(text).unwrap()
+}
+
+/// Quotas whose emission interval is a whole number of ms, so the model's
+/// arithmetic is plain integers: (per second, burst).
+static QUOTAS: Quotas = Quotas {
+    table: [(1, 1), (4, 2), (10, 5), (20, 3), (50, 10), (100, 1)],
+    unit: "s",
+    unit_len: 1_000,
+};
+
+fn config(r: &Rules) -> LayerConfig {
+    read(&format!(
+        "key = {{ client = {{ header = \"x-api-key\" }} }}\nfields = \"both\"\n{}",
+        tiers_toml(&QUOTAS, r)
+    ))
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Request { client: u8, after_ms: u64 },
+    Reload(Rules),
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(
+        prop_oneof![
+            8 => (0u8..3, prop_oneof![Just(0u64), 0u64..30, 0u64..600])
+                .prop_map(|(client, after_ms)| Op::Request { client, after_ms }),
+            1 => rules().prop_map(Op::Reload),
+        ],
+        1..120,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// Every answer across any schedule of reloads is the model's: a kept
+    /// tier keeps each client's TAT and judges it by the new quota from the
+    /// switch on; an added tier starts empty; the override of one client
+    /// changes that client alone.
+    #[test]
+    fn reloads_decide_as_the_model(first in rules(), ops in ops()) {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(async {
+            let clock = Arc::new(ManualClock::new(1_000_000));
+            let layer = config(&first).build(TestClock(clock.clone()), 1_000).unwrap();
+            let reloader = layer.reloader();
+            let mut svc = layer.layer(ok_service());
+            let mut model = Model::new(&QUOTAS, true);
+            let mut rules = first;
+            for op in ops {
+                match op {
+                    Op::Reload(r) => {
+                        reloader.apply(&config(&r)).unwrap();
+                        model.reload(&r);
+                        rules = r;
+                    }
+                    Op::Request { client, after_ms } => {
+                        clock.advance(after_ms);
+                        let got = call(&mut svc, &format!("c{client}")).await;
+                        let want = model.check(&rules, client, clock.now());
+                        prop_assert_eq!(
+                            got.status() == StatusCode::OK,
+                            want,
+                            "client {} at {} under {:?}: {:?}",
+                            client,
+                            clock.now(),
+                            rules,
+                            got.headers()
+                        );
+                        if !want {
+                            prop_assert_eq!(got.status(), StatusCode::TOO_MANY_REQUESTS);
+                        }
+                        // The fields announce the rules in force.
+                        let policy = got.headers()["ratelimit-policy"].to_str().unwrap();
+                        prop_assert!(
+                            policy.starts_with(&format!(
+                                "\"key\";q={};",
+                                QUOTAS.burst(rules.default)
+                            )),
+                            "{}",
+                            policy
+                        );
+                        prop_assert_eq!(policy.contains("\"extra\""), rules.extra.is_some());
+                    }
+                }
+            }
+            Ok(())
+        })?;
+    }
+}
+
+/// The seed's story, in process: acct_123 spends its 100/min, the operator
+/// raises it to 500/min, and the very next request sees it; nobody else
+/// changes, and removing the override brings the default back without
+/// resetting the client.
+#[tokio::test]
+async fn one_clients_override_changes_alone() {
+    let clock = Arc::new(ManualClock::new(0));
+    let layer = read(
+        r#"
+        key = { client = { header = "x-api-key" } }
+        [[tiers]]
+        name = "key"
+        quota = "100/min"
+        capacity = 64
+        overrides = { acct_123 = "100/min" }
+        "#,
+    )
+    .build(TestClock(clock.clone()), 1_000)
+    .unwrap();
+    let reloader = layer.reloader();
+    let mut svc = layer.clone().layer(ok_service());
+    for _ in 0..100 {
+        assert_eq!(call(&mut svc, "acct_123").await.status(), StatusCode::OK);
+    }
+    for _ in 0..99 {
+        assert_eq!(call(&mut svc, "acct_9").await.status(), StatusCode::OK);
+    }
+    assert_eq!(
+        call(&mut svc, "acct_123").await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // 600 ms later: 1 cell at 100/min (600 ms each) but 5 at 500/min
+    // (burst 500): the debt (60 s) is kept as time, and judged by the new
+    // quota from the switch on.
+    clock.advance(600);
+    reloader
+        .set_override("key", "acct_123", Some("500/min".parse().unwrap()))
+        .unwrap();
+    let next = call(&mut svc, "acct_123").await;
+    assert_eq!(next.status(), StatusCode::OK);
+    assert_eq!(next.headers()["x-ratelimit-limit"], "500");
+    for _ in 0..4 {
+        assert_eq!(call(&mut svc, "acct_123").await.status(), StatusCode::OK);
+    }
+    assert_eq!(
+        call(&mut svc, "acct_123").await.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "the debt is kept as time: 600 ms earn 5 cells at 500/min, not a new burst"
+    );
+    // acct_9 is untouched: its last cell of the burst, plus the one 600 ms earn.
+    assert_eq!(call(&mut svc, "acct_9").await.status(), StatusCode::OK);
+    assert_eq!(call(&mut svc, "acct_9").await.status(), StatusCode::OK);
+    assert_eq!(
+        call(&mut svc, "acct_9").await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // Removing the override: acct_123 follows 100/min again, still owing.
+    reloader.set_override("key", "acct_123", None).unwrap();
+    assert_eq!(
+        call(&mut svc, "acct_123").await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert!(reloader.config().tiers[0].overrides.is_empty());
+}
+
+/// A bad configuration is refused with its place and nothing changes.
+#[tokio::test]
+async fn a_bad_reload_keeps_the_old_rules() {
+    let clock = Arc::new(ManualClock::new(0));
+    let base = r#"
+        key = { client = { header = "x-api-key" } }
+        [[tiers]]
+        name = "key"
+        quota = "2/min"
+        capacity = 64
+        max_overrides = 1
+        "#;
+    let layer = read(base).build(TestClock(clock.clone()), 1_000).unwrap();
+    let reloader = layer.reloader();
+    let mut svc = layer.layer(ok_service());
+    assert_eq!(call(&mut svc, "a").await.status(), StatusCode::OK);
+    let cases: [(&str, &str); 8] = [
+        (
+            "key = { client = { header = \"x-other\" } }\ntiers = [{ name = \"key\", quota = \"9/s\", capacity = 64, max_overrides = 1 }]",
+            "key: fixed when the layer is built: build a new layer to change it",
+        ),
+        (
+            "key = { client = { header = \"x-api-key\" } }\ntiers = []",
+            "tiers: the backend has no tiers",
+        ),
+        (
+            "key = { client = { header = \"x-api-key\" } }\ntiers = [{ name = \"key\", quota = \"9/s\", capacity = 65, max_overrides = 1 }]",
+            "tiers[0].capacity: fixed while tier \"key\" lives (its table keeps every client's state): give the tier a new name to make a new table",
+        ),
+        (
+            "key = { client = { header = \"x-api-key\" } }\ntiers = [{ name = \"key\", quota = \"9/s\", capacity = 64, max_overrides = 1, scope = \"client_and_endpoint\" }]",
+            "tiers[0].scope: client_and_endpoint needs key.endpoint",
+        ),
+        (
+            "key = { client = { header = \"x-api-key\" } }\ntiers = [{ name = \"key\", quota = \"9/s\", capacity = 64, max_overrides = 1, overrides = { a = \"1/s\", b = \"1/s\" } }]",
+            "tiers[0].overrides: 2 overrides, more than max_overrides (1)",
+        ),
+        (
+            "key = { client = { header = \"x-api-key\" } }\ntiers = [{ name = \"key\", quota = \"9/s\", capacity = 64, max_overrides = 1 }, { name = \"key\", quota = \"1/s\", capacity = 1 }]",
+            "tiers[1].name: tier name \"key\" is used twice",
+        ),
+        (
+            "key = { client = { header = \"x-api-key\" } }\ntiers = [{ name = \"key\", quota = \"9/s, hz 10\", capacity = 64, max_overrides = 1 }]",
+            "tiers[0].quota: a tier must count ticks at the clock's frequency",
+        ),
+        (
+            "key = { client = { header = \"x-api-key\" } }\nfields = \"ietf\"\ntiers = [{ name = \"key\", quota = \"9/s\", capacity = 64, max_overrides = 1 }]",
+            "fields: fixed when the layer is built: build a new layer to change it",
+        ),
+    ];
+    for (text, error) in cases {
+        assert_eq!(
+            reloader.apply(&read(text)).unwrap_err().to_string(),
+            error,
+            "{text}"
+        );
+    }
+    // Override slots: one, bound to "a" for the tier's life.
+    reloader
+        .set_override("key", "a", Some("5/min".parse().unwrap()))
+        .unwrap();
+    reloader.set_override("key", "a", None).unwrap();
+    assert!(reloader
+        .set_override("key", "b", Some("5/min".parse().unwrap()))
+        .unwrap_err()
+        .to_string()
+        .starts_with("tiers[0].overrides.b: every one of the tier's 1 override slots is taken"));
+    assert_eq!(
+        reloader
+            .set_override("nope", "a", None)
+            .unwrap_err()
+            .to_string(),
+        "tiers: no tier is named \"nope\""
+    );
+    // Still 2/min, and "a" still owes its first cell.
+    assert_eq!(call(&mut svc, "a").await.status(), StatusCode::OK);
+    assert_eq!(
+        call(&mut svc, "a").await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(reloader.config(), read(base));
+    let _ = QuotaSpec::new(1, "s".parse().unwrap());
+}
+
+/// A layer written in code has no configuration to change.
+#[test]
+fn a_layer_built_in_code_has_nothing_to_reload() {
+    use cellrate_tower::{KeyedTiers, RateLimitLayer};
+    let config = read("key = { client = { header = \"x-api-key\" } }\ntiers = [{ name = \"k\", quota = \"1/s\", capacity = 1 }]");
+    let key = config.key.build().unwrap();
+    let tiers = KeyedTiers::new()
+        .per_client("k", cellrate::Quota::per_second(1).at_hz(1_000), 1)
+        .unwrap();
+    let layer = RateLimitLayer::builder(key, tiers, ManualClock::new(0))
+        .build()
+        .unwrap();
+    assert_eq!(
+        layer.reloader().apply(&config).unwrap_err().to_string(),
+        "this layer was not built from a LayerConfig: it has no configuration to change"
+    );
+}
+
+#[cfg(feature = "axum")]
+mod loopback {
+    use super::*;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpStream;
+    use std::time::{Duration, Instant};
+
+    /// One keep-alive HTTP/1.1 connection.
+    struct Conn {
+        reader: BufReader<TcpStream>,
+        writer: TcpStream,
+    }
+
+    impl Conn {
+        fn new(addr: &str) -> Self {
+            let s = TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s.set_nodelay(true).unwrap();
+            Conn {
+                reader: BufReader::new(s.try_clone().unwrap()),
+                writer: s,
+            }
+        }
+        fn get(&mut self, key: &str) -> u16 {
+            write!(
+                self.writer,
+                "GET / HTTP/1.1\r\nHost: test\r\nx-api-key: {key}\r\n\r\n"
+            )
+            .unwrap();
+            let mut status = String::new();
+            self.reader.read_line(&mut status).unwrap();
+            let code = status.split(' ').nth(1).unwrap().parse().unwrap();
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                self.reader.read_line(&mut line).unwrap();
+                if line == "\r\n" {
+                    break;
+                }
+                if let Some((k, v)) = line.split_once(':') {
+                    if k.eq_ignore_ascii_case("content-length") {
+                        length = v.trim().parse().unwrap();
+                    }
+                }
+            }
+            let mut body = vec![0; length];
+            self.reader.read_exact(&mut body).unwrap();
+            code
+        }
+    }
+
+    /// Two quotas the rules swing between, in ms: (interval, burst).
+    const SLOW: (&str, u64, u64) = ("50/s, burst 10", 20, 10);
+    const FAST: (&str, u64, u64) = ("100/s, burst 5", 10, 5);
+
+    fn rules(quota: &str, with_extra: bool) -> LayerConfig {
+        let mut text = format!(
+            "key = {{ client = {{ header = \"x-api-key\" }} }}\n\
+             [[tiers]]\nname = \"key\"\nquota = \"{quota}\"\ncapacity = 1024\n"
+        );
+        if with_extra {
+            text += "[[tiers]]\nname = \"extra\"\nquota = \"1000/s\"\ncapacity = 1024\n";
+        }
+        read(&text)
+    }
+
+    /// Four clients at their limits over loopback HTTP while the rules
+    /// change every 25 ms (the quota swings between 50/s burst 10 and
+    /// 100/s burst 5, and a second tier comes and goes): at no time is a
+    /// client over `(Δt + b_max·T_max) / T_min` admissions in any span
+    /// `Δt` (see `tower::Reloader`'s proof sketch). A reload that reset a
+    /// client would hand it a burst per reload: about 5 × 80 extra cells
+    /// over the run, far past the bound.
+    #[test]
+    fn reloads_under_load_never_over_admit() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let layer = rules(SLOW.0, false)
+            .build(
+                cellrate::time::StdClock::new(),
+                cellrate::time::StdClock::HZ,
+            )
+            .unwrap();
+        let reloader = layer.reloader();
+        let router = axum::Router::new()
+            .route("/", axum::routing::get(|| async { "ok" }))
+            .layer(layer);
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        rt.spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+
+        let run = Duration::from_secs(2);
+        let start = Instant::now();
+        let clients: Vec<_> = (0..4)
+            .map(|c| {
+                let addr = addr.clone();
+                std::thread::spawn(move || {
+                    let mut conn = Conn::new(&addr);
+                    let key = format!("client-{c}");
+                    let mut admitted: Vec<(Instant, Instant)> = Vec::new();
+                    let (mut denied, mut sent) = (0u32, 0u32);
+                    while start.elapsed() < run && sent < 50_000 {
+                        let before = Instant::now();
+                        let status = conn.get(&key);
+                        sent += 1;
+                        match status {
+                            200 => admitted.push((before, Instant::now())),
+                            429 => denied += 1,
+                            other => panic!("{key}: status {other}"),
+                        }
+                    }
+                    (key, admitted, denied)
+                })
+            })
+            .collect();
+        let mut reloads = 0;
+        while start.elapsed() < run {
+            std::thread::sleep(Duration::from_millis(25));
+            let quota = if reloads % 2 == 0 { FAST.0 } else { SLOW.0 };
+            reloader.apply(&rules(quota, reloads % 3 == 0)).unwrap();
+            reloads += 1;
+        }
+        let (t_min, t_max, b_max) = (FAST.1 as f64, SLOW.1 as f64, SLOW.2.max(FAST.2) as f64);
+        for client in clients {
+            let (key, admitted, denied) = client.join().unwrap();
+            assert!(denied > 0, "{key} never reached its limit");
+            assert!(
+                admitted.len() as f64 >= 0.5 * 2_000.0 / t_max,
+                "{key}: only {} admitted",
+                admitted.len()
+            );
+            // Every span from the j-th to the k-th admission (decided
+            // between the j-th send and the k-th reply).
+            for j in 0..admitted.len() {
+                for k in j..admitted.len() {
+                    let span = admitted[k].1.duration_since(admitted[j].0).as_secs_f64() * 1e3;
+                    let n = (k - j + 1) as f64;
+                    let bound = (span + b_max * t_max) / t_min;
+                    assert!(
+                        n <= bound,
+                        "{key}: {n} admitted in {span:.1} ms, over the bound {bound:.1} \
+                         ({reloads} reloads)"
+                    );
+                }
+            }
+        }
+        assert!(reloads >= 20, "{reloads} reloads");
+    }
+}
+
+/// Override slots are counted for the whole reload: clients that have one
+/// keep it, and the new ones must all fit in what is left.
+#[test]
+fn new_overrides_must_all_fit() {
+    let text = |overrides: &str| {
+        read(&format!(
+            "key = {{ client = {{ header = \"x-api-key\" }} }}\n\
+             tiers = [{{ name = \"key\", quota = \"2/min\", capacity = 8, max_overrides = 2, \
+             overrides = {{ {overrides} }} }}]"
+        ))
+    };
+    let layer = text("a = \"5/min\"")
+        .build(ManualClock::new(0), 1_000)
+        .unwrap();
+    let reloader = layer.reloader();
+    // "a" keeps its slot; "b" and "c" would need two more of the one left.
+    assert_eq!(
+        reloader
+            .apply(&text("b = \"5/min\", c = \"5/min\""))
+            .unwrap_err()
+            .to_string()
+            .split(':')
+            .next()
+            .unwrap(),
+        "tiers[0].overrides.c"
+    );
+    assert_eq!(reloader.config(), text("a = \"5/min\""));
+    reloader
+        .apply(&text("a = \"6/min\", b = \"5/min\""))
+        .unwrap();
+}
