@@ -4,14 +4,14 @@
 # * each feature alone (and none), all targets: the library with its tests,
 #   benches and examples, as a user enabling one feature gets them;
 # * every pair of features (a powerset of depth 2), the library alone:
-#   where two features' code meets (tower with redis, tracing or axum; std
-#   with tokio; defmt's derives on types other features add).
+#   where two features' code meets (defmt's derives on types other
+#   features add; in cellrate-tower, redis with tracing, metrics or serde).
 # Over the host features, never `loom` (CI never combines it: stage 10 and
 # stage 30 use it alone) nor `default` (empty, so every pair with it is the
 # other feature alone). cargo-hack skips combinations a feature implies
-# (`redis` with `std`, `axum` with `tower`, `serde` with `alloc`, ...); a new
+# (`std` with `alloc`, `serde` with `alloc`, ...); a new
 # feature is covered by both runs as soon as Cargo.toml declares it. The runs stage 10 already
-# made (no feature, std, tower) are up to date and cost nothing here.
+# made (no feature, std) are up to date and cost nothing here.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # A debug build of the tool (about 15 s instead of 70 on 2 cores): it only
@@ -22,17 +22,24 @@ fi
 cargo hack --version
 start=$SECONDS
 cargo hack clippy --each-feature --exclude-features loom,default --all-targets -- -D warnings
-echo "--- each feature, all targets: $((SECONDS - start)) s"
+echo "--- core, each feature, all targets: $((SECONDS - start)) s"
 start=$SECONDS
 cargo hack clippy --feature-powerset --depth 2 --exclude-features loom,default --lib -- -D warnings
-echo "--- every pair of features, the library: $((SECONDS - start)) s"
+echo "--- core, every pair of features, the library: $((SECONDS - start)) s"
+# The adapter crates, the same way (their own features only).
+for crate in cellrate-redis cellrate-tower; do
+    start=$SECONDS
+    cargo hack clippy -p "$crate" --each-feature --exclude-features default --all-targets -- -D warnings
+    cargo hack clippy -p "$crate" --feature-powerset --depth 2 --exclude-features default --lib -- -D warnings
+    echo "--- $crate, each feature (all targets) and every pair (library): $((SECONDS - start)) s"
+done
 # Every optional dependency exists on every target, not only on hosted
 # x86_64: a `[target.…]` table in Cargo.toml takes every dependency written
 # below it (so it happened once to redis, tower, axum and serde). The
 # direct dependencies of every feature but loom, per target, must be the
 # host's (portable-atomic aside: it is per target by design). `cargo tree`
 # resolves for a target without its standard library installed.
-features=axum,redis,tracing,serde,metrics,defmt,embedded-hal,embassy-time
+features=serde,defmt,embedded-hal,embassy-time
 direct() {
     cargo tree --quiet --target "$1" --features "$features" -e normal --depth 1 --prefix none |
         grep -Ev '^(cellrate|portable-atomic) ' | sort

@@ -1,29 +1,32 @@
 #!/usr/bin/env bash
-# Unit, property, integration and doc tests, with and without std.
+# Unit, property, integration and doc tests: the core with and without std,
+# then the adapter crates.
 set -euo pipefail
 cargo test
 cargo test --features std
-# The HTTP layer over loopback (tests/tower.rs) and its property tests, the
-# gateway example in process (tests/gateway.rs starts the binary built
-# first), the waits, and the doc examples of those modules only (the rest
-# of the doc tests ran above).
-cargo build --features axum,serde --example gateway
-# With `serde` on (one build for both): the configuration's round trips,
-# the human syntax against its model, the golden error messages, the layer
-# built from its config (tests/config.rs, tests/tower_config.rs), its live
-# reloads (tests/tower_reload.rs; the gateway reads its rules file) and the
-# doc examples (TOML and JSON) of `config`, `tower::config` and the types
-# they derive serde for.
-cargo test --features axum,tracing,serde --test tower --test tower_fields --test gateway --test wait \
-    --test config --test tower_config --test tower_reload
-cargo test --features axum --doc -- tower wait compose headers
-cargo test --features axum,tracing,serde --doc -- config LimiterConfig WhenFull reload
+# The configuration (feature `serde`): round trips, the human syntax
+# against its model, the golden error messages (tests/config.rs) and the
+# doc examples (TOML and JSON) of `config` and the types it derives for.
+cargo test --features std,serde --test config
+cargo test --features serde --doc -- config LimiterConfig WhenFull
+# cellrate-tower: the HTTP layer over loopback (tests/tower.rs) and its
+# property tests, the gateway example in process (tests/gateway.rs starts
+# the binary built first), the layer built from its config and its live
+# reloads (tests/tower_config.rs, tests/tower_reload.rs), the README's
+# quick start (tests/readme_sync.rs), and every doc example.
+cargo build -p cellrate-tower --features axum,serde --example gateway
+cargo test -p cellrate-tower --features axum,tracing,serde --lib --test tower --test tower_fields \
+    --test gateway --test tower_config --test tower_reload --test readme_sync
+cargo test -p cellrate-tower --features axum,tracing,serde,metrics --doc
 # The `metrics` feature: the series a layer records equal the answers
 # (in process, and a Redis backend on a closed port), then the gateway
 # rebuilt with `/metrics` is scraped over loopback after known traffic.
-cargo build --features axum,serde,metrics --example gateway
-cargo test --features axum,serde,metrics,redis --test metrics
-cargo test --features axum,metrics --doc -- metrics
+cargo build -p cellrate-tower --features axum,serde,metrics --example gateway
+cargo test -p cellrate-tower --features axum,serde,metrics,redis --test metrics
+cargo test -p cellrate-metrics
+# cellrate-redis without a server: its unit tests and doc examples (the
+# server tests run in stage 70).
+cargo test -p cellrate-redis --lib --doc
 # A keyed table's hot loop built in release (portable-atomic's 16-byte
 # atomics under the optimizer, in the default build's run-time dispatch):
 # it fails on a crash or a wrong count.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# docs.rs and publishing: the crate documents on nightly exactly as docs.rs
+# docs.rs and publishing: each crate documents on nightly exactly as docs.rs
 # builds it (`--cfg docsrs`, the features of [package.metadata.docs.rs], with
-# feature badges from `doc_cfg`), without a warning; and the package that
-# `cargo publish` would upload builds on its own.
+# feature badges from `doc_cfg`), without a warning; and the packages that
+# `cargo publish` would upload build on their own.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -23,18 +23,38 @@ PY
 echo "--- docs.rs build: features $features"
 RUSTDOCFLAGS="--cfg docsrs -D warnings" cargo +nightly doc --no-deps --features "$features"
 # The badges must be there: an item gated on a feature says so.
-grep -q 'Available on crate feature <code>redis</code> only\|Available on crate feature `redis` only' \
+grep -q 'Available on crate feature <code>serde</code> only\|Available on crate feature `serde` only' \
     target/doc/cellrate/index.html || {
-    echo "FAIL: no feature badge on the redis module (doc_cfg not in effect)"
+    echo "FAIL: no feature badge on the config module (doc_cfg not in effect)"
     exit 1
 }
+# The adapter crates as docs.rs builds them (every feature: none of theirs
+# is for tests only).
+for crate in cellrate-metrics cellrate-redis cellrate-tower; do
+    python3 - "$crate" <<'PY'
+import sys, tomllib
+meta = tomllib.load(open(f"crates/{sys.argv[1]}/Cargo.toml", "rb"))["package"]["metadata"]["docs"]["rs"]
+assert meta.get("all-features"), f"{sys.argv[1]}: docs.rs should build every feature"
+PY
+    RUSTDOCFLAGS="--cfg docsrs -D warnings" cargo +nightly doc --no-deps -p "$crate" --all-features
+done
 
 echo "--- package: what would be uploaded builds on its own"
-cargo package --locked
-cargo package --list --locked >target/package-list.txt
+# Every crate of the workspace, the adapters against the core as packaged
+# (not the checkout), as `cargo publish` would upload them.
+cargo package --workspace --locked
+cargo package --list --locked -p cellrate >target/package-list.txt
 for needed in README.md LICENSE src/lib.rs src/firmware/BOUNDS.md \
     src/firmware/cortex-m.main.rs src/firmware/riscv.main.rs; do
     grep -qx "$needed" target/package-list.txt || { echo "FAIL: $needed is not in the package"; exit 1; }
 done
-echo "$(wc -l <target/package-list.txt) files in the package"
-cargo publish --dry-run --locked
+echo "$(wc -l <target/package-list.txt) files in the core's package"
+for crate in cellrate-metrics cellrate-redis cellrate-tower; do
+    cargo package --list --locked -p "$crate" >"target/package-list-$crate.txt"
+    for needed in README.md src/lib.rs Cargo.toml; do
+        grep -qx "$needed" "target/package-list-$crate.txt" || { echo "FAIL: $needed is not in $crate's package"; exit 1; }
+    done
+    echo "$(wc -l <"target/package-list-$crate.txt") files in $crate's package"
+done
+grep -qx src/lua/check.lua target/package-list-cellrate-redis.txt || { echo "FAIL: the Lua steps are not in cellrate-redis's package"; exit 1; }
+cargo publish --dry-run --locked -p cellrate

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Redis backend against real servers: a standalone redis-server and a
 # 3-node Redis Cluster on loopback, free ports, started and stopped here.
-# Runs the `redis` feature's tests (tests/redis.rs, the gateway example's
-# test), builds its bench, and stops every server on exit.
+# Runs cellrate-redis's server tests and cellrate-tower's tests on Redis
+# (the gateway example's among them), and stops every server on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -115,23 +115,21 @@ counted() { # log binary min
         }' "$1"
 }
 
-cargo clippy --all-targets --features redis -- -D warnings
-cargo bench --no-run --features redis
+cargo clippy -p cellrate-redis --all-targets --features metrics -- -D warnings
 # (`--include-ignored` is for the test binaries only: the doc tests' ignored
-# blocks are firmware programs for other targets.)
-cargo test --features redis --lib --tests -- --include-ignored 2>&1 | tee "$work/test.log"
-cargo test --features redis --doc
+# blocks are programs that need a server.)
+cargo test -p cellrate-redis --lib --tests -- --include-ignored 2>&1 | tee "$work/test.log"
 counted "$work/test.log" tests/redis.rs 25
 counted "$work/test.log" tests/redis_algorithms.rs 9
 # The tower layer on both Redis clients through an outage (tests/tower_redis.rs),
 # the gateway example on Redis (tests/gateway.rs) and a layer configured onto
 # Redis (tests/tower_config.rs; `serde` on in the same build).
-cargo clippy --all-targets --features redis,axum,tracing,serde -- -D warnings
-cargo build --features redis,axum,tracing,serde --example gateway
-cargo test --features redis,axum,tracing,serde --test tower_redis --test gateway --test tower_config \
-    --test tower_redis_reload \
+cargo clippy -p cellrate-tower --all-targets --features redis,axum,tracing,serde -- -D warnings
+cargo build -p cellrate-tower --features redis,axum,tracing,serde --example gateway
+cargo test -p cellrate-tower --features redis,axum,tracing,serde --test tower_redis --test gateway \
+    --test tower_config --test tower_redis_reload \
     -- --include-ignored 2>&1 | tee "$work/tower.log"
-cargo test --features redis,axum,tracing,serde --doc -- tower::config
+cargo test -p cellrate-tower --features redis,axum,tracing,serde --doc -- config
 counted "$work/tower.log" tests/tower_redis.rs 4
 counted "$work/tower.log" tests/gateway.rs 5
 counted "$work/tower.log" tests/tower_config.rs 5

@@ -56,6 +56,8 @@
 //!
 //! A table used directly publishes the same `cellrate_keyed_*` series
 //! with [`KeyedMetrics`]; the adapters register the rest when they are built.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![deny(missing_docs)]
 
 use std::borrow::ToOwned;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -152,7 +152,7 @@ impl Table {
         }
         if self.map.len() >= max {
             let now = Instant::now();
-            if self.next_sweep.map_or(true, |at| now >= at) {
+            if self.next_sweep.is_none_or(|at| now >= at) {
                 // An entry only this table holds is in no caller's hands
                 // (entries are handed out under the table's lock), so its
                 // lock is free and no caller can reach it once removed.

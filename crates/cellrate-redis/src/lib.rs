@@ -207,6 +207,8 @@
 //!
 //! [`lease`] takes a slice of a hot client's budget in one call and spends it
 //! locally; see its docs for the bound on over-admission.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![deny(missing_docs)]
 
 use core::fmt;
 use std::string::String;

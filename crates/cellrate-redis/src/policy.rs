@@ -422,7 +422,7 @@ impl RedisPolicy {
     }
     /// The keys of `client` (and `scope`, for per-scope tiers), in tier order.
     pub fn keys(&self, client: &str, scope: Option<&str>) -> Result<Vec<String>, Error> {
-        if !key_part_ok(client) || !scope.map_or(true, key_part_ok) {
+        if !key_part_ok(client) || !scope.is_none_or(key_part_ok) {
             return Err(Error::InvalidKey);
         }
         self.tiers
@@ -443,7 +443,7 @@ impl RedisPolicy {
     /// `Ok` if `client` and `scope` give valid keys for every tier (what
     /// [`keys`](Self::keys) checks, without building them).
     pub(crate) fn validate(&self, client: &str, scope: Option<&str>) -> Result<(), Error> {
-        if !key_part_ok(client) || !scope.map_or(true, key_part_ok) {
+        if !key_part_ok(client) || !scope.is_none_or(key_part_ok) {
             return Err(Error::InvalidKey);
         }
         if scope.is_none() && self.tiers.iter().any(|t| t.per_scope) {

@@ -119,7 +119,7 @@ fn same_as_in_process(target: Target, tier: RedisTier, seed: u64, n: usize) -> u
             continue;
         }
         log.push((o.server_time().expect("decided on Redis"), cost, o));
-        if next() % 3 == 0 {
+        if next().is_multiple_of(3) {
             thread::sleep(Duration::from_micros(next() % 6_000));
         }
     }
@@ -310,7 +310,7 @@ fn fixed_window_equals_incr_and_expire_on_sequential_traffic() {
             assert_eq!(remaining, limit.saturating_sub(count));
             admitted += usize::from(o.is_admitted());
         }
-        if next() % 4 == 0 {
+        if next().is_multiple_of(4) {
             thread::sleep(Duration::from_micros(next() % 8_000));
         }
     }

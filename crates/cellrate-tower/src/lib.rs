@@ -117,6 +117,8 @@
 //! later a retry would be held at most `max_wait`). The limiter's raw
 //! state at arrival would say `t` up to `max_wait + w`, which no client
 //! can read against a policy of window `w`.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![deny(missing_docs)]
 
 mod backend;
 #[cfg(feature = "axum")]

@@ -10,7 +10,7 @@
 //!   (`examples/gateway.rs`, built by `cargo test --features axum,metrics`)
 //!   is sent known traffic, then `/metrics` is scraped and every counter is
 //!   compared with the statuses this test received.
-#![cfg(all(feature = "metrics"))]
+#![cfg(feature = "metrics")]
 
 use std::collections::HashMap;
 use std::sync::Arc;
