@@ -109,8 +109,7 @@ mod tests {
         }
     }
 
-    /// The edges the meters' buckets met with their former reciprocal
-    /// (emission intervals of 1, small and around 2³², numerators up to
+    /// The edges of the meters' buckets' divisions (emission intervals of 1, small and around 2³², numerators up to
     /// `u64::MAX`).
     #[test]
     fn quotient_at_the_edges() {

@@ -587,7 +587,7 @@ fn the_horizon_is_guaranteed_below_two_to_the_34_hz() {
     assert_eq!(q.horizon_ticks() / 1_000_000_000_000 / 86_400, 53); // 53.4 days
 }
 
-/// Issue 26 as reported: a limiter fed Unix-epoch time (nanoseconds on a
+/// A limiter fed Unix-epoch time (nanoseconds on a
 /// 1 GHz clock, microseconds on a 1 MHz one) used to deny every request,
 /// for the quotas whose scale pushed `now · scale` past the old horizon.
 /// Every such quota, in `Gcra`, `LocalGcra` and a keyed table, now gives a

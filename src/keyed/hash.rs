@@ -26,8 +26,8 @@
 //! "SipHash: a fast short-input PRF" (INDOCRYPT 2012); the 1-3 round variant
 //! is the one Rust's standard `HashMap` uses. The `siphasher` crate computes
 //! it; the tests check it against the paper's reference vectors and
-//! against 1 024 outputs of the crate's former hand-written implementation
-//! (`siphash_vectors.txt`), so every key is placed where it was.
+//! against 1 024 recorded outputs (`siphash_vectors.txt`), which pin
+//! every key's placement.
 //!
 //! Why the home hash of exact keys may be cheaper than SipHash: see the
 //! flood argument in the keyed module's docs.
@@ -212,11 +212,10 @@ mod tests {
         (seed, bytes, (i % (len + 1)) as usize)
     }
 
-    /// Every key is hashed as the crate's former hand-written SipHash-1-3-128
-    /// hashed it (its outputs on 1 024 inputs, recorded before it was
-    /// replaced): placement and fingerprints are unchanged.
+    /// Every key is hashed to the recorded SipHash-1-3-128 outputs on
+    /// 1 024 inputs: placement and fingerprints are pinned.
     #[test]
-    fn outputs_match_the_former_implementation() {
+    fn outputs_match_the_recorded_vectors() {
         let table = include_str!("siphash_vectors.txt");
         let mut lines = 0;
         for (i, line) in table.lines().enumerate() {

@@ -276,9 +276,9 @@ fn a_check_of_an_evicted_key_never_writes_the_new_keys_state() {
     });
 }
 
-/// Statistics stay true when an insert races an eviction (issue: a key
-/// inserted uncharged looked idle and could be evicted before its first
-/// charge, then inserted again and counted twice). One slot, two new keys
+/// Statistics stay true when an insert races an eviction (a key inserted
+/// uncharged must not look idle, be evicted before its first charge, then
+/// be inserted again and counted twice). One slot, two new keys
 /// at the same tick, burst 1: one key gets the slot and is admitted, the
 /// other finds the window full (`Deny`). `inserted` counts the distinct
 /// keys that got a slot (the admitted one), and no slot was reused.

@@ -30,7 +30,7 @@
 //!    `k` in the range are empty (no admission there, by the choice of
 //!    `k`); after it nothing in the range changes.
 //! 2. **Any `W − b + 1` consecutive ticks hold at most `limit` cells**
-//!    (so also any `W − W/N`, the form). An interval of
+//!    (so also any `W − W/N`). An interval of
 //!    `L = W − b + 1 = (N − 1)·b + 1` ticks touches at most
 //!    `⌈(L − 1)/b⌉ + 1 = N` buckets; by 1 they hold at most `limit`.
 //!    The bound is tight: `W − b + 2` ticks can touch `N + 1` buckets.

@@ -1,7 +1,7 @@
 //! One scenario at many origins of the clock.
 //!
 //! A limiter's answers depend only on the differences between the `now`s
-//! it sees (issue 26: any clock works), so a run whose every `now` is
+//! it sees (any clock works), so a run whose every `now` is
 //! shifted by an origin must give exactly the answers of the same run from
 //! tick 0: the decisions, `remaining`, `reset_after`, `retry_after`, the
 //! peeks. A model test feeds the limiter `origin + now` (wrapping) and the

@@ -540,7 +540,7 @@ pub(super) mod tests {
 
     #[test]
     fn tiers_keep_the_burst_and_round_only_t_up() {
-        // The cases of issue #14: whole-µs rounding lost a cell each.
+        // Cases where whole-µs rounding would lose a cell each.
         for (q, burst) in [
             (Quota::per_second(3).at_hz(1_000), 3),
             (Quota::per_minute(7).at_hz(1_000), 7),
@@ -576,10 +576,11 @@ pub(super) mod tests {
         assert!(t.is_exact() && t.quota().scale() == 1);
     }
 
-    /// Issue #14's figure: the share of exact tiers, and of tiers that keep
+    /// The share of exact tiers, and of tiers that keep
     /// their burst, over a realistic set (1 to 10 000 cells per second,
-    /// minute, hour and day; bursts 1 to 1 000), before (whole µs, `T`
-    /// rounded up and `τ` down) and now. Prints both; asserts the new rule.
+    /// minute, hour and day; bursts 1 to 1 000), under whole-µs rounding (`T`
+    /// rounded up and `τ` down) and under this crate's rule. Prints both;
+    /// asserts this crate's.
     #[test]
     fn exact_share_of_realistic_tiers() {
         let periods = [1_000_000u128, 60_000_000, 3_600_000_000, 86_400_000_000];

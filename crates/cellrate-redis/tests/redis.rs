@@ -142,7 +142,7 @@ fn script_decides_exactly_like_the_local_gcra() {
     assert!(admitted > 10, "some admitted: {admitted}");
 }
 
-/// Issue #14 on a real server: a tier keeps the burst that was asked. For
+/// On a real server: a tier keeps the burst that was asked. For
 /// quotas kept exactly and quotas whose `T` is rounded up: `b` cells at once
 /// from full are admitted; every cost up to `b` is then either admitted or
 /// limited (never "too large") with the exact `retry_after` of the GCRA
@@ -585,7 +585,7 @@ fn a_foreign_key_fails_its_requests_alone_and_is_left_untouched() {
     assert_eq!(leased.check("other").unwrap().source(), Source::Lease);
 }
 
-/// Issue #15: one client's key poisoned (a hash where a TAT belongs) among
+/// One client's key poisoned (a hash where a TAT belongs) among
 /// twenty clients checking concurrently through the coalescing async
 /// client, under each failure policy. The poisoned client gets
 /// `CorruptKey` on every check; every other client's decisions are exactly
@@ -1193,7 +1193,7 @@ fn a_server_stopped_mid_run_under_load() {
     assert_eq!(rl.check("hot").unwrap().source(), Source::Redis, "resumed");
 }
 
-/// Issue #15: while Redis is down, a flood of new clients must not make the
+/// While Redis is down, a flood of new clients must not make the
 /// fallback forget an abusive client. Redis here is a loopback port nobody
 /// listens on, so every check is decided by the fallback, whose table holds
 /// 256 clients; 20 000 new clients pass through it, and the abuser, who
@@ -1253,7 +1253,7 @@ fn a_flood_of_new_clients_during_an_outage_never_frees_an_abuser() {
     }
 }
 
-/// Issue #15: timeouts are deadlines. The server is frozen (SIGSTOP): every
+/// Timeouts are deadlines. The server is frozen (SIGSTOP): every
 /// call, blocking or async, connect and reconnect included, returns within
 /// its timeout plus a small slack, with `Error::Timeout` (or, while reconnects
 /// are held back, `Error::Backoff` at once). Only the calls already in
@@ -1614,7 +1614,7 @@ fn lease_bound_and_round_trips_saved() {
     }
 }
 
-/// Issue #15: leasing holds no lock shared by all clients across a round
+/// Leasing holds no lock shared by all clients across a round
 /// trip. With the server frozen (SIGSTOP) while client "b" renews its lease,
 /// client "a", which holds a live lease, is answered from it, every time,
 /// before b's round trip gives up.

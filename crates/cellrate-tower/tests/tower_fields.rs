@@ -701,7 +701,7 @@ impl NsPacer {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// Issue 29 4e, against the real layer (keyed and global GCRA, a ns
+    /// The fields' bounds against the real layer (keyed and global GCRA, a ns
     /// clock at any phase): a client that sends the burst at once, then one
     /// request per `w/q` of the fastest announced policy, is never refused
     /// and falls behind the limiter by less than one cell per window; one
