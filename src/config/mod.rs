@@ -1,7 +1,7 @@
 //! Configuration with serde (feature `serde`): quotas in a structured and a
 //! human form, the algorithm kind, [`LimiterConfig`](crate::LimiterConfig), keyed tables with
-//! their overrides, and named tiers; with `tower`, the HTTP layer's rules
-//! ([`crate::tower::config`]).
+//! their overrides, and named tiers (the HTTP layer's rules, built on
+//! these, are `cellrate-tower`'s `config`).
 //!
 //! ```
 //! use cellrate::config::{self, QuotaSpec, TierSpec};
@@ -82,7 +82,7 @@
 //! A spec's own `hz` wins; without it the quota is built at the frequency
 //! of its context: the `hz` argument of [`QuotaSpec::quota`],
 //! [`build_tiers`] or [`KeyedSpec::build`], the layer's clock in
-//! [`crate::tower::config`]. A bare [`Quota`] read on its own (its own
+//! `cellrate-tower`. A bare [`Quota`] read on its own (its own
 //! `Deserialize`) uses [`DEFAULT_HZ`], the nanosecond clock of
 //! [`StdClock`](crate::time::StdClock).
 //!

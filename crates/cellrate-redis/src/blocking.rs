@@ -211,7 +211,7 @@ impl RedisGcra {
     }
 
     /// Registers the `cellrate_keyed_*` series (feature `metrics`; see
-    /// [`metrics`](crate::metrics)) of each fallback table that has none
+    /// [`cellrate_metrics`]) of each fallback table that has none
     /// yet, labelled `limiter` and the tier's name, with the recorder
     /// installed now; the tables publish them as they decide. The tower
     /// layer does this when it is built. A limiter made by `with_policy`

@@ -202,7 +202,7 @@ pub trait Backend: Send + Sync + 'static {
     /// `limiter`: called once, by [`RateLimitBuilder::build`](super::RateLimitBuilder::build).
     /// [`KeyedTiers`] registers its tables' `cellrate_keyed_*` series and
     /// the Redis backends their `cellrate_redis_*` ones (see
-    /// [`metrics`](crate::metrics)); a backend with nothing of its own to
+    /// `cellrate-metrics`); a backend with nothing of its own to
     /// report keeps this default, and the layer still counts its decisions.
     #[cfg(feature = "metrics")]
     fn register_metrics(&mut self, limiter: &str) {

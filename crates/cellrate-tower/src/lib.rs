@@ -923,7 +923,7 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
     /// The `limiter` label of this layer's series (feature `metrics`;
     /// default `"default"`): a name like a tier's, 1 to 32 printable ASCII
     /// characters ([`ConfigError::InvalidName`] otherwise). Give each layer
-    /// of a process its own. See [`metrics`](crate::metrics) for the series.
+    /// of a process its own. See the `cellrate-metrics` crate for the series.
     ///
     /// ```
     /// use cellrate::time::StdClock;

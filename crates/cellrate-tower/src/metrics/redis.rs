@@ -1,5 +1,5 @@
 //! The `cellrate_redis_*` series of a Redis backend of the tower layer
-//! (features `metrics` and `tower`; listed in [`metrics`](crate::metrics)):
+//! (feature `metrics` with `redis`; listed in `cellrate_metrics`):
 //! its failure mode, the errors of its calls and their latency.
 
 use std::string::String;
