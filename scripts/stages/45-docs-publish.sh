@@ -39,6 +39,9 @@ PY
     RUSTDOCFLAGS="--cfg docsrs -D warnings" cargo +nightly doc --no-deps -p "$crate" --all-features
 done
 
+echo "--- rust-version: each crate's is at least its dependencies' (as locked)"
+python3 tools/msrv.py
+
 echo "--- package: what would be uploaded builds on its own"
 # Every crate of the workspace, the adapters against the core as packaged
 # (not the checkout), as `cargo publish` would upload them.

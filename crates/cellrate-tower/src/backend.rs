@@ -415,7 +415,7 @@ impl Routes {
             routes.iter().flatten().flat_map(|r| r.iter()).collect();
         for route in named {
             let members: Vec<usize> = (0..routes.len())
-                .filter(|&i| routes[i].map_or(true, |r| r.contains(route)))
+                .filter(|&i| routes[i].is_none_or(|r| r.contains(route)))
                 .collect();
             let g = match groups.iter().position(|m| *m == members) {
                 Some(g) => g,

@@ -564,7 +564,7 @@ fn announced(res: &Response<String>) -> ((u64, u64), (u64, u64)) {
     let burst = get(&list[0]);
     let rate = list.get(1).map_or(burst, get);
     assert!(
-        list.len() <= 2 && list.get(1).map_or(true, |(n, _)| n == "t/rate"),
+        list.len() <= 2 && list.get(1).is_none_or(|(n, _)| n == "t/rate"),
         "{list:?}"
     );
     (burst, rate)
