@@ -26,7 +26,8 @@ cargo test -p cellrate-tower --features axum,serde,metrics,redis --test metrics
 cargo test -p cellrate-metrics
 # cellrate-redis without a server: its unit tests and doc examples (the
 # server tests run in stage 70).
-cargo test -p cellrate-redis --lib --doc
+cargo test -p cellrate-redis --lib
+cargo test -p cellrate-redis --doc
 # A keyed table's hot loop built in release (portable-atomic's 16-byte
 # atomics under the optimizer, in the default build's run-time dispatch):
 # it fails on a crash or a wrong count.
