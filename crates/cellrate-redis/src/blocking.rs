@@ -454,6 +454,16 @@ impl RedisGcra {
     /// [`try_check_n`](Self::try_check_n) of the same request: what
     /// [`check_n`](Self::check_n) returns, for a caller that measures or
     /// logs the try itself first.
+    ///
+    /// ```no_run
+    /// # async fn f(rl: cellrate_redis::RedisGcra) {
+    /// let start = std::time::Instant::now();
+    /// let tried = rl.try_check_n("client-42", None, 1);
+    /// println!("redis took {:?}", start.elapsed());
+    /// let outcome = rl.settle(tried, "client-42", None, 1);
+    /// # let _ = outcome;
+    /// # }
+    /// ```
     pub fn settle(
         &self,
         tried: Result<Outcome, Error>,

@@ -128,6 +128,14 @@ pub struct RedisTier {
 /// [`MAX_SPAN_SUB_TICKS`], else rounded up at the finest scale that keeps
 /// the span within it (refused if that loses over 1 % of the rate). Also
 /// whether the result enforces exactly the asked rate.
+///
+/// ```
+/// use cellrate::Quota;
+/// use cellrate_redis::{on_server_clock, HZ};
+/// let (q, exact) = on_server_clock(Quota::per_second(3).with_burst(5).at_hz(1_000)).unwrap();
+/// assert_eq!((q.hz(), q.burst()), (HZ, 5));
+/// assert!(exact); // 1/3 s is exact in sub-microseconds
+/// ```
 pub fn on_server_clock(quota: Quota) -> Result<(Quota, bool), Error> {
     let burst = quota.burst() as u128;
     // Asked T in µs = e·HZ / (scale·hz), in lowest terms num/den.
