@@ -11,7 +11,9 @@
 //!   word, bring `now` to sub-ticks, compare. It builds no result and reads
 //!   one quota word where a real denial needs three (for `retry_after`,
 //!   `reset_after` and the limit).
-//! * `gcra/*`: `Gcra::check` admitting and denying, `check_n`, `LocalGcra`.
+//! * `gcra/*`: `Gcra::check` admitting and denying, `check_n`, `LocalGcra`,
+//!   and `FixedGcra::check` (the quota fixed at construction) admitting and
+//!   denying, paired against the same floors, `Gcra` and governor.
 //! * `governor/*`: the `governor` crate's direct limiter on its fake clock,
 //!   frozen, as the outside baseline. The paired pass compares with it in
 //!   both loop shapes: `now` opaque once per batch and once per call.
@@ -32,7 +34,7 @@ use std::num::NonZeroU32;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::time::Duration;
 
-use cellrate::{Gcra, LocalGcra, Quota};
+use cellrate::{FixedGcra, Gcra, LocalGcra, Quota};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput};
 
@@ -92,6 +94,17 @@ fn gcra(c: &mut Criterion) {
 
     let mut local = LocalGcra::new(admitting_quota());
     per_op(&mut g, "local_check_admit", |now| local.check(now).is_ok());
+
+    let fixed_admitting = FixedGcra::new(admitting_quota());
+    per_op(&mut g, "fixed_check_admit", |now| {
+        fixed_admitting.check(now).is_ok()
+    });
+
+    let fixed_denying = FixedGcra::new(Quota::per_second(10).at_hz(HZ));
+    while fixed_denying.check(NOW).is_ok() {}
+    per_op(&mut g, "fixed_check_deny", |now| {
+        fixed_denying.check(now).is_ok()
+    });
     g.finish();
 }
 
@@ -242,6 +255,64 @@ fn paired_ratios() {
             gov_deny.check().is_ok()
         }),
         &mut Side::new(NOW, 0, |now| denying.check(black_box(now)).is_ok()),
+    );
+
+    // The quota fixed at construction (`FixedGcra`): the same checks
+    // against the same baselines, and against `Gcra` itself.
+    let fixed_admitting = FixedGcra::new(admitting_quota());
+    let fixed_admit = || Side::new(NOW, 0, |now| fixed_admitting.check(now).is_ok());
+    let fixed_denying = FixedGcra::new(Quota::per_second(10).at_hz(HZ));
+    while fixed_denying.check(NOW).is_ok() {}
+    let fixed_deny = || Side::new(NOW, 0, |now| fixed_denying.check(now).is_ok());
+    ratio(
+        "FixedGcra::check admitting ÷ CAS floor",
+        &mut floor(),
+        &mut fixed_admit(),
+    );
+    ratio(
+        "FixedGcra::check admitting ÷ Gcra::check admitting",
+        &mut check_admit(),
+        &mut fixed_admit(),
+    );
+    ratio(
+        "FixedGcra::check denying ÷ one load + compare",
+        &mut load_compare(),
+        &mut fixed_deny(),
+    );
+    ratio(
+        "FixedGcra::check denying ÷ Gcra::check denying",
+        &mut check_deny(),
+        &mut fixed_deny(),
+    );
+    ratio(
+        "FixedGcra::check admitting ÷ governor admitting",
+        &mut Side::new(NOW, 0, |_| gov.check().is_ok()),
+        &mut fixed_admit(),
+    );
+    ratio(
+        "FixedGcra::check denying ÷ governor denying",
+        &mut Side::new(NOW, 0, |_| gov_deny.check().is_ok()),
+        &mut fixed_deny(),
+    );
+    ratio(
+        "FixedGcra::check admitting ÷ governor admitting, now per call",
+        &mut Side::new(NOW, 0, |now| {
+            black_box(now);
+            gov.check().is_ok()
+        }),
+        &mut Side::new(NOW, 0, |now| {
+            fixed_admitting.check(black_box(now)).is_ok()
+        }),
+    );
+    ratio(
+        "FixedGcra::check denying ÷ governor denying, now per call",
+        &mut Side::new(NOW, 0, |now| {
+            black_box(now);
+            gov_deny.check().is_ok()
+        }),
+        &mut Side::new(NOW, 0, |now| {
+            fixed_denying.check(black_box(now)).is_ok()
+        }),
     );
 }
 

@@ -1,5 +1,6 @@
-//! The shared GCRA against governor's direct limiter in a plain loop: no
-//! harness, no closures handed to a timer, one process, both limiters in
+//! The shared GCRA (`Gcra`, and `FixedGcra` whose quota is fixed at
+//! construction) against governor's direct limiter in a plain loop: no
+//! harness, no closures handed to a timer, one process, all limiters in
 //! the same binary. What the README quotes about `Gcra::check` against
 //! governor must also show here (`cargo bench --bench plain_loop`).
 //!
@@ -19,7 +20,7 @@ use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
-use cellrate::{Gcra, Quota};
+use cellrate::{FixedGcra, Gcra, Quota};
 use governor::clock::FakeRelativeClock;
 use governor::{Quota as GQuota, RateLimiter as GLimiter};
 
@@ -107,6 +108,13 @@ fn main() {
     );
     let deny = Gcra::new(Quota::per_second(10).at_hz(1_000_000_000));
     while deny.check(NOW).is_ok() {}
+    let fixed_admit = FixedGcra::new(
+        Quota::per_ticks(1, 1)
+            .with_burst(1 << 40)
+            .at_hz(1_000_000_000),
+    );
+    let fixed_deny = FixedGcra::new(Quota::per_second(10).at_hz(1_000_000_000));
+    while fixed_deny.check(NOW).is_ok() {}
 
     for per_call in [false, true] {
         compare(
@@ -119,6 +127,18 @@ fn main() {
             "Gcra::check denying",
             per_call,
             &mut |now| deny.check(now).is_ok(),
+            &mut |_| g_deny.check().is_ok(),
+        );
+        compare(
+            "FixedGcra::check admitting",
+            per_call,
+            &mut |now| fixed_admit.check(now).is_ok(),
+            &mut |_| g_admit.check().is_ok(),
+        );
+        compare(
+            "FixedGcra::check denying",
+            per_call,
+            &mut |now| fixed_deny.check(now).is_ok(),
             &mut |_| g_deny.check().is_ok(),
         );
     }

@@ -447,16 +447,28 @@ pub(crate) fn apply<A: Algorithm>(
         return Ok((algorithm.peek(state, now).to_decision(), state));
     }
     let prepared = algorithm.prepare(now, cost)?;
+    apply_prepared(word, algorithm, &prepared)
+}
+
+/// [`apply`] from its second phase: `prepared` (what
+/// [`prepare`](Algorithm::prepare) returns for a cost above 0, or the same
+/// computed ahead of time) stepped on `word`, then the denial if any.
+#[inline(always)]
+pub(crate) fn apply_prepared<A: Algorithm>(
+    word: &StateWord,
+    algorithm: &A,
+    prepared: &A::Prepared,
+) -> Result<(Decision, u64), Denied> {
     // A step that admits a cost above 0 changes the state (the contract):
     // the one update stores it with no test for an unchanged value.
     let stepped = word.update(|state| {
         algorithm
-            .step(state, &prepared)
+            .step(state, prepared)
             .map(|(next, decision)| (next, (decision, next)))
     });
     match stepped {
         Ok(admitted) => Ok(admitted),
-        Err(shortfall) => Err(algorithm.denial(&prepared, shortfall)),
+        Err(shortfall) => Err(algorithm.denial(prepared, shortfall)),
     }
 }
 

@@ -14,6 +14,26 @@ impl Quota {
     pub(crate) const fn now_word(&self, now: u64) -> u64 {
         gcra_step::word(now.wrapping_mul(self.scale()))
     }
+
+    /// The charge of one cell, `T` against the span: what
+    /// [`prepare`](Algorithm::prepare) computes for a cost of 1 (a quota's
+    /// burst and `T` are at least 1, so that cost is never refused and the
+    /// charge is `T` itself). A limiter whose quota never changes keeps it.
+    #[inline(always)]
+    pub(crate) const fn charge_of_one(&self) -> gcra_step::Charge {
+        gcra_step::Charge::new(self.span(), self.emission_interval())
+    }
+
+    /// [`prepare`](Algorithm::prepare) for one cell at `now`, with `one`
+    /// from [`charge_of_one`](Self::charge_of_one): the same value, with
+    /// only `now` computed here.
+    #[inline(always)]
+    pub(crate) const fn prepare_one(&self, now: u64, one: gcra_step::Charge) -> GcraPrepared {
+        GcraPrepared {
+            now: self.now_word(now),
+            charge: one,
+        }
+    }
 }
 
 /// What [`Quota`]'s [`prepare`](Algorithm::prepare) computes: `now` as a

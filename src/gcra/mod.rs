@@ -166,9 +166,11 @@ use crate::sync::{loom_const_fn, QuotaCell};
 use crate::{Algorithm, RateLimiter};
 
 mod algorithm;
+mod fixed;
 pub(crate) mod step;
 
 pub use self::algorithm::{GcraPrepared, GcraShortfall};
+pub use self::fixed::FixedGcra;
 
 /// The charge of `cost` cells in sub-ticks, `cost·T`, or the refusal of a
 /// cost above the burst. Computed before any critical section or CAS loop.
