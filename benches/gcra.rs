@@ -11,6 +11,11 @@
 //!   word, bring `now` to sub-ticks, compare. It builds no result and reads
 //!   one quota word where a real denial needs three (for `retry_after`,
 //!   `reset_after` and the limit).
+//! * And a *fixed-quota denial floor* (`FixedDenyFloor`): the least a
+//!   denial can do when the quota is fixed at construction but `now` is in
+//!   ticks and the state in sub-ticks: read the scale and the state word,
+//!   bring `now` to sub-ticks (one multiply), subtract and compare with a
+//!   bound. The floor `FixedGcra::check` is held to.
 //! * `gcra/*`: `Gcra::check` admitting and denying, `check_n`, `LocalGcra`,
 //!   and `FixedGcra::check` (the quota fixed at construction) admitting and
 //!   denying, paired against the same floors, `Gcra` and governor.
@@ -163,6 +168,33 @@ impl DenyFloor {
     }
 }
 
+/// The fixed-quota denial floor (see the module docs): a scale and a bound
+/// that never change, and a state word.
+struct FixedDenyFloor {
+    scale: u64,
+    bound: u64,
+    state: AtomicU64,
+}
+
+impl FixedDenyFloor {
+    /// A state `ahead` sub-ticks past `now` against a bound of `bound`.
+    fn new(now: u64, scale: u64, ahead: u64, bound: u64) -> Self {
+        FixedDenyFloor {
+            scale,
+            bound,
+            state: AtomicU64::new(now * scale + ahead),
+        }
+    }
+
+    /// Whether a check at `now` would be admitted: the state's lead over
+    /// `now` within the bound.
+    #[inline(always)]
+    fn admits(&self, now: u64) -> bool {
+        let now = now.wrapping_mul(self.scale);
+        self.state.load(Ordering::Acquire).wrapping_sub(now) <= self.bound
+    }
+}
+
 /// The paired ratios (subject time ÷ baseline time) the README reports.
 fn paired_ratios() {
     use governor::clock::FakeRelativeClock;
@@ -277,6 +309,19 @@ fn paired_ratios() {
     ratio(
         "FixedGcra::check denying ÷ one load + compare",
         &mut load_compare(),
+        &mut fixed_deny(),
+    );
+    let fixed_floor = FixedDenyFloor::new(NOW, black_box(1), 1_000, black_box(10));
+    assert!(!fixed_floor.admits(NOW));
+    let fixed_floor_deny = || Side::new(NOW, 0, |now| fixed_floor.admits(now));
+    ratio(
+        "fixed-quota denial floor ÷ one load + compare",
+        &mut load_compare(),
+        &mut fixed_floor_deny(),
+    );
+    ratio(
+        "FixedGcra::check denying ÷ fixed-quota denial floor",
+        &mut fixed_floor_deny(),
         &mut fixed_deny(),
     );
     ratio(

@@ -35,9 +35,9 @@
 
 use core::fmt;
 
-use super::step::Charge;
+use super::step::KeptCharge;
 use super::{reserve, Reservation};
-use crate::algorithm::{apply, apply_prepared, Limiter};
+use crate::algorithm::{apply, Limiter};
 use crate::decision::{Decision, Denied, Snapshot};
 use crate::quota::Quota;
 use crate::sync::loom_const_fn;
@@ -69,7 +69,7 @@ pub struct FixedGcra {
     /// The quota, fixed, and the state word.
     shared: Limiter<Quota>,
     /// The charge of one cell, prepared once from the quota.
-    one: Charge,
+    one: KeptCharge,
 }
 
 impl FixedGcra {
@@ -111,9 +111,9 @@ impl FixedGcra {
     /// ```
     #[inline(always)]
     pub fn check(&self, now: u64) -> Result<Decision, Denied> {
-        let quota = self.shared.params();
-        let prepared = quota.prepare_one(now, self.one);
-        apply_prepared(self.shared.state(), quota, &prepared).map(|(d, _)| d)
+        self.shared
+            .params()
+            .check_one_kept(self.shared.state(), now, &self.one)
     }
 
     /// Admits `cost` cells at `now`, or denies and stores nothing. A cost of
@@ -250,11 +250,10 @@ mod tests {
             Quota::per_ticks(1, 1).with_burst(1 << 40).at_hz(1_000_000_000),
             Quota::per_ticks(1, 1 << 61).at_hz(1),
         ] {
-            for now in [0, 1, u64::MAX] {
-                assert_eq!(
-                    quota.prepare(now, 1).unwrap(),
-                    quota.prepare_one(now, quota.charge_of_one())
-                );
+            let kept = quota.charge_of_one();
+            for (now, cost) in [(0, 1), (1, 1), (u64::MAX, 1), (0, 2)] {
+                let want = quota.prepare(now, cost).unwrap();
+                assert_eq!(want.charge() == kept.charge, cost == 1);
             }
         }
     }

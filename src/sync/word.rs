@@ -65,6 +65,43 @@ word_atomic! {
             }
         }
 
+        /// [`update`](Self::update) with only its first attempt in the
+        /// caller: the load, `f` and one compare-and-swap are inlined; a
+        /// failed swap continues in a loop out of line. So a caller whose
+        /// `f` declines (a denial) runs no loop at all, and the loop around
+        /// it (say, a caller's batch) keeps a straight body the compiler
+        /// can unroll. Same semantics as `update`.
+        #[inline(always)]
+        pub(crate) fn update_first_inline<T, E, F>(&self, mut f: F) -> Result<T, E>
+        where
+            F: FnMut(u64) -> Result<(u64, T), E>,
+        {
+            use super::atomic::Ordering::{AcqRel, Acquire};
+            let current = self.0.load(Acquire);
+            let (new, out) = f(current)?;
+            match self.0.compare_exchange_weak(current, new, AcqRel, Acquire) {
+                Ok(_) => Ok(out),
+                Err(actual) => self.update_from(actual, f),
+            }
+        }
+
+        /// `update`'s loop, from a value already read.
+        #[inline(never)]
+        fn update_from<T, E>(
+            &self,
+            mut current: u64,
+            mut f: impl FnMut(u64) -> Result<(u64, T), E>,
+        ) -> Result<T, E> {
+            use super::atomic::Ordering::{AcqRel, Acquire};
+            loop {
+                let (new, out) = f(current)?;
+                match self.0.compare_exchange_weak(current, new, AcqRel, Acquire) {
+                    Ok(_) => return Ok(out),
+                    Err(actual) => current = actual,
+                }
+            }
+        }
+
         /// Replaces `current` by `new` if the word still holds `current`
         /// (`Ok(current)`); otherwise stores nothing and returns what it
         /// holds (`Err(seen)`). Never fails spuriously.
@@ -114,6 +151,16 @@ word_section! {
                 cell.set(new);
                 Ok(out)
             })
+        }
+
+        /// [`update`](Self::update): one critical section, whose body
+        /// has no loop to keep out of the caller.
+        #[inline]
+        pub(crate) fn update_first_inline<T, E>(
+            &self,
+            f: impl FnMut(u64) -> Result<(u64, T), E>,
+        ) -> Result<T, E> {
+            self.update(f)
         }
 
         /// Replaces `current` by `new` if the word still holds `current`
