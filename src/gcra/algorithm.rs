@@ -18,43 +18,35 @@ impl Quota {
     /// The charge of one cell, `T` against the span: what
     /// [`prepare`](Algorithm::prepare) computes for a cost of 1 (a quota's
     /// burst and `T` are at least 1, so that cost is never refused and the
-    /// charge is `T` itself), kept with its bounds by a limiter whose quota
-    /// never changes.
+    /// charge is `T` itself), kept by a limiter whose quota never changes.
     #[inline(always)]
-    pub(crate) const fn charge_of_one(&self) -> gcra_step::KeptCharge {
-        gcra_step::KeptCharge::new(gcra_step::Charge::new(
-            self.span(),
-            self.emission_interval(),
-        ))
+    pub(crate) const fn charge_of_one(&self) -> gcra_step::Charge {
+        gcra_step::Charge::new(self.span(), self.emission_interval())
     }
 
     /// Admits one cell at `now` on `word` with the charge `one` kept from
     /// [`charge_of_one`](Self::charge_of_one): the decision or denial that
     /// [`check`](Algorithm::check) gives for a cost of 1 on the same word,
-    /// through [`admit_kept`](gcra_step::admit_kept) (the denial a single
-    /// range test) and [`StateWord::update_first_inline`] (no loop unless
-    /// a compare-and-swap fails).
+    /// by the same [`step`](Algorithm::step), through
+    /// [`StateWord::update_first_inline`] (no loop unless a
+    /// compare-and-swap fails).
     #[inline(always)]
     pub(crate) fn check_one_kept(
         &self,
         word: &StateWord,
         now: u64,
-        one: &gcra_step::KeptCharge,
+        one: &gcra_step::Charge,
     ) -> Result<Decision, Denied> {
-        let at = self.now_word(now);
+        let prepared = GcraPrepared {
+            now: self.now_word(now),
+            charge: *one,
+        };
         // The step holds `now` and a reference to the kept charge, nothing
-        // a retry (out of line) would need copied to memory first.
-        match word.update_first_inline(move |state| {
-            gcra_step::admit_kept(state, at, one).map(|(next, debt)| (next, debt))
-        }) {
+        // that a retry (out of line) would need copied to memory first.
+        let at = prepared.now;
+        match word.update_first_inline(move |state| gcra_step::admit(state, at, one)) {
             Ok(debt) => Ok(Decision::from_usage(Usage::gcra(self, debt))),
-            Err(distance) => {
-                let prepared = GcraPrepared {
-                    now: at,
-                    charge: one.charge,
-                };
-                Err(self.denial(&prepared, GcraShortfall(distance)))
-            }
+            Err(distance) => Err(self.denial(&prepared, GcraShortfall(distance))),
         }
     }
 }

@@ -35,7 +35,7 @@
 
 use core::fmt;
 
-use super::step::KeptCharge;
+use super::step::Charge;
 use super::{reserve, Reservation};
 use crate::algorithm::{apply, Limiter};
 use crate::decision::{Decision, Denied, Snapshot};
@@ -69,7 +69,7 @@ pub struct FixedGcra {
     /// The quota, fixed, and the state word.
     shared: Limiter<Quota>,
     /// The charge of one cell, prepared once from the quota.
-    one: KeptCharge,
+    one: Charge,
 }
 
 impl FixedGcra {
@@ -253,7 +253,7 @@ mod tests {
             let kept = quota.charge_of_one();
             for (now, cost) in [(0, 1), (1, 1), (u64::MAX, 1), (0, 2)] {
                 let want = quota.prepare(now, cost).unwrap();
-                assert_eq!(want.charge() == kept.charge, cost == 1);
+                assert_eq!(want.charge() == kept, cost == 1);
             }
         }
     }

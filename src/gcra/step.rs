@@ -213,66 +213,6 @@ pub(crate) const fn admit(state: u64, now: u64, charge: &Charge) -> Result<(u64,
     }
 }
 
-/// A [`Charge`] kept for every check of a limiter whose quota never
-/// changes, with the range of distances it is denied at computed once:
-/// [`admit_kept`].
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct KeptCharge {
-    pub(crate) charge: Charge,
-    /// `span − increment + 1`: the least `e` ([`ahead`]) that is denied.
-    denied_from: u64,
-    /// `AHEAD − denied_from`: how many values of `e` from there are denied.
-    denied_len: u64,
-}
-
-impl KeptCharge {
-    /// `charge`, kept.
-    #[inline(always)]
-    pub(crate) const fn new(charge: Charge) -> KeptCharge {
-        // room = 2·(span − increment) ≤ 2·REACH, so denied_from ≤ AHEAD.
-        let denied_from = (charge.room >> 1) + 1;
-        KeptCharge {
-            charge,
-            denied_from,
-            denied_len: AHEAD - denied_from,
-        }
-    }
-}
-
-/// [`admit`] with its denial tested first, as one unsigned range test on
-/// `e = (state − now)` rotated right by 1 ([`ahead`]): denied iff
-/// `span − increment < e < AHEAD`. Same results as `admit` for every
-/// `state` and `now`:
-///
-/// * a written (odd) word has an even `d = state − now` and `e = d/2`, so
-///   the test is `room < d < 2⁶³` in word units (`d` and the room are even,
-///   so `e ≥ room/2 + 1 ⇔ d > room`), `admit`'s third case;
-/// * an even word has an odd `d`, so `e ≥ 2⁶³`: never denied (idle).
-///
-/// Not denied, the state owes within the room (written and `d ≤ room`:
-/// `state + 2·increment`) or is idle (`now + 2·increment`), `admit`'s
-/// first two cases, which the compiler can select without a branch. So a
-/// denial is a subtract, a rotate and one compare and branch after the
-/// load, for limiters whose bounds are kept (a quota fixed at
-/// construction), where `admit` is three tests.
-#[inline(always)]
-pub(crate) const fn admit_kept(state: u64, now: u64, kept: &KeptCharge) -> Result<(u64, u64), u64> {
-    let d = state.wrapping_sub(now);
-    if d.rotate_right(1).wrapping_sub(kept.denied_from) < kept.denied_len {
-        return Err(d);
-    }
-    let charge = &kept.charge;
-    if state & 1 == 1 && d <= charge.room {
-        Ok((
-            state.wrapping_add(charge.added),
-            (d >> 1) + charge.increment,
-        ))
-    } else {
-        Ok((now.wrapping_add(charge.added), charge.increment))
-    }
-}
-
 /// [`admit`]'s admission alone, for a charge `increment ≤ span`: the new
 /// state word `now + debt + increment` if `debt + increment ≤ span`, else
 /// `None`. The form the meters' buckets take on plain words, with their
@@ -449,29 +389,6 @@ mod tests {
                         }
                         assert_eq!(fits(state, at, increment, span).is_some(), want.is_ok());
                     }
-                }
-            }
-        }
-    }
-
-    /// `admit_kept` gives `admit`'s result for every state word: written
-    /// and not, owing within the room, at its edges, beyond it, idle, and
-    /// words around every boundary of the serial reading.
-    #[test]
-    fn the_kept_step_is_the_step() {
-        let edges = |x: u64| [x.wrapping_sub(2), x.wrapping_sub(1), x, x.wrapping_add(1), x.wrapping_add(2)];
-        for (span, increment) in [(1, 1), (1_000, 1), (1_000, 999), (1_000, 1_000), (REACH, 1), (REACH, REACH)] {
-            let charge = Charge::new(span, increment);
-            let kept = KeptCharge::new(charge);
-            for now in [word(0), word(12_345), word(1 << 62), word(u64::MAX), 0, 2, u64::MAX - 1] {
-                let bases = [0, charge.room(), 2 * span, 1 << 62, 1 << 63, REACH, u64::MAX];
-                for d in bases.into_iter().flat_map(edges) {
-                    let state = now.wrapping_add(d);
-                    assert_eq!(
-                        admit_kept(state, now, &kept),
-                        admit(state, now, &charge),
-                        "span {span} increment {increment} now {now} d {d}"
-                    );
                 }
             }
         }
