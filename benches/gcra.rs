@@ -345,9 +345,7 @@ fn paired_ratios() {
             black_box(now);
             gov.check().is_ok()
         }),
-        &mut Side::new(NOW, 0, |now| {
-            fixed_admitting.check(black_box(now)).is_ok()
-        }),
+        &mut Side::new(NOW, 0, |now| fixed_admitting.check(black_box(now)).is_ok()),
     );
     ratio(
         "FixedGcra::check denying ÷ governor denying, now per call",
@@ -355,9 +353,7 @@ fn paired_ratios() {
             black_box(now);
             gov_deny.check().is_ok()
         }),
-        &mut Side::new(NOW, 0, |now| {
-            fixed_denying.check(black_box(now)).is_ok()
-        }),
+        &mut Side::new(NOW, 0, |now| fixed_denying.check(black_box(now)).is_ok()),
     );
 }
 

@@ -24,7 +24,10 @@ enum Op {
     /// `check` through the `RateLimiter` trait (the path generic code takes).
     TraitCheck,
     Peek,
-    Reserve { cost: u64, max_wait: u64 },
+    Reserve {
+        cost: u64,
+        max_wait: u64,
+    },
     Refund(u64),
     Reset,
 }
@@ -118,7 +121,10 @@ fn advance(quota: &Quota, now: u64, step: &Step) -> u64 {
 
 /// The state word, as each limiter's `Debug` prints it.
 fn state(debug: String) -> String {
-    debug.split_once(" {").map(|(_, rest)| rest.to_owned()).unwrap()
+    debug
+        .split_once(" {")
+        .map(|(_, rest)| rest.to_owned())
+        .unwrap()
 }
 
 proptest! {

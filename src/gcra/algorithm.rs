@@ -74,7 +74,7 @@ pub struct GcraPrepared {
 
 impl GcraPrepared {
     /// The charge prepared (for the tests of a kept one).
-    #[cfg(test)]
+    #[cfg(all(test, not(feature = "loom")))]
     pub(crate) fn charge(&self) -> gcra_step::Charge {
         self.charge
     }

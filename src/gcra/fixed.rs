@@ -12,7 +12,7 @@
 //! # Contract
 //!
 //! * The math, the state word and every answer are those of
-//!   [`Gcra`](super::Gcra) with the same quota: the same [`Algorithm`]
+//!   [`Gcra`](super::Gcra) with the same quota: the same [`Algorithm`](crate::Algorithm)
 //!   phases of [`Quota`] (see the [module docs](super#the-math)) on the
 //!   same one `u64` state word of [`sync`](crate::sync) (one atomic on
 //!   targets with 64-bit compare-and-swap, a critical section elsewhere).
@@ -22,11 +22,14 @@
 //!   a new limiter (or use [`Gcra`](super::Gcra)).
 //! * [`check`](FixedGcra::check) applies a charge of one cell computed
 //!   once, in [`new`](FixedGcra::new) (`T` and the room `span − T`, as
-//!   [`prepare`](Algorithm::prepare) would compute them for a cost of 1):
-//!   between the call and the state's load there is only `now` brought to
-//!   sub-ticks (one multiply). A denial loads the state word and stores
-//!   nothing; an admission is one compare-and-swap (or one critical
-//!   section), as for `Gcra`.
+//!   [`prepare`](crate::Algorithm::prepare) computes them for a cost of 1), with
+//!   `Gcra`'s own step: before the state is loaded there is only `now`
+//!   brought to sub-ticks (one multiply). A denial loads the state word,
+//!   tests it and stores nothing, with no loop; an admission is one
+//!   compare-and-swap (a failed one is retried out of line), or one
+//!   critical section on targets without 64-bit compare-and-swap.
+//!   [`check_n`](FixedGcra::check_n) and the rest run `Gcra`'s code paths
+//!   on a quota that is a plain field.
 //! * The concurrency guarantee is `Gcra`'s: concurrent operations never
 //!   admit more than the same operations run one after another in the
 //!   order of their swaps (the loom models below check it).
@@ -247,7 +250,9 @@ mod tests {
         for quota in [
             Quota::per_second(1).at_hz(1_000),
             Quota::per_second(7).with_burst(3).at_hz(1_000_000_000),
-            Quota::per_ticks(1, 1).with_burst(1 << 40).at_hz(1_000_000_000),
+            Quota::per_ticks(1, 1)
+                .with_burst(1 << 40)
+                .at_hz(1_000_000_000),
             Quota::per_ticks(1, 1 << 61).at_hz(1),
         ] {
             let kept = quota.charge_of_one();

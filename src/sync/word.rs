@@ -241,6 +241,42 @@ mod loom_tests {
         });
     }
 
+    /// Two `update_first_inline`s racing with an `update` lose none of the
+    /// three additions, whichever of them fails its first swap and retries
+    /// out of line; and one that declines stores nothing.
+    #[test]
+    fn racing_first_inline_updates_lose_nothing() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(|| {
+            let w = Arc::new(StateWord::new(0));
+            let add = |by: u64| move |v: u64| Ok::<_, ()>((v + by, v));
+            let others: [_; 2] = core::array::from_fn(|i| {
+                let w = Arc::clone(&w);
+                thread::spawn(move || {
+                    if i == 0 {
+                        w.update_first_inline(add(1)).unwrap()
+                    } else {
+                        w.update(add(2)).unwrap()
+                    }
+                })
+            });
+            let mine = w.update_first_inline(add(4)).unwrap();
+            let declined = w.update_first_inline(|v| if v > 100 { Ok((0, ())) } else { Err(v) });
+            let [one, two] = others.map(|t| t.join().unwrap());
+            assert_eq!(w.load(), 7);
+            assert!(declined.is_err());
+            // Each addition saw the sum of those before it, in some order.
+            let mut seen = [(one, 1), (two, 2), (mine, 4)];
+            seen.sort();
+            let mut sum = 0;
+            for (before, by) in seen {
+                assert_eq!(before, sum, "{seen:?}");
+                sum += by;
+            }
+        });
+    }
+
     /// Two `compare_exchange`s from the same value: exactly one wins.
     #[test]
     fn racing_compare_exchanges_have_one_winner() {
