@@ -169,7 +169,6 @@ mod algorithm;
 mod fixed;
 pub(crate) mod step;
 
-pub use self::algorithm::{GcraPrepared, GcraShortfall};
 pub use self::fixed::FixedGcra;
 
 /// The charge of `cost` cells in sub-ticks, `cost·T`, or the refusal of a

@@ -178,7 +178,7 @@
 mod entry;
 mod hash;
 mod key;
-pub mod live;
+mod live;
 mod policy;
 mod probe;
 mod slot;

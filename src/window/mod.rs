@@ -125,20 +125,16 @@ macro_rules! window_quota_fmt {
     };
 }
 
-pub mod bucketed;
-pub mod fixed;
-pub mod log;
-pub mod sliding;
-pub mod wide_bucketed;
+mod bucketed;
+mod fixed;
+mod log;
+mod sliding;
+mod wide_bucketed;
 
-pub use self::bucketed::{
-    BucketedWindow, BucketedWindowPrepared, BucketedWindowQuota, BucketedWindowShortfall,
-};
-pub use self::fixed::{FixedWindow, FixedWindowPrepared, FixedWindowQuota, FixedWindowShortfall};
+pub use self::bucketed::{BucketedWindow, BucketedWindowQuota};
+pub use self::fixed::{FixedWindow, FixedWindowQuota};
 pub use self::log::SlidingLog;
-pub use self::sliding::{
-    SlidingWindow, SlidingWindowPrepared, SlidingWindowQuota, SlidingWindowShortfall,
-};
+pub use self::sliding::{SlidingWindow, SlidingWindowQuota};
 pub use self::wide_bucketed::WideBucketedWindow;
 
 use core::fmt;
