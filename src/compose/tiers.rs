@@ -5,10 +5,14 @@ use crate::decision::{Decision, Denied};
 
 use super::Revocable;
 
-/// One result per tier of an all-or-nothing check, in the tiers' order: the
-/// in-process twin of the Redis backend's `Outcome`.
+/// One result per tier of an all-or-nothing check, in the tiers' order: at
+/// most `N` of them. The one per-tier answer of the crate family: tuples
+/// and arrays of tiers return it, and the Redis backend and the HTTP layer
+/// carry it in their answers.
 ///
-/// Admitted iff every result is `Ok`.
+/// Admitted iff every result is `Ok`. When denied, the tiers that would
+/// have admitted hold a [`Decision`] of their unchanged state and the
+/// others a [`Denied`].
 ///
 /// ```
 /// use cellrate::compose::Tiers;
@@ -24,13 +28,37 @@ use super::Revocable;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Tiers<const N: usize> {
+    /// The results; those past `len` are [`UNUSED`], so the derived
+    /// comparisons see only the results that were given.
     results: [Result<Decision, Denied>; N],
+    len: usize,
 }
 
+/// What fills the places past a [`Tiers`]'s length.
+const UNUSED: Result<Decision, Denied> = Ok(Decision::new(0, 0, 0));
+
 impl<const N: usize> Tiers<N> {
-    /// Tiers from their results.
+    /// Tiers from exactly `N` results.
     pub const fn new(results: [Result<Decision, Denied>; N]) -> Self {
-        Tiers { results }
+        Tiers { results, len: N }
+    }
+    /// Tiers from the results of a run-time number of tiers, or `None` if
+    /// there are more than `N`.
+    ///
+    /// ```
+    /// use cellrate::compose::Tiers;
+    /// use cellrate::Decision;
+    /// let t = Tiers::<8>::from_slice(&[Ok(Decision::new(5, 4, 200))]).unwrap();
+    /// assert_eq!(t.results().len(), 1);
+    /// assert!(Tiers::<1>::from_slice(&[Ok(Decision::new(5, 4, 200)); 2]).is_none());
+    /// ```
+    pub fn from_slice(results: &[Result<Decision, Denied>]) -> Option<Self> {
+        let mut tiers = Tiers {
+            results: [UNUSED; N],
+            len: results.len(),
+        };
+        tiers.results.get_mut(..results.len())?.copy_from_slice(results);
+        Some(tiers)
     }
     /// Whether every tier admitted.
     ///
@@ -40,21 +68,17 @@ impl<const N: usize> Tiers<N> {
     /// assert!(Tiers::new([Ok(Decision::new(1, 0, 5))]).is_admitted());
     /// ```
     pub fn is_admitted(&self) -> bool {
-        self.results.iter().all(Result::is_ok)
+        self.results().iter().all(Result::is_ok)
     }
     /// One result per tier.
     pub fn results(&self) -> &[Result<Decision, Denied>] {
-        &self.results
-    }
-    /// The results, by value.
-    pub const fn into_results(self) -> [Result<Decision, Denied>; N] {
-        self.results
+        &self.results[..self.len]
     }
     /// The index of the tier that refused: among the tiers that denied, the
     /// one asking for the longest wait ([`refusing`]); `None` if
     /// admitted.
     pub fn refused(&self) -> Option<usize> {
-        refusing(&self.results)
+        refusing(self.results())
     }
     /// The refusing tier's denial; `None` if admitted.
     pub fn denied(&self) -> Option<Denied> {
@@ -63,7 +87,7 @@ impl<const N: usize> Tiers<N> {
     /// The tightest tier's result ([`tightest`]): the refusing
     /// tier's denial, or the admission with the fewest cells left.
     pub fn tightest(&self) -> Option<Result<Decision, Denied>> {
-        tightest(&self.results)
+        tightest(self.results())
     }
 }
 
@@ -144,8 +168,8 @@ where
 /// every tier that denied it; a cost that can never fit counts as the longest
 /// wait); the first such on ties. `None` if every tier admitted.
 ///
-/// The Redis backend's `Outcome::denied` and [`Tiers::refused`]
-/// both answer with it, so `Retry-After` means the same for either backend.
+/// [`Tiers::refused`] answers with it, in process and on Redis alike, so
+/// `Retry-After` means the same for either backend.
 ///
 /// ```
 /// use cellrate::compose::refusing;
