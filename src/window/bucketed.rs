@@ -633,38 +633,22 @@ window_limiter!(BucketedWindowQuota(limit: u64, window: u64, buckets: u32)
 
 #[cfg(all(test, feature = "loom"))]
 mod loom_tests {
-    extern crate std;
     use super::{BucketedWindow, BucketedWindowQuota};
+    use crate::window::loom_reference::race_is_some_serial_order;
     use loom::sync::Arc;
     use loom::thread;
-    use std::vec::Vec;
-
-    // 2 per 30 ticks in 3 buckets of 10: the threads are in buckets 1, 0
-    // (one behind, so it finds a state ahead) and 3 (bucket 0 has left).
-    const NOWS: [u64; 3] = [15, 5, 31];
-    const COSTS: [u64; 3] = [1, 2, 1];
 
     fn quota() -> BucketedWindowQuota {
         BucketedWindowQuota::new(2, 30, 3)
     }
 
     /// Three threads race; the admissions must be those of some serial
-    /// order of the same checks: never more than the rule allows.
+    /// order of the same checks: never more than the rule allows. 2 per 30
+    /// ticks in 3 buckets of 10: the threads are in buckets 1, 0 (one
+    /// behind, so it finds a state ahead) and 3 (bucket 0 has left).
     #[test]
     fn concurrent_checks_are_some_serial_order() {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(2);
-        builder.check(|| {
-            let limiter = Arc::new(BucketedWindow::with_quota(quota()));
-            let handles: Vec<_> = (0..3)
-                .map(|i| {
-                    let l = Arc::clone(&limiter);
-                    thread::spawn(move || l.check_n(NOWS[i], COSTS[i]).is_ok())
-                })
-                .collect();
-            let admitted: Vec<bool> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-            assert!(serial_outcomes().contains(&admitted), "{admitted:?}");
-        });
+        race_is_some_serial_order(quota(), [(15, 1), (5, 2), (31, 1)]);
     }
 
     /// A revocation racing an admission gives back exactly its own cells:
@@ -682,10 +666,5 @@ mod loom_tests {
             assert!(other.join().unwrap());
             assert_eq!(limiter.peek(15).remaining(), 1);
         });
-    }
-
-    fn serial_outcomes() -> Vec<Vec<bool>> {
-        let checks = [0, 1, 2].map(|i| (NOWS[i], COSTS[i]));
-        crate::window::loom_reference::serial_outcomes(&quota(), checks)
     }
 }

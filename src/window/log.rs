@@ -226,12 +226,10 @@ impl<const N: usize> SlidingLog<N> {
         ring.slots[self.index(head, i)].get()
     }
 
-    /// How many slots have expired at `now` (they are a prefix: the ring is
-    /// sorted), and the ticks from `now` until the first that has not
-    /// expires and until the newest does (0 for one that has). The header
-    /// answers when `now` lies in `[since, since + next_in)`: one subtract
-    /// and a compare, always so while `now` stands still. Otherwise
-    /// [`search`](Self::search) from the known prefix.
+    /// How many slots have expired at `now` (a prefix: the ring is sorted),
+    /// and the ticks until the first that has not expires and until the
+    /// newest does. The header answers when `now` lies in `[since, since +
+    /// next_in)`; otherwise [`search`](Self::search) from the known prefix.
     #[inline(always)]
     fn expired_prefix(&self, ring: &Ring<N>, (head, known): (usize, usize), now: u64) -> Expired {
         let elapsed = now.wrapping_sub(ring.since.get());

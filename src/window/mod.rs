@@ -286,9 +286,38 @@ pub(crate) const MIN_TAG_BITS: u32 = 16;
 #[cfg(all(test, feature = "loom"))]
 pub(crate) mod loom_reference {
     extern crate std;
+    use crate::{Algorithm, Limiter};
+    use loom::sync::Arc;
+    use loom::thread;
     use std::{vec, vec::Vec};
 
-    pub(crate) fn serial_outcomes<A: crate::Algorithm>(
+    /// Three threads run `checks` on one shared limiter of `quota`: in
+    /// every interleaving the admissions must be those of some serial order
+    /// of the same checks, so the limiter never admits more than its rule.
+    pub(crate) fn race_is_some_serial_order<A>(quota: A, checks: [(u64, u64); 3])
+    where
+        A: Algorithm + Copy + Send + Sync + 'static,
+    {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(2);
+        builder.check(move || {
+            let limiter = Arc::new(Limiter::with_quota(quota));
+            let handles: Vec<_> = checks
+                .iter()
+                .map(|&(now, cost)| {
+                    let l = Arc::clone(&limiter);
+                    thread::spawn(move || l.check_n(now, cost).is_ok())
+                })
+                .collect();
+            let admitted: Vec<bool> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            assert!(
+                serial_outcomes(&quota, checks).contains(&admitted),
+                "{admitted:?}"
+            );
+        });
+    }
+
+    pub(crate) fn serial_outcomes<A: Algorithm>(
         quota: &A,
         checks: [(u64, u64); 3],
     ) -> Vec<Vec<bool>> {

@@ -478,37 +478,17 @@ window_limiter!(SlidingWindowQuota(limit: u64, window: u64)
 
 #[cfg(all(test, feature = "loom"))]
 mod loom_tests {
-    extern crate std;
-    use super::{SlidingWindow, SlidingWindowQuota};
-    use loom::sync::Arc;
-    use loom::thread;
-    use std::vec::Vec;
-
-    const NOWS: [u64; 3] = [150, 99, 150];
-    const COSTS: [u64; 3] = [1, 2, 1];
+    use super::SlidingWindowQuota;
+    use crate::window::loom_reference::race_is_some_serial_order;
 
     /// Three threads (one in the previous window) race; the admissions must
     /// be those of some serial order of the same checks: the counter never
     /// admits more than its estimate allows.
     #[test]
     fn concurrent_checks_are_some_serial_order() {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(2);
-        builder.check(|| {
-            let limiter = Arc::new(SlidingWindow::new(2, 100));
-            let handles: Vec<_> = (0..3)
-                .map(|i| {
-                    let l = Arc::clone(&limiter);
-                    thread::spawn(move || l.check_n(NOWS[i], COSTS[i]).is_ok())
-                })
-                .collect();
-            let admitted: Vec<bool> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-            assert!(serial_outcomes().contains(&admitted), "{admitted:?}");
-        });
-    }
-
-    fn serial_outcomes() -> Vec<Vec<bool>> {
-        let checks = [0, 1, 2].map(|i| (NOWS[i], COSTS[i]));
-        crate::window::loom_reference::serial_outcomes(&SlidingWindowQuota::new(2, 100), checks)
+        race_is_some_serial_order(
+            SlidingWindowQuota::new(2, 100),
+            [(150, 1), (99, 2), (150, 1)],
+        );
     }
 }
