@@ -1,36 +1,14 @@
 //! A burst of packets of one flow at one `now`: its colours decided on the
 //! buckets' rooms, and the state stored once.
 //!
-//! # The math
-//!
-//! At one `now` nothing refills, so once `now` is in sub-ticks (one multiply
-//! per rate) each bucket's state reduces to its slack
-//! `S·T − (max(TAT, now) − now)`, and to its room in whole bytes
-//! `room = ⌊slack / T⌋` (one multiply by a reciprocal of `T` kept in the
-//! profile, exact for every 64-bit slack, see `crate::divisor`; no
-//! division). A take of `B` bytes
-//! is then exactly `B ≤ room`, leaving `room − B` (`B·T ≤ slack` iff
-//! `B ≤ ⌊slack / T⌋`, and `⌊(slack − B·T) / T⌋ = ⌊slack / T⌋ − B`), and the
-//! RFC rules at one `now` become, for the two buckets of each profile:
-//!
-//! | profile | first bucket | second bucket |
-//! |---|---|---|
-//! | srTCM | committed: green if it holds a green-coloured packet | excess (slack `EBS·T − (max(A, now) − max(C, now))`): yellow if it holds a packet that is neither green nor red-coloured |
-//! | RFC 4115 | committed: as srTCM | excess: as srTCM |
-//! | trTCM | peak: red unless it holds a packet not red-coloured | committed: green if it holds a green-coloured peak passer, else yellow |
-//!
-//! (srTCM's two slacks add up to A's, so A's own test is implied, and a
-//! green leaves the excess slack as it is.) Within a burst each bucket's
-//! asks form prefix sums that only grow, so a run of packets whose asks a
-//! bucket holds in total all pass: the burst goes in blocks of eight with
-//! one compare per bucket each, the first block that does not fit is
-//! scanned for the run's end, and the packets after it are decided one at
-//! a time with compares and subtractions. The state is written once: each
-//! bucket's TAT becomes `max(TAT, now) + taken·T` (one multiply) if any
-//! packet took from it, and stays as it was if none did. Sizes above
-//! `u32::MAX` (whose sums could wrap), and states a batch cannot reduce to
-//! slacks (a clock that stepped back past a span), go packet by packet.
-//!
+//! At one `now` nothing refills, so each bucket reduces to its room in whole
+//! bytes, `room = ⌊slack / T⌋` (a multiply by a reciprocal, no division),
+//! and a take of `B` bytes is exactly `B ≤ room`, leaving `room − B`. The
+//! leading run of packets that keep their arrival colours is found in
+//! blocks of eight, one compare per bucket each; the packets after it are
+//! decided one at a time with compares and subtractions. The rules per
+//! profile, and why this is exact, are in docs/design/meters.md in the
+//! repository.
 //!
 //! # Invariants
 //!
@@ -38,12 +16,10 @@
 //!   per packet, in order, at the batch's `now` (`tests/meter.rs` checks it
 //!   against per-packet calls and the reference models).
 //! * Each bucket's room is `⌊slack / T⌋ ≤ S` and only ever decreases by
-//!   bytes it holds, so `taken ≤ room` and `max(TAT, now) + taken·T ≤
-//!   now + S·T` fits (the slack is only formed when `now + S·T` does).
-//! * A shared batch stores each changed word by one compare-and-swap
-//!   against the value it was decided on, so the bucket's inequality holds
-//!   on the value replaced; if the first swap fails nothing is stored (see
-//!   the [module docs](super) for the second).
+//!   bytes it holds, so `max(TAT, now) + taken·T ≤ now + S·T` fits.
+//! * Sizes above `u32::MAX` (whose sums could wrap), and states a batch
+//!   cannot reduce to slacks (a clock that stepped back past a span), go
+//!   packet by packet.
 
 use super::Color;
 
@@ -140,25 +116,13 @@ fn ask(both: bool, bytes: u64, arrived: Color) -> [u64; 2] {
 }
 
 /// The colours of a burst at one `now` (into `out`) given the whole bytes
-/// each bucket holds, `room = ⌊slack / T⌋`, under the rules `both` selects
-/// (see [`Steps::BOTH`](super::steps::Steps::BOTH)); returns the bytes taken from
-/// each bucket and whether each was taken from at all (a 0-byte packet
-/// counts: its take moves a TAT in the past up to `now`). At one `now`
-/// nothing refills, so a bucket's take of `B` bytes is exactly the test
-/// `B ≤ room` and the step `room ← room − B` (`B·T ≤ slack` iff
-/// `B ≤ ⌊slack / T⌋`, and `⌊(slack − B·T) / T⌋ = ⌊slack / T⌋ − B`): the
-/// sequential per-packet rules with no clock, TAT or multiply. Two stages:
-///
-/// 1. the leading run of packets that keep their arrival colours. Each
-///    bucket's asks form prefix sums that only grow, so packet `i` is in
-///    the run iff the sums up to `i` fit the rooms: whole blocks of
-///    [`BLOCK`] are tested with one compare per bucket, then the first
-///    block that does not fit packet by packet;
-/// 2. from the first packet that does not keep its colour on, the rules a
-///    packet at a time on what the rooms have left.
-///
-/// Sizes above `u32::MAX` skip stage 1 (its sums could wrap); stage 2
-/// takes any size.
+/// each bucket holds, `room = ⌊slack / T⌋`, under the rules `both` selects;
+/// returns the bytes taken from each bucket and whether each was taken from
+/// at all (a 0-byte packet counts: its take moves a past TAT up to `now`).
+/// Stage 1 finds the leading run of packets that keep their arrival colours
+/// (prefix sums against the rooms, [`BLOCK`] packets per compare; skipped
+/// for sizes above `u32::MAX`, whose sums could wrap); stage 2 applies the
+/// rules a packet at a time on what the rooms have left.
 #[inline(always)]
 pub(super) fn decide(
     both: bool,
@@ -213,10 +177,7 @@ pub(super) fn decide(
 /// One packet of stage 2 of [`decide`]: its colour under the rules `both`
 /// selects, given the whole bytes `left` in each bucket, which it takes
 /// from (marking the bucket `touched`). Plain branches and an early return
-/// per colour, as the per-packet step has: the stage's cost is the few
-/// packets after the run's end, and in this form they ran faster than as
-/// masked subtractions and a colour table (`benches/meter.rs`, most of all
-/// in RFC 4115 over-rate local batches).
+/// per colour, as the per-packet step has (docs/design/meters.md says why).
 #[inline(always)]
 fn take(
     both: bool,

@@ -1,42 +1,27 @@
 //! One token bucket of a meter profile: the GCRA of its rate, and its size.
 //!
-//! # The math
-//!
-//! A bucket of `S` bytes refilled at `R` bytes per second is the GCRA with
-//! the emission interval `T = 1/R` (sub-ticks per byte, through
-//! [`Quota`]) and the span `S·T`:
+//! A bucket of `S` bytes refilled at `R` bytes per second is the crate's one
+//! GCRA step (`crate::gcra::step`) with the emission interval `T = 1/R`
+//! (sub-ticks per byte, through [`Quota`]), the increment `B·T` and the span
+//! `S·T`, in serial time (see [`gcra`](crate::gcra#serial-time)):
 //!
 //! ```text
-//! tokens(now) = S − max(TAT − now, 0) / T
 //! take B:  conforms iff B ≤ S and max(TAT, now) + B·T − now ≤ S·T,
 //!          then TAT ← max(TAT, now) + B·T
 //! ```
 //!
-//! That is the crate's one GCRA step (`crate::gcra::step::fits`), with the
-//! increment `B·T` and the span `S·T`, in serial time: each word holds its
-//! TAT as `2·TAT + 1` modulo 2⁶⁴ (0, an even word, is a full bucket at
-//! every `now`), and `max(TAT, now)` and `TAT − now` are read in
-//! serial-number order, exactly while checks are less than
-//! [`Quota::horizon_ticks`] apart (see [`gcra`](crate::gcra#serial-time)).
-//! The span is the bucket's own: which is not always the quota's `burst·T` (a bucket of size 0 keeps a quota of burst 1 for its time
-//! base, and srTCM's committed bucket runs on the quota of both buckets
-//! together).
-//!
-//! At one `now` nothing refills, and a bucket is its *slack*
-//! `S·T − (max(TAT, now) − now)`: a take of `B` bytes conforms iff
-//! `B·T ≤ slack` and leaves `slack − B·T`. Its *room* in whole bytes is
-//! `⌊slack / T⌋`, by a [`Divisor`] of `T` kept in the bucket (a multiply
-//! and shifts: no division instruction on the packet path).
+//! The span is the bucket's own, not always the quota's `burst·T` (a bucket
+//! of size 0 keeps a quota of burst 1 for its time base; srTCM's committed
+//! bucket runs on the quota of both buckets together). At one `now` a
+//! bucket is its *slack* `S·T − (max(TAT, now) − now)`, and its *room* in
+//! whole bytes `⌊slack / T⌋`, by a [`Divisor`] kept in the bucket.
 //!
 //! # Invariants
 //!
-//! * Every take checks `B ≤ S` first, so `B·T ≤ S·T ≤ 2⁶¹` (the
-//!   constructor checked that `S·T` is within [`MAX_SPAN`]): every state a
-//!   take writes is at most 2⁶¹ sub-ticks ahead of its `now`, within the
-//!   reach of a state word.
+//! * Every take checks `B ≤ S` first, so `B·T ≤ S·T ≤` [`MAX_SPAN`]: every
+//!   state a take or a batch writes is at most `S·T` ahead of its `now`,
+//!   within the reach of a state word.
 //! * A take that does not conform stores nothing.
-//! * A batch's `max(TAT, now) + spent` for `spent ≤ slack` is at most
-//!   `now + S·T`, within reach too.
 //!
 //! [`MAX_SPAN`]: crate::quota::MAX_SPAN
 
@@ -44,6 +29,7 @@ use super::{Color, MeterError};
 use crate::divisor::Divisor;
 use crate::gcra::step;
 use crate::quota::Quota;
+use crate::sync::StateWord;
 
 /// One token bucket of a profile: the GCRA of its rate, and its size.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -61,6 +47,20 @@ pub(crate) struct Bucket {
 }
 
 impl Bucket {
+    /// The buckets of `(rate, size)` `first` and `second` at `hz` (as
+    /// [`new`](Self::new)), in that order: a profile of two independent
+    /// buckets.
+    pub(super) const fn pair(
+        (rate0, size0): (u64, u64),
+        (rate1, size1): (u64, u64),
+        hz: u64,
+    ) -> Result<[Bucket; 2], MeterError> {
+        match (Bucket::new(rate0, size0, hz), Bucket::new(rate1, size1, hz)) {
+            (Ok(first), Ok(second)) => Ok([first, second]),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        }
+    }
+
     /// The bucket of `rate` bytes per second and `size` bytes at `hz`; a
     /// bucket with rate and size 0 is disabled (passes only 0-byte packets).
     pub(super) const fn new(rate: u64, size: u64, hz: u64) -> Result<Bucket, MeterError> {
@@ -133,19 +133,30 @@ impl Bucket {
     }
 
     /// [`take`](Self::take) in the room form ([`step::admit`]), on a charge
-    /// from [`charge`](Self::charge): what the shared flows run inside
-    /// their compare-and-swap loops, where a subtract, a rotate and a
-    /// compare lie between the load and the swap on the usual path (the
-    /// bucket owes), the room being computed before the load. (The plain
-    /// words of a local flow take the debt form of `take`, measured
-    /// faster there; the room form measured faster in the loops:
-    /// `docs/design/gcra.md`, "Serial time".)
+    /// from [`charge`](Self::charge), the room computed before the load:
+    /// what the shared flows run inside their compare-and-swap loops (why
+    /// not the debt form there: docs/design/meters.md).
     #[inline(always)]
     pub(super) fn take_charged(&self, tat: u64, now: u64, charge: step::Charge) -> Option<u64> {
         match step::admit(tat, now, &charge) {
             Ok((next, _)) => Some(next),
             Err(_) => None,
         }
+    }
+
+    /// One packet's take of `bytes` from a shared word at `now`: the charge
+    /// computed before the load, then a compare-and-swap loop of
+    /// [`take_charged`](Self::take_charged). Whether the bytes were taken.
+    #[inline(always)]
+    pub(super) fn take_shared(&self, word: &StateWord, now: u64, bytes: u64) -> bool {
+        let Some(charge) = self.charge(bytes) else {
+            return false;
+        };
+        word.update(|tat| match self.take_charged(tat, now, charge) {
+            Some(next) => Ok((next, ())),
+            None => Err(()),
+        })
+        .is_ok()
     }
 
     /// One bucket's pass over a burst at `now` (a word), one

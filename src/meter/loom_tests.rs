@@ -20,7 +20,6 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     builder.check(f);
 }
 
-/// Bytes per colour.
 /// The flow's two TATs, decoded from its state words (`2·TAT + 1`, 0 for a
 /// bucket never taken from); at 1 byte per tick these are bytes of debt
 /// at 0.
@@ -28,6 +27,7 @@ fn tats(flow: &Flow) -> [u64; 2] {
     flow.words().map(|w| w >> 1)
 }
 
+/// Bytes per colour.
 fn tally(marks: &[(u64, Color)]) -> [u64; 3] {
     let mut sums = [0; 3];
     for &(bytes, color) in marks {
@@ -59,6 +59,36 @@ fn run_threads<M: Meter + Copy + Send + 'static>(
         .into_iter()
         .flat_map(|h| h.join().unwrap())
         .collect()
+}
+
+/// One thread marks a batch of `sizes` (colour-aware if `pre` is given),
+/// the other one packet of `single` bytes, all at `now = 0`; returns the
+/// flow and every (size, colour).
+fn batch_against_packet<M: Meter + Copy + Send + 'static>(
+    meter: M,
+    sizes: [u64; 2],
+    pre: Option<[Color; 2]>,
+    single: u64,
+) -> (Arc<Flow>, [(u64, Color); 3]) {
+    let flow = Arc::new(Flow::new());
+    let f = flow.clone();
+    let batch = thread::spawn(move || {
+        let mut out = [Color::Red; 2];
+        match pre {
+            Some(pre) => meter.mark_batch_aware(&f, 0, &sizes, &pre, &mut out),
+            None => meter.mark_batch(&f, 0, &sizes, &mut out),
+        }
+        .unwrap();
+        out
+    });
+    let single_color = meter.mark(&flow, 0, single);
+    let out = batch.join().unwrap();
+    let marks = [
+        (sizes[0], out[0]),
+        (sizes[1], out[1]),
+        (single, single_color),
+    ];
+    (flow, marks)
 }
 
 extern crate std;
@@ -176,16 +206,7 @@ fn trtcm_batches_against_packets() {
     // CBS 100, PBS 120: sequentially two greens and one red in some order.
     model(|| {
         let meter = TrTcm::new(RATE, 100, RATE, 120, HZ).unwrap();
-        let flow = Arc::new(Flow::new());
-        let f = flow.clone();
-        let batch = thread::spawn(move || {
-            let mut out = [Color::Red; 2];
-            meter.mark_batch(&f, 0, &[50, 50], &mut out).unwrap();
-            out
-        });
-        let single = meter.mark(&flow, 0, 50);
-        let out = batch.join().unwrap();
-        let marks = [(50, out[0]), (50, out[1]), (50, single)];
+        let (flow, marks) = batch_against_packet(meter, [50, 50], None, 50);
         let [green, yellow, red] = tally(&marks);
         assert!(green <= 100 && green + yellow <= 120);
         assert_eq!((green, yellow, red), (100, 0, 50));
@@ -197,19 +218,8 @@ fn trtcm_batches_against_packets() {
 fn rfc4115_aware_batches_against_packets() {
     model(|| {
         let meter = TrTcm4115::new(RATE, 100, RATE, 60, HZ).unwrap();
-        let flow = Arc::new(Flow::new());
-        let f = flow.clone();
-        let batch = thread::spawn(move || {
-            let mut out = [Color::Red; 2];
-            let pre = [Color::Green, Color::Yellow];
-            meter
-                .mark_batch_aware(&f, 0, &[70, 50], &pre, &mut out)
-                .unwrap();
-            out
-        });
-        let single = meter.mark(&flow, 0, 50);
-        let out = batch.join().unwrap();
-        let marks = [(70, out[0]), (50, out[1]), (50, single)];
+        let (flow, marks) =
+            batch_against_packet(meter, [70, 50], Some([Color::Green, Color::Yellow]), 50);
         let [green, yellow, _] = tally(&marks);
         assert!(green <= 100 && yellow <= 60);
         assert_eq!(tats(&flow), [green, yellow]);
@@ -222,16 +232,7 @@ fn srtcm_batches_against_packets() {
     // packet. Sequentially: two greens then a yellow, in any order.
     model(|| {
         let meter = SrTcm::new(RATE, 100, 50, HZ).unwrap();
-        let flow = Arc::new(Flow::new());
-        let f = flow.clone();
-        let batch = thread::spawn(move || {
-            let mut out = [Color::Red; 2];
-            meter.mark_batch(&f, 0, &[40, 40], &mut out).unwrap();
-            out
-        });
-        let single = meter.mark(&flow, 0, 40);
-        let out = batch.join().unwrap();
-        let marks = [(40, out[0]), (40, out[1]), (40, single)];
+        let (flow, marks) = batch_against_packet(meter, [40, 40], None, 40);
         let [green, yellow, _] = tally(&marks);
         assert!(
             green <= 100 && yellow <= 50,
@@ -251,16 +252,7 @@ fn srtcm_batch_losing_the_committed_bucket_never_overgrants() {
     // must not turn yellow (more than EBS); the 40 still fit.
     model(|| {
         let meter = SrTcm::new(RATE, 120, 60, HZ).unwrap();
-        let flow = Arc::new(Flow::new());
-        let f = flow.clone();
-        let batch = thread::spawn(move || {
-            let mut out = [Color::Red; 2];
-            meter.mark_batch(&f, 0, &[80, 40], &mut out).unwrap();
-            out
-        });
-        let single = meter.mark(&flow, 0, 60);
-        let out = batch.join().unwrap();
-        let marks = [(80, out[0]), (40, out[1]), (60, single)];
+        let (flow, marks) = batch_against_packet(meter, [80, 40], None, 60);
         let [green, yellow, _] = tally(&marks);
         assert!(green <= 120, "green {green}");
         assert!(yellow <= 60, "yellow {yellow} > EBS");

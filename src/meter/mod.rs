@@ -1,80 +1,47 @@
 //! Packet-path metering: the three-colour markers of RFC 2697 (srTCM),
 //! RFC 2698 (trTCM) and RFC 4115, with bytes as cost.
 //!
-//! # The math: every token bucket is a GCRA
-//!
-//! Each RFC describes its meter with token buckets: a bucket of size `S`
-//! bytes, refilled at `R` bytes per second, holding `tokens ≤ S`. A bucket is
-//! the GCRA of the [`gcra`](crate::gcra) module seen from the other side
-//! (see "Token bucket and leaky bucket" there): with the emission interval
-//! `T = 1/R` (per byte) and a theoretical arrival time `TAT`,
+//! Each RFC describes its meter with token buckets of `S` bytes refilled at
+//! `R` bytes per second. A bucket is the GCRA of the [`gcra`](crate::gcra)
+//! module seen from the other side: with `T = 1/R` (per byte) and a
+//! theoretical arrival time `TAT`,
 //!
 //! ```text
 //! tokens(now) = S − max(TAT − now, 0) / T
-//! tokens(now) ≥ B   ⇔   max(TAT, now) + B·T − now ≤ S·T          (S·T: the span)
+//! tokens(now) ≥ B   ⇔   max(TAT, now) + B·T − now ≤ S·T
 //! take B bytes:         TAT ← max(TAT, now) + B·T
 //! ```
 //!
-//! The rates are converted **once** into a profile ([`SrTcm`], [`TrTcm`],
-//! [`TrTcm4115`]) through [`Quota`](crate::Quota): `T` becomes an integer
-//! number of sub-ticks (`now · scale`, see [`quota`](crate::quota)), so the
-//! per-packet path is one multiply of `now` per rate, one multiply `B·T`
-//! per bucket touched, adds and compares: no division, no floating point.
-//! The refill is the fluid (continuous) form of the RFCs' "incremented CIR
-//! times per second": between two packets a bucket gains exactly
+//! The rates are converted once into a profile ([`SrTcm`], [`TrTcm`],
+//! [`TrTcm4115`]) through [`Quota`](crate::Quota): no division and no
+//! floating point per packet. Between two packets a bucket gains exactly
 //! `R · Δt` bytes, fractions included, capped at `S`.
 //!
-//! * **srTCM** (RFC 2697). One rate `CIR` fills the committed bucket (`CBS`)
-//!   and spills into the excess bucket (`EBS`) only when the committed one is
-//!   full. That coupling is kept exact with two TATs on one `T = 1/CIR`:
-//!   `C` for the committed bucket (span `CBS·T`) and `A` for both buckets
-//!   together (span `(CBS + EBS)·T`). The total deficit `A − now` drains at
-//!   `CIR` like the committed one, and the excess bucket's deficit is what the
-//!   total has beyond the committed one, `max(A, now) − max(C, now)`, which
-//!   starts draining only once `C` is full — the RFC's spill rule. Green takes
-//!   `B` from both, yellow only from `A`, under
-//!   `max(A, now) + B·T − max(C, now) ≤ EBS·T`. `A ≥ C` always holds (in
-//!   serial order, as every comparison of TATs).
-//! * **trTCM** (RFC 2698). Two independent buckets: peak (`PIR`, `PBS`) and
-//!   committed (`CIR`, `CBS`), each its own TAT at its own sub-tick scale.
-//! * **RFC 4115.** Two independent buckets: committed (`CIR`, `CBS`) and
-//!   excess (`EIR`, `EBS`); green takes from the committed bucket only,
-//!   yellow from the excess bucket only.
+//! * **srTCM** (RFC 2697): one rate `CIR` fills the committed bucket (`CBS`)
+//!   and spills into the excess bucket (`EBS`) only when the committed one
+//!   is full, kept exact by two TATs on one `T`: `C` (committed) and `A`
+//!   (both buckets together).
+//! * **trTCM** (RFC 2698): two independent buckets, peak (`PIR`, `PBS`) and
+//!   committed (`CIR`, `CBS`).
+//! * **RFC 4115**: two independent buckets, committed (`CIR`, `CBS`) and
+//!   excess (`EIR`, `EBS`); green takes from the committed one only, yellow
+//!   from the excess one only.
 //!
-//! Colour-blind marking is colour-aware marking of a packet pre-coloured
-//! green, in all three RFCs; the `mark` methods are the blind ones and the
-//! `mark_aware` methods take the packet's colour.
+//! The `mark` methods are colour-blind, the `mark_aware` ones take the
+//! packet's colour. A packet larger than a bucket can never be taken from
+//! it, as the RFCs say (srTCM: a 9 000-byte frame against `CBS = 1 500` is
+//! yellow at best). A packet of 0 bytes keeps its colour. Bucket sizes of 0
+//! are allowed where the RFC allows them (srTCM with `EBS = 0` is a
+//! two-colour policer). `now` must not go backwards for a flow; if it does,
+//! the buckets look emptier than they are (fewer greens, never more).
 //!
-//! A packet larger than a bucket can never be taken from it (`tokens − B < 0`
-//! for every `tokens ≤ S`), exactly as the RFCs' tests say: with srTCM a
-//! 9 000-byte jumbo frame against `CBS = 1 500` is yellow at best, and red if
-//! it also exceeds `EBS`. A packet of 0 bytes keeps its colour (its take
-//! can only move a TAT lying in the past up to `now`: the same bucket
-//! level). Bucket sizes of 0 are allowed where the RFC allows them (e.g.
-//! srTCM with `EBS = 0` is a two-colour policer). `now` must not go
-//! backwards for a flow; if it does, the buckets look emptier than they
-//! are (fewer greens, never more).
+//! # State and concurrency
 //!
-//! # State per flow
-//!
-//! A flow's state is two `u64`s, 16 bytes, for every meter: [`Flow`]
-//! (shared through `&self`, two [`StateWord`](crate::sync)s) and
-//! [`LocalFlow`] (single owner, `&mut`). DPDK's `rte_meter` keeps 24 bytes
-//! for srTCM (`time`, `tc`, `te`) and 32 bytes for trTCM (`time_tc`,
-//! `time_tp`, `tc`, `tp`) (DPDK `lib/meter/rte_meter.h`): a TAT carries the
-//! time and the bucket level in one number, so the last-update timestamps
-//! disappear. Both TATs need the full 64 bits (each is a serial sub-tick
-//! time, `2·TAT + 1` modulo 2⁶⁴, see [`gcra`](crate::gcra#serial-time)), so
-//! two buckets cannot share one word without losing exactness. Being
-//! serial, they work with any clock (Unix time, a counter that wraps).
-//!
-//! # Concurrency: what a shared [`Flow`] guarantees
-//!
-//! Each bucket's word is changed only by a compare-and-swap that re-checks
-//! that bucket's inequality on the value it replaces, so **each bucket on
-//! its own is a linearizable GCRA**: under any interleaving of any number of
-//! packets, with any `now`s, the bytes taken from a bucket over any interval
-//! `[t₁, t₂]` of packet times never exceed `S + R·(t₂ − t₁)`. Hence:
+//! A flow is two `u64`s, 16 bytes, for every meter: [`Flow`] (shared through
+//! `&self`, each word changed by compare-and-swap) and [`LocalFlow`] (single
+//! owner). Each TAT is in serial time, so any clock works. Each bucket on its
+//! own is a linearizable GCRA: under any interleaving, the bytes taken from
+//! a bucket over packet times `[t₁, t₂]` never exceed `S + R·(t₂ − t₁)`:
 //!
 //! | meter | green bytes ≤ | green + yellow bytes ≤ | yellow bytes ≤ |
 //! |---|---|---|---|
@@ -82,84 +49,18 @@
 //! | trTCM | `CBS + CIR·t` | `PBS + PIR·t` | |
 //! | RFC 4115 | `CBS + CIR·t` | | `EBS + EIR·t` |
 //!
-//! These bounds are the RFCs' own, and the loom models in this module check
-//! them in every interleaving. At one instant (all packets with the same
-//! `now`) each bucket also never gives more than its size: green ≤ `CBS`,
-//! and yellow ≤ `EBS` (srTCM, RFC 4115) or green + yellow ≤ `PBS` (trTCM).
-//! When packets of one flow do not overlap in time (one core per flow, or a
-//! shared flow that is rarely contended) the colours are exactly the RFC's,
-//! because each packet runs the sequential algorithm. Under contention:
+//! The loom models check these bounds in every interleaving. Packets of a
+//! flow that do not overlap in time get exactly the RFC's colours; under
+//! contention a shared srTCM may withhold yellow allowance, never grant
+//! more.
 //!
-//! * **trTCM, RFC 4115** decide bucket by bucket in the RFC's order (trTCM:
-//!   peak, then committed; RFC 4115: committed, then excess). Each packet's
-//!   colour is the RFC's colour for the bucket levels it saw at its
-//!   compare-and-swaps, and each bucket's content is exactly what its
-//!   takes left (no byte is lost or invented).
-//! * **srTCM**'s buckets are coupled. A packet that finds green possible
-//!   first reserves `B` in `A` (checked against `(CBS + EBS)·T`), then takes
-//!   `B` from `C`. If a concurrent packet emptied `C` in between, the packet
-//!   is yellow if the excess bucket holds it, and otherwise red: its
-//!   reservation in `A` is then given back if nobody has touched `A` since,
-//!   and otherwise kept, which only makes later packets of that flow *less*
-//!   likely to pass. Contention can cost a flow yellow allowance; it never
-//!   grants more than the bounds above.
+//! `mark_batch*` colour a burst of packets that share one `now`: exactly the
+//! colours and the state that one `mark*` per packet gives at that `now`
+//! (for a shared flow: when nothing else touches it meanwhile), decided on
+//! the buckets' rooms in whole bytes, each changed word written once.
 //!
-//! # Batches
-//!
-//! `mark_batch*` colour a burst of packets of one flow that share one
-//! `now`, writing colour `i` for packet `i` into the caller's slice: exactly
-//! the colours, and exactly the state, that the same packets get one after
-//! another through `mark*` at that `now` (for a shared flow: when nothing
-//! else touches it meanwhile). `tests/meter.rs` checks this against
-//! per-packet calls and against the reference models, for bursts of up to
-//! 70 packets that cross the buckets' edges, colour-blind and colour-aware.
-//! At one `now` nothing refills, so a batch decides the whole burst on each
-//! bucket's room in whole bytes, with compares and subtractions only, and
-//! writes each changed TAT once.
-//!
-//! State updates: a [`LocalFlow`] is read once and written once. A shared
-//! [`Flow`] is read once (two loads), the burst is decided on those values,
-//! and each word that changes is written by one compare-and-swap against the
-//! value read, in the RFC's order; if the first fails, nothing has been
-//! stored and the whole batch is decided again from fresh loads. If the
-//! second fails after the first succeeded:
-//!
-//! * **trTCM**: the peak bucket is taken; green or yellow among the packets
-//!   that passed it is decided again, one take each, on the committed TAT
-//!   there is now (what those packets' own second steps would do);
-//! * **RFC 4115**: the greens are taken; yellow or red among the others is
-//!   decided again on the excess TAT there is now;
-//! * **srTCM**: A (which holds the burst's green and yellow bytes) is taken
-//!   first and C (its green bytes) second. If C moved, the reservation in A
-//!   is undone when A is as the batch left it and the batch starts again;
-//!   otherwise the reservation stays, the batch's greens take from the C
-//!   there is now one by one, and those that no longer fit are yellow if the
-//!   excess bucket (seen through a fresh A and the new C) holds them all,
-//!   and red otherwise: the single packet's rule, tokens withheld, never
-//!   granted.
-//!
-//! Every compare-and-swap re-checks its bucket's inequality on the value it
-//! replaces (the batch was decided on exactly that value), so each bucket
-//! stays a linearizable GCRA and the bounds above hold for batches too; the
-//! loom models run batches against single packets.
-//!
-//! # Where the code is
-//!
-//! A red packet changes no state (the shared srTCM's kept reservation
-//! aside, see above). Each file states the math and the invariants of its
-//! part:
-//!
-//! * `bucket.rs`: one token bucket, the crate's GCRA step with the bucket's
-//!   own span `S·T`, and its slack and room at one `now`;
-//! * `flow.rs`: the state of a flow ([`Flow`], [`LocalFlow`]) and the leases
-//!   of bytes taken from one of its buckets;
-//! * `steps.rs`: the sealed per-profile steps every [`Meter`] is built from
-//!   (`now` in sub-ticks, one packet, the pieces of a batch) and the steps
-//!   shared by the profiles of two independent buckets;
-//! * `batch.rs`: a burst at one `now` decided on the buckets' rooms, and the
-//!   compare-and-swaps that store it;
-//! * `srtcm.rs`, `trtcm.rs`, `rfc4115.rs`: the three profiles;
-//! * `loom_tests.rs`: the loom models of the bounds above.
+//! How contention is resolved and how batches store their state is in
+//! docs/design/meters.md in the repository.
 
 use core::fmt;
 

@@ -3,7 +3,7 @@
 //! independent TATs, each on its own rate).
 
 use super::batch::{Arrivals, Slack};
-use super::steps::{batch_shared_pair, pair_steps, Pair, Steps};
+use super::steps::{batch_shared_pair, lost_second, pair_steps, Pair, Steps};
 use super::{Bucket, Color, Flow, MeterError};
 use crate::quota::Quota;
 
@@ -52,15 +52,10 @@ impl TrTcm4115 {
         if cbs == 0 && ebs == 0 {
             return Err(MeterError::NoBucket);
         }
-        let committed = match Bucket::new(cir, cbs, hz) {
-            Ok(b) => b,
-            Err(e) => return Err(e),
-        };
-        let excess = match Bucket::new(eir, ebs, hz) {
-            Ok(b) => b,
-            Err(e) => return Err(e),
-        };
-        Ok(TrTcm4115 { committed, excess })
+        match Bucket::pair((cir, cbs), (eir, ebs), hz) {
+            Ok([committed, excess]) => Ok(TrTcm4115 { committed, excess }),
+            Err(e) => Err(e),
+        }
     }
 
     /// The committed rate with burst `max(CBS, 1)`, as a [`Quota`].
@@ -87,7 +82,7 @@ impl TrTcm4115 {
 
     /// The two buckets in word order (committed, excess), for leases of bytes.
     pub(crate) const fn lease_buckets(&self) -> [&Bucket; 2] {
-        [&self.committed, &self.excess]
+        self.pair().0
     }
 
     /// Whether both rates are represented exactly at the profile's clock.
@@ -97,42 +92,18 @@ impl TrTcm4115 {
     /// assert!(TrTcm4115::new(1_000, 1_500, 500, 1_500, 1_000).unwrap().is_exact());
     /// ```
     pub const fn is_exact(&self) -> bool {
-        self.committed.quota.is_exact() && self.excess.quota.is_exact()
+        self.pair().is_exact()
     }
-}
 
-impl TrTcm4115 {
     /// The two buckets in the rules' order (committed, excess).
     #[inline(always)]
-    fn pair(&self) -> Pair<'_> {
+    const fn pair(&self) -> Pair<'_> {
         Pair([&self.committed, &self.excess])
-    }
-
-    /// A shared batch that took its greens from the committed bucket but
-    /// lost the compare-and-swap on the excess one: yellow or red again
-    /// among the packets not green and not coloured red on arrival, one
-    /// take each from the excess TAT there is now (as packet by packet
-    /// would). The candidates stay the same when the pass reruns.
-    #[cold]
-    #[inline(never)]
-    fn lost_excess(&self, flow: &Flow, now: u64, sizes: &[u64], pre: Arrivals, out: &mut [Color]) {
-        let candidate = |i: usize, color: Color| color != Color::Green && pre.at(i) != Color::Red;
-        let _ = flow.words[1].update(|e| -> Result<(u64, ()), ()> {
-            let next = self
-                .excess
-                .pass(e, now, sizes, out, candidate, (Color::Yellow, Color::Red));
-            Ok((next, ()))
-        });
     }
 }
 
 impl Steps for TrTcm4115 {
     const BOTH: bool = false;
-
-    #[inline(always)]
-    fn times(&self, now: u64) -> [u64; 2] {
-        [self.committed.now(now), self.excess.now(now)]
-    }
 
     #[inline(always)]
     fn step(&self, words: &mut [u64; 2], t: [u64; 2], bytes: u64, pre: Color) -> Color {
@@ -154,32 +125,20 @@ impl Steps for TrTcm4115 {
     #[inline(always)]
     fn step_shared(&self, flow: &Flow, t: [u64; 2], bytes: u64, pre: Color) -> Color {
         let [committed, excess] = &flow.words;
-        if pre == Color::Green {
-            if let Some(charge) = self.committed.charge(bytes) {
-                let took =
-                    committed.update(|c| match self.committed.take_charged(c, t[0], charge) {
-                        Some(next) => Ok((next, ())),
-                        None => Err(()),
-                    });
-                if took.is_ok() {
-                    return Color::Green;
-                }
-            }
+        if pre == Color::Green && self.committed.take_shared(committed, t[0], bytes) {
+            return Color::Green;
         }
-        if pre != Color::Red {
-            if let Some(charge) = self.excess.charge(bytes) {
-                let took = excess.update(|e| match self.excess.take_charged(e, t[1], charge) {
-                    Some(next) => Ok((next, ())),
-                    None => Err(()),
-                });
-                if took.is_ok() {
-                    return Color::Yellow;
-                }
-            }
+        if pre != Color::Red && self.excess.take_shared(excess, t[1], bytes) {
+            return Color::Yellow;
         }
         Color::Red
     }
 
-    // The RFC's order: the first bucket, then the second.
-    pair_steps!(lost_excess);
+    // The RFC's order: the committed bucket, then the excess one. A batch
+    // that lost the swap on the excess bucket: yellow or red again among
+    // the packets not green and not coloured red on arrival.
+    pair_steps!(
+        |pre, i, color| color != Color::Green && pre.at(i) != Color::Red,
+        (Color::Yellow, Color::Red)
+    );
 }

@@ -1,34 +1,19 @@
 //! The steps a meter profile is made of, sealed: only this crate's
 //! profiles implement them, and [`Meter`](super::Meter) is built on them.
 //!
-//! # The phases
-//!
-//! * **Prepare**, before any state is read: [`Steps::times`] turns `now`
-//!   (ticks) into each word's sub-ticks, one multiply per rate.
-//! * **One packet**: [`Steps::step`] on plain words (the sequential RFC
-//!   algorithm) and [`Steps::step_shared`] on a shared flow, one
-//!   compare-and-swap per bucket taken from. Each bucket's test and step is
-//!   the GCRA of `bucket.rs`.
-//! * **A burst at one `now`** (see `batch.rs`): the buckets' slacks
-//!   ([`Steps::slack`]) and rooms ([`Steps::rooms`]), the colours decided on
-//!   those alone, and the state after ([`Steps::commit`]); the provided
-//!   [`Steps::decide_batch`], [`Steps::batch_local`] and the packet-by-packet
-//!   fall-backs assemble them.
-//!
-//! # Two independent buckets
-//!
-//! trTCM and RFC 4115 are two buckets that share nothing: each bucket's
-//! slack, room and state are its own ([`Pair`]), and their batch steps are
-//! written once (`pair_steps!`), each profile supplying the fix-up for a
-//! lost compare-and-swap on its second bucket. srTCM's buckets are coupled
-//! (the excess bucket fills from the committed one's overflow) and it has
-//! its own.
+//! [`Steps::times`] turns `now` into each word's sub-ticks before any state
+//! is read; [`Steps::step`] and [`Steps::step_shared`] colour one packet
+//! (one compare-and-swap per bucket taken from, shared); a burst at one
+//! `now` is decided on the buckets' slacks and rooms and stored by
+//! [`Steps::commit`]. trTCM and RFC 4115 are two buckets that share nothing
+//! ([`Pair`], whose batch steps `pair_steps!` writes once); srTCM's buckets
+//! are coupled and it has its own.
 //!
 //! # Invariants
 //!
 //! * `slack` answers `None` for a state that cannot be reduced to slacks
-//!   (a clock that stepped back past a span): batches then go
-//!   packet by packet, never approximately.
+//!   (a clock that stepped back past a span): batches then go packet by
+//!   packet, never approximately.
 //! * `commit` is given `spent ≤ slack` for each bucket and leaves a word
 //!   no packet took from as it was.
 
@@ -169,6 +154,16 @@ pub trait Steps {
 pub(crate) struct Pair<'a>(pub(crate) [&'a Bucket; 2]);
 
 impl Pair<'_> {
+    /// Whether both rates are represented exactly.
+    pub(crate) const fn is_exact(self) -> bool {
+        self.0[0].quota.is_exact() && self.0[1].quota.is_exact()
+    }
+
+    #[inline(always)]
+    pub(crate) fn times(self, now: u64) -> [u64; 2] {
+        [self.0[0].now(now), self.0[1].now(now)]
+    }
+
     #[inline(always)]
     pub(crate) fn intervals(self) -> [u64; 2] {
         self.0.map(|b| b.quota.emission_interval())
@@ -215,9 +210,14 @@ impl Pair<'_> {
 
 /// The batch steps of [`Steps`] for a profile of two independent
 /// buckets with a `pair()` method, written once for trTCM and RFC 4115.
-/// `$lost` is the profile's fix-up for a lost swap on its second bucket.
+/// `$candidate` and `$colors` say how a shared batch that lost the swap on
+/// the second bucket redoes it (see [`lost_second`]).
 macro_rules! pair_steps {
-    ($lost:ident) => {
+    ($candidate:expr, $colors:expr) => {
+        #[inline(always)]
+        fn times(&self, now: u64) -> [u64; 2] {
+            self.pair().times(now)
+        }
         #[inline(always)]
         fn intervals(&self) -> [u64; 2] {
             self.pair().intervals()
@@ -250,7 +250,8 @@ macro_rules! pair_steps {
             out: &mut [Color],
         ) {
             batch_shared_pair(self, flow, t, sizes, pre, out, |out| {
-                self.$lost(flow, t[1], sizes, pre, out)
+                let second = self.pair().0[1];
+                lost_second(second, flow, t[1], sizes, pre, out, $candidate, $colors)
             });
         }
         fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {
@@ -260,6 +261,30 @@ macro_rules! pair_steps {
 }
 
 pub(super) use pair_steps;
+
+/// A shared batch of a [`Pair`] that took from its first bucket but lost
+/// the compare-and-swap on the `second`: that bucket's decisions redone, one
+/// take each from the TAT there is now (as packet by packet would), for the
+/// packets `candidate` picks (`pass` if the bucket holds them, else `fail`;
+/// a rerun picks the same packets), until the swap succeeds.
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn lost_second(
+    second: &Bucket,
+    flow: &Flow,
+    now: u64,
+    sizes: &[u64],
+    pre: Arrivals,
+    out: &mut [Color],
+    candidate: fn(Arrivals, usize, Color) -> bool,
+    colors: (Color, Color),
+) {
+    let candidate = |i: usize, color: Color| candidate(pre, i, color);
+    let _ = flow.words[1].update(|tat| -> Result<(u64, ()), ()> {
+        Ok((second.pass(tat, now, sizes, out, candidate, colors), ()))
+    });
+}
 
 /// A shared batch for a profile of two independent buckets: decided on
 /// both words, then one compare-and-swap per changed word in the rules'

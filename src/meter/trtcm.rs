@@ -2,7 +2,7 @@
 //! docs](super) for the math (two independent TATs, each on its own rate).
 
 use super::batch::{Arrivals, Slack};
-use super::steps::{batch_shared_pair, pair_steps, Pair, Steps};
+use super::steps::{batch_shared_pair, lost_second, pair_steps, Pair, Steps};
 use super::{Bucket, Color, Flow, MeterError};
 use crate::quota::Quota;
 
@@ -49,15 +49,10 @@ impl TrTcm {
         if pir < cir {
             return Err(MeterError::PeakBelowCommitted);
         }
-        let peak = match Bucket::new(pir, pbs, hz) {
-            Ok(b) => b,
-            Err(e) => return Err(e),
-        };
-        let committed = match Bucket::new(cir, cbs, hz) {
-            Ok(b) => b,
-            Err(e) => return Err(e),
-        };
-        Ok(TrTcm { peak, committed })
+        match Bucket::pair((pir, pbs), (cir, cbs), hz) {
+            Ok([peak, committed]) => Ok(TrTcm { peak, committed }),
+            Err(e) => Err(e),
+        }
     }
 
     /// The committed rate with burst `CBS`, as a [`Quota`].
@@ -85,7 +80,7 @@ impl TrTcm {
 
     /// The two buckets in word order (peak, committed), for leases of bytes.
     pub(crate) const fn lease_buckets(&self) -> [&Bucket; 2] {
-        [&self.peak, &self.committed]
+        self.pair().0
     }
 
     /// Whether both rates are represented exactly at the profile's clock.
@@ -95,49 +90,18 @@ impl TrTcm {
     /// assert!(TrTcm::new(1_000, 1_500, 2_000, 3_000, 1_000).unwrap().is_exact());
     /// ```
     pub const fn is_exact(&self) -> bool {
-        self.peak.quota.is_exact() && self.committed.quota.is_exact()
+        self.pair().is_exact()
     }
-}
 
-impl TrTcm {
     /// The two buckets in the rules' order (peak, committed).
     #[inline(always)]
-    fn pair(&self) -> Pair<'_> {
+    const fn pair(&self) -> Pair<'_> {
         Pair([&self.peak, &self.committed])
-    }
-
-    /// A shared batch that took its bytes from the peak bucket but lost
-    /// the compare-and-swap on the committed one: green or yellow again
-    /// among the green-coloured packets that passed the peak bucket, one
-    /// take each from the committed TAT there is now (as packet by packet
-    /// would). The candidates stay the same when the pass reruns.
-    #[cold]
-    #[inline(never)]
-    fn lost_committed(
-        &self,
-        flow: &Flow,
-        now: u64,
-        sizes: &[u64],
-        pre: Arrivals,
-        out: &mut [Color],
-    ) {
-        let candidate = |i: usize, color: Color| color != Color::Red && pre.at(i) == Color::Green;
-        let _ = flow.words[1].update(|c| -> Result<(u64, ()), ()> {
-            let next =
-                self.committed
-                    .pass(c, now, sizes, out, candidate, (Color::Green, Color::Yellow));
-            Ok((next, ()))
-        });
     }
 }
 
 impl Steps for TrTcm {
     const BOTH: bool = true;
-
-    #[inline(always)]
-    fn times(&self, now: u64) -> [u64; 2] {
-        [self.peak.now(now), self.committed.now(now)]
-    }
 
     #[inline(always)]
     fn step(&self, words: &mut [u64; 2], t: [u64; 2], bytes: u64, pre: Color) -> Color {
@@ -163,31 +127,20 @@ impl Steps for TrTcm {
             return Color::Red;
         }
         let [peak, committed] = &flow.words;
-        let Some(charge) = self.peak.charge(bytes) else {
-            return Color::Red;
-        };
-        let took_peak = peak.update(|p| match self.peak.take_charged(p, t[0], charge) {
-            Some(next) => Ok((next, ())),
-            None => Err(()),
-        });
-        if took_peak.is_err() {
+        if !self.peak.take_shared(peak, t[0], bytes) {
             return Color::Red;
         }
-        if pre == Color::Green {
-            if let Some(charge) = self.committed.charge(bytes) {
-                let took =
-                    committed.update(|c| match self.committed.take_charged(c, t[1], charge) {
-                        Some(next) => Ok((next, ())),
-                        None => Err(()),
-                    });
-                if took.is_ok() {
-                    return Color::Green;
-                }
-            }
+        if pre == Color::Green && self.committed.take_shared(committed, t[1], bytes) {
+            return Color::Green;
         }
         Color::Yellow
     }
 
-    // The RFC's order: the first bucket, then the second.
-    pair_steps!(lost_committed);
+    // The RFC's order: the peak bucket, then the committed one. A batch
+    // that lost the swap on the committed bucket: green or yellow again
+    // among the green-coloured packets that passed the peak bucket.
+    pair_steps!(
+        |pre, i, color| color != Color::Red && pre.at(i) == Color::Green,
+        (Color::Green, Color::Yellow)
+    );
 }

@@ -1,143 +1,58 @@
 //! The bucketed sliding window counter: a window of `W` ticks split into
 //! `N` buckets of `b = W / N` ticks, counted exactly per bucket.
 //!
-//! # The rule
+//! Bucket `j` is the ticks `[j·b, (j+1)·b)`. With `c_i` the cells admitted
+//! in bucket `i`, a request of `cost` cells in bucket `j` is admitted iff
+//! `c_(j−N+1) + … + c_j + cost ≤ limit`, and then `c_j ← c_j + cost` (one
+//! minute in six buckets of ten seconds: six counters). With `N = 1` it is
+//! the [`FixedWindow`](super::FixedWindow). The bounds it keeps:
 //!
-//! Bucket `j` is the ticks `[j·b, (j+1)·b)`; `now` lies in bucket
-//! `j = ⌊now / b⌋`. With `c_i` the cells admitted in bucket `i`, a request
-//! of `cost` cells in bucket `j` is admitted iff the `N` buckets ending with
-//! `j` leave room for it:
+//! 1. any `N` consecutive buckets hold at most `limit` cells;
+//! 2. any `W − b + 1` consecutive ticks hold at most `limit` cells (tight);
+//! 3. any `W` consecutive ticks hold at most `limit + c_f`, `c_f` the count
+//!    of the first bucket they touch: never more than `2·limit`.
 //!
-//! ```text
-//! c_(j−N+1) + … + c_(j−1) + c_j + cost ≤ limit
-//! ```
+//! Where the tick counter wraps past `2⁶⁴` and the last bucket is short (`b`
+//! not a power of two), an interval containing it may touch one bucket
+//! more. The proofs, the wrap and the packing's derivation are in
+//! docs/design/windows.md in the repository.
 //!
-//! and then `c_j ← c_j + cost`. This is the "sliding window with
-//! sub-window buckets" of rate limiting write-ups (one minute in six
-//! buckets of ten seconds: six counters, an error of at most one bucket).
-//! With `N = 1` it is the [`FixedWindow`](super::FixedWindow).
-//!
-//! # The bounds it keeps, proved
-//!
-//! After every admission the `N` buckets ending with the admission's bucket
-//! hold at most `limit` cells, and a bucket's count only grows by
-//! admissions in it. So:
-//!
-//! 1. **Any `N` consecutive buckets hold at most `limit` cells.** Take
-//!    buckets `i..=i+N−1` and the last admission into any of them, in
-//!    bucket `k ≤ i+N−1`. When it was admitted the buckets `k−N+1..=k`
-//!    (which include `i..=k`) held at most `limit`, and the buckets after
-//!    `k` in the range are empty (no admission there, by the choice of
-//!    `k`); after it nothing in the range changes.
-//! 2. **Any `W − b + 1` consecutive ticks hold at most `limit` cells**
-//!    (so also any `W − W/N`). An interval of
-//!    `L = W − b + 1 = (N − 1)·b + 1` ticks touches at most
-//!    `⌈(L − 1)/b⌉ + 1 = N` buckets; by 1 they hold at most `limit`.
-//!    The bound is tight: `W − b + 2` ticks can touch `N + 1` buckets.
-//! 3. **Any `W` consecutive ticks hold at most `limit + c_f`**, `c_f` the
-//!    count of the first bucket the interval touches (it covers that
-//!    bucket partly, or `W` ticks aligned to the grid are exactly `N`
-//!    buckets and hold at most `limit`): `W` ticks touch at most `N + 1`
-//!    buckets, and the last `N` of them hold at most `limit` by 1. As
-//!    `c_f ≤ limit`, never more than `2·limit`, and then only if the first
-//!    bucket's cells came in its last `b − 1` ticks.
-//!
-//! Times are those the limiter judged at: a check whose `now` lags behind
-//! a state another thread already moved to a later bucket is judged at
-//! that later bucket (see below), which for a monotone clock read before
-//! the check lies between the read and the check's store.
-//!
-//! # Exact answers
-//!
-//! With no further traffic the count of the window ending in bucket `j + d`
-//! is `T(d) = c_(j+d−N+1) + … + c_j` (0 from `d = N` on), which only falls
-//! as `d` grows. So, with `u = (j + 1)·b − now` the ticks until the next
-//! bucket starts:
+//! With no further traffic the window's count `T(d)` at bucket `j + d` only
+//! falls as `d` grows, so with `u` the ticks until the next bucket starts
+//! the answers are exact (property tested in `tests/bucketed.rs`):
 //!
 //! ```text
 //! remaining   = limit − T(0)
-//! retry_after = u + (d − 1)·b   for the least d ≥ 1 with T(d) + cost ≤ limit   (d ≤ N: cost ≤ limit)
+//! retry_after = u + (d − 1)·b   for the least d ≥ 1 with T(d) + cost ≤ limit
 //! reset_after = u + (d − 1)·b   for the least d ≥ 1 with T(d) = 0 (0 if T(0) = 0)
 //! ```
 //!
-//! Retrying at `now + retry_after` is the first tick of bucket `j + d`,
-//! which admits; one tick earlier is bucket `j + d − 1`, which does not
-//! (property tested in `tests/bucketed.rs`).
+//! # State word
 //!
-//! # Packing: suffix sums in one word
-//!
-//! The state of bucket `s` (the last one written) is the count `c_s` and
-//! the sums `F_i = c_(s−1) + … + c_(s−i)` of the `i` buckets before it, for
-//! `i = 1..N−1`, each in `cb = ⌈log₂(limit + 1)⌉` bits under a tag, the low
-//! bits of `s`:
-//!
-//! ```text
-//!  63      N·cb  N·cb−1                                         cb  cb−1     0
-//! ┌────────────┬───────────┬─────┬───────────┬───────────┬────────────┐
-//! │ tag (s mod 2^tb) │ F_(N−1) │  …  │    F_2    │    F_1    │    c_s     │
-//! └────────────┴───────────┴─────┴───────────┴───────────┴────────────┘
-//! ```
-//!
-//! `N·cb ≤ 48`, so the tag keeps `tb = 64 − N·cb ≥ 16` bits: 6 buckets allow
-//! a limit up to 255, 4 up to 4 095, 2 up to 16 777 215, 48 buckets a limit
-//! of 1. Larger counts take [`WideBucketedWindow`](super::WideBucketedWindow).
-//! The sums make every step a few word operations, no loop:
-//!
-//! * the window's count in bucket `s` is `T = c_s + F_(N−1)` (two fields);
-//! * moving on `d` buckets (`1 ≤ d < N`) gives `c′ = 0` and
-//!   `F′_i = 0` for `i < d`, `F′_i = c_s + F_(i−d)` for `i ≥ d` (`F_0 = 0`):
-//!   the `F` fields shifted up by `d` fields plus `c_s` times a constant
-//!   with a 1 in each field from `d` on; nothing carries, as every
-//!   `F′_i ≤ T ≤ limit`. From `d ≥ N` on every count is 0;
-//! * the common case (the state is `now`'s bucket) is `counts = state −
-//!   (tag << N·cb)`, one add of its top field and its low field, a compare,
-//!   and `state + cost` to store.
-//!
-//! State `0` is a new client (all counts 0 under any tag). Tags compare as
-//! in the [module docs](super): a state `d < N` buckets behind `now`'s is
-//! moved on `d` buckets; one `a < N` buckets **ahead** (another thread read
-//! a later clock and already wrote there) is judged as it stands, at that
-//! later bucket, with every time counted from there (it can deny more,
-//! never admit more); anything else is too old and reads as empty. A client
-//! silent for a multiple of `2^tb` buckets (within `N`) aliases, which only
-//! denies more, for less than `N` buckets.
-//!
-//! # Any clock, and the wrap
-//!
-//! Buckets are aligned to multiples of `b` on the caller's clock, so
-//! shifting every `now` by a multiple of `b` gives identical answers
-//! (tested at the origins of `tests/support/origin.rs`). Where the tick
-//! counter wraps past `2⁶⁴`, bucket 0 follows the last bucket
-//! `K = ⌊(2⁶⁴ − 1)/b⌋`, which is short (`2⁶⁴ mod b` ticks) unless `b`
-//! divides `2⁶⁴`. The counter counts buckets across it (within `N` buckets
-//! of the wrap a tag is read both ways, and the reading that counts more
-//! cells is taken), so bound 1 holds across the wrap, and bounds 2 and 3
-//! hold for intervals that do not contain a short bucket. One that does
-//! can touch one bucket more: `W − b + 1` ticks then hold at most
-//! `limit + c_f` and `W` ticks at most `limit + c_f + c_g` (`c_f`, `c_g`
-//! the counts of the first two buckets touched). With `b` a power of two
-//! there is no short bucket and every bound holds everywhere. The bucket
-//! is at most 2⁴⁸ ticks (`W ≤ N·2⁴⁸`, [`WindowError::WindowTooLong`]), so
-//! the counter's `2⁶⁴ / b ≥ 2¹⁶` buckets are never confused with the
-//! `N − 1` that a state can be behind or ahead.
+//! The tag of the last bucket `s` written, its count `c_s` and the sums
+//! `F_i = c_(s−1) + … + c_(s−i)` of the `i` buckets before it, `N` fields of
+//! `cb = ⌈log₂(limit + 1)⌉` bits within 48: 6 buckets allow a limit up to
+//! 255, 4 up to 4 095, 2 up to 16 777 215, 48 buckets a limit of 1. Larger
+//! counts take [`WideBucketedWindow`](super::WideBucketedWindow). The
+//! window's count is two fields, `c_s + F_(N−1)`. A state `d < N` buckets
+//! behind `now`'s is moved on `d` buckets; one ahead (a lagging thread) is
+//! judged at its own bucket; anything else reads as empty. State `0` is a
+//! new client.
 //!
 //! # Invariants
 //!
-//! * `F_1 ≤ F_2 ≤ … ≤ F_(N−1)` and `c_s + F_(N−1) ≤ limit` in every word
-//!   this quota writes; a word it did not write (saved under another limit)
-//!   is first made so, counting more, never less (each `F_i` raised to the
-//!   largest below it, capped at `limit`, and `c_s` capped at what is left):
-//!   at worst it reads as full.
+//! * `F_1 ≤ … ≤ F_(N−1)` and `c_s + F_(N−1) ≤ limit` in every word this
+//!   quota writes; a word it did not write is first raised to satisfy them
+//!   (counting more, never less).
 //! * One compare-and-swap per admission; denials and peeks store nothing.
-//! * No division on any path (the bucket index comes from a multiplier, see
-//!   the [module docs](super)); the wait of a denial scans at most `N − 1`
-//!   fields, after the compare-and-swap loop.
+//! * No division on any path; the common case (same bucket, the cost fits)
+//!   is a subtract, a shift, a mask, an add, a compare and `state + cost`.
+//!   A denial's wait scans at most `N − 1` fields, after the loop.
 
 use core::fmt;
 
 use super::{check_params, count_bits, low_mask, WindowError};
 use crate::divisor::Divisor;
-use crate::sync::loom_const_fn;
 use crate::{Algorithm, Decision, Denied, Limited, Limiter, Snapshot};
 
 /// Bits the counts of a [`BucketedWindowQuota`] may take together (the
@@ -228,10 +143,7 @@ impl BucketedWindowQuota {
     /// On invalid parameters: a compile error in `const` context. See
     /// [`try_new`](Self::try_new).
     pub const fn new(limit: u64, window: u64, buckets: u32) -> Self {
-        match Self::try_new(limit, window, buckets) {
-            Ok(q) => q,
-            Err(e) => panic!("{}", e.as_str()),
-        }
+        or_panic!(Self::try_new(limit, window, buckets))
     }
 
     /// `limit` cells per `window` ticks in `buckets` buckets, or what is
@@ -611,18 +523,7 @@ pub struct BucketedWindowPrepared {
 pub struct BucketedWindowShortfall(View);
 
 impl Algorithm for BucketedWindowQuota {
-    type Prepared = BucketedWindowPrepared;
-    type Shortfall = BucketedWindowShortfall;
-
-    /// The bucket of `now`; refuses a cost above the limit.
-    #[inline(always)]
-    fn prepare(&self, now: u64, cost: u64) -> Result<BucketedWindowPrepared, Denied> {
-        crate::algorithm::within_limit(cost, self.limit)?;
-        Ok(BucketedWindowPrepared {
-            at: self.at(now),
-            cost,
-        })
-    }
+    tagged_steps!(BucketedWindowPrepared, BucketedWindowShortfall);
 
     /// The common case: the state is this bucket's (`state − base` has no
     /// tag bits, so its top field plus its low field is the window's count,
@@ -672,13 +573,9 @@ impl Algorithm for BucketedWindowQuota {
         self.view(state, &self.at(now)).counts == 0
     }
 
-    tagged_marks!();
-
-    /// A state word of this quota re-expressed for `new` at `now`: the
-    /// cells in `now`'s window, at most the new limit, all counted in
-    /// `now`'s bucket of the new grid (they then stay a whole new window:
-    /// it can deny more than the old parameters would, never admit more
-    /// cells than were counted).
+    /// The cells in `now`'s window, at most the new limit, all counted in
+    /// `now`'s bucket of the new grid (which can deny more than the old
+    /// parameters would, never admit more cells than were counted).
     fn translate(&self, state: u64, now: u64, new: &Self) -> u64 {
         let total = self.total(self.view(state, &self.at(now)).counts);
         if total == 0 {
@@ -727,66 +624,31 @@ impl defmt::Format for BucketedWindowQuota {
 /// ```
 pub type BucketedWindow = Limiter<BucketedWindowQuota>;
 
-impl Limiter<BucketedWindowQuota> {
-    loom_const_fn! {
-        /// `limit` cells in any `buckets` consecutive buckets of
-        /// `window / buckets` ticks, starting full.
-        ///
-        /// # Panics
-        /// As [`BucketedWindowQuota::new`]; see [`try_new`](Self::try_new).
-        pub fn new(limit: u64, window: u64, buckets: u32) -> Self {
-            Self::with_quota(BucketedWindowQuota::new(limit, window, buckets))
-        }
-    }
-
-    /// `limit` per `window` ticks in `buckets` buckets, or what is wrong.
-    ///
+window_limiter!(BucketedWindowQuota(limit: u64, window: u64, buckets: u32)
     /// ```
     /// use cellrate::window::{BucketedWindow, WindowError};
     /// assert_eq!(BucketedWindow::try_new(10, 100, 3).err(), Some(WindowError::UnevenBuckets));
     /// ```
-    pub fn try_new(limit: u64, window: u64, buckets: u32) -> Result<Self, WindowError> {
-        Ok(Self::with_quota(BucketedWindowQuota::try_new(
-            limit, window, buckets,
-        )?))
-    }
-}
+);
 
 #[cfg(all(test, feature = "loom"))]
 mod loom_tests {
-    extern crate std;
     use super::{BucketedWindow, BucketedWindowQuota};
-    use crate::Algorithm;
+    use crate::window::loom_reference::race_is_some_serial_order;
     use loom::sync::Arc;
     use loom::thread;
-    use std::{vec, vec::Vec};
-
-    // 2 per 30 ticks in 3 buckets of 10: the threads are in buckets 1, 0
-    // (one behind, so it finds a state ahead) and 3 (bucket 0 has left).
-    const NOWS: [u64; 3] = [15, 5, 31];
-    const COSTS: [u64; 3] = [1, 2, 1];
 
     fn quota() -> BucketedWindowQuota {
         BucketedWindowQuota::new(2, 30, 3)
     }
 
     /// Three threads race; the admissions must be those of some serial
-    /// order of the same checks: never more than the rule allows.
+    /// order of the same checks: never more than the rule allows. 2 per 30
+    /// ticks in 3 buckets of 10: the threads are in buckets 1, 0 (one
+    /// behind, so it finds a state ahead) and 3 (bucket 0 has left).
     #[test]
     fn concurrent_checks_are_some_serial_order() {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(2);
-        builder.check(|| {
-            let limiter = Arc::new(BucketedWindow::with_quota(quota()));
-            let handles: Vec<_> = (0..3)
-                .map(|i| {
-                    let l = Arc::clone(&limiter);
-                    thread::spawn(move || l.check_n(NOWS[i], COSTS[i]).is_ok())
-                })
-                .collect();
-            let admitted: Vec<bool> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-            assert!(serial_outcomes().contains(&admitted), "{admitted:?}");
-        });
+        race_is_some_serial_order(quota(), [(15, 1), (5, 2), (31, 1)]);
     }
 
     /// A revocation racing an admission gives back exactly its own cells:
@@ -804,31 +666,5 @@ mod loom_tests {
             assert!(other.join().unwrap());
             assert_eq!(limiter.peek(15).remaining(), 1);
         });
-    }
-
-    fn serial_outcomes() -> Vec<Vec<bool>> {
-        let quota = quota();
-        let orders = [
-            [0, 1, 2],
-            [0, 2, 1],
-            [1, 0, 2],
-            [1, 2, 0],
-            [2, 0, 1],
-            [2, 1, 0],
-        ];
-        orders
-            .iter()
-            .map(|order| {
-                let mut state = BucketedWindowQuota::NEW;
-                let mut admitted = vec![false; 3];
-                for &i in order {
-                    if let Ok((next, _)) = quota.check(state, NOWS[i], COSTS[i]) {
-                        state = next;
-                        admitted[i] = true;
-                    }
-                }
-                admitted
-            })
-            .collect()
     }
 }

@@ -1,63 +1,36 @@
-//! The fixed window counter.
+//! The fixed window counter: at most `limit` cells in each aligned window
+//! `[k·W, (k+1)·W)`.
 //!
-//! # The math
-//!
-//! Window `k` covers the ticks `[k·W, (k+1)·W)`. The state is the count `c`
-//! of cells admitted in the window the state was last written in. A request
-//! of `cost` cells at `now` (in window `k`, elapsed `e`) is admitted iff
-//!
-//! ```text
-//! c_k + cost ≤ limit          (c_k = c if the state is for window k, else 0)
-//! ```
-//!
-//! and then `c_k ← c_k + cost`. The numbers reported:
+//! With `c` the cells admitted in `now`'s window (0 if the state is from
+//! an older one) and `e` the ticks elapsed in it, a request of `cost` cells
+//! is admitted iff `c + cost ≤ limit`, and then `c ← c + cost`:
 //!
 //! ```text
-//! remaining   = limit − c_k
-//! reset_after = W − e        (0 when c_k = 0: already full)
+//! remaining   = limit − c
+//! reset_after = W − e        (0 when c = 0: already full)
 //! retry_after = W − e        (exact: the next window starts empty, and cost ≤ limit)
 //! ```
 //!
-//! # The boundary burst
-//!
-//! Windows are aligned, not sliding: `limit` cells in the last tick of window
-//! `k` and `limit` more in the first tick of window `k + 1` are all admitted,
-//! `2·limit` cells within two ticks. That is the price of one word of state
-//! and no arithmetic beyond an add; [`SlidingWindow`](super::SlidingWindow),
-//! [`SlidingLog`](super::SlidingLog) and [`Gcra`](crate::Gcra) do not allow
-//! it (the scenario tests show all four side by side).
-//!
-//! # Packing
-//!
-//! ```text
-//!  63            count_bits  count_bits−1     0
-//! ┌─────────────────────────┬──────────────────┐
-//! │ window tag (k mod 2^tb) │ count (0..=limit)│
-//! └─────────────────────────┴──────────────────┘
-//! ```
-//!
-//! `count_bits = ⌈log₂(limit + 1)⌉`, `tb = 64 − count_bits ≥ 16`, so the
-//! largest limit is 2⁴⁸ − 1. State `0` (tag 0, count 0) is a new client: a
-//! zero count reads as full whatever the tag. See the
-//! [module docs](super) for how tags compare and wrap.
+//! Windows are aligned, not sliding: `limit` cells in the last tick of a
+//! window and `limit` more in the first tick of the next are all admitted,
+//! `2·limit` within two ticks, the price of one word and an add.
+//! [`SlidingWindow`](super::SlidingWindow), [`SlidingLog`](super::SlidingLog)
+//! and [`Gcra`](crate::Gcra) do not allow it.
 //!
 //! # Invariants
 //!
-//! * The stored count never exceeds `limit` (checked before every store).
+//! * The state word is `tag << count_bits | count`, `count_bits =
+//!   ⌈log₂(limit + 1)⌉` and the tag at least 16 bits (so `limit < 2⁴⁸`);
+//!   state `0` is a new client. The stored count never exceeds `limit`.
 //! * One compare-and-swap per admission; a denial, a peek and a cost of 0
-//!   store nothing.
-//! * No division on any path: the window index comes from a precomputed
-//!   multiplier (see the [module docs](super)).
-//! * The common case is one subtract and compare: while the state is
-//!   `now`'s own window, `state − (tag << count_bits)` is the count, and an
-//!   admission stores `state + cost`. The window index of `now` is computed
-//!   before the state is read; a state from another window is decoded out
-//!   of line.
+//!   store nothing. No division on any path.
+//! * While the state is `now`'s window a check is a subtract and a compare,
+//!   and an admission stores `state + cost`; a state from another window is
+//!   decoded out of line (see the [module docs](super) for tags).
 
 use super::{check_params, count_bits, low_mask, WindowError, MIN_TAG_BITS};
 use crate::algorithm::Limiter;
 use crate::divisor::Divisor;
-use crate::sync::loom_const_fn;
 use crate::{Algorithm, Decision, Denied, Limited, Snapshot};
 
 /// The parameters of a fixed window: `limit` cells per window of `window`
@@ -83,8 +56,7 @@ pub struct FixedWindowQuota {
     tag_mask: u64,
 }
 
-/// What depends on `now` alone, computed before the state word is read (so
-/// the compare-and-swap loop runs only the few operations that need it).
+/// What depends on `now` alone, computed before the state word is read.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 struct At {
@@ -115,10 +87,7 @@ impl FixedWindowQuota {
     /// On a zero limit or window, or a limit above [`MAX_LIMIT`](Self::MAX_LIMIT):
     /// a compile error in `const` context. See [`try_new`](Self::try_new).
     pub const fn new(limit: u64, window: u64) -> Self {
-        match Self::try_new(limit, window) {
-            Ok(q) => q,
-            Err(e) => panic!("{}", e.as_str()),
-        }
+        or_panic!(Self::try_new(limit, window))
     }
 
     /// `limit` cells per `window` ticks, or what is wrong with them.
@@ -181,8 +150,7 @@ impl FixedWindowQuota {
     /// The count of cells in the window that judges `now`, and that window's tag.
     #[inline(always)]
     fn view(&self, state: u64, at: &At) -> View {
-        // The common case first: the state is for `now`'s own window, i.e.
-        // `state − base` is the count (at most `limit`).
+        // The common case first: `now`'s own window, `state − base` the count.
         let count = state.wrapping_sub(at.base);
         if count <= self.limit {
             return View {
@@ -194,9 +162,8 @@ impl FixedWindowQuota {
         self.view_other(state, at)
     }
 
-    /// [`view`](Self::view) for a state written in another window: once
-    /// per window per client, so kept out of line (the hot path stays small
-    /// enough to inline into any caller).
+    /// [`view`](Self::view) for a state written in another window, out of
+    /// line (once per window per client).
     #[cold]
     #[inline(never)]
     fn view_other(&self, state: u64, at: &At) -> View {
@@ -213,14 +180,8 @@ impl FixedWindowQuota {
                 until_end: at.until_end,
             };
         }
-        // Across the wrap of the tick counter window 0 follows the last
-        // window (see the module docs of `window`), whose tag need not be
-        // one before 0's: in the last window a state of window 0 is ahead.
-        // (Matched by tag alone: in a window that only shares the last
-        // one's tag, such a state is an alias of an old window, and judging
-        // against it only denies more; the state it leaves is tagged with a
-        // window that the next one reads as old or as itself, both safe for
-        // counts that are each window's own.)
+        // In the last window before the wrap a state of window 0 is ahead
+        // (docs/design/windows.md: matched by tag alone, which only denies more).
         let ahead = behind == self.tag_mask
             || (stored_tag == 0 && tag == super::last_index(&self.window) & self.tag_mask);
         if ahead && count > 0 {
@@ -265,9 +226,8 @@ impl FixedWindowQuota {
         state: u64,
         p: &FixedWindowPrepared,
     ) -> Result<(u64, Decision), FixedWindowShortfall> {
-        // A copy of the window alone: only it goes to memory for the
-        // out-of-line decoder, not the whole prepared value.
-        let at = p.at;
+        let at = p.at; // only the window goes to the out-of-line decoder
+
         let v = self.view(state, &at);
         let room = self.limit - v.count;
         if p.cost <= room {
@@ -324,26 +284,11 @@ pub struct FixedWindowShortfall {
 }
 
 impl Algorithm for FixedWindowQuota {
-    type Prepared = FixedWindowPrepared;
-    type Shortfall = FixedWindowShortfall;
+    tagged_steps!(FixedWindowPrepared, FixedWindowShortfall);
 
-    /// The window of `now`; refuses a cost above the limit ([`step`]
-    /// relies on it).
-    ///
-    /// [`step`]: Algorithm::step
-    #[inline(always)]
-    fn prepare(&self, now: u64, cost: u64) -> Result<FixedWindowPrepared, Denied> {
-        crate::algorithm::within_limit(cost, self.limit)?;
-        Ok(FixedWindowPrepared {
-            at: self.at(now),
-            cost,
-        })
-    }
-
-    /// The common case is one subtract and compare: the state is this
-    /// window's and has room. Its count is `state − base`, and adding
-    /// `cost` to the word adds it to the count (which stays ≤ limit, so
-    /// nothing carries into the tag).
+    /// The common case: the state is this window's and has room; its count
+    /// is `state − base`, and `state + cost` adds to the count (nothing
+    /// carries into the tag: the count stays ≤ limit).
     #[inline(always)]
     fn step(
         &self,
@@ -381,13 +326,8 @@ impl Algorithm for FixedWindowQuota {
         self.view(state, &self.at(now)).count == 0
     }
 
-    tagged_marks!();
-
-    /// A state word of this quota re-expressed for `new` at `now`: the count
-    /// of the window holding `now` is kept (at most the new limit) and
-    /// re-tagged in the new grid. Containers that swap the parameters of
-    /// existing words must pass each word through this: the packing depends
-    /// on the limit.
+    /// The count of `now`'s window kept (at most the new limit), re-tagged
+    /// in the new grid (the packing depends on the limit).
     fn translate(&self, state: u64, now: u64, new: &Self) -> u64 {
         let v = self.view(state, &self.at(now));
         if v.count == 0 {
@@ -414,43 +354,28 @@ window_quota_fmt!(FixedWindowQuota);
 /// ```
 pub type FixedWindow = Limiter<FixedWindowQuota>;
 
-impl Limiter<FixedWindowQuota> {
-    loom_const_fn! {
-        /// `limit` cells per `window` ticks, starting full.
-        ///
-        /// # Panics
-        /// As [`FixedWindowQuota::new`]; see [`try_new`](Self::try_new).
-        pub fn new(limit: u64, window: u64) -> Self {
-            Self::with_quota(FixedWindowQuota::new(limit, window))
-        }
-    }
-
-    /// `limit` cells per `window` ticks, or what is wrong with them.
-    ///
+window_limiter!(FixedWindowQuota(limit: u64, window: u64)
     /// ```
     /// use cellrate::window::FixedWindow;
     /// assert!(FixedWindow::try_new(0, 10).is_err());
     /// ```
-    pub fn try_new(limit: u64, window: u64) -> Result<Self, WindowError> {
-        Ok(Self::with_quota(FixedWindowQuota::try_new(limit, window)?))
-    }
-}
+);
 
 #[cfg(all(test, feature = "loom"))]
 mod loom_tests {
     extern crate std;
     use super::{FixedWindow, FixedWindowQuota};
-    use crate::Algorithm;
     use loom::sync::Arc;
     use loom::thread;
-    use std::{vec, vec::Vec};
+    use std::vec::Vec;
 
     /// Three threads check at their own `now` (one lags into the previous
     /// window). Every interleaving must give the admissions of some serial
     /// order of the same checks, and never more than `limit` per window.
+    const NOWS: [u64; 3] = [99, 100, 99];
+
     #[test]
     fn concurrent_checks_are_some_serial_order() {
-        const NOWS: [u64; 3] = [99, 100, 99];
         let mut builder = loom::model::Builder::new();
         builder.preemption_bound = Some(2);
         builder.check(|| {
@@ -473,29 +398,7 @@ mod loom_tests {
     }
 
     fn serial_outcomes() -> Vec<Vec<bool>> {
-        let quota = FixedWindowQuota::new(2, 100);
-        let orders = [
-            [0, 1, 2],
-            [0, 2, 1],
-            [1, 0, 2],
-            [1, 2, 0],
-            [2, 0, 1],
-            [2, 1, 0],
-        ];
-        orders
-            .iter()
-            .map(|order| {
-                let mut state = FixedWindowQuota::NEW;
-                let mut admitted = vec![false; 3];
-                for &i in order {
-                    let now = [99, 100, 99][i];
-                    if let Ok((next, _)) = quota.check(state, now, 1) {
-                        state = next;
-                        admitted[i] = true;
-                    }
-                }
-                admitted
-            })
-            .collect()
+        let checks = NOWS.map(|now| (now, 1));
+        crate::window::loom_reference::serial_outcomes(&FixedWindowQuota::new(2, 100), checks)
     }
 }

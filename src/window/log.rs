@@ -1,98 +1,55 @@
 //! The sliding log: exact "at most `limit` cells in any `W` ticks".
 //!
-//! # The math
-//!
 //! The log keeps the last `limit` admitted cells, oldest first, in a ring of
 //! `N ≥ limit` slots; each slot holds the tick its cell **expires** at,
-//! `e = r + W` for a cell recorded at `r`, in serial time: ticks modulo 2⁶³,
-//! stored as the word `2·e + 1` (an empty slot is 0, an even word, expired
-//! at every `now`), and compared as GCRA compares TATs (see
-//! [`gcra`](crate::gcra#serial-time)): `e` has expired at `now` unless it is
-//! less than 2⁶² ticks ahead of it. A cell counts in every window
-//! `(t − W, t]` with `r` in it, i.e. until `t ≥ e`. A request of `cost`
-//! cells at `now` fits iff at least `cost` of the `limit` recorded cells
-//! have expired, and since the ring is sorted that is one comparison:
+//! `r + W` for a cell recorded at `r` (an empty slot has expired at every
+//! `now`). Since the ring is sorted, a request of `cost` cells fits iff its
+//! `cost`-th oldest slot has expired:
 //!
 //! ```text
-//! admit ⇔ ring[cost − 1] ≤ now          (ring[0] the oldest; empty slots have expired)
-//! ```
-//!
-//! then the `cost` oldest slots are overwritten with `max(now + W, newest)`
-//! (the `max` keeps the ring sorted if a caller's clock steps back; it only
-//! records cells later than they were, which can deny more, never admit
-//! more). Hence at most `limit` cells lie in any `W` consecutive ticks,
-//! exactly, and:
-//!
-//! ```text
-//! remaining   = number of expired slots (a prefix of the sorted ring)
+//! admit ⇔ ring[cost − 1] ≤ now          (ring[0] the oldest)
+//! remaining   = number of expired slots
 //! retry_after = ring[cost − 1] − now      (exact)
 //! reset_after = newest − now              (0 if all expired)
 //! ```
 //!
-//! **Any clock.** Every answer depends only on differences between the
-//! `now`s the log sees, so `now` may start anywhere (Unix time included)
-//! and wrap past `2⁶⁴`. The window is at most [`MAX_WINDOW`] = 2⁶¹ ticks, so
-//! every recorded expiry lies at most 2⁶¹ ticks ahead of the `now` that
-//! wrote it: a caller whose `now` lags by less than 2⁶¹ ticks reads every
-//! pending cell as pending, and the answers are exact while two checks are
-//! at most 2⁶² ticks apart. Past that gap an expired cell may read as
-//! pending: the log then denies more until it drains, never admits more (a
-//! slot read as expired has truly expired, and the truly pending cells are
-//! the newest, so an admission only ever overwrites expired cells).
+//! An admission overwrites the `cost` oldest slots with `max(now + W,
+//! newest)` (the `max` keeps the ring sorted if a clock steps back, which
+//! can deny more, never admit more). Hence at most `limit` cells lie in any
+//! `W` consecutive ticks, exactly.
 //!
-//! A small header keeps what a check needs in words at fixed places (no
-//! read whose address depends on another read): the ring's start `head`, a
-//! prefix of `known` slots that have expired by the tick `since` (what the
-//! last admission left, at its `now`), and, as ticks after `since`, when
-//! the slot after that prefix expires (`next_in`) and when the newest one
-//! does (`newest_in`). When `0 ≤ now − since < next_in` (wrapping
-//! differences: any clock), exactly `known` slots have expired (always so
-//! while `now` stands still), and the header alone answers with a subtract
-//! and a compare; otherwise a galloping search from `known` finds the count
-//! in `O(log d)` reads for an answer `d` slots away, once per change of
-//! `now`, not per check. An admission of `cost ≤ known` cells leaves the
-//! next slot where it was (`known − cost` slots on) and its own cells the
-//! newest.
+//! **Any clock.** Expiries are kept in serial time, as GCRA keeps TATs (see
+//! [`gcra`](crate::gcra#serial-time)), so `now` may start anywhere and wrap
+//! past `2⁶⁴`. The window is at most [`MAX_WINDOW`] = 2⁶¹ ticks; the answers
+//! are exact while two checks are at most 2⁶² ticks apart, and past that
+//! the log denies more until it drains, never admits more.
 //!
-//! # Concurrency: a sequence lock on hosts, a critical section on bare metal
+//! # Concurrency
 //!
-//! The log is not one word, so it is **not lock-free**.
-//!
-//! * With cellrate's `std` feature (hosts with 64-bit atomics) the ring sits
-//!   behind a sequence lock (see `sync::Guarded`): a check reads the ring
-//!   with plain loads and validates them by re-reading a sequence word, so
-//!   a **denial, a peek and a `cost == 0` check write nothing and take no
-//!   lock**; an admission takes the sequence word from the even value it
-//!   read to odd by one compare-and-swap (failing, and retrying, if any
-//!   write came in between), writes `cost` slots and the four header
-//!   words, and publishes the next even value. A thread that finds a write
-//!   in progress spins briefly, then yields; a writer preempted mid-write delays the
-//!   others until it runs again (what makes this blocking, not lock-free).
-//! * Without `std` (bare metal) every operation runs inside one
-//!   [`critical_section::with`], masking interrupts on single-core targets,
-//!   so thread mode and interrupt handlers can share a log. Without `std` on
-//!   a host the binary provides the `critical-section` implementation
-//!   (its `std` one is one lock for the whole process): enable `std` there.
-//!
-//! Either way what runs under the lock is bounded: a check reads the header,
-//! at most one slot and the search above (`≤ 2⌈log₂ N⌉ + 2` reads) and writes
-//! `cost ≤ limit ≤ N` slots; a revocation shifts at most `N` slots. No
-//! allocation, no call into user code, no division (the ring index wraps by
-//! comparison). Prefer [`SlidingWindow`](super::SlidingWindow) or
+//! The log is not one word, so it is **not lock-free**. With cellrate's
+//! `std` feature the ring sits behind a sequence lock: a denial, a peek and
+//! a `cost == 0` check write nothing and take no lock; an admission takes
+//! the sequence word by one compare-and-swap, writes, and publishes (a
+//! writer preempted mid-write delays the others). Without `std` (bare
+//! metal) every operation runs inside one [`critical_section::with`], so
+//! thread mode and interrupt handlers can share a log; on a host without
+//! `std` the `critical-section` implementation is one process-wide lock.
+//! What runs under the lock is bounded: a check reads the header, at most
+//! one slot and a search of at most `2⌈log₂ N⌉ + 2` slots, and writes
+//! `cost ≤ N` slots and the header; a revocation shifts at most `N` slots;
+//! no allocation, no division. Prefer [`SlidingWindow`](super::SlidingWindow) or
 //! [`Gcra`](crate::Gcra) (one word, lock-free) for heavily shared state.
+//! The header of words that lets a check decide without searching the ring
+//! is described in docs/design/windows.md in the repository.
 //!
 //! # Invariants
 //!
-//! * The first `limit` slots (from `head`, modulo `limit`) hold the expiry
-//!   words of the last `limit` recorded cells, sorted (serial order), `0`
-//!   meaning empty; slots beyond `limit` are unused.
-//! * `known ≤ limit`, and the first `known` slots have expired by `since`
-//!   (`known = 0` always holds, and is what `reset`, `set_limit` and a
-//!   revocation leave).
-//! * `known < limit`; `next_in` is 0 or the ticks from `since` until logical
-//!   slot `known` expires (then it had not expired at `since`); `newest_in`
-//!   is the ticks from `since` until logical slot `limit − 1` expires (0 if
-//!   it had by then), read only while `next_in` is not 0.
+//! * The first `limit` slots (from `head`) hold the expiry words of the last
+//!   `limit` recorded cells, sorted (serial order), `0` meaning empty.
+//! * `known < limit`, and the first `known` slots have expired by `since`;
+//!   `next_in` is 0 or the ticks from `since` until slot `known` expires;
+//!   `newest_in` the ticks from `since` until the newest slot expires, read
+//!   only while `next_in` is not 0.
 //! * A denial and a peek write nothing.
 
 use core::fmt;
@@ -184,10 +141,7 @@ impl<const N: usize> SlidingLog<N> {
         /// On a zero limit or window or a limit above `N`: a compile error in
         /// `const` context. See [`try_new`](Self::try_new).
         pub fn new(limit: u64, window: u64) -> Self {
-            match Self::try_new(limit, window) {
-                Ok(log) => log,
-                Err(e) => panic!("{}", e.as_str()),
-            }
+            or_panic!(Self::try_new(limit, window))
         }
     }
 
@@ -272,12 +226,10 @@ impl<const N: usize> SlidingLog<N> {
         ring.slots[self.index(head, i)].get()
     }
 
-    /// How many slots have expired at `now` (they are a prefix: the ring is
-    /// sorted), and the ticks from `now` until the first that has not
-    /// expires and until the newest does (0 for one that has). The header
-    /// answers when `now` lies in `[since, since + next_in)`: one subtract
-    /// and a compare, always so while `now` stands still. Otherwise
-    /// [`search`](Self::search) from the known prefix.
+    /// How many slots have expired at `now` (a prefix: the ring is sorted),
+    /// and the ticks until the first that has not expires and until the
+    /// newest does. The header answers when `now` lies in `[since, since +
+    /// next_in)`; otherwise [`search`](Self::search) from the known prefix.
     #[inline(always)]
     fn expired_prefix(&self, ring: &Ring<N>, (head, known): (usize, usize), now: u64) -> Expired {
         let elapsed = now.wrapping_sub(ring.since.get());

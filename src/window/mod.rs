@@ -16,71 +16,58 @@
 //! by compare-and-swap, as [`Gcra`](crate::Gcra)'s quota and TAT are), and a
 //! keyed table holds them per key.
 //!
-//! # Time to windows, without a division
+//! # Windows and tags
 //!
 //! Window `k` is the ticks `[k·W, (k+1)·W)`; `now` lies in window
-//! `k = ⌊now / W⌋` at elapsed time `e = now − k·W`. Neither takes a division
-//! instruction: `W` is turned once (in the `const` constructor) into the
-//! crate's divisor by an invariant integer (`src/divisor.rs`, which states
-//! the Granlund–Montgomery construction, its proof reference and its
-//! tests), one multiply, a subtraction, an addition and two shifts.
+//! `k = ⌊now / W⌋` at elapsed time `e = now − k·W`, both computed without a
+//! division instruction (`src/divisor.rs`). A counter stores the low bits of
+//! `k`, its *tag*, beside the counts: the counts take the bits `limit`
+//! needs, the tag the rest, at least 16 bits ([`FixedWindowQuota::tag_bits`]).
+//! A stored tag equal to `now`'s is the current window; one behind (sliding
+//! window) the previous one; one *ahead* (another thread read a later
+//! clock) is judged as it stands, at that window's start, which can deny
+//! more, never admit more; any other reads as zero.
 //!
-//! # Window indices in a few bits
+//! # What the caller relies on
 //!
-//! A counter stores the low bits of its window index (its *tag*) beside the
-//! counts. The counts get just the bits `limit` needs and the tag all the
-//! rest, at least 16 bits: a limit of 100 leaves a 57-bit tag (fixed window,
-//! 7 count bits) or a 50-bit tag (sliding: 2 × 7 count bits), a limit of 10⁶ a 44-bit or
-//! 24-bit tag. Tags compare modulo `2^bits`:
+//! * A client silent for exactly a multiple of `2^tag_bits` windows (give
+//!   or take two) aliases: its old counts read as current for at most two
+//!   windows, which only denies more. With 16 tag bits and a 1 s window
+//!   that needs a silence of exactly 18 h 12 min; with 40, 34 000 years.
+//! * The counters rely on a monotonic clock more than [`Gcra`](crate::Gcra)
+//!   does: a clock that steps back by two windows or more finds the counts
+//!   too old and starts from zero.
+//! * Windows are aligned to multiples of `W` on the caller's clock (with
+//!   Unix time, calendar-aligned): any origin that is a multiple of `W`
+//!   gives the same answers. [`SlidingLog`] is origin-free (see [`log`]).
+//! * Where the tick counter wraps past `2⁶⁴`, window 0 follows the last
+//!   window `⌊(2⁶⁴ − 1)/W⌋`, short unless `W` divides `2⁶⁴`. Every window
+//!   still admits at most `limit`; the sliding window counts the short one
+//!   as window 0's previous; `retry_after` and `reset_after` there are at
+//!   most `W − (2⁶⁴ mod W)` ticks longer than needed.
 //!
-//! * equal tag: the stored window is the current one;
-//! * tag one behind (sliding window only): the stored window is the previous one;
-//! * tag one *ahead*: another thread read a slightly later clock and already
-//!   moved to the next window; this check is judged conservatively against
-//!   that newer window as if at its start (it can deny more, never admit more);
-//! * anything else: the stored counts are too old to matter and read as zero.
-//!
-//! A client silent for exactly a multiple of `2^bits` windows (minus one or
-//! two) aliases: its old counts are read as current for at most two windows,
-//! which can only deny, never admit more. With 16 tag bits and a 1 s window
-//! that needs a silence of exactly 18 h 12 min (± 2 s); with a 40-bit tag it
-//! needs 34 000 years. A clock that steps back by two or more windows, or a
-//! thread stalled that long between reading the clock and checking, finds the
-//! counts "too old" and starts from zero: the windows rely on the clock being
-//! monotonic more than [`Gcra`](crate::Gcra) does.
-//!
-//! # Any clock
-//!
-//! Windows are aligned to multiples of `W` on the caller's clock: that is
-//! their definition (with Unix time, calendar-aligned windows). Shifting
-//! every `now` by a multiple of `W` shifts every window index by the same
-//! amount, so the counters give identical answers for any such origin
-//! (Unix-epoch nanoseconds, microseconds or milliseconds rounded to `W`,
-//! origins near `2⁶⁴` included); a new client's state reads empty in every
-//! window. [`SlidingLog`] keeps expiry times in serial time and is
-//! origin-free for every origin (see [`log`]).
-//!
-//! Where the tick counter wraps past `2⁶⁴`, window 0 follows the last
-//! window `K = ⌊(2⁶⁴ − 1)/W⌋`, which is short unless `W` divides `2⁶⁴`
-//! (`2⁶⁴ mod W` ticks). There:
-//!
-//! * [`FixedWindow`] counts each window apart, the short one included:
-//!   every window admits at most `limit`;
-//! * [`SlidingWindow`] counts the short window as window 0's previous one
-//!   (conservatively, as if it had lasted `W`), never as "too old";
-//! * a thread whose `now` lags from window 0 back into window `K` is judged
-//!   against window 0's counts, as for a lag of one window anywhere else.
-//!
-//! `retry_after` and `reset_after` in window `K` count a full window, so
-//! there they are at most `W − (2⁶⁴ mod W)` ticks longer than needed.
+//! How each counter reads a tag across the wrap, and the proofs of the
+//! bounds, are in docs/design/windows.md in the repository.
 
-/// The [`Algorithm`](crate::Algorithm) mark and refund of a window whose
-/// state word is tagged (fixed, sliding, bucketed): the mark is the tag of
-/// the window or bucket the cells were counted in (a thread whose clock
-/// lags may have counted them in the one after `now`'s), the refund the
-/// type's `revoke`. Used inside each `impl Algorithm`.
-macro_rules! tagged_marks {
-    () => {
+/// The [`Algorithm`](crate::Algorithm) items every tagged window quota
+/// (fixed, sliding, bucketed) shares: its prepared and shortfall types, the
+/// phase before the state is read (the window of `now` and the cost, which
+/// must not exceed the limit: `step` relies on it), the mark (the tag the
+/// cells were counted under) and the refund (the type's `revoke`).
+macro_rules! tagged_steps {
+    ($prepared:ident, $shortfall:ident) => {
+        type Prepared = $prepared;
+        type Shortfall = $shortfall;
+
+        #[inline(always)]
+        fn prepare(&self, now: u64, cost: u64) -> Result<$prepared, Denied> {
+            crate::algorithm::within_limit(cost, self.limit)?;
+            Ok($prepared {
+                at: self.at(now),
+                cost,
+            })
+        }
+
         #[inline(always)]
         fn mark(&self, stored: u64, _now: u64) -> u64 {
             self.tag_of(stored)
@@ -94,6 +81,42 @@ macro_rules! tagged_marks {
         #[inline]
         fn refund(&self, state: u64, mark: u64, cost: u64) -> u64 {
             self.revoke(state, mark, cost)
+        }
+    };
+}
+
+/// The value of a `try_new`, or a panic with the error's text (a compile
+/// error in `const` context): what every window limiter's `new` does.
+macro_rules! or_panic {
+    ($made:expr) => {
+        match $made {
+            Ok(value) => value,
+            Err(e) => panic!("{}", e.as_str()),
+        }
+    };
+}
+
+/// `new` and `try_new` of the shared limiter over a window quota: the
+/// quota's constructors, wrapped. Extra attributes (a doc example) go on
+/// `try_new`.
+macro_rules! window_limiter {
+    ($quota:ident ($($arg:ident: $ty:ty),*) $(#[$try_attr:meta])*) => {
+        impl Limiter<$quota> {
+            crate::sync::loom_const_fn! {
+                #[doc = concat!("The limiter of [`", stringify!($quota), "::new`], starting full.")]
+                ///
+                /// # Panics
+                #[doc = concat!("As [`", stringify!($quota), "::new`]; see [`try_new`](Self::try_new).")]
+                pub fn new($($arg: $ty),*) -> Self {
+                    Self::with_quota($quota::new($($arg),*))
+                }
+            }
+
+            #[doc = concat!("The limiter of [`", stringify!($quota), "::try_new`], or what is wrong with the parameters.")]
+            $(#[$try_attr])*
+            pub fn try_new($($arg: $ty),*) -> Result<Self, WindowError> {
+                Ok(Self::with_quota($quota::try_new($($arg),*)?))
+            }
         }
     };
 }
@@ -253,3 +276,68 @@ pub(crate) fn last_index(window: &crate::divisor::Divisor) -> u64 {
 
 /// The fewest bits left for a window tag.
 pub(crate) const MIN_TAG_BITS: u32 = 16;
+
+/// The loom models' reference: the admissions (one flag per check) of
+/// every serial order of three checks `(now, cost)` on one state word.
+#[cfg(all(test, feature = "loom"))]
+pub(crate) mod loom_reference {
+    extern crate std;
+    use crate::{Algorithm, Limiter};
+    use loom::sync::Arc;
+    use loom::thread;
+    use std::{vec, vec::Vec};
+
+    /// Three threads run `checks` on one shared limiter of `quota`: in
+    /// every interleaving the admissions must be those of some serial order
+    /// of the same checks, so the limiter never admits more than its rule.
+    pub(crate) fn race_is_some_serial_order<A>(quota: A, checks: [(u64, u64); 3])
+    where
+        A: Algorithm + Copy + Send + Sync + 'static,
+    {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(2);
+        builder.check(move || {
+            let limiter = Arc::new(Limiter::with_quota(quota));
+            let handles: Vec<_> = checks
+                .iter()
+                .map(|&(now, cost)| {
+                    let l = Arc::clone(&limiter);
+                    thread::spawn(move || l.check_n(now, cost).is_ok())
+                })
+                .collect();
+            let admitted: Vec<bool> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            assert!(
+                serial_outcomes(&quota, checks).contains(&admitted),
+                "{admitted:?}"
+            );
+        });
+    }
+
+    pub(crate) fn serial_outcomes<A: Algorithm>(
+        quota: &A,
+        checks: [(u64, u64); 3],
+    ) -> Vec<Vec<bool>> {
+        let orders = [
+            [0, 1, 2],
+            [0, 2, 1],
+            [1, 0, 2],
+            [1, 2, 0],
+            [2, 0, 1],
+            [2, 1, 0],
+        ];
+        orders
+            .iter()
+            .map(|order| {
+                let mut state = A::NEW;
+                let mut admitted = vec![false; 3];
+                for &i in order {
+                    if let Ok((next, _)) = quota.check(state, checks[i].0, checks[i].1) {
+                        state = next;
+                        admitted[i] = true;
+                    }
+                }
+                admitted
+            })
+            .collect()
+    }
+}

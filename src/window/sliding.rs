@@ -1,95 +1,51 @@
-//! The sliding window counter.
-//!
-//! # The math
+//! The sliding window counter: at most `limit` cells in any window of `W`
+//! ticks, estimated from two counts.
 //!
 //! A sliding window of `W` ticks ending at `now` overlaps the current aligned
-//! window `k` (elapsed `e`) and the part `W − e` of the previous one. The
-//! counter keeps only the counts `p` (window `k − 1`) and `c` (window `k`)
-//! and assumes the previous window's cells were spread evenly over it, so
-//! the cells in the sliding window are estimated as
+//! window (elapsed `e`) and the part `W − e` of the previous one. The
+//! counter keeps only the counts `p` (previous window) and `c` (current) and
+//! assumes the previous window's cells were spread evenly over it:
 //!
 //! ```text
 //! estimate(now) = p · (W − e) / W + c
+//! admit cost  ⇔  c + cost ≤ limit  and  p · (W − e) ≤ (limit − c − cost) · W   (exact, in integers)
 //! ```
 //!
-//! A request of `cost` cells is admitted iff `estimate + cost ≤ limit`,
-//! decided exactly in integers (no rounding of the weight):
-//!
-//! ```text
-//! c + cost ≤ limit   and   p · (W − e) ≤ (limit − c − cost) · W
-//! ```
-//!
-//! and then `c ← c + cost`. When the window rolls over, `c` becomes `p` and
-//! the new `c` is 0; windows with no traffic in between make both 0. This is
-//! the "sliding window counter" popularised by Cloudflare's rate limiting
-//! (blog post "How we built rate limiting capable of scaling to millions of
-//! domains", 2017).
-//!
-//! The estimate never increases as time passes without admissions (the
-//! weight of `p` falls linearly, and at a rollover `c·(W − 0)/W = c`), which
-//! makes the reported times exact for the estimate:
+//! and then `c ← c + cost`; at a rollover `c` becomes `p`. This is the
+//! "sliding window counter" of Cloudflare's rate limiting (2017). The
+//! estimate never increases while nothing is admitted, so the times
+//! reported are exact for it (retrying at `now + retry_after` admits, one
+//! tick earlier denies; property tested):
 //!
 //! ```text
 //! remaining   = ⌊limit − c − p·(W − e)/W⌋
 //! reset_after = 2W − e if c > 0;  W − e if only p > 0;  0 otherwise
-//! retry_after = the first tick at which estimate + cost ≤ limit:
-//!   if c + cost ≤ limit:  W − ⌊(limit − c − cost)·W / p⌋ − e          (this window)
-//!   else:                 (W − e) + W − ⌊(limit − cost)·W / c⌋          (the next one)
+//! retry_after = W − ⌊(limit − c − cost)·W / p⌋ − e    if c + cost ≤ limit (this window)
+//!               (W − e) + W − ⌊(limit − cost)·W / c⌋  otherwise (the next one)
 //! ```
-//!
-//! Retrying at `now + retry_after` admits and one tick earlier denies
-//! (property tested). Computing `retry_after` takes one 64-bit division, on
-//! the denial path only, outside the compare-and-swap loop of
-//! [`SlidingWindow`]; `remaining` divides only when it is read.
-//!
-//! # The approximation
 //!
 //! The estimate differs from the true count of the last `W` ticks when the
-//! previous window's traffic was not uniform. `tests/sliding_error.rs` runs
-//! 600 steady, overloaded and bursty clients (fixed seed) through the counter
-//! and through an exact sliding log, and fails unless wrongly admitted
-//! requests stay under 5 %, wrongly denied under 40 % and the admitted rate
-//! within 3 % of the exact one. `docs/design/windows.md` has its figures and
-//! how to read them.
-//!
-//! # Packing
-//!
-//! ```text
-//!  63         2·cb  2·cb−1        cb  cb−1          0
-//! ┌───────────────┬───────────────┬───────────────┐
-//! │ window tag    │ previous p    │ current c     │
-//! └───────────────┴───────────────┴───────────────┘
-//! ```
-//!
-//! `cb = ⌈log₂(limit + 1)⌉` bits per count and a tag of `64 − 2·cb ≥ 16`
-//! bits, so the largest limit is 2²⁴ − 1 (16 777 215). The exact integer test
-//! needs `limit · W < 2⁶⁴` (at 1 MHz ticks and a one-day window, a limit up to
-//! 213 million; at 1 GHz and one day, 213 000). State `0` is a new client.
-//! See the [module docs](super) for tags.
+//! previous window's traffic was not uniform: `tests/sliding_error.rs`
+//! bounds the error (under 5 % of requests wrongly admitted, admitted rate
+//! within 3 % of an exact log), and docs/design/windows.md in the
+//! repository has the figures.
 //!
 //! # Invariants
 //!
-//! * `p ≤ limit` and `c ≤ limit`, and `estimate ≤ limit` after every
-//!   admission; as the estimate only falls with time, `remaining` is never
-//!   negative, also across a rollover.
+//! * The state word is `tag << 2·cb | p << cb | c`, `cb = ⌈log₂(limit + 1)⌉`
+//!   bits per count and a tag of at least 16 bits, so `limit < 2²⁴`; the
+//!   exact test needs `limit · W < 2⁶⁴`. State `0` is a new client.
+//! * `p, c ≤ limit`, and `estimate ≤ limit` after every admission.
 //! * One compare-and-swap per admission; denials and peeks store nothing.
-//! * No division on the admit path: window index by multiplier, the weight
-//!   test by multiplication.
-//! * The common case needs no multiplication either: while the state is
-//!   `now`'s own window (`state − (tag << 2·count_bits)` has no tag bits)
-//!   and `p + c + cost ≤ limit` (which implies the weighted test, as
-//!   `W − e ≤ W`), the new state is `state + cost`. The window index and
-//!   offset of `now` are computed before the state is read; a state from
-//!   another window is decoded out of line.
-//! * A denial's `retry_after` costs one division, done only when the
-//!   [`Denied`] is built; a caller that never reads it (checks `is_ok()`)
-//!   lets the compiler drop it, since the check is inlined.
+//!   No division on the admit path; while the state is `now`'s window and
+//!   `p + c + cost ≤ limit` no multiplication either (`state + cost` is
+//!   stored). A denial's `retry_after` costs one division, done only when
+//!   the [`Denied`] is read.
 
 use super::{check_params, count_bits, low_mask, WindowError, MIN_TAG_BITS};
 use crate::algorithm::Limiter;
 use crate::decision::Usage;
 use crate::divisor::Divisor;
-use crate::sync::loom_const_fn;
 use crate::{Algorithm, Decision, Denied, Limited, Snapshot};
 
 /// The parameters of a sliding window counter: at most `limit` cells in any
@@ -117,8 +73,7 @@ pub struct SlidingWindowQuota {
     tag_mask: u64,
 }
 
-/// What depends on `now` alone, computed before the state word is read (so
-/// the compare-and-swap loop runs only the few operations that need it).
+/// What depends on `now` alone, computed before the state word is read.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct At {
@@ -154,10 +109,7 @@ impl SlidingWindowQuota {
     /// On invalid parameters: a compile error in `const` context. See
     /// [`try_new`](Self::try_new).
     pub const fn new(limit: u64, window: u64) -> Self {
-        match Self::try_new(limit, window) {
-            Ok(q) => q,
-            Err(e) => panic!("{}", e.as_str()),
-        }
+        or_panic!(Self::try_new(limit, window))
     }
 
     /// `limit` cells in any `window` ticks, or what is wrong with them.
@@ -223,8 +175,7 @@ impl SlidingWindowQuota {
 
     #[inline(always)]
     pub(crate) fn view(&self, state: u64, at: &At) -> View {
-        // The common case first: the state is for `now`'s own window, i.e.
-        // `state − base` is just the two counts.
+        // The common case first: `now`'s own window, `state − base` the counts.
         let counts = state.wrapping_sub(at.base);
         if counts >> (2 * self.count_bits) == 0 {
             // Counts above the limit come only from a word this quota did
@@ -240,9 +191,8 @@ impl SlidingWindowQuota {
         self.view_other(state, at)
     }
 
-    /// [`view`](Self::view) for a state written in another window: once
-    /// per window per client, so kept out of line (the hot path stays small
-    /// enough to inline into any caller).
+    /// [`view`](Self::view) for a state written in another window, out of
+    /// line (once per window per client).
     #[cold]
     #[inline(never)]
     fn view_other(&self, state: u64, at: &At) -> View {
@@ -252,9 +202,7 @@ impl SlidingWindowQuota {
         // `translate`) may count more than the limit: it is judged full.
         let prev = ((state >> self.count_bits) & self.count_mask).min(self.limit);
         let cur = (state & self.count_mask).min(self.limit);
-        // Across the wrap of the tick counter window 0 follows the last
-        // window (see the module docs of `window`), whose tag need not be
-        // one before 0's: in window 0 the last window is the previous one,
+        // Across the wrap: in window 0 the last window is the previous one,
         // and in the last window a state of window 0 is one ahead.
         let behind = if at.index == 0 && tag == super::last_index(&self.window) & self.tag_mask {
             1
@@ -369,9 +317,7 @@ impl SlidingWindowQuota {
         state: u64,
         p: &SlidingWindowPrepared,
     ) -> Result<(u64, Decision), SlidingWindowShortfall> {
-        // A copy of the window alone: only it goes to memory for the
-        // out-of-line decoder, not the whole prepared value.
-        let at = p.at;
+        let at = p.at; // only the window goes to the out-of-line decoder
         let v = self.view(state, &at);
         if self.fits(&v, p.cost) {
             let cur = v.cur + p.cost;
@@ -436,29 +382,13 @@ pub struct SlidingWindowPrepared {
 pub struct SlidingWindowShortfall(View);
 
 impl Algorithm for SlidingWindowQuota {
-    type Prepared = SlidingWindowPrepared;
-    type Shortfall = SlidingWindowShortfall;
+    tagged_steps!(SlidingWindowPrepared, SlidingWindowShortfall);
 
-    /// The window of `now`; refuses a cost above the limit ([`step`]
-    /// relies on it).
-    ///
-    /// [`step`]: Algorithm::step
-    #[inline(always)]
-    fn prepare(&self, now: u64, cost: u64) -> Result<SlidingWindowPrepared, Denied> {
-        crate::algorithm::within_limit(cost, self.limit)?;
-        Ok(SlidingWindowPrepared {
-            at: self.at(now),
-            cost,
-        })
-    }
-
-    /// The common case: the state is this window's, and even the whole
-    /// previous count fits beside the current one (`p + c + cost ≤ limit`
-    /// implies `p·(W − e) ≤ (limit − c − cost)·W`, since `W − e ≤ W`), so no
-    /// multiplication is needed. Adding `cost` to the word adds it to `c`.
-    /// One test covers both: a state from another window leaves tag bits in
-    /// `counts >> count_bits`, which then exceeds any limit (and the sum
-    /// cannot overflow: it is below `2^(64 − count_bits) + 2^(count_bits + 1)`).
+    /// The common case: the state is this window's and `p + c + cost ≤
+    /// limit` (which implies the weighted test, as `W − e ≤ W`): store
+    /// `state + cost`. A state from another window leaves tag bits in
+    /// `counts >> count_bits`, which then exceeds any limit (the sum cannot
+    /// overflow: it is below `2^(64 − count_bits) + 2^(count_bits + 1)`).
     #[inline(always)]
     fn step(
         &self,
@@ -507,12 +437,8 @@ impl Algorithm for SlidingWindowQuota {
         v.prev == 0 && v.cur == 0
     }
 
-    tagged_marks!();
-
-    /// A state word of this quota re-expressed for `new` at `now`: both
-    /// counts kept (at most the new limit), re-tagged in the new grid.
-    /// Containers that swap the parameters of existing words must pass each
-    /// word through this: the packing depends on the limit.
+    /// Both counts kept (at most the new limit), re-tagged in the new grid
+    /// (the packing depends on the limit).
     fn translate(&self, state: u64, now: u64, new: &Self) -> u64 {
         let v = self.view(state, &self.at(now));
         if v.prev == 0 && v.cur == 0 {
@@ -543,85 +469,26 @@ window_quota_fmt!(SlidingWindowQuota);
 /// ```
 pub type SlidingWindow = Limiter<SlidingWindowQuota>;
 
-impl Limiter<SlidingWindowQuota> {
-    loom_const_fn! {
-        /// `limit` cells in any `window` ticks (estimated), starting full.
-        ///
-        /// # Panics
-        /// As [`SlidingWindowQuota::new`]; see [`try_new`](Self::try_new).
-        pub fn new(limit: u64, window: u64) -> Self {
-            Self::with_quota(SlidingWindowQuota::new(limit, window))
-        }
-    }
-
-    /// `limit` cells in any `window` ticks, or what is wrong with them.
-    ///
+window_limiter!(SlidingWindowQuota(limit: u64, window: u64)
     /// ```
     /// use cellrate::window::SlidingWindow;
     /// assert!(SlidingWindow::try_new(10, 0).is_err());
     /// ```
-    pub fn try_new(limit: u64, window: u64) -> Result<Self, WindowError> {
-        Ok(Self::with_quota(SlidingWindowQuota::try_new(
-            limit, window,
-        )?))
-    }
-}
+);
 
 #[cfg(all(test, feature = "loom"))]
 mod loom_tests {
-    extern crate std;
-    use super::{SlidingWindow, SlidingWindowQuota};
-    use crate::Algorithm;
-    use loom::sync::Arc;
-    use loom::thread;
-    use std::{vec, vec::Vec};
-
-    const NOWS: [u64; 3] = [150, 99, 150];
-    const COSTS: [u64; 3] = [1, 2, 1];
+    use super::SlidingWindowQuota;
+    use crate::window::loom_reference::race_is_some_serial_order;
 
     /// Three threads (one in the previous window) race; the admissions must
     /// be those of some serial order of the same checks: the counter never
     /// admits more than its estimate allows.
     #[test]
     fn concurrent_checks_are_some_serial_order() {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(2);
-        builder.check(|| {
-            let limiter = Arc::new(SlidingWindow::new(2, 100));
-            let handles: Vec<_> = (0..3)
-                .map(|i| {
-                    let l = Arc::clone(&limiter);
-                    thread::spawn(move || l.check_n(NOWS[i], COSTS[i]).is_ok())
-                })
-                .collect();
-            let admitted: Vec<bool> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-            assert!(serial_outcomes().contains(&admitted), "{admitted:?}");
-        });
-    }
-
-    fn serial_outcomes() -> Vec<Vec<bool>> {
-        let quota = SlidingWindowQuota::new(2, 100);
-        let orders = [
-            [0, 1, 2],
-            [0, 2, 1],
-            [1, 0, 2],
-            [1, 2, 0],
-            [2, 0, 1],
-            [2, 1, 0],
-        ];
-        orders
-            .iter()
-            .map(|order| {
-                let mut state = SlidingWindowQuota::NEW;
-                let mut admitted = vec![false; 3];
-                for &i in order {
-                    if let Ok((next, _)) = quota.check(state, NOWS[i], COSTS[i]) {
-                        state = next;
-                        admitted[i] = true;
-                    }
-                }
-                admitted
-            })
-            .collect()
+        race_is_some_serial_order(
+            SlidingWindowQuota::new(2, 100),
+            [(150, 1), (99, 2), (150, 1)],
+        );
     }
 }

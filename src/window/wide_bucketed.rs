@@ -1,44 +1,28 @@
 //! The bucketed sliding window for counts that do not fit one word: a
 //! `u64` per bucket.
 //!
-//! # The math
-//!
 //! The rule, the bounds and the answers are those of the
-//! [bucketed window](super::bucketed) (read its proofs there): at most
-//! `limit` cells in any `N` consecutive buckets of `b = W / N` ticks, so at
-//! most `limit` in any `W − b + 1` ticks and `limit + c_f` in any `W`; exact
-//! `remaining`, `retry_after` and `reset_after`. A state a few buckets ahead
-//! of a lagging `now` is judged where it stands, one too old reads as empty,
-//! and near the wrap of the tick counter a bucket index is read both ways,
-//! the reading that counts more taken: on the same traffic the two forms
-//! give the same answers (property tested), except that this one keeps the
-//! whole bucket index instead of a tag (it never aliases) and takes any
-//! limit up to `u64::MAX` and up to [`MAX_BUCKETS`] buckets.
+//! [bucketed window](super::bucketed): at most `limit` cells in any `N`
+//! consecutive buckets of `b = W / N` ticks, so at most `limit` in any
+//! `W − b + 1` ticks and `limit + c_f` in any `W`; exact `remaining`,
+//! `retry_after` and `reset_after`. On the same traffic the two forms give
+//! the same answers (property tested), except that this one keeps the whole
+//! bucket index (it never aliases) and takes any limit up to `u64::MAX` and
+//! up to [`MAX_BUCKETS`] buckets.
 //!
-//! The state is a ring of `N` counts, newest at `head` and oldest just
-//! after it, the newest bucket's index, and the sum of the ring. Moving on
-//! `d` buckets zeroes the `d` oldest (subtracting them from the sum) and
-//! moves `head` by `d`; the window's count is the sum, one read. A denial
-//! finds its wait by dropping the oldest buckets one by one (at most `N`
-//! reads).
+//! The state is a ring of `N` counts (newest at `head`), the newest
+//! bucket's index, and the sum of the ring. Moving on `d` buckets zeroes the
+//! `d` oldest and moves `head`; the window's count is the sum, one read; a
+//! denial finds its wait by dropping the oldest buckets one by one.
 //!
-//! # Concurrency: the sliding log's
+//! # Concurrency
 //!
-//! The ring is not one word, so this limiter is **not lock-free**. It sits
-//! in the same guarded cell as the [`SlidingLog`](super::SlidingLog), with
-//! the same story (see [`log`](super::log#concurrency-a-sequence-lock-on-hosts-a-critical-section-on-bare-metal)):
-//!
-//! * with cellrate's `std` feature on a host with 64-bit atomics, a
-//!   sequence lock: a denial, a peek and a `cost == 0` check write nothing
-//!   and take no lock; an admission takes the sequence word by one
-//!   compare-and-swap from the even value it read, writes, and publishes;
-//! * without `std` (bare metal) every operation runs in one
-//!   [`critical_section::with`], so thread mode and interrupt handlers can
-//!   share the limiter (a handler never spins on a preempted writer).
-//!
-//! Under the lock a check reads at most `N + 3` words and writes at most
-//! `N + 3`; no allocation, no call into user code, no division (ring
-//! positions wrap by comparison, the bucket index comes from a multiplier).
+//! The ring is not one word, so this limiter is **not lock-free**: it sits
+//! behind the [`SlidingLog`](super::SlidingLog)'s guard (see
+//! [`log`](super::log#concurrency)), a sequence lock with `std` (a denial,
+//! a peek and a `cost == 0` check take no lock), one
+//! [`critical_section::with`] per operation without. Under the lock a check
+//! reads and writes at most `N + 3` words; no allocation, no division.
 //! Prefer [`BucketedWindow`](super::BucketedWindow) (one word, lock-free)
 //! where the counts fit it.
 //!
@@ -114,10 +98,7 @@ impl<const N: usize> WideBucketedWindow<N> {
         /// On invalid parameters: a compile error in `const` context. See
         /// [`try_new`](Self::try_new).
         pub fn new(limit: u64, window: u64) -> Self {
-            match Self::try_new(limit, window) {
-                Ok(w) => w,
-                Err(e) => panic!("{}", e.as_str()),
-            }
+            or_panic!(Self::try_new(limit, window))
         }
     }
 
