@@ -1,145 +1,45 @@
 //! Leases: one limit shared by many workers (threads, cores, tasks) that
 //! scales with them.
 //!
-//! Every check of a shared [`Gcra`] is a compare-and-swap on one cache line;
-//! with a worker per core they all contend for it. A [`Leased`] handle
-//! instead **takes `g` cells from the shared limiter in one
+//! A [`Leased`] handle **takes `g` cells from a shared [`Gcra`] in one
 //! compare-and-swap and spends them locally**, with no atomic operation on
-//! its fast path: a compare of the cost with the cells in hand, a compare of
-//! `now` with the lease's deadline, a subtraction and a store (and a move
-//! of the deadline when the policy's `idle` is shorter than its
-//! `lifetime`). What it
-//! has not spent goes back ([`Gcra::refund_n`]) when the lease lapses (it
-//! is older than the policy's `lifetime`, or the worker was idle longer
-//! than `idle`), when the worker calls [`release`](Leased::release), and
-//! when the handle is dropped.
+//! its fast path. What it has not spent goes back ([`Gcra::refund_n`]) when
+//! the lease lapses (older than the policy's `lifetime`, or idle longer than
+//! `idle`), on [`release`](Leased::release), and on drop. [`LeasedMeter`]
+//! does the same for the packet meters: bytes leased from each shared bucket
+//! of a [`Flow`]. Handles are plain values (no allocation, no thread-local,
+//! no clock); any clock works, as states and deadlines are compared in
+//! serial order.
 //!
-//! [`LeasedMeter`] does the same for the packet meters: bytes leased from
-//! each shared bucket of a [`Flow`], colours from those leases.
+//! # Lease size and denials
 //!
-//! Any clock works: the shared limiter's state and a lease's deadlines are
-//! compared in serial order (differences, not absolute ticks), so `now`
-//! may be Unix time or a counter that wraps past `2⁶⁴`; the bound below
-//! holds for `now`s within the shared quota's longest gap
-//! ([`Quota::horizon_ticks`](crate::Quota::horizon_ticks)) of each other.
-//!
-//! Handles are plain values (no allocation, no thread-local, no clock):
-//! a `Leased<&'static Gcra>` per core on a two-core microcontroller works
-//! as a `Leased<&Gcra>` per scoped thread or (feature `alloc`) a
-//! `Leased<Arc<Gcra>>` per thread on a server.
-//!
-//! # Lease size
-//!
-//! Each handle keeps a target size `k_w` between the policy's
-//! [`min_cells`](LeasePolicy::with_min) and [`max_cells`](LeasePolicy::new),
-//! starting at the minimum. A lease used up before its deadline doubles the
-//! target (the worker is busy: fewer compare-and-swaps); a lease that lapses
-//! with cells left sets it to what was used, at least half the old target.
-//! The take itself is also capped by what the shared limiter holds: with
-//! `room` cells left there, one take is at most `⌊room / share⌋` (but never
-//! less than the cost at hand), so near the limit leases shrink to the cost
-//! itself and one worker cannot take what the others are about to need
-//! ([`with_share`](LeasePolicy::with_share); set it to about the number of
-//! workers). A handle that runs out tops its lease up (it keeps what it
-//! holds and takes the rest), so after every call it holds at most
-//! `max_cells`.
-//!
-//! # Denials
-//!
-//! A handle is denied when the cells in hand and what the shared limiter
-//! holds together fall short of the cost. It keeps the cells in hand (fewer
-//! than the cost; a smaller request may use them, and they go back when the
-//! lease lapses). Every denial asks the shared limiter, whose answer is
-//! exact: a remembered denial would refuse cells another worker gave back
-//! meanwhile, which a handle cannot see without asking.
+//! A handle's target size starts at the policy's
+//! [`min_cells`](LeasePolicy::with_min), doubles when a lease is used up
+//! before its deadline, and falls to what was used when one lapses, never
+//! above [`max_cells`](LeasePolicy::new). One take is at most
+//! `⌊room / share⌋` of the `room` cells the shared limiter holds (never less
+//! than the cost at hand; [`with_share`](LeasePolicy::with_share), about the
+//! number of workers), so near the limit leases shrink to the cost. A handle
+//! is denied when the cells in hand and the shared room together fall short
+//! of the cost; it keeps its cells, and every denial asks the shared limiter.
 //!
 //! # The bound
 //!
-//! Notation: `T` the shared quota's emission interval and `b` its burst
-//! (the effective ones, [`Quota`](crate::Quota)); `n` handles on one shared limiter; `k`
-//! the policy's `max_cells`; `H(t)` the cells the handles hold at `t`
-//! ([`held`](Leased::held)). The shared limiter's operations (takes,
-//! give-backs, plain checks) happen one at a time, in the order of their
-//! compare-and-swaps; each has the `now` its caller passed.
+//! With `T` and `b` the shared quota's emission interval and burst, `n`
+//! handles, `k` the policy's `max_cells` and `H(t)` the cells held at `t`:
 //!
-//! **1. Conservation: no cell is admitted that was not charged.** A handle
-//! spends only from the cells it holds, and holds only what a successful
-//! take charged to the shared state: for every handle, at every moment,
-//! `taken = spent + returned + held`, with `taken` the cells its takes
-//! charged and `returned` the cells it gave back
-//! ([`taken`](Leased::taken), [`returned`](Leased::returned),
-//! [`held`](Leased::held), [`spent`](Leased::spent)).
+//! * **Conservation**: for every handle, `taken = spent + returned + held`
+//!   ([`taken`](Leased::taken), [`spent`](Leased::spent),
+//!   [`returned`](Leased::returned), [`held`](Leased::held)).
+//! * **Workers**: when every worker's `now` is non-decreasing, the cells `A`
+//!   the handles admit with `now ∈ [t₀, t₀ + Δ]` satisfy
+//!   `A ≤ b + ⌊Δ/T⌋ + H(t₀) ≤ b + ⌊Δ/T⌋ + n·k`. Each
+//!   [`reset`](Gcra::reset) inside the interval adds `b`.
+//! * **Stalls**: a worker that stops holding `h ≤ k` cells costs the others at
+//!   most those `h` cells, once; their sustained rate is never lower.
 //!
-//! **2. The shared limiter.** Take a stretch of consecutive operations on
-//! the shared limiter, all with `now ∈ [t₀, t₁]`, `Δ = t₁ − t₀`, and no
-//! [`reset`](Gcra::reset) or [`set_quota`](Gcra::set_quota) among them. Let
-//! `C` be the cells taken (or admitted by plain checks) and `R` the cells
-//! given back in it. Then
-//!
-//! ```text
-//! C − R ≤ b + ⌊Δ/T⌋
-//! ```
-//!
-//! Proof. Follow `U = max(TAT, t₀)`. A take of `g` cells at `now ≥ t₀`
-//! stores `TAT′ = max(TAT, now) + g·T ≥ U + g·T`, and `TAT′ > t₀`, so `U`
-//! grows by at least `g·T`. A give-back of `r` cells stores `TAT` or
-//! `max(TAT − r·T, now) ≥ TAT − r·T`, so `U` falls by at most `r·T`. Hence
-//! after the stretch `U ≥ t₀ + (C − R)·T`. If the stretch has no take,
-//! `C = 0` and there is nothing to prove. Otherwise the last take left
-//! `TAT ≤ now + b·T ≤ t₁ + b·T` (the admission test) and give-backs never
-//! raise the TAT, so `U ≤ t₁ + b·T` at the end: `(C − R)·T ≤ Δ + b·T`, and
-//! `C − R` is a whole number. ∎ (This is the limiter's own bound; give-backs
-//! clamped at `now` only ever return less than they could.)
-//!
-//! **3. The workers.** If every worker's `now` is non-decreasing and the
-//! operations on the shared limiter with `now ∈ [t₀, t₁]` are consecutive
-//! (as when all workers read one monotonic clock), then the cells `A` the
-//! handles admit with `now ∈ [t₀, t₁]` satisfy
-//!
-//! ```text
-//! A ≤ b + ⌊Δ/T⌋ + H(t₀)  ≤  b + ⌊Δ/T⌋ + n·k
-//! ```
-//!
-//! Proof. By (1), what a handle spends in the interval is what it held at
-//! its start, plus what it took in it, minus what it gave back in it,
-//! minus what it holds at the end: summed, `A ≤ H(t₀) + C − R`, and (2)
-//! bounds `C − R`. After every call a handle holds at most `k` (see "Lease
-//! size"), so `H(t₀) ≤ n·k`, and only handles holding cells at `t₀` count.
-//! ∎
-//!
-//! `H(t₀)` counts lapsed leases too, although their cells are never spent:
-//! they are given back at the handle's next call, and a give-back credits
-//! the shared limiter at the time it happens, also for cells whose charge
-//! has long drained (e.g. `b = 4`: a handle leases 2 cells at `t = 2`,
-//! spends 1 and stalls; at `t = 105` the others take all 4 cells, then the
-//! stalled handle comes back, gives its cell back and takes it again: 5
-//! cells at one instant, within `b + H(t₀) = 4 + 1`). The give-back never
-//! lets the shared limiter hold more than full. What the lifetime does
-//! bound is how long cells sit unused in a live lease; see (4).
-//!
-//! The `share` rule makes the last term small exactly when it matters: a
-//! lease taken while the shared limiter holds `room` cells is at most
-//! `max(cost, ⌊room / share⌋)`, so as the aggregate approaches the limit
-//! the cells in hand shrink toward one cost per worker. Plain checks on the
-//! same [`Gcra`] (workers without a lease) count in `C` like takes.
-//!
-//! With [`reset`](Gcra::reset) the shared limiter forgets its debt, so each
-//! reset adds another `b` to (2), and held leases stay spendable: a reset
-//! inside the interval adds `b` to the bound per reset. With
-//! [`set_quota`](Gcra::set_quota), apply (2) on each side of the change.
-//!
-//! **4. A worker that stalls holding a lease.** A worker that stops while
-//! holding `h ≤ k` cells has them charged to the shared limiter as if sent
-//! when taken. The others lose at most those `h` cells, once: while the
-//! aggregate is at its limit, every later admission of theirs comes `h·T`
-//! ticks later than it would have; when it is not, nothing at all once the
-//! shared limiter has drained (within `b·T` ticks of the take). Their
-//! sustained rate is never lower. The cells stay out of reach until the
-//! worker calls again (its lease has lapsed by then: it gives them back at
-//! its first call that is not a repeated denial, see "Denials") or its
-//! handle is dropped (they go back at the `now` of its last take or
-//! denial); a stalled worker never spends them after its deadline. Keep `idle` short to bound how long a live lease sits unused
-//! by a worker that is merely slow.
+//! The proofs and the stall analysis are in docs/design/lease.md in the
+//! repository.
 //!
 //! # Example
 //!

@@ -86,28 +86,14 @@
 //! `Deserialize`) uses [`DEFAULT_HZ`], the nanosecond clock of
 //! [`StdClock`](crate::time::StdClock).
 //!
-//! # From a spec to a quota: the arithmetic
+//! # From a spec to a quota
 //!
-//! `rate` cells per `count` units of `u` seconds become exactly
-//! [`Rate::per_duration`]`(rate, count·u)` (for `ms`, `count` milliseconds),
-//! or [`Rate::per_ticks`]`(rate, count)` for ticks, then
-//! [`Quota::from_rate`]`(rate, burst, hz)`: the emission interval is
-//! `T = count·u·hz / rate` ticks, kept exact in sub-ticks where the
-//! [longest-gap bound](crate::quota#serial-time-any-clock-one-limit)
-//! allows and otherwise **rounded up**, toward admitting less, exactly as
-//! [`Quota`] does (and refused when that would lose more than 1 % of the
-//! rate). `count·u` past 2⁶⁴ seconds is [`QuotaError::Overflow`].
-//!
-//! A [`Quota`] written back ([`QuotaSpec::from_quota`], and `Quota`'s own
-//! `Serialize`) states the rate it enforces, `T` itself: `a/b` cells per
-//! unit in lowest terms, the first of `s`, `min`, `h`, `d`, `ms` where
-//! `b = 1` and both fit 64 bits, else `a/b s`, else `scale` cells per
-//! `emission_interval` ticks, always with its `burst` and `hz`. Reading that
-//! back gives the same `T`, burst and frequency: **the equal quota** for
-//! every exact one; for a rounded one (`!is_exact()`) a quota whose rate
-//! is the rounded `T` itself, so now exact, admitting exactly what the
-//! rounded one did (its scale may shrink, which only lengthens the
-//! longest gap between checks).
+//! The rate becomes a [`Rate`] and then a [`Quota`] through
+//! [`Quota::from_rate`]: the emission interval is exact in sub-ticks where
+//! the longest-gap bound allows and otherwise rounded toward admitting less,
+//! as [`Quota`] does. A quota written back ([`QuotaSpec::from_quota`]) reads
+//! back as the same emission interval, burst and frequency. The arithmetic
+//! is in docs/design/quota.md in the repository.
 //!
 //! # Errors name the place
 //!
@@ -363,7 +349,7 @@ impl QuotaSpec {
     }
 
     /// The spec that states `quota`'s enforced rate, burst and frequency
-    /// (see [the arithmetic](self#from-a-spec-to-a-quota-the-arithmetic)).
+    /// (see [the arithmetic](self#from-a-spec-to-a-quota)).
     ///
     /// ```
     /// use cellrate::config::QuotaSpec;

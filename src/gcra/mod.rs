@@ -3,158 +3,51 @@
 //!
 //! # The math
 //!
-//! The state is one number, the theoretical arrival time `TAT`: the time at
-//! which the limiter would be back to full. With the emission interval `T`,
-//! the burst `b` and the tolerance `τ = (b − 1)·T` of the [`Quota`], a request
-//! of `cost` cells at `now` is admitted iff
+//! The state is the theoretical arrival time `TAT`. With the emission
+//! interval `T`, the burst `b` and the tolerance `τ = (b − 1)·T` of the
+//! [`Quota`], a request of `cost` cells at `now` is admitted iff
 //!
 //! ```text
 //! max(TAT, now) + cost·T − now ≤ τ + T                    (= b·T, the span)
 //! ```
 //!
-//! and then `TAT ← max(TAT, now) + cost·T`. A denied request changes nothing.
-//! All of it runs in sub-ticks (`now · scale`, see [`quota`](crate::quota)),
-//! in serial time ([below](#serial-time)), so the admit/deny path is one
-//! multiply, adds, compares and one compare-and-swap: no division, no
-//! floating point, no loop but the CAS retry.
-//!
-//! Every check ([`Gcra`], [`LocalGcra`], a keyed table's GCRA) runs the
-//! quota's [`Algorithm`] phases, which evaluate the inequality in the
-//! equivalent form `TAT − now ≤ τ + T − cost·T` (for `TAT < now` it always
-//! holds, as `cost·T ≤ b·T`): the right side in
-//! [`prepare`](Algorithm::prepare), before the state is read, the rest in
-//! [`step`](Algorithm::step), written once over plain numbers in the
-//! `step` submodule (which the meters' buckets share, with their own span).
-//! Between the load of `TAT` and the compare-and-swap there is then a test
-//! of the word's low bit, one subtract and a compare (the serial reading
-//! below, without its rotate: for a written word `state − now₂ = 2·e`), and
-//! one add to whichever of `TAT` and `now` is the later; no `max` lies on
-//! the path from the load to the swap.
-//!
-//! Derived quantities (`remaining`, `retry_after`, `reset_after`) are exact
-//! consequences of the same inequality and are converted to cells and ticks
-//! only when read ([`decision`](crate::decision)):
-//!
-//! ```text
-//! remaining   = ⌊(b·T − (TAT′ − now)) / T⌋
-//! retry_after = ⌈(max(TAT, now) + cost·T − b·T − now) / scale⌉ ticks
-//! reset_after = ⌈(TAT′ − now) / scale⌉ ticks
-//! ```
+//! and then `TAT ← max(TAT, now) + cost·T`; a denial changes nothing. It runs
+//! in sub-ticks (`now · scale`, see [`quota`](crate::quota)) through the
+//! quota's [`Algorithm`] phases: one multiply, adds, compares and one
+//! compare-and-swap, no division and no floating point. `remaining`,
+//! `retry_after` and `reset_after` follow from the same inequality and are
+//! converted only when read ([`decision`](crate::decision)). A
+//! [`TokenBucket`] of capacity `b` refilled every `T` is this GCRA; a
+//! [`LeakyBucket`] is the same with no burst, and [`Gcra::reserve_n`] is the
+//! leaky bucket as a queue (a shaper).
 //!
 //! # Serial time
 //!
-//! A limiter's answers depend only on differences between the `now`s it
-//! sees, so any clock works: a counter from 0 or from anywhere, Unix time
-//! in nanoseconds, microseconds or milliseconds, a counter that wraps past
-//! `2⁶⁴`. Sub-tick times `n = now · scale` are taken modulo 2⁶⁴ (wrapping,
-//! never saturated) and TATs modulo 2⁶³, and the state word holds
-//!
-//! ```text
-//! state = 2·TAT + 1  (mod 2⁶⁴)          a new or reset limiter: state = 0
-//! ```
-//!
-//! with the low bit set on every word GCRA writes. At `now`, with
-//! `now₂ = 2·n + 1`, the state reads as
-//!
-//! ```text
-//! e = (state − now₂) rotated right by 1
-//!     a written (odd) state: e = (TAT − n) mod 2⁶³;  an even state: e ≥ 2⁶³
-//! owing e   if e < AHEAD = 2⁶²          idle (full) otherwise
-//! ```
-//!
-//! which is serial-number order (RFC 1982; the kernel's `time_after`): the
-//! TAT is ahead of `now` iff the difference, as a signed number of the
-//! half-range 2⁶², is positive. An even word is idle at every `now`, which
-//! is what makes the first check of a new client origin-free: read as an
-//! absolute TAT of 0, a new client would owe whenever `now` lies in the
-//! half of the cycle ahead of 0.
-//!
-//! **Reach.** Every write leaves the TAT at most `REACH = 2⁶¹` sub-ticks
-//! ahead of the `now` that wrote it: an admission at most a span
-//! (`span ≤ 2⁶¹`, [`MAX_SPAN`](crate::quota::MAX_SPAN)), a lease take the
-//! same, a refund less than before, and a reservation is refused (with no
-//! finite wait) if it would queue further.
-//!
-//! **Theorem.** A state written at `now_w` with the TAT `o ≤ REACH`
-//! sub-ticks ahead, read at `now_r` with `δ = now_r − now_w` (sub-ticks) in
-//! `(−(AHEAD − REACH), AHEAD] = (−2⁶¹, 2⁶²]`, reads exactly: owing `o − δ`
-//! when that is positive, idle otherwise.
-//!
-//! *Proof.* `e = (o − δ) mod 2⁶³`. If `δ < o`, then
-//! `0 < o − δ < REACH + (AHEAD − REACH) = AHEAD`, so `e = o − δ` and the
-//! state reads owing it. If `o ≤ δ ≤ AHEAD`, then `−AHEAD ≤ o − δ ≤ 0` and
-//! `e` is 0 or `2⁶³ + (o − δ) ≥ 2⁶³ − AHEAD = AHEAD`: idle. ∎
-//!
-//! So within those bounds the limiter is exactly the GCRA of the
-//! differences: every decision, `remaining`, `reset_after` and
-//! `retry_after` is what the same traffic gives from tick 0 (the model
-//! tests run every case at origins across the whole `u64` range, and
-//! across the wrap, and require identical answers). In particular a caller
-//! whose `now` lags the latest admitted `now` by less than 2⁶¹ sub-ticks is
-//! judged as before: conservatively, denied with the exact wait, so "a
-//! clock that steps back can deny more, never admit more" and the rounding
-//! bound of [`quota`](crate::quota#rounding-keeps-the-burst) still hold.
-//!
-//! **Beyond the bounds.** Two checks of one limiter more than 2⁶² sub-ticks
-//! apart ([`Quota::horizon_ticks`] ticks, at least
-//! [`HORIZON_SECS`](crate::quota::HORIZON_SECS) ≈ 8.5 years for any quota)
-//! may find a full client's state reading as owing some `e < 2⁶²`. The
-//! limiter then refuses that client until the debt it reads drains (or a
-//! [`reset`](Gcra::reset)), and never admits more than the quota: a state
-//! read as owing more than it does only makes every later test stricter
-//! (a GCRA whose TAT is later admits a subset of what the earlier one
-//! admits, and stays later). A clock that steps back by more than 2⁶¹
-//! sub-ticks or more (at least 2²⁷ s ≈ 4.25 years of ticks for any quota) may read
-//! a state as idle that it would owe on: such a step is outside the
-//! guarantee, as the quota's rounding bound is for steps of over `100·T`.
-//!
-//! **Why not "owing more than its span means idle".** A reading that took
-//! every state ahead by more than the span (`e > span`) for a client that
-//! has been idle would turn a caller whose `now` lags one tick behind a
-//! burst-exhausting admission (or any shaper queue longer than the span)
-//! into a fresh full burst: over-admission under ordinary concurrency. The
-//! split above reads as idle exactly the states that no write and no lag
-//! within the bounds can produce (ahead by at least 2⁶², twice the reach).
-//!
-//! # Token bucket and leaky bucket
-//!
-//! A token bucket of capacity `b` refilled at `r` tokens per tick admits `c`
-//! tokens iff it holds at least `c`. Write its content as
-//! `tokens = b − (TAT − now)/T` with `T = 1/r` (and `TAT ≤ now` meaning full):
-//! as time passes `TAT − now` shrinks by `Δt`, so the bucket gains `Δt/T = r·Δt`
-//! tokens, and `tokens ≥ c` ⇔ `TAT − now + c·T ≤ b·T` — the GCRA inequality
-//! with `τ = (b − 1)/r`. So [`TokenBucket`] is [`Gcra`] built by
-//! [`Gcra::token_bucket`]. The leaky bucket as a meter is the same with no
-//! burst (`b = 1`, `τ = 0`): the "continuous-state leaky bucket" that ITU-T
-//! I.371 and the ATM Forum's TM 4.0 prove equivalent to the virtual
-//! scheduling form used here. The leaky bucket as a queue (a shaper) is
-//! [`Gcra::reserve_n`]: each request is given the earliest tick at which it
-//! conforms, and the state advances as if it were sent then.
+//! Answers depend only on differences between the `now`s a limiter sees, so
+//! any clock origin works, as does a counter that wraps past `2⁶⁴`. The state
+//! word is `2·TAT + 1 (mod 2⁶⁴)` (0 for a new or reset limiter, idle at every
+//! `now`), read in serial-number order (RFC 1982): a TAT ahead of `now` by
+//! less than 2⁶² sub-ticks is owed, anything else is idle. Every write leaves
+//! the TAT at most 2⁶¹ sub-ticks ([`MAX_SPAN`](crate::quota::MAX_SPAN))
+//! ahead, so two checks less than [`Quota::horizon_ticks`] apart are judged
+//! exactly as the GCRA of their differences; checks further apart may deny a
+//! full client until its debt, as read, drains, and never admit more than the
+//! quota. The theorem, its proof and the token-bucket equivalence are in
+//! docs/design/gcra.md in the repository.
 //!
 //! # Invariants
 //!
-//! * A new or [`reset`](Gcra::reset) limiter has the state 0, an even word:
-//!   full at every `now`.
-//! * Every state word a step writes is odd and its TAT is at most
-//!   [`MAX_SPAN`](crate::quota::MAX_SPAN) = 2⁶¹ sub-ticks ahead of the `now`
-//!   that wrote it (reservations further ahead are refused).
+//! * A new or [`reset`](Gcra::reset) limiter has the state 0: full at every
+//!   `now`.
 //! * A check admits only if the inequality holds for the TAT it replaces
 //!   (compare-and-swap), so concurrent checks never admit more than the same
 //!   checks run one after another in the order of their swaps.
 //! * A denied check, a peek and a check of cost 0 never store.
-//! * `now` earlier than a previous `now` (a clock stepping back, by less
-//!   than 2⁶¹ sub-ticks) only makes `max(TAT, now) − now` larger: it can deny
-//!   more, never admit more.
-//! * Time is serial ([above](#serial-time)): no `now` saturates, none is
-//!   refused, and a counter that wraps past `2⁶⁴` is just a clock. Two checks
-//!   more than [`Quota::horizon_ticks`] apart may deny a full client (until
-//!   its debt, as read, drains), never admit more than the quota.
-//! * [`set_quota`](Gcra::set_quota) keeps `TAT` as it is: a client's debt is
-//!   kept **as time**. A client that would have been full in 2 s is still full
-//!   in 2 s; how many cells that debt is worth follows the new `T`, and a debt
-//!   larger than the new span denies until it drains. Quotas are re-expressed
-//!   at the limiter's fixed scale and frequency (those of the quota given to
-//!   `new`), rounding up — toward admitting less — if that is not exact.
+//! * A `now` earlier than a previous one (by less than 2⁶¹ sub-ticks) can
+//!   deny more, never admit more.
+//! * [`set_quota`](Gcra::set_quota) keeps `TAT`: a client's debt is kept
+//!   **as time**, worth cells at the new `T`. Quotas are re-expressed at the
+//!   limiter's fixed scale and frequency, rounding toward admitting less.
 
 use core::cell::Cell;
 use core::fmt;
