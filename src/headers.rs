@@ -8,82 +8,46 @@
 //!
 //! * `RateLimit-Policy` and `RateLimit`, as in the IETF draft
 //!   *RateLimit header fields for HTTP* (draft-ietf-httpapi-ratelimit-headers,
-//!   revision -10 syntax): each is a Structured Field List (RFC 9651) of
-//!   strings naming a policy, with parameters `q` (quota: cells per window) and
-//!   `w` (window, seconds) for the policy, `r` (remaining) and `t` (seconds
-//!   until reset) for its current state. Several policies share one field,
-//!   separated by `", "`:
+//!   revision -10 syntax): Structured Field Lists (RFC 9651) of policy names
+//!   with `q` (cells per window) and `w` (window, seconds) for the policy, `r`
+//!   (remaining) and `t` (seconds until reset) for its state:
 //!
 //!   ```text
 //!   RateLimit-Policy: "burst";q=20;w=1, "day";q=5000;w=86400
 //!   RateLimit: "burst";r=19;t=1, "day";r=4999;t=18
 //!   ```
 //! * the legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
-//!   `X-RateLimit-Reset` (delta seconds until full, the convention of the
-//!   draft's `t`; not an epoch time);
+//!   `X-RateLimit-Reset` (delta seconds until full, not an epoch time);
 //! * `Retry-After` (RFC 9110 §10.2.3) in delay-seconds.
 //!
-//! # Math
-//!
-//! Limiters count in ticks of a clock at `hz` ticks per second. Every
-//! duration is converted to whole seconds **rounded up**:
-//!
-//! ```text
-//! seconds(ticks) = ⌈ticks / hz⌉
-//! ```
-//!
-//! so a client that waits the advertised number of seconds has waited at
-//! least the real time. For GCRA a policy's window is the time to refill the
-//! whole burst from empty, `w = ⌈b·T⌉` seconds, and its quota `q` is the burst
-//! `b`.
+//! Every duration is converted to whole seconds **rounded up**
+//! (`⌈ticks / hz⌉`), so a client that waits the advertised time has waited
+//! at least the real one.
 //!
 //! # Policies a client can pace by
 //!
-//! The draft's policy is `q` units per window of `w` seconds, `w` a whole
-//! number. A GCRA of rate `1/T` and burst `b` is two facts: at most `b` at
-//! once, and `1/T` sustained. One `q;w` pair carries both only when the
-//! burst refills in whole seconds (`b·T` integral: `q = b`, `w = b·T`).
-//! Otherwise `q=b;w=⌈b·T⌉` alone understates the rate (50/s with bursts of
-//! 10 would read `q=10;w=1`, a fifth of it), and any `q > b` overstates the
-//! burst (a client sending `q` at once is refused past `b`).
-//!
-//! So a tier announces its **burst policy** `q = b, w = ⌈b·T⌉` and, when
-//! that is not exact, a **rate policy** ([`sustained`]) named
-//! `"<tier>/rate"`: `q = W/T` cells per `W` seconds, `W` the smallest
-//! whole number of seconds at least `w` in which the rate is a whole
-//! number of cells (`W/T` exact), so the announced rate is the real one:
+//! A GCRA of rate `1/T` and burst `b` announces its **burst policy**
+//! `q = b, w = ⌈b·T⌉` and, when that does not carry the rate exactly, a
+//! **rate policy** ([`sustained`]) named `"<tier>/rate"` whose `q/w` is the
+//! real rate:
 //!
 //! ```text
 //! RateLimit-Policy: "api";q=10;w=1, "api/rate";q=50;w=1
 //! RateLimit: "api";r=7;t=1, "api/rate";r=47;t=1
 //! ```
 //!
-//! The rate policy's state counts the same debt: `r` is its `q` less the
-//! cells the burst lacks (`q − (b − r_burst)`), `t` the burst's (at most
-//! `w ≤ W`). Read either way, a client conforms: honouring every policy as
-//! a window (at most `q` in any `w` seconds) is safe, since the burst
-//! policy alone is (`⌊L/w⌋·b ≤ L/T` for `w ≥ b·T`), though it may use only
-//! `b` per `w`; pacing as a token bucket, depth the burst policy's `q` and
-//! rate the rate policy's `q/w`, is the limiter itself and wastes nothing:
-//! it is never refused, and a client one cell per `W` faster is (both
-//! checked against the real limiter by property tests). Where `W/T` is not
-//! exact within a day's worth of seconds, `W = w` and `q = ⌊W/T⌋`
-//! (under the rate by less than one cell per `W`). The draft's `w` is the
-//! window of a quota, not a refill time; these two policies are how its
-//! syntax can say a token bucket (the draft has no burst parameter since
-//! revision -04).
+//! A client that honours every policy as a window, or paces as a token bucket
+//! of the burst policy's depth at the rate policy's rate, is never refused.
+//! Why one `q;w` pair cannot say both, and the proofs, are in
+//! docs/design/headers.md in the repository.
 //!
 //! # Invariants
 //!
 //! * Every number written is an unsigned integer: never negative.
 //! * `Retry-After` for a [`Denied::Limited`] is `max(1, ⌈retry_after / hz⌉)`:
-//!   never 0 (a denial always asks for a wait) and never less than the wait
-//!   the limiter computed, so a retry after that many seconds is admitted if
-//!   nothing else consumed meanwhile.
+//!   never 0 and never less than the wait the limiter computed.
 //! * `t` in `RateLimit` is the time until the limiter is full again
-//!   (`reset_after`). For a denial by this crate's GCRA it is at least
-//!   `Retry-After`, because a cost that can fit at all never has to wait
-//!   longer than the bucket takes to refill (a property test checks it).
+//!   (`reset_after`); for a GCRA denial it is at least `Retry-After`.
 //! * A [`Denied::CostTooLarge`] has no retry time and no state: the functions
 //!   that would need one return [`HeaderError::NoRetry`] and write nothing.
 //! * A policy name is written as an RFC 9651 sf-string: `"` and `\` are

@@ -56,31 +56,13 @@
 //!
 //! ## Firmware: which targets share state how
 //!
-//! [`sync`] decides for every 64-bit state word (and for the keyed tables'
-//! 16-byte slots, lock-free on aarch64 and on x86_64 under an OS or built
-//! with `cmpxchg16b`). Targets with a 64-bit compare-and-swap (x86_64,
-//! aarch64, riscv64, wasm32, …) use native atomics and are lock-free.
-//! Targets without one (thumbv6m, thumbv7m, thumbv7em, thumbv8m, riscv32)
-//! update the state word inside a [`critical_section`], which is
-//! safe against interrupt handlers and never deadlocks. On those targets the
-//! final binary must provide a `critical-section` implementation, exactly as
-//! for any embedded HAL; cellrate never enables one, and never enables
-//! `portable-atomic`'s single-core assumption (its `…-assume-single-core`
-//! feature):
-//!
-//! ```toml
-//! # Single-core Cortex-M (M0/M0+/M3/M4/M7/M33):
-//! cortex-m = { version = "0.7", features = ["critical-section-single-core"] }
-//! # Single-hart RISC-V without atomics (riscv32imc):
-//! riscv = { version = "0.16", features = ["critical-section-single-hart"] }
-//! # Multi-core parts (RP2040): the HAL's multi-core implementation, e.g.
-//! rp2040-hal = { version = "0.10", features = ["critical-section-impl"] }
-//! ```
-//!
-//! The [`firmware`] guide has the full table per target family, what is
-//! lock-free and what takes a critical section, a `static` limiter shared
-//! with an interrupt handler, and the measured flash footprint and
-//! critical-section lengths.
+//! [`sync`] decides: targets with a 64-bit compare-and-swap use native
+//! atomics and are lock-free; the others (thumbv6m/7m/7em/8m, riscv32)
+//! update the state word inside a [`critical_section`], safe against
+//! interrupt handlers, whose implementation the final binary provides, as
+//! for any embedded HAL. The [`firmware`] guide has the table per target
+//! family, a `static` limiter shared with an interrupt handler, and the
+//! measured footprint.
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]

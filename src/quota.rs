@@ -2,122 +2,41 @@
 //!
 //! # The math
 //!
-//! A quota of `cells` per `period` on a clock of `hz` ticks per second has the
-//! emission interval
-//!
-//! ```text
-//! T = period · hz / cells            (ticks per cell, a rational number)
-//! τ = (burst − 1) · T                (tolerance)
-//! ```
-//!
-//! and GCRA admits `cost` cells at `now` iff `max(TAT, now) + cost·T − now ≤ τ + T`.
-//! To keep `T` exact, time inside a limiter runs in **sub-ticks**: one tick is
-//! `scale` sub-ticks, where `scale` is the denominator of `T` in lowest terms.
-//! With `T = n/d` (lowest terms) the quota stores
-//!
-//! ```text
-//! scale              = d
-//! emission_interval  = n            (T in sub-ticks, an integer)
-//! span               = burst · n    (τ + T in sub-ticks)
-//! ```
-//!
-//! and every check multiplies `now` by `scale`, never divides. Examples:
-//!
-//! | quota | hz | T (ticks) | scale | emission_interval |
-//! |---|---|---|---|---|
-//! | 3 per 10 s | 1 MHz | 10 000 000/3 | 3 | 10 000 000 |
-//! | 100 per s | 32 768 Hz (RTC) | 8 192/25 | 25 | 8 192 |
-//! | 1.25·10⁹ per s (bytes) | 3 GHz | 12/5 | 5 | 12 |
-//! | 100 per s | 1 MHz | 10 000 | 1 | 10 000 |
+//! A quota of `cells` per `period` on a clock of `hz` ticks per second has
+//! the emission interval `T = period · hz / cells` ticks (a rational number)
+//! and the tolerance `τ = (burst − 1) · T`. To keep `T` exact, time inside a
+//! limiter runs in **sub-ticks**: with `T = n/d` in lowest terms, one tick is
+//! `scale = d` sub-ticks, `emission_interval = n` and `span = burst · n`
+//! (`τ + T` in sub-ticks). Every check multiplies `now` by `scale`, never
+//! divides. For example 3 per 10 s at 1 MHz is `T = 10 000 000/3`: scale 3,
+//! emission interval 10 000 000.
 //!
 //! # Serial time: any clock, one limit
 //!
-//! `now` may come from any clock: a counter that starts at 0 or anywhere
-//! else, Unix time in nanoseconds, microseconds or milliseconds, a counter
-//! that wraps past `2⁶⁴`. A limiter's answers depend only on the
-//! differences between the `now`s it sees: inside it, `now · scale` is
-//! taken modulo 2⁶⁴ and TATs are kept modulo 2⁶³ and compared in
-//! serial-number order (RFC 1982), as [`gcra`](crate::gcra#serial-time)
-//! describes and proves.
-//!
-//! What remains is one limit, on the **gap between two checks** of one
-//! limiter (one key of a table): while consecutive `now`s are at most
-//! `2⁶² / scale` ticks apart ([`Quota::horizon_ticks`]), every answer is
-//! exact. A quota is represented exactly when its `scale` keeps at least
-//! [`HORIZON_SECS`] (2²⁸ s, about 8.5 years) of ticks in that gap, i.e.
-//! `scale ≤ (2⁶³ − 1) / (2²⁹ · hz)`: 17 179 869 at 1 kHz, 17 179 at 1 MHz,
-//! 17 at 1 GHz, 5 at 3 GHz. The guarantee holds for clocks below `2³⁴` Hz
-//! (about 17.2 GHz); a faster clock leaves room for scale 1 only, and its
-//! gap is `2⁶²` ticks, i.e. `2⁶² / hz` seconds (53 days at 1 THz), which
-//! [`Quota::horizon_ticks`] reports. A rate whose scale would be larger is
-//! rounded: `scale` is set to that bound and `T` rounded **up**, so the
-//! limiter admits less than asked, never more. [`Quota::is_exact`] and
+//! `now` may come from any clock (any origin, Unix time, a counter that wraps
+//! past `2⁶⁴`): answers depend only on differences between the `now`s a
+//! limiter sees ([`gcra`](crate::gcra#serial-time)). The one limit is the
+//! **gap between two checks** of one limiter: while consecutive `now`s are at
+//! most [`Quota::horizon_ticks`] apart (`2⁶² / scale` ticks), every answer is
+//! exact. A quota is exact when its `scale` keeps at least [`HORIZON_SECS`]
+//! (about 8.5 years) in that gap, for clocks below `2³⁴` Hz. A rate whose
+//! scale would be larger is rounded: `T` is rounded **up**, so the limiter
+//! admits less than asked, never more. [`Quota::is_exact`] and
 //! [`Quota::effective_rate`] report it, and a rounding that would lose more
 //! than 1 % of the rate is refused with [`QuotaError::Unrepresentable`].
+//! Past the gap a full client may be refused until its debt, as read,
+//! drains; the limiter never admits more than the quota.
 //!
-//! | hz | scale 1 (e.g. 100/s) | any exact or rounded quota |
-//! |---|---|---|
-//! | 1 kHz | 1.5·10⁸ years | ≥ 8.5 years |
-//! | 1 MHz | 146 136 years | ≥ 8.5 years |
-//! | 1 GHz | 146 years | ≥ 8.5 years |
-//! | 1 THz | 53 days | 53 days (scale 1 only) |
-//!
-//! Past that gap a client's state may read as owing when it is in truth
-//! full: the limiter then refuses that client until its debt, as read,
-//! drains (at most the gap again), and never admits more than the quota.
-//! A clock that steps **back** by less than `2⁶¹ / scale` ticks (half the
-//! gap) is judged conservatively, denied with the exact wait; see
-//! [`gcra`](crate::gcra#serial-time) for what lies beyond.
-
 //! # Rounding keeps the burst
 //!
-//! A rounded quota keeps the burst that was asked for: only `T` is rounded
-//! (up, to `T′ ≥ T`), and the span is `b·T′`, so `b` cells are admitted at
-//! once from full and every cost `≤ b` can fit. [`Quota::burst`] is the
-//! requested burst.
-//!
-//! **Non-decreasing time: no excess at all.** Seen as a token bucket, the
-//! rounded quota has the same capacity `b` and refills more slowly
-//! (`1/T′ ≤ 1/T`). Run both on the same arrivals from full: if the rounded
-//! bucket holds `x` tokens and the exact one `y ≥ x`, an arrival the rounded
-//! bucket admits (`x ≥ c`) is admitted by the exact one (`y ≥ c`), both
-//! subtract `c`, and after `Δ ≥ 0` ticks `min(b, x + Δ/T′) ≤ min(b, y + Δ/T)`.
-//! By induction every stream a rounded quota admits conforms to the exact
-//! quota.
-//!
-//! **A clock that steps back: a bounded excess, below one cell.** Concurrent
-//! callers pass `now` values a few ticks out of order. Let `r = T/T′ ≤ 1`
-//! and let `δ` be how far an arrival's `now` lies behind the largest `now`
-//! admitted before it. Then every stream the rounded quota admits conforms
-//! to the exact GCRA with its tolerance enlarged by
-//!
-//! ```text
-//! E = (1 − T/T′) · δ_max          (zero for exact quotas, T′ = T)
-//! ```
-//!
-//! *Proof.* Multiply the rounded test `max(TAT′, now) + c·T′ − now ≤ b·T′`
-//! by `r`: with `U = r·TAT′` and `u = r·now` it reads
-//! `max(U, u) + c·T − u ≤ b·T`, the exact GCRA run at the earlier times
-//! `u`. Let `X` be the exact GCRA with tolerance `τ + E` fed only the
-//! admitted arrivals, and `A = (1 − r)·M`, where `M` is the largest `now`
-//! admitted so far. Invariant: `TAT_X − U ≤ A` (true at the start, both 0).
-//! At an admitted arrival, `TAT_X − now ≤ (U − u) + (A − (1 − r)·now)
-//! ≤ (b − c)·T + (1 − r)·(M − now) ≤ (b − c)·T + E`, so `X` admits it; then
-//! `max(TAT_X, now) − max(U, u) ≤ max(A, (1 − r)·now) ≤ A` keeps the
-//! invariant (both add `c·T`). Denied arrivals change neither. ∎
-//!
-//! Since the refusal threshold keeps `1 − T/T′ ≤ 1/100`, `E < T` (less than
-//! one cell of extra tolerance) whenever the clock steps back by less than
-//! `T·T′/(T′ − T) ≥ 100·T`; over any interval that is at most one cell more
-//! than the exact quota allows, and only for arrivals whose `now` is behind
-//! the largest `now` already admitted: once the clock has caught up, the
-//! excess is gone. Exact quotas have `E = 0` for every arrival order.
-//!
-//! The same rule applies wherever a rounded GCRA is built: [`Quota`]
-//! construction, `set_quota` (which re-expresses a quota at the limiter's
-//! scale and refuses, with [`QuotaError::Unrepresentable`], a re-expression
-//! that would lose more than 1 % of the given quota's rate), keyed
-//! overrides, meters and every limiter built from a [`Quota`].
+//! A rounded quota keeps the requested burst `b` (only `T` is rounded, to
+//! `T′ ≥ T`, and the span is `b·T′`). With non-decreasing `now` every stream
+//! it admits conforms to the exact quota. A `now` that steps back by `δ`
+//! behind the largest admitted `now` allows at most `E = (1 − T/T′)·δ` of
+//! extra tolerance, less than one cell for steps under `100·T`, and none for
+//! exact quotas. The same holds wherever a rounded GCRA is built
+//! (`set_quota`, keyed overrides, meters). The proofs and the tables of
+//! scales and gaps are in docs/design/quota.md in the repository.
 //!
 //! # Invariants
 //!

@@ -33,16 +33,11 @@
 //! ```
 //!
 //! The one limit is the **longest gap between two checks** of one limiter
-//! (or of one key of a table): [`Quota::horizon_ticks`] ticks,
-//! `2⁶² / scale`, at least [`HORIZON_SECS`](crate::quota::HORIZON_SECS)
-//! (2²⁸ s, about 8.5 years) for every quota on a clock below 2³⁴ Hz, and
-//! 146 years at 1 GHz for a quota whose emission interval is a whole number
-//! of ticks. It is a gap, not a date: a limiter checked at least that often
-//! runs forever. Past it a client's state may read as owing, and the
-//! limiter denies it more, never admits more (see
-//! [`gcra`](crate::gcra#serial-time)). A wall clock may step back (NTP):
-//! a step back by less than half that gap is judged conservatively (it can
-//! deny more, never admit more), as for any clock.
+//! (or one key of a table), [`Quota::horizon_ticks`]: at least
+//! [`HORIZON_SECS`](crate::quota::HORIZON_SECS) (about 8.5 years) for every
+//! quota on a clock below 2³⁴ Hz. Past it, or after a step back by more than
+//! half of it, the limiter may deny more, never admit more (see
+//! [`gcra`](crate::gcra#serial-time)).
 //!
 //! The window counters ([`FixedWindow`](crate::window::FixedWindow),
 //! [`SlidingWindow`](crate::window::SlidingWindow)) align their windows to

@@ -8,57 +8,29 @@
 //! request only if every part admits it, and then it has consumed from every
 //! part. Parts are tried in order; when part `i` denies, the admissions
 //! already made in parts `0..i` are **revoked** ([`Revocable::revoke`]) before
-//! the denial is returned, so a denied request has consumed from none.
-//!
-//! The guarantee, precisely (the loom models below check it for every
-//! interleaving of three threads):
+//! the denial is returned. The loom models below check, for every
+//! interleaving of three threads:
 //!
 //! * **Net effect.** When every call has returned, each part has consumed
-//!   exactly the cells of the requests the tuple admitted: a request denied
-//!   by any part has consumed from none, whatever ran concurrently.
-//! * **No over-admission.** Each part admits only what it would admit alone,
-//!   so the tuple never admits more than any part allows.
+//!   exactly the cells of the requests the tuple admitted.
+//! * **No over-admission.** The tuple never admits more than any part allows.
 //! * **Transient.** Between a part's admission and its revocation (a few
-//!   instructions, no waiting) that part holds the cells; a concurrent
-//!   request can be denied by it in that instant although it would have been
-//!   admitted once the revocation landed. Denials can be spurious under
-//!   contention, admissions never are. Without concurrency there is no such
-//!   instant.
+//!   instructions, no waiting) a concurrent request can be denied spuriously;
+//!   admissions never are.
 //!
-//! A revocation is exact: a window counter subtracts the cells from the
-//! window they were counted in (nothing, if that window has passed: they
-//! expired anyway; a bucketed window, from the bucket they were counted
-//! in while it is in the window, and nothing where, near the wrap of the
-//! tick counter, its tag could name two buckets), [`Gcra`] moves its TAT back by `cost·T`
-//! (never earlier than the admission's `now`, i.e. never fuller than full at
-//! that time), and [`SlidingLog`] removes the cells it
-//! recorded.
-//!
-//! The returned [`Decision`] is the tightest part's: the one with the fewest
-//! `remaining` (ties: the later `reset_after`), reported whole (its limit,
-//! remaining and reset). A denial is the first denying part's, so its
-//! `retry_after` says when *that* part admits; another part may deny then.
-//! A peek combines the tightest part's numbers with the largest
-//! `retry_after` of all parts (the first tick every part admits one cell).
+//! The returned [`Decision`] is the tightest part's (fewest `remaining`, ties:
+//! the later `reset_after`); a denial is the first denying part's. How each
+//! limiter revokes exactly is in docs/design/composition.md in the
+//! repository.
 //!
 //! # Every tier's numbers: [`Tiers`]
 //!
-//! [`AllTiers::check_tiers`] decides exactly like `check_n` (same charges,
-//! same revocations) and returns one result per part, in order, the shape of
-//! the Redis backend's `Outcome` (`results()`, `refused()`), so that one
-//! function (`headers::write_ratelimit` over `results()`) fills the header
-//! fields for either backend:
-//!
-//! * admitted: every part's [`Decision`] after the charge;
-//! * denied by part `i`: part `i`'s [`Denied`]; the parts before it were
-//!   revoked and report their state after the revocation (a [`Decision`]
-//!   of their unchanged state, as Redis reports tiers that would have
-//!   admitted); the parts after it are asked too and, if they admit, given
-//!   back at once: each reports its own exact answer (its [`Denied`] with
-//!   its own `retry_after`, or a [`Decision`] of its unchanged state), so
-//!   [`Tiers::refused`] can name the tier with the longest wait. Asking them
-//!   widens the transient window of the concurrency note above (a
-//!   concurrent request may be denied spuriously), never the admissions.
+//! [`AllTiers::check_tiers`] decides exactly like `check_n` and returns one
+//! result per part, in order, the shape of the Redis backend's `Outcome`, so
+//! one function (`headers::write_ratelimit` over `results()`) fills the
+//! header fields for either backend. Parts before a denying one report their
+//! state after the revocation; parts after it are asked too and given back at
+//! once, so [`Tiers::refused`] can name the tier with the longest wait.
 //!
 //! ```
 //! use cellrate::compose::AllTiers;

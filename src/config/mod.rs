@@ -86,28 +86,14 @@
 //! `Deserialize`) uses [`DEFAULT_HZ`], the nanosecond clock of
 //! [`StdClock`](crate::time::StdClock).
 //!
-//! # From a spec to a quota: the arithmetic
+//! # From a spec to a quota
 //!
-//! `rate` cells per `count` units of `u` seconds become exactly
-//! [`Rate::per_duration`]`(rate, count·u)` (for `ms`, `count` milliseconds),
-//! or [`Rate::per_ticks`]`(rate, count)` for ticks, then
-//! [`Quota::from_rate`]`(rate, burst, hz)`: the emission interval is
-//! `T = count·u·hz / rate` ticks, kept exact in sub-ticks where the
-//! [longest-gap bound](crate::quota#serial-time-any-clock-one-limit)
-//! allows and otherwise **rounded up**, toward admitting less, exactly as
-//! [`Quota`] does (and refused when that would lose more than 1 % of the
-//! rate). `count·u` past 2⁶⁴ seconds is [`QuotaError::Overflow`].
-//!
-//! A [`Quota`] written back ([`QuotaSpec::from_quota`], and `Quota`'s own
-//! `Serialize`) states the rate it enforces, `T` itself: `a/b` cells per
-//! unit in lowest terms, the first of `s`, `min`, `h`, `d`, `ms` where
-//! `b = 1` and both fit 64 bits, else `a/b s`, else `scale` cells per
-//! `emission_interval` ticks, always with its `burst` and `hz`. Reading that
-//! back gives the same `T`, burst and frequency: **the equal quota** for
-//! every exact one; for a rounded one (`!is_exact()`) a quota whose rate
-//! is the rounded `T` itself, so now exact, admitting exactly what the
-//! rounded one did (its scale may shrink, which only lengthens the
-//! longest gap between checks).
+//! The rate becomes a [`Rate`] and then a [`Quota`] through
+//! [`Quota::from_rate`]: the emission interval is exact in sub-ticks where
+//! the longest-gap bound allows and otherwise rounded toward admitting less,
+//! as [`Quota`] does. A quota written back ([`QuotaSpec::from_quota`]) reads
+//! back as the same emission interval, burst and frequency. The arithmetic
+//! is in docs/design/quota.md in the repository.
 //!
 //! # Errors name the place
 //!
@@ -131,12 +117,11 @@
 //! assert_eq!(err.path(), "[1].quota");
 //! ```
 
+mod error;
 pub mod human;
+mod keyed;
+mod tiers;
 
-use alloc::collections::BTreeMap;
-use alloc::format;
-use alloc::string::{String, ToString};
-use alloc::vec::Vec;
 use core::fmt;
 use core::str::FromStr;
 use core::time::Duration;
@@ -145,9 +130,11 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
 
-use crate::keyed::{KeyId, KeyedBox, LiveQuota, Seed, WhenFull};
-use crate::{Gcra, Quota, QuotaError, Rate};
+use crate::{Quota, QuotaError, Rate};
 
+pub use self::error::{from_deserializer, Error};
+pub use self::keyed::{check_capacity, ConfiguredTable, KeyedSpec, LiveTable};
+pub use self::tiers::{build_tiers, TierSpec};
 pub use human::SyntaxError;
 
 /// The tick frequency of a [`Quota`] read without context: 10⁹ Hz, the
@@ -363,7 +350,7 @@ impl QuotaSpec {
     }
 
     /// The spec that states `quota`'s enforced rate, burst and frequency
-    /// (see [the arithmetic](self#from-a-spec-to-a-quota-the-arithmetic)).
+    /// (see [the arithmetic](self#from-a-spec-to-a-quota)).
     ///
     /// ```
     /// use cellrate::config::QuotaSpec;
@@ -648,414 +635,5 @@ pub mod structured {
     /// Reads either form (as `QuotaSpec`'s own `Deserialize`).
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<QuotaSpec, D::Error> {
         QuotaSpec::deserialize(d)
-    }
-}
-
-// ---------------------------------------------------------------- errors
-
-/// A configuration error and where it is: `tiers[2].quota: quota: the
-/// burst is zero`.
-///
-/// ```
-/// use cellrate::config::Error;
-/// let e = Error::new("tiers[2].quota", "quota: the burst is zero");
-/// assert_eq!(e.path(), "tiers[2].quota");
-/// assert_eq!(e.to_string(), "tiers[2].quota: quota: the burst is zero");
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Error {
-    path: String,
-    message: String,
-}
-
-impl Error {
-    /// `message` at `path` (`"."`-separated fields, `[i]` for elements;
-    /// empty for the whole document).
-    pub fn new(path: impl Into<String>, message: impl fmt::Display) -> Self {
-        let mut message = message.to_string();
-        message.truncate(message.trim_end().len());
-        Error {
-            path: path.into(),
-            message,
-        }
-    }
-    /// Where: `tiers[2].quota`, or empty for the whole document.
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-    /// What.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-
-    /// The same error placed inside `outer`, the field (or element) that
-    /// holds the spec it came from: the builders name places from their own
-    /// spec (`capacity`, `overrides.acct_123`, `tiers[1].quota`), and the
-    /// caller that knows where that spec sits in its file adds the rest.
-    ///
-    /// ```
-    /// use cellrate::config::KeyedSpec;
-    /// use cellrate::keyed::Seed;
-    /// let spec: KeyedSpec = toml::from_str("quota = \"10/s\"\ncapacity = 0").unwrap();
-    /// let err = spec.build(1_000, Seed::new(1, 2)).err().unwrap().within("tables[2]");
-    /// assert_eq!(err.to_string(), "tables[2].capacity: a keyed table needs a capacity of at least 1");
-    /// // An element path joins without a dot; an empty path takes `outer`.
-    /// assert_eq!(cellrate::config::Error::new("[0].name", "bad").within("tiers").path(), "tiers[0].name");
-    /// assert_eq!(cellrate::config::Error::new("", "bad").within("limits").path(), "limits");
-    /// ```
-    pub fn within(self, outer: &str) -> Error {
-        let path = if outer.is_empty() || outer == "." {
-            self.path
-        } else if self.path.is_empty() || self.path == "." {
-            String::from(outer)
-        } else if self.path.starts_with('[') {
-            format!("{outer}{}", self.path)
-        } else {
-            format!("{outer}.{}", self.path)
-        };
-        Error {
-            path,
-            message: self.message,
-        }
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() || self.path == "." {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{}: {}", self.path, self.message)
-        }
-    }
-}
-
-impl core::error::Error for Error {}
-
-/// Deserializes a `T` from any serde format, naming the place of the first
-/// bad value in the error.
-///
-/// ```
-/// use cellrate::compose::LimiterConfig;
-/// use cellrate::config;
-/// let text = "algorithm = \"token_bucket\"\nlimit = 10\nwindow = 1000\nburst = 0\nhz = 1000\n";
-/// let err = config::from_deserializer::<LimiterConfig, _>(toml::Deserializer::parse(text).unwrap())
-///     .unwrap_err();
-/// assert_eq!(err.to_string(), "invalid bucket quota: quota: the burst is zero");
-/// ```
-pub fn from_deserializer<'de, T, D>(d: D) -> Result<T, Error>
-where
-    T: Deserialize<'de>,
-    D: Deserializer<'de>,
-{
-    serde_path_to_error::deserialize(d).map_err(|e| {
-        let path = e.path().to_string();
-        Error::new(path, e.into_inner())
-    })
-}
-
-// ---------------------------------------------------------------- limiter
-
-// ---------------------------------------------------------------- tiers
-
-/// One named tier: `{ name = "hour", quota = "5000/h, burst 100" }`.
-///
-/// ```
-/// use cellrate::config::TierSpec;
-/// let t: TierSpec = toml::from_str("name = \"hour\"\nquota = \"5000/h, burst 100\"").unwrap();
-/// assert_eq!(t.quota.burst, Some(100));
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TierSpec {
-    /// The tier's name: 1 to 32 printable ASCII characters, unique among
-    /// its tiers (it names the tier in headers and logs).
-    pub name: String,
-    /// Its quota.
-    pub quota: QuotaSpec,
-}
-
-/// Checks a tier name (the rule of the HTTP layer's `RateLimit-Policy`).
-fn check_name(name: &str) -> Result<(), &'static str> {
-    if crate::headers::valid_tier_name(name) {
-        Ok(())
-    } else {
-        Err("tier names are 1 to 32 printable ASCII characters")
-    }
-}
-
-/// Checks names and quotas of `tiers` at `hz` (each spec's own `hz` wins),
-/// with errors at `prefix[i].name` / `prefix[i].quota`.
-pub(crate) fn tier_quotas(tiers: &[TierSpec], hz: u64, prefix: &str) -> Result<Vec<Quota>, Error> {
-    let mut out = Vec::with_capacity(tiers.len());
-    for (i, t) in tiers.iter().enumerate() {
-        check_name(&t.name).map_err(|m| Error::new(format!("{prefix}[{i}].name"), m))?;
-        if tiers[..i].iter().any(|u| u.name == t.name) {
-            return Err(Error::new(
-                format!("{prefix}[{i}].name"),
-                format_args!("tier name {:?} is used twice", t.name),
-            ));
-        }
-        let q = t
-            .quota
-            .quota(hz)
-            .map_err(|e| Error::new(format!("{prefix}[{i}].quota"), e))?;
-        out.push(q);
-    }
-    Ok(out)
-}
-
-/// Builds one [`Gcra`] per tier at `hz`, in order, with their names: the
-/// tiers of an all-or-nothing check ([`crate::compose::check_all`]).
-/// Errors name the tier: `tiers[1].quota: …`.
-///
-/// ```
-/// use cellrate::config::{build_tiers, TierSpec};
-/// let tiers: Vec<TierSpec> = serde_json::from_str(
-///     r#"[{"name": "s", "quota": "10/s"}, {"name": "s", "quota": "100/min"}]"#,
-/// ).unwrap();
-/// assert_eq!(
-///     build_tiers(&tiers, 1_000).unwrap_err().to_string(),
-///     "tiers[1].name: tier name \"s\" is used twice"
-/// );
-/// ```
-pub fn build_tiers(tiers: &[TierSpec], hz: u64) -> Result<Vec<(String, Gcra)>, Error> {
-    let quotas = tier_quotas(tiers, hz, "tiers")?;
-    Ok(tiers
-        .iter()
-        .zip(quotas)
-        .map(|(t, q)| (t.name.clone(), Gcra::new(q)))
-        .collect())
-}
-
-// ---------------------------------------------------------------- keyed
-
-/// A keyed table and its per-key overrides:
-///
-/// ```toml
-/// quota = "100/min"
-/// capacity = 100000
-/// when_full = "deny"          # or "admit", "shared"
-/// [overrides]
-/// acct_123 = "500/min"
-/// ```
-///
-/// Overrides are keyed by the string a client presents (as the HTTP
-/// layer's key extractors produce it) and must share the table's tick
-/// frequency; each is re-expressed at the table's scale
-/// ([`KeyedTable::compatible_quota`](crate::keyed::KeyedTable::compatible_quota),
-/// rounded toward admitting less).
-///
-/// ```
-/// use cellrate::config::KeyedSpec;
-/// use cellrate::keyed::Seed;
-/// let spec: KeyedSpec = toml::from_str(r#"
-///     quota = "100/min"
-///     capacity = 1000
-///     [overrides]
-///     acct_123 = "500/min"
-/// "#).unwrap();
-/// let table = spec.build(1_000_000, Seed::new(1, 2)).unwrap();
-/// assert_eq!(table.check("acct_123", 0).unwrap().limit(), 500);
-/// assert_eq!(table.check("acct_9", 0).unwrap().limit(), 100);
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KeyedSpec {
-    /// Every key's quota unless overridden.
-    pub quota: QuotaSpec,
-    /// The most live keys (at least 1; 16 bytes each, asked of the
-    /// allocator when the table is built: one it refuses is an error here).
-    pub capacity: usize,
-    /// What a full table does with a new key (default `deny`).
-    #[serde(default = "deny")]
-    pub when_full: WhenFull,
-    /// Per-key quotas, by key.
-    /// (Written even when empty: a binary format finds fields by position.)
-    #[serde(default)]
-    pub overrides: BTreeMap<String, QuotaSpec>,
-}
-
-fn deny() -> WhenFull {
-    WhenFull::Deny
-}
-
-/// A capacity of at least 1 whose slots the allocator grants: a table of
-/// `capacity` × 16 bytes is asked for (and given back) before the table is
-/// built, so a size no allocator can grant (a typo of a few digits) is an
-/// error at `capacity` instead of an abort of the process. (A size the
-/// allocator grants but the system cannot back when the slots are written
-/// is the system's to refuse, as for any allocation.)
-/// For every builder that sizes a table from a file (its message,
-/// [`Error::message`], placed at that builder's own field).
-///
-/// ```
-/// use cellrate::config::check_capacity;
-/// assert!(check_capacity(1_024).is_ok());
-/// assert!(check_capacity(0).is_err());
-/// assert!(check_capacity(usize::MAX / 2).is_err()); // no allocator grants it
-/// ```
-pub fn check_capacity(capacity: usize) -> Result<(), Error> {
-    if capacity == 0 {
-        return Err(Error::new(
-            "capacity",
-            "a keyed table needs a capacity of at least 1",
-        ));
-    }
-    let mut slots: Vec<crate::keyed::Slot> = Vec::new();
-    slots.try_reserve_exact(capacity).map_err(|_| {
-        let bytes = (capacity as u128) * core::mem::size_of::<crate::keyed::Slot>() as u128;
-        Error::new(
-            "capacity",
-            format_args!("a keyed table of {capacity} slots ({bytes} bytes) cannot be allocated"),
-        )
-    })
-}
-
-/// A table built from a [`KeyedSpec`]: heap slots, overrides by [`KeyId`].
-pub type ConfiguredTable = KeyedBox<Quota, Vec<(KeyId, Quota)>>;
-
-/// A table built from a [`KeyedSpec`] whose quotas change at run time
-/// ([`KeyedSpec::reload`]).
-pub type LiveTable = KeyedBox<LiveQuota, Vec<(KeyId, LiveQuota)>>;
-
-impl KeyedSpec {
-    /// The table at `hz` with hash `seed`. Errors name the field
-    /// (`capacity`, `quota`, `overrides.acct_123`).
-    pub fn build(&self, hz: u64, seed: Seed) -> Result<ConfiguredTable, Error> {
-        let (quota, overrides) = self.quotas(hz, seed)?;
-        Ok(KeyedBox::with_capacity_and_overrides(
-            self.capacity,
-            quota,
-            overrides,
-            self.when_full,
-            seed,
-        ))
-    }
-
-    /// Like [`build`](Self::build), with [`LiveQuota`]s that
-    /// [`reload`](Self::reload) changes at run time.
-    pub fn build_live(&self, hz: u64, seed: Seed) -> Result<LiveTable, Error> {
-        let (quota, overrides) = self.quotas(hz, seed)?;
-        Ok(KeyedBox::with_capacity_and_overrides(
-            self.capacity,
-            LiveQuota::new(quota),
-            overrides
-                .into_iter()
-                .map(|(id, q)| (id, LiveQuota::new(q)))
-                .collect(),
-            self.when_full,
-            seed,
-        ))
-    }
-
-    /// Applies this spec to a table [`build_live`](Self::build_live) made
-    /// (at the same `hz`), keeping every client's state: the default
-    /// quota and each override change with
-    /// [`LiveQuota::set_quota`] semantics (the debt kept as time); an
-    /// override the spec no longer names falls back to the default quota.
-    /// Everything is checked before anything changes; then each quota
-    /// switches on its own (a check sees each one old or new, never a mix).
-    /// What is fixed when a table is made is refused, with its place:
-    /// `capacity`, `when_full`, and a key that had no override.
-    ///
-    /// ```
-    /// use cellrate::config::KeyedSpec;
-    /// use cellrate::keyed::Seed;
-    /// let spec: KeyedSpec = toml::from_str(
-    ///     "quota = \"100/min\"\ncapacity = 64\n[overrides]\nacct_123 = \"100/min\"",
-    /// ).unwrap();
-    /// let table = spec.build_live(1_000, Seed::new(1, 2)).unwrap();
-    /// assert!(table.check_n("acct_123", 0, 100).is_ok());
-    /// assert!(table.check("acct_123", 0).is_err());
-    /// // The operator raises acct_123 to 500/min; 12 s later it has what
-    /// // 12 s earn at 500/min (100 cells), the others what 100/min gives.
-    /// let raised: KeyedSpec = toml::from_str(
-    ///     "quota = \"100/min\"\ncapacity = 64\n[overrides]\nacct_123 = \"500/min\"",
-    /// ).unwrap();
-    /// raised.reload(&table, 1_000).unwrap();
-    /// assert_eq!(table.check_n("acct_123", 12_000, 100).unwrap().remaining(), 0);
-    /// assert_eq!(table.check("acct_9", 12_000).unwrap().limit(), 100);
-    /// ```
-    pub fn reload(&self, table: &LiveTable, hz: u64) -> Result<(), Error> {
-        if self.capacity != table.capacity() {
-            return Err(Error::new(
-                "capacity",
-                "fixed when the table is made: build a new table to change it",
-            ));
-        }
-        if self.when_full != table.when_full() {
-            return Err(Error::new(
-                "when_full",
-                "fixed when the table is made: build a new table to change it",
-            ));
-        }
-        let fixed = table.algorithm().quota();
-        let rescale = |q: Quota, place: &dyn Fn() -> String| -> Result<Quota, Error> {
-            if q.hz() != fixed.hz() {
-                return Err(Error::new(
-                    place(),
-                    "a quota must count ticks at the table's frequency",
-                ));
-            }
-            q.rescaled(fixed.scale(), fixed.hz())
-                .map_err(|e| Error::new(place(), e))
-        };
-        let default = self.quota.quota(hz).map_err(|e| Error::new("quota", e))?;
-        let default = rescale(default, &|| "quota".into())?;
-        // One new quota per override slot of the table, all checked first.
-        let slots = table.overrides();
-        let mut next: Vec<Quota> = slots.iter().map(|_| default).collect();
-        for (key, spec) in &self.overrides {
-            let place = || format!("overrides.{key}");
-            let id = table.key_id(key.as_str());
-            let Some(i) = slots.iter().position(|(k, _)| *k == id) else {
-                return Err(Error::new(
-                    place(),
-                    "this key had no override when the table was made: build a new table to add one",
-                ));
-            };
-            let q = spec.quota(hz).map_err(|e| Error::new(place(), e))?;
-            next[i] = rescale(q, &place)?;
-        }
-        let busy = |place: String| move |e| Error::new(place, e);
-        table
-            .algorithm()
-            .set_quota(default)
-            .map_err(busy("quota".into()))?;
-        for ((_, live), q) in slots.iter().zip(next) {
-            live.set_quota(q).map_err(busy("overrides".into()))?;
-        }
-        Ok(())
-    }
-
-    /// The default quota and the overrides by [`KeyId`] (at the table's
-    /// scale) for a table with hash `seed`.
-    pub(crate) fn quotas(
-        &self,
-        hz: u64,
-        seed: Seed,
-    ) -> Result<(Quota, Vec<(KeyId, Quota)>), Error> {
-        check_capacity(self.capacity)?;
-        let quota = self.quota.quota(hz).map_err(|e| Error::new("quota", e))?;
-        // KeyIds of string keys depend on the seed: a one-slot table with
-        // the same seed names them.
-        let probe = KeyedBox::with_capacity(1, quota, self.when_full, seed);
-        let mut overrides = Vec::with_capacity(self.overrides.len());
-        for (key, spec) in &self.overrides {
-            let place = || format!("overrides.{key}");
-            let q = spec.quota(hz).map_err(|e| Error::new(place(), e))?;
-            if q.hz() != quota.hz() {
-                return Err(Error::new(
-                    place(),
-                    "an override must count ticks at the table's frequency",
-                ));
-            }
-            let q = probe
-                .compatible_quota(q)
-                .map_err(|e| Error::new(place(), e))?;
-            overrides.push((probe.key_id(key.as_str()), q));
-        }
-        Ok((quota, overrides))
     }
 }

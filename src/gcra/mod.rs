@@ -3,173 +3,67 @@
 //!
 //! # The math
 //!
-//! The state is one number, the theoretical arrival time `TAT`: the time at
-//! which the limiter would be back to full. With the emission interval `T`,
-//! the burst `b` and the tolerance `τ = (b − 1)·T` of the [`Quota`], a request
-//! of `cost` cells at `now` is admitted iff
+//! The state is the theoretical arrival time `TAT`. With the emission
+//! interval `T`, the burst `b` and the tolerance `τ = (b − 1)·T` of the
+//! [`Quota`], a request of `cost` cells at `now` is admitted iff
 //!
 //! ```text
 //! max(TAT, now) + cost·T − now ≤ τ + T                    (= b·T, the span)
 //! ```
 //!
-//! and then `TAT ← max(TAT, now) + cost·T`. A denied request changes nothing.
-//! All of it runs in sub-ticks (`now · scale`, see [`quota`](crate::quota)),
-//! in serial time ([below](#serial-time)), so the admit/deny path is one
-//! multiply, adds, compares and one compare-and-swap: no division, no
-//! floating point, no loop but the CAS retry.
-//!
-//! Every check ([`Gcra`], [`LocalGcra`], a keyed table's GCRA) runs the
-//! quota's [`Algorithm`] phases, which evaluate the inequality in the
-//! equivalent form `TAT − now ≤ τ + T − cost·T` (for `TAT < now` it always
-//! holds, as `cost·T ≤ b·T`): the right side in
-//! [`prepare`](Algorithm::prepare), before the state is read, the rest in
-//! [`step`](Algorithm::step), written once over plain numbers in the
-//! `step` submodule (which the meters' buckets share, with their own span).
-//! Between the load of `TAT` and the compare-and-swap there is then a test
-//! of the word's low bit, one subtract and a compare (the serial reading
-//! below, without its rotate: for a written word `state − now₂ = 2·e`), and
-//! one add to whichever of `TAT` and `now` is the later; no `max` lies on
-//! the path from the load to the swap.
-//!
-//! Derived quantities (`remaining`, `retry_after`, `reset_after`) are exact
-//! consequences of the same inequality and are converted to cells and ticks
-//! only when read ([`decision`](crate::decision)):
-//!
-//! ```text
-//! remaining   = ⌊(b·T − (TAT′ − now)) / T⌋
-//! retry_after = ⌈(max(TAT, now) + cost·T − b·T − now) / scale⌉ ticks
-//! reset_after = ⌈(TAT′ − now) / scale⌉ ticks
-//! ```
+//! and then `TAT ← max(TAT, now) + cost·T`; a denial changes nothing. It runs
+//! in sub-ticks (`now · scale`, see [`quota`](crate::quota)) through the
+//! quota's [`Algorithm`](crate::Algorithm) phases: one multiply, adds, compares and one
+//! compare-and-swap, no division and no floating point. `remaining`,
+//! `retry_after` and `reset_after` follow from the same inequality and are
+//! converted only when read ([`decision`](crate::decision)). A
+//! [`TokenBucket`] of capacity `b` refilled every `T` is this GCRA; a
+//! [`LeakyBucket`] is the same with no burst, and [`Gcra::reserve_n`] is the
+//! leaky bucket as a queue (a shaper).
 //!
 //! # Serial time
 //!
-//! A limiter's answers depend only on differences between the `now`s it
-//! sees, so any clock works: a counter from 0 or from anywhere, Unix time
-//! in nanoseconds, microseconds or milliseconds, a counter that wraps past
-//! `2⁶⁴`. Sub-tick times `n = now · scale` are taken modulo 2⁶⁴ (wrapping,
-//! never saturated) and TATs modulo 2⁶³, and the state word holds
-//!
-//! ```text
-//! state = 2·TAT + 1  (mod 2⁶⁴)          a new or reset limiter: state = 0
-//! ```
-//!
-//! with the low bit set on every word GCRA writes. At `now`, with
-//! `now₂ = 2·n + 1`, the state reads as
-//!
-//! ```text
-//! e = (state − now₂) rotated right by 1
-//!     a written (odd) state: e = (TAT − n) mod 2⁶³;  an even state: e ≥ 2⁶³
-//! owing e   if e < AHEAD = 2⁶²          idle (full) otherwise
-//! ```
-//!
-//! which is serial-number order (RFC 1982; the kernel's `time_after`): the
-//! TAT is ahead of `now` iff the difference, as a signed number of the
-//! half-range 2⁶², is positive. An even word is idle at every `now`, which
-//! is what makes the first check of a new client origin-free: read as an
-//! absolute TAT of 0, a new client would owe whenever `now` lies in the
-//! half of the cycle ahead of 0.
-//!
-//! **Reach.** Every write leaves the TAT at most `REACH = 2⁶¹` sub-ticks
-//! ahead of the `now` that wrote it: an admission at most a span
-//! (`span ≤ 2⁶¹`, [`MAX_SPAN`](crate::quota::MAX_SPAN)), a lease take the
-//! same, a refund less than before, and a reservation is refused (with no
-//! finite wait) if it would queue further.
-//!
-//! **Theorem.** A state written at `now_w` with the TAT `o ≤ REACH`
-//! sub-ticks ahead, read at `now_r` with `δ = now_r − now_w` (sub-ticks) in
-//! `(−(AHEAD − REACH), AHEAD] = (−2⁶¹, 2⁶²]`, reads exactly: owing `o − δ`
-//! when that is positive, idle otherwise.
-//!
-//! *Proof.* `e = (o − δ) mod 2⁶³`. If `δ < o`, then
-//! `0 < o − δ < REACH + (AHEAD − REACH) = AHEAD`, so `e = o − δ` and the
-//! state reads owing it. If `o ≤ δ ≤ AHEAD`, then `−AHEAD ≤ o − δ ≤ 0` and
-//! `e` is 0 or `2⁶³ + (o − δ) ≥ 2⁶³ − AHEAD = AHEAD`: idle. ∎
-//!
-//! So within those bounds the limiter is exactly the GCRA of the
-//! differences: every decision, `remaining`, `reset_after` and
-//! `retry_after` is what the same traffic gives from tick 0 (the model
-//! tests run every case at origins across the whole `u64` range, and
-//! across the wrap, and require identical answers). In particular a caller
-//! whose `now` lags the latest admitted `now` by less than 2⁶¹ sub-ticks is
-//! judged as before: conservatively, denied with the exact wait, so "a
-//! clock that steps back can deny more, never admit more" and the rounding
-//! bound of [`quota`](crate::quota#rounding-keeps-the-burst) still hold.
-//!
-//! **Beyond the bounds.** Two checks of one limiter more than 2⁶² sub-ticks
-//! apart ([`Quota::horizon_ticks`] ticks, at least
-//! [`HORIZON_SECS`](crate::quota::HORIZON_SECS) ≈ 8.5 years for any quota)
-//! may find a full client's state reading as owing some `e < 2⁶²`. The
-//! limiter then refuses that client until the debt it reads drains (or a
-//! [`reset`](Gcra::reset)), and never admits more than the quota: a state
-//! read as owing more than it does only makes every later test stricter
-//! (a GCRA whose TAT is later admits a subset of what the earlier one
-//! admits, and stays later). A clock that steps back by more than 2⁶¹
-//! sub-ticks or more (at least 2²⁷ s ≈ 4.25 years of ticks for any quota) may read
-//! a state as idle that it would owe on: such a step is outside the
-//! guarantee, as the quota's rounding bound is for steps of over `100·T`.
-//!
-//! **Why not "owing more than its span means idle".** A reading that took
-//! every state ahead by more than the span (`e > span`) for a client that
-//! has been idle would turn a caller whose `now` lags one tick behind a
-//! burst-exhausting admission (or any shaper queue longer than the span)
-//! into a fresh full burst: over-admission under ordinary concurrency. The
-//! split above reads as idle exactly the states that no write and no lag
-//! within the bounds can produce (ahead by at least 2⁶², twice the reach).
-//!
-//! # Token bucket and leaky bucket
-//!
-//! A token bucket of capacity `b` refilled at `r` tokens per tick admits `c`
-//! tokens iff it holds at least `c`. Write its content as
-//! `tokens = b − (TAT − now)/T` with `T = 1/r` (and `TAT ≤ now` meaning full):
-//! as time passes `TAT − now` shrinks by `Δt`, so the bucket gains `Δt/T = r·Δt`
-//! tokens, and `tokens ≥ c` ⇔ `TAT − now + c·T ≤ b·T` — the GCRA inequality
-//! with `τ = (b − 1)/r`. So [`TokenBucket`] is [`Gcra`] built by
-//! [`Gcra::token_bucket`]. The leaky bucket as a meter is the same with no
-//! burst (`b = 1`, `τ = 0`): the "continuous-state leaky bucket" that ITU-T
-//! I.371 and the ATM Forum's TM 4.0 prove equivalent to the virtual
-//! scheduling form used here. The leaky bucket as a queue (a shaper) is
-//! [`Gcra::reserve_n`]: each request is given the earliest tick at which it
-//! conforms, and the state advances as if it were sent then.
+//! Answers depend only on differences between the `now`s a limiter sees, so
+//! any clock origin works, as does a counter that wraps past `2⁶⁴`. The state
+//! word is `2·TAT + 1 (mod 2⁶⁴)` (0 for a new or reset limiter, idle at every
+//! `now`), read in serial-number order (RFC 1982): a TAT ahead of `now` by
+//! less than 2⁶² sub-ticks is owed, anything else is idle. Every write leaves
+//! the TAT at most 2⁶¹ sub-ticks ([`MAX_SPAN`](crate::quota::MAX_SPAN))
+//! ahead, so two checks less than [`Quota::horizon_ticks`] apart are judged
+//! exactly as the GCRA of their differences; checks further apart may deny a
+//! full client until its debt, as read, drains, and never admit more than the
+//! quota. The theorem, its proof and the token-bucket equivalence are in
+//! docs/design/gcra.md in the repository.
 //!
 //! # Invariants
 //!
-//! * A new or [`reset`](Gcra::reset) limiter has the state 0, an even word:
-//!   full at every `now`.
-//! * Every state word a step writes is odd and its TAT is at most
-//!   [`MAX_SPAN`](crate::quota::MAX_SPAN) = 2⁶¹ sub-ticks ahead of the `now`
-//!   that wrote it (reservations further ahead are refused).
+//! * A new or [`reset`](Gcra::reset) limiter has the state 0: full at every
+//!   `now`.
 //! * A check admits only if the inequality holds for the TAT it replaces
 //!   (compare-and-swap), so concurrent checks never admit more than the same
 //!   checks run one after another in the order of their swaps.
 //! * A denied check, a peek and a check of cost 0 never store.
-//! * `now` earlier than a previous `now` (a clock stepping back, by less
-//!   than 2⁶¹ sub-ticks) only makes `max(TAT, now) − now` larger: it can deny
-//!   more, never admit more.
-//! * Time is serial ([above](#serial-time)): no `now` saturates, none is
-//!   refused, and a counter that wraps past `2⁶⁴` is just a clock. Two checks
-//!   more than [`Quota::horizon_ticks`] apart may deny a full client (until
-//!   its debt, as read, drains), never admit more than the quota.
-//! * [`set_quota`](Gcra::set_quota) keeps `TAT` as it is: a client's debt is
-//!   kept **as time**. A client that would have been full in 2 s is still full
-//!   in 2 s; how many cells that debt is worth follows the new `T`, and a debt
-//!   larger than the new span denies until it drains. Quotas are re-expressed
-//!   at the limiter's fixed scale and frequency (those of the quota given to
-//!   `new`), rounding up — toward admitting less — if that is not exact.
+//! * A `now` earlier than a previous one (by less than 2⁶¹ sub-ticks) can
+//!   deny more, never admit more.
+//! * [`set_quota`](Gcra::set_quota) keeps `TAT`: a client's debt is kept
+//!   **as time**, worth cells at the new `T`. Quotas are re-expressed at the
+//!   limiter's fixed scale and frequency, rounding toward admitting less.
 
-use core::cell::Cell;
 use core::fmt;
 
 use crate::algorithm::Limiter;
 use crate::decision::{usage_accessors, Decision, Denied, Limited, Snapshot, Usage};
 use crate::quota::{Quota, QuotaError, Rate};
 use crate::sync::{loom_const_fn, QuotaCell};
-use crate::{Algorithm, RateLimiter};
+use crate::RateLimiter;
 
 mod algorithm;
 mod fixed;
+mod local;
 pub(crate) mod step;
 
 pub use self::fixed::FixedGcra;
+pub use self::local::LocalGcra;
 
 /// The charge of `cost` cells in sub-ticks, `cost·T`, or the refusal of a
 /// cost above the burst. Computed before any critical section or CAS loop.
@@ -562,129 +456,6 @@ pub type TokenBucket = Gcra;
 /// a meter through `check`, a queue through `reserve_n`.
 pub type LeakyBucket = Gcra;
 
-/// The same GCRA for a single owner: `&mut self`, no atomics, no critical
-/// section. It also implements [`RateLimiter`] through `&self` (the state sits
-/// in a [`Cell`], so it is `Send` but not `Sync`).
-///
-/// ```
-/// use cellrate::{LocalGcra, Quota};
-/// let mut flow = LocalGcra::new(Quota::per_second(1_000_000).at_hz(1_000_000_000));
-/// assert!(flow.check_n(0, 1_000_000).is_ok());
-/// assert!(flow.check_n(0, 1).is_err());
-/// ```
-#[derive(Clone)]
-pub struct LocalGcra {
-    tat: Cell<u64>,
-    quota: Quota,
-    fixed: Quota,
-}
-
-impl LocalGcra {
-    /// A full limiter for `quota`.
-    pub const fn new(quota: Quota) -> Self {
-        LocalGcra {
-            tat: Cell::new(0),
-            quota,
-            fixed: quota,
-        }
-    }
-
-    /// The quota in force.
-    pub fn quota(&self) -> Quota {
-        self.quota
-    }
-
-    /// Admits one cell at `now`.
-    #[inline]
-    pub fn check(&mut self, now: u64) -> Result<Decision, Denied> {
-        self.check_n(now, 1)
-    }
-
-    /// Admits `cost` cells at `now`; see [`Gcra::check_n`].
-    #[inline]
-    pub fn check_n(&mut self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        // Through `&mut` the state needs no `Cell`: the compiler may keep
-        // it in a register across a caller's loop.
-        let LocalGcra { tat, quota, .. } = self;
-        admit_local(quota, tat.get_mut(), now, cost)
-    }
-
-    /// The state at `now`.
-    pub fn peek(&self, now: u64) -> Snapshot {
-        snapshot(&self.quota, self.tat.get(), self.quota.now_word(now))
-    }
-
-    /// Shaping; see [`Gcra::reserve_n`].
-    pub fn reserve_n(&mut self, now: u64, cost: u64, max_wait: u64) -> Result<Reservation, Denied> {
-        let quota = &self.quota;
-        let max_wait = max_wait.saturating_mul(quota.scale());
-        let (tat, reservation) =
-            reserve(quota, self.tat.get(), quota.now_word(now), cost, max_wait)?;
-        self.tat.set(tat);
-        Ok(reservation)
-    }
-
-    /// Gives back `cost` cells; see [`Gcra::refund_n`].
-    pub fn refund_n(&mut self, now: u64, cost: u64) -> Snapshot {
-        let quota = &self.quota;
-        let tat = quota.refund(self.tat.get(), quota.mark_at(now), cost);
-        self.tat.set(tat);
-        quota.peek(tat, now)
-    }
-
-    /// Makes the limiter full.
-    pub fn reset(&mut self) {
-        self.tat.set(0)
-    }
-
-    /// Replaces the quota; see [`Gcra::set_quota`] (the same rescaling,
-    /// debt rule and result; never [`Busy`](SetQuotaError::Busy) here).
-    ///
-    /// ```
-    /// use cellrate::{LocalGcra, Quota};
-    /// let mut g = LocalGcra::new(Quota::per_second(1).at_hz(1_000));
-    /// assert!(g.check(0).is_ok() && g.check(0).is_err());
-    /// g.set_quota(Quota::per_second(1).with_burst(5).at_hz(1_000)).unwrap();
-    /// assert_eq!(g.check(0).unwrap().remaining(), 3); // 1 000 ticks of debt = 1 cell of 5
-    /// ```
-    pub fn set_quota(&mut self, quota: Quota) -> Result<Quota, SetQuotaError> {
-        self.quota = quota
-            .rescaled(self.fixed.scale(), self.fixed.hz())
-            .map_err(SetQuotaError::Quota)?;
-        Ok(self.quota)
-    }
-}
-
-/// The single-owner container: `quota`'s phases on a plain state word.
-#[inline(always)]
-fn admit_local(quota: &Quota, tat: &mut u64, now: u64, cost: u64) -> Result<Decision, Denied> {
-    let (next, decision) = quota.check(*tat, now, cost)?;
-    *tat = next;
-    Ok(decision)
-}
-
-impl RateLimiter for LocalGcra {
-    #[inline]
-    fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        let mut tat = self.tat.get();
-        let decision = admit_local(&self.quota, &mut tat, now, cost)?;
-        self.tat.set(tat);
-        Ok(decision)
-    }
-    fn peek(&self, now: u64) -> Snapshot {
-        LocalGcra::peek(self, now)
-    }
-}
-
-impl fmt::Debug for LocalGcra {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LocalGcra")
-            .field("state", &self.tat.get())
-            .field("quota", &self.quota)
-            .finish()
-    }
-}
-
 #[cfg(feature = "defmt")]
 impl defmt::Format for Gcra {
     fn format(&self, f: defmt::Formatter) {
@@ -697,287 +468,5 @@ impl defmt::Format for Gcra {
     }
 }
 
-#[cfg(feature = "defmt")]
-impl defmt::Format for LocalGcra {
-    fn format(&self, f: defmt::Formatter) {
-        defmt::write!(
-            f,
-            "LocalGcra {{ state: {=u64}, quota: {} }}",
-            self.tat.get(),
-            self.quota
-        )
-    }
-}
-
 #[cfg(all(test, feature = "loom"))]
-mod loom_tests {
-    //! Every interleaving (up to the preemption bound) of concurrent
-    //! operations on one `Gcra` must be explained by *some* sequential order
-    //! of the same operations that respects each thread's program order: same
-    //! outcomes, same final state. That rules out over-admission (a check
-    //! admitted that no order admits) and lost updates.
-    use super::*;
-    use loom::sync::Arc;
-    use loom::thread;
-
-    extern crate std;
-    use std::vec::Vec;
-
-    #[derive(Clone, Copy, Debug, PartialEq)]
-    enum Op {
-        Check(u64),
-        Refund(u64),
-        Reset,
-        SetQuota(Quota),
-    }
-
-    /// What an operation reported: admitted or not, or whether a
-    /// reconfiguration took effect.
-    type Log = Vec<(Op, bool)>;
-
-    const NOW: u64 = 1_000;
-
-    fn run(g: &Gcra, ops: &[Op]) -> Log {
-        ops.iter()
-            .map(|&op| {
-                let out = match op {
-                    Op::Check(cost) => g.check_n(NOW, cost).is_ok(),
-                    Op::Refund(cost) => {
-                        g.refund_n(NOW, cost);
-                        true
-                    }
-                    Op::Reset => {
-                        g.reset();
-                        true
-                    }
-                    Op::SetQuota(q) => g.set_quota(q).is_ok(),
-                };
-                // Whatever happens, a quota is read whole: one of those set.
-                let seen = g.quota();
-                assert!(
-                    [quota(1), quota(3), quota(5)].contains(&seen),
-                    "torn quota {seen:?}"
-                );
-                (op, out)
-            })
-            .collect()
-    }
-
-    /// Sequential semantics, from the same pure steps.
-    fn replay(order: &[(Op, bool)], start: Quota) -> Option<(u64, Quota)> {
-        let (mut tat, mut q) = (0u64, start);
-        for &(op, out) in order {
-            let now = q.now_word(NOW);
-            match op {
-                Op::Check(cost) => match q.check(tat, NOW, cost) {
-                    Ok((next, _)) if out => tat = next,
-                    Err(_) if !out => {}
-                    _ => return None,
-                },
-                Op::Refund(cost) => tat = refund(&q, tat, now, cost),
-                Op::Reset => tat = 0,
-                // A refused reconfiguration changed nothing.
-                Op::SetQuota(next) if out => q = next,
-                Op::SetQuota(_) => {}
-            }
-        }
-        Some((tat, q))
-    }
-
-    /// Tries every merge of the per-thread logs.
-    fn explained(logs: &[Log], start: Quota, end: (u64, Quota)) -> bool {
-        fn go(
-            logs: &[Log],
-            next: &mut Vec<usize>,
-            order: &mut Log,
-            start: Quota,
-            end: (u64, Quota),
-        ) -> bool {
-            if logs.iter().zip(next.iter()).all(|(l, &i)| i == l.len()) {
-                return replay(order, start) == Some(end);
-            }
-            for t in 0..logs.len() {
-                if next[t] < logs[t].len() {
-                    order.push(logs[t][next[t]]);
-                    next[t] += 1;
-                    let ok = go(logs, next, order, start, end);
-                    next[t] -= 1;
-                    order.pop();
-                    if ok {
-                        return true;
-                    }
-                }
-            }
-            false
-        }
-        go(
-            logs,
-            &mut std::vec![0; logs.len()],
-            &mut Vec::new(),
-            start,
-            end,
-        )
-    }
-
-    fn quota(burst: u64) -> Quota {
-        Quota::per_second(10).with_burst(burst).at_hz(1_000)
-    }
-
-    fn model(start: Quota, threads: Vec<Vec<Op>>) {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(3);
-        builder.check(move || {
-            let g = Arc::new(Gcra::new(start));
-            let mut handles = Vec::new();
-            for ops in &threads[1..] {
-                let (g, ops) = (g.clone(), ops.clone());
-                handles.push(thread::spawn(move || run(&g, &ops)));
-            }
-            let mut logs = std::vec![run(&g, &threads[0])];
-            logs.extend(handles.into_iter().map(|h| h.join().unwrap()));
-            let end = (g.shared.state().load(), g.quota());
-            assert!(
-                explained(&logs, start, end),
-                "no sequential order explains {logs:?} ending in {end:?}"
-            );
-        });
-    }
-
-    /// Checks of `(now, cost)` from several threads, with `now`s on both
-    /// sides of the wrap of the tick counter: every interleaving is some
-    /// sequential order of them (the pure step replayed), so none
-    /// over-admits, and the answers are those of the same checks shifted
-    /// back to small times.
-    fn timed_model(start: u64, threads: Vec<Vec<(u64, u64)>>) {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(3);
-        let q = quota(3);
-        builder.check(move || {
-            let g = Arc::new(Gcra::new(q));
-            let run = move |g: &Gcra, ops: &[(u64, u64)]| -> Vec<((u64, u64), bool)> {
-                ops.iter()
-                    .map(|&(now, cost)| {
-                        (
-                            (now, cost),
-                            g.check_n(start.wrapping_add(now), cost).is_ok(),
-                        )
-                    })
-                    .collect()
-            };
-            let handles: Vec<_> = threads[1..]
-                .iter()
-                .map(|ops| {
-                    let (g, ops) = (g.clone(), ops.clone());
-                    thread::spawn(move || run(&g, &ops))
-                })
-                .collect();
-            let mut logs = std::vec![run(&g, &threads[0])];
-            logs.extend(handles.into_iter().map(|h| h.join().unwrap()));
-            let end = g.shared.state().load();
-            // Some merge of the logs, replayed on the pure step at the
-            // shifted times, gives the same answers and the same state.
-            fn go(
-                logs: &[Vec<((u64, u64), bool)>],
-                next: &mut Vec<usize>,
-                state: u64,
-                q: &Quota,
-                start: u64,
-                end: u64,
-            ) -> bool {
-                if logs.iter().zip(next.iter()).all(|(l, &i)| i == l.len()) {
-                    return state == end;
-                }
-                for t in 0..logs.len() {
-                    let Some(&((now, cost), admitted)) = logs[t].get(next[t]) else {
-                        continue;
-                    };
-                    let after = match q.check(state, start.wrapping_add(now), cost) {
-                        Ok((s, _)) if admitted => s,
-                        Err(_) if !admitted => state,
-                        _ => continue,
-                    };
-                    next[t] += 1;
-                    let ok = go(logs, next, after, q, start, end);
-                    next[t] -= 1;
-                    if ok {
-                        return true;
-                    }
-                }
-                false
-            }
-            assert!(
-                go(&logs, &mut std::vec![0; logs.len()], 0, &q, start, end),
-                "no sequential order explains {logs:?} ending in {end}"
-            );
-            // And the same answers from tick 0: the state shifted back.
-            let shift = Quota::now_word(&q, start).wrapping_sub(1);
-            assert!(
-                go(
-                    &logs,
-                    &mut std::vec![0; logs.len()],
-                    0,
-                    &q,
-                    0,
-                    end.wrapping_sub(shift)
-                ),
-                "{logs:?} are not the answers of the same checks from tick 0"
-            );
-            // At most the burst, plus one cell per T passed, was admitted.
-            let admitted: u64 = logs
-                .iter()
-                .flatten()
-                .filter(|(_, ok)| *ok)
-                .map(|((_, c), _)| c)
-                .sum();
-            assert!(admitted <= 3 + 1, "{logs:?}");
-        });
-    }
-
-    #[test]
-    fn checks_across_the_wrap_never_over_admit() {
-        // Burst 3, T = 100 ticks; times from 40 ticks before the wrap of
-        // the counter to 60 after it (one T later), from two threads, one
-        // of which lags the other across the wrap.
-        timed_model(
-            u64::MAX - 39,
-            std::vec![std::vec![(0, 2), (100, 2)], std::vec![(100, 1), (0, 1)],],
-        );
-    }
-
-    #[test]
-    fn racing_checks_never_over_admit() {
-        // Burst 3: two checks of 2 cells at one instant, at most one fits.
-        model(
-            quota(3),
-            std::vec![
-                std::vec![Op::Check(2)],
-                std::vec![Op::Check(2)],
-                std::vec![Op::Check(1)]
-            ],
-        );
-    }
-
-    #[test]
-    fn checks_race_refunds_and_resets() {
-        model(
-            quota(3),
-            std::vec![
-                std::vec![Op::Check(2), Op::Check(2)],
-                std::vec![Op::Refund(1), Op::Check(1)],
-                std::vec![Op::Reset]
-            ],
-        );
-    }
-
-    #[test]
-    fn checks_race_reconfiguration() {
-        model(
-            quota(3),
-            std::vec![
-                std::vec![Op::Check(2), Op::Check(1)],
-                std::vec![Op::SetQuota(quota(1))],
-                std::vec![Op::SetQuota(quota(5))],
-            ],
-        );
-    }
-}
+mod loom_tests;

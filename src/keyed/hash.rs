@@ -29,8 +29,8 @@
 //! against 1 024 recorded outputs (`siphash_vectors.txt`), which pin
 //! every key's placement.
 //!
-//! Why the home hash of exact keys may be cheaper than SipHash: see the
-//! flood argument in the keyed module's docs.
+//! Why the home hash of exact keys may be cheaper than SipHash is argued
+//! in docs/design/keyed.md in the repository.
 //!
 //! # Invariants
 //!

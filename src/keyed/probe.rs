@@ -1,5 +1,5 @@
 //! Finding a key in its probe window, and inserting it there (the claim and
-//! resolve protocol of the [module docs](super#protocol)).
+//! resolve protocol of docs/design/keyed.md in the repository).
 //!
 //! A key's window is the `W = min(PROBE_WINDOW, capacity)` slots from its
 //! home `⌊h · (capacity − W + 1) / 2⁶⁴⌋` on: it never passes the end of the

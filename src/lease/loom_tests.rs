@@ -8,7 +8,7 @@
 //! Run with `LOOM_MAX_PREEMPTIONS=2 cargo test --release --features loom --lib lease`.
 
 use super::*;
-use crate::meter::Meter;
+use crate::meter::{Color, Flow, Meter, TrTcm4115};
 use crate::Quota;
 use loom::sync::Arc;
 use loom::thread;
