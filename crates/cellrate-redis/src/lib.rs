@@ -217,6 +217,7 @@ use std::vec::Vec;
 use cellrate::decision::{Decision, Denied};
 
 mod blocking;
+mod client;
 mod config;
 pub(crate) mod degrade;
 pub mod lease;
