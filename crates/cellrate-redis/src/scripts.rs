@@ -37,6 +37,7 @@ pub(crate) const SINGLE_SCRIPT: &str = concat!(
 /// holds no TAT (see *Keys cellrate cannot read* in the module docs).
 pub(crate) const CHECK_SCRIPT: &str = concat!(
     include_str!("lua/common.lua"),
+    include_str!("lua/batch.lua"),
     include_str!("lua/check.lua")
 );
 
@@ -70,32 +71,37 @@ pub(crate) const TIERS_SCRIPT: &str = concat!(
     include_str!("lua/step_sliding.lua"),
     include_str!("lua/step_bucketed.lua"),
     include_str!("lua/step_log.lua"),
+    include_str!("lua/batch.lua"),
     include_str!("lua/tiers.lua")
 );
 
-/// The tiers script, hashed once for the process.
-pub(crate) fn tiers_script() -> &'static ::redis::Script {
-    static CELL: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
-    CELL.get_or_init(|| ::redis::Script::new(TIERS_SCRIPT))
+/// A function returning a script, hashed once for the process.
+macro_rules! script {
+    ($(#[$doc:meta])* $name:ident = $source:expr) => {
+        $(#[$doc])*
+        pub(crate) fn $name() -> &'static ::redis::Script {
+            static CELL: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
+            CELL.get_or_init(|| ::redis::Script::new($source))
+        }
+    };
 }
 
-/// The check script, hashed once for the process.
-pub(crate) fn check_script() -> &'static ::redis::Script {
-    static CELL: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
-    CELL.get_or_init(|| ::redis::Script::new(CHECK_SCRIPT))
-}
-
-/// The single check script, hashed once for the process.
-pub(crate) fn single_script() -> &'static ::redis::Script {
-    static CELL: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
-    CELL.get_or_init(|| ::redis::Script::new(SINGLE_SCRIPT))
-}
-
-/// The lease script, hashed once for the process.
-pub(crate) fn lease_script() -> &'static ::redis::Script {
-    static CELL: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
-    CELL.get_or_init(|| ::redis::Script::new(LEASE_SCRIPT))
-}
+script!(
+    /// The single check script.
+    single_script = SINGLE_SCRIPT
+);
+script!(
+    /// The check script.
+    check_script = CHECK_SCRIPT
+);
+script!(
+    /// The tiers script.
+    tiers_script = TIERS_SCRIPT
+);
+script!(
+    /// The lease script.
+    lease_script = LEASE_SCRIPT
+);
 
 /// Whether a failed reply is the server saying it does not know the script.
 pub(crate) fn is_noscript(e: &::redis::RedisError) -> bool {
