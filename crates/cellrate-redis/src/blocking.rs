@@ -433,7 +433,10 @@ impl RedisGcra {
         scope: Option<&str>,
         cost: u64,
     ) -> Result<Outcome, Error> {
-        self.limits.settle(tried, client, scope, cost)
+        let limits = &self.limits;
+        limits
+            .degrade
+            .settle(tried, &limits.policy, client, scope, cost)
     }
 
     /// Runs the lease script once: `(cells granted, outcome)`.

@@ -45,18 +45,6 @@ impl Limits {
         self.config().timeout.min(Duration::from_secs(86_400 * 365))
     }
 
-    /// The failure policy's answer to `tried` (see `settle` on the clients).
-    pub(crate) fn settle(
-        &self,
-        tried: Result<Outcome, Error>,
-        client: &str,
-        scope: Option<&str>,
-        cost: u64,
-    ) -> Result<Outcome, Error> {
-        self.degrade
-            .settle(tried, &self.policy, client, scope, cost)
-    }
-
     #[cfg(feature = "metrics")]
     pub(crate) fn register_fallback_metrics(&self, limiter: &str) {
         self.degrade.register_metrics(limiter, &self.policy);

@@ -213,7 +213,10 @@ impl AsyncRedisGcra {
         scope: Option<&str>,
         cost: u64,
     ) -> Result<Outcome, Error> {
-        self.inner.limits.settle(tried, client, scope, cost)
+        let limits = &self.inner.limits;
+        limits
+            .degrade
+            .settle(tried, &limits.policy, client, scope, cost)
     }
 
     /// Like [`check_n`](Self::check_n) but returns Redis' failure instead of

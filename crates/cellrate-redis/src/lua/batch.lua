@@ -41,11 +41,13 @@ end
 -- keys in the order of their first change, and the tier of each.
 local state, bad, bads, order, tier_of = {}, {}, {}, {}, {}
 
--- Reads every key once: one MGET, then `parse(raw, i)` for each key of
--- tier i (its state, or false when unreadable; `raw` is nil for an absent
--- key). A key that reads as absent but holds another type is unreadable:
--- one EXISTS when some read as absent, and TYPE only if one of them exists.
-local function read_keys(m, parse)
+-- Reads every key once: one MGET, then a key of GCRA tier i (`scales[i]`
+-- set) by `read` at that scale (0 when absent), a key of any other tier i
+-- by `parse(raw, i)` (its state or nil; nothing read when absent). A key
+-- that reads as absent but holds another type is unreadable: one EXISTS
+-- when some read as absent, and TYPE only if one of them exists. Returns
+-- whether any key is unreadable.
+local function read_keys(now, m, scales, parse)
   local raws = call('MGET', unpack(KEYS))
   local absent, foreign = {}, {}
   for j = 1, #KEYS do
@@ -56,24 +58,48 @@ local function read_keys(m, parse)
       if call('TYPE', k)['ok'] ~= 'none' then foreign[k] = true end
     end
   end
-  local seen = {}
+  local any = false
   for j = 1, #KEYS do
-    local key = KEYS[j]
-    if not seen[key] then
-      seen[key] = true
-      local raw, st = raws[j], false
-      if raw or not foreign[key] then st = parse(raw, (j - 1) % m + 1) end
-      if st == false then bad[key] = true else state[key] = st end
+    local key, raw = KEYS[j], raws[j]
+    if state[key] == nil and not bad[key] then
+      local i = (j - 1) % m + 1
+      local st = nil
+      if foreign[key] then
+        st = false
+      elseif scales[i] then
+        st = 0
+        if raw then st = read(raw, now, scales[i]) or false end
+      elseif raw then
+        st = parse(raw, i) or false
+      end
+      if st == false then
+        bad[key], any = true, true
+      else
+        state[key] = st
+      end
     end
   end
+  return any
 end
 
--- Writes each changed key once, by `write(key, state, tier)`, and appends
--- the unreadable keys' indices to `out`.
-local function finish(out, write)
+-- Whether the request whose keys follow index k0 can be decided: false
+-- when one of its m keys is unreadable (each such key is reported).
+local function readable(k0, m)
+  local ok = true
+  for j = k0 + 1, k0 + m do
+    if bad[KEYS[j]] then ok, bads[#bads + 1] = false, j end
+  end
+  return ok
+end
+
+-- Writes each changed key once (a key of GCRA tier i by `store`, any
+-- other by `write(key, state, i)`) and appends the unreadable keys'
+-- indices to `out`.
+local function finish(out, now, scales, write)
   for j = 1, #order do
     local key = order[j]
-    write(key, state[key], tier_of[key])
+    local i = tier_of[key]
+    if scales[i] then store(key, now, state[key], scales[i]) else write(key, state[key], i) end
   end
   for _, j in ipairs(bads) do out[#out + 1] = j end
   return out

@@ -8,19 +8,32 @@ local now = clock()
 local params, m, n, costs = batch_args(3)
 if not params then return redis.error_reply('cellrate: bad check arguments') end
 -- A key's state is TAT - now in sub-ticks at its tier's scale.
-local function parse(raw, i)
-  if not raw then return 0 end
-  return read(raw, now, params[i][3]) or false
-end
-read_keys(m, parse)
+local scales = {}
+for i = 1, m do scales[i] = params[i][3] end
+local unreadable = read_keys(now, m, scales)
 local out, needs = {now}, {}
+if m == 1 then
+  -- One tier: the same decisions without the loops over tiers.
+  local interval, span = params[1][1], params[1][2]
+  for r = 1, n do
+    local key, cost = KEYS[r], costs[r]
+    local a = state[key]
+    if bad[key] then
+      out[r + 1], bads[#bads + 1] = 0, r
+    else
+      local need, over = step(a, cost, interval, span)
+      if over > 0 then need = -1 - a elseif cost > 0 then
+        state[key] = need
+        if not tier_of[key] then tier_of[key], order[#order + 1] = 1, key end
+      end
+      out[r + 1] = need
+    end
+  end
+  n = 0
+end
 for r = 1, n do
   local cost, k0 = costs[r], (r - 1) * m
-  local ok = true
-  for j = k0 + 1, k0 + m do
-    if bad[KEYS[j]] then ok, bads[#bads + 1] = false, j end
-  end
-  if not ok then
+  if unreadable and not readable(k0, m) then
     for i = 1, m do out[k0 + i + 1] = 0 end
   else
     -- Every tier is checked before any is charged.
@@ -45,4 +58,4 @@ for r = 1, n do
     end
   end
 end
-return finish(out, function(key, ahead, i) store(key, now, ahead, params[i][3]) end)
+return finish(out, now, scales)

@@ -48,23 +48,15 @@ if m == 1 and n == 1 and kinds[1] ~= 0 then
   return {now, fit and 1 or 0, x, y, wait}
 end
 -- A key's state: GCRA's TAT - now in sub-ticks, or its window step's.
-local function parse(raw, i)
-  if kinds[i] == 0 then
-    if not raw then return 0 end
-    return read(raw, now, params[i][3]) or false
-  end
-  if not raw then return nil end
-  return steps[kinds[i]].parse(raw) or false
+local scales = {}
+for i = 1, m do
+  if kinds[i] == 0 then scales[i] = params[i][3] end
 end
-read_keys(m, parse)
+local unreadable = read_keys(now, m, scales, function(raw, i) return steps[kinds[i]].parse(raw) end)
 local out, fits, views = {now}, {}, {}
 for r = 1, n do
   local cost, k0 = costs[r], (r - 1) * m
-  local ok = true
-  for j = k0 + 1, k0 + m do
-    if bad[KEYS[j]] then ok, bads[#bads + 1] = false, j end
-  end
-  if not ok then
+  if unreadable and not readable(k0, m) then
     for i = 1, 4 * m do out[4 * k0 + i + 1] = 0 end
   else
     -- Every tier is judged before any is charged.
@@ -108,10 +100,6 @@ for r = 1, n do
     end
   end
 end
-return finish(out, function(key, st, i)
-  if kinds[i] == 0 then
-    store(key, now, st, params[i][3])
-  else
-    steps[kinds[i]].store(key, st, now, params[i])
-  end
+return finish(out, now, scales, function(key, st, i)
+  steps[kinds[i]].store(key, st, now, params[i])
 end)
