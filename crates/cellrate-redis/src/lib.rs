@@ -220,6 +220,7 @@ mod blocking;
 mod client;
 mod config;
 pub(crate) mod degrade;
+mod fallback;
 pub mod lease;
 mod policy;
 mod protocol;
