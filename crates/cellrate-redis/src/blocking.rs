@@ -259,7 +259,7 @@ impl RedisGcra {
     /// Many checks in one round trip. Each request is `(client, scope,
     /// cost)`; they are decided in order, each exactly as if sent alone, and
     /// all at the same server time when they fit one script call. On a
-    /// standalone server one call carries up to [`MAX_KEYS_PER_CALL`] keys;
+    /// standalone server one call carries up to [`MAX_KEYS_PER_CALL`](crate::MAX_KEYS_PER_CALL) keys;
     /// more are split into calls pipelined in the same round trip, and a
     /// call the server answers `NOSCRIPT` is sent again once after `SCRIPT
     /// LOAD` (the calls that did run are not repeated). On a Cluster each

@@ -9,11 +9,14 @@
 //! written once is the rule of every script (the redis tests replay every
 //! script's decisions on a local [`Gcra`](cellrate::Gcra) to check it).
 //!
-//! The tiers script (policies with a window tier) adds `lua/window.lua`
-//! and one `lua/step_*.lua` per window algorithm before its own file.
+//! The two batch scripts (check and tiers) put `lua/batch.lua` before
+//! their own file: their arguments, one read of every key and one write of
+//! every changed key. The tiers script (policies with a window tier) also
+//! adds `lua/window.lua` and one `lua/step_*.lua` per window algorithm.
 //!
 //! The contract of each script (keys, arguments, reply) is on its constant
-//! below; the math and the integer bounds are in the [module docs](super).
+//! below; the math and the integer bounds are in the [crate docs](crate)
+//! and, with their proofs, in docs/design/redis.md in the repository.
 //! A script is sent by its SHA1 (`EVALSHA`) and loaded with `SCRIPT LOAD`
 //! when the server answers `NOSCRIPT` (after a restart, a `SCRIPT FLUSH`, a
 //! failover).
@@ -34,14 +37,14 @@ pub(crate) const SINGLE_SCRIPT: &str = concat!(
 /// `[now, vᵣᵢ …, bad …]`, one value per key: `TAT − now` (sub-ticks) after
 /// the request if it was admitted (or is a peek that fits), else
 /// `−1 − (TAT − now)` before it; then the 1-based index of every key that
-/// holds no TAT (see *Keys cellrate cannot read* in the module docs).
+/// holds no TAT (see [`Error::CorruptKey`](crate::Error::CorruptKey)).
 pub(crate) const CHECK_SCRIPT: &str = concat!(
     include_str!("lua/common.lua"),
     include_str!("lua/batch.lua"),
     include_str!("lua/check.lua")
 );
 
-/// The lease script (one request; [`lease`] only). KEYS: one per tier.
+/// The lease script (one request; [`lease`](crate::lease) only). KEYS: one per tier.
 /// ARGV: cost, mode (0: all or nothing; 1: up to `cost`, at least 1 — a
 /// lease), refund (cells given back to each tier first), then `Tᵢ`,
 /// `spanᵢ`, `scaleᵢ` per tier. Returns `[granted, now, aheadᵢ, waitᵢ, …]`:

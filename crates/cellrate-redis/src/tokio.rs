@@ -36,7 +36,8 @@ enum Conn {
 /// check alone goes alone (one request, the single script), so nothing waits
 /// for company; under load, checks that would have been pipelined one
 /// script call each share calls instead, and the server runs one script per
-/// batch rather than one per check (see the [`redis`](super) module's figures). The task is
+/// batch rather than one per check (the figures are in docs/design/redis.md
+/// in the repository). The task is
 /// spawned on the caller's tokio runtime and answers every request it
 /// takes; a check whose answer is lost (the runtime shutting down) reports
 /// [`Error::Timeout`], which the failure policy then decides. On a Cluster
