@@ -203,12 +203,10 @@ impl RedisGcra {
         &self.limits.policy
     }
 
-    /// Registers the `cellrate_keyed_*` series (feature `metrics`; see
-    /// [`cellrate_metrics`]) of each fallback table that has none
-    /// yet, labelled `limiter` and the tier's name, with the recorder
-    /// installed now; the tables publish them as they decide. The tower
-    /// layer does this when it is built. A limiter made by `with_policy`
-    /// shares the tables it kept, and their series.
+    /// Registers the fallback tables' `cellrate_keyed_*` series (feature
+    /// `metrics`), as
+    /// [`AsyncRedisGcra::register_fallback_metrics`](super::AsyncRedisGcra::register_fallback_metrics)
+    /// does.
     ///
     /// ```no_run
     /// use cellrate_redis::{RedisGcra, FailurePolicy, RedisConfig, RedisPolicy, Target};

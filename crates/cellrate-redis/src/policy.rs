@@ -1,21 +1,11 @@
 //! Tiers and policies: what a client's keys hold and how they are named.
 //!
-//! A [`RedisTier`] is a quota re-expressed on the server's microsecond
-//! clock ([`HZ`]) at its own number of sub-ticks per µs: the burst `b` is
-//! the one asked, and the emission interval `T` is exact when it is a
-//! fraction of a microsecond with a denominator up to [`MAX_SCALE`], else
-//! rounded **up** (never over 1 % of the rate, else [`Error::Imprecise`]);
-//! the span `b·T′` is at most [`MAX_SPAN_SUB_TICKS`] sub-ticks (else
-//! [`Error::QuotaTooLong`]). Every stream such a tier admits conforms to
-//! the exact quota (a token bucket of the same capacity that refills no
-//! faster).
-//!
-//! A [`RedisPolicy`] is 1 to [`MAX_TIERS`] tiers under a prefix, decided
-//! together for one client. Client `c`'s key for tier `n` is
-//! `<prefix>:{c}:n` (`<prefix>:{c}:n:<scope>` for a per-scope tier): the
-//! hash tag keeps a client's keys in one Cluster slot. Two tiers of a
-//! policy never share a key ([`Error::DuplicateTier`]), and no part of a
-//! key may contain `{` or `}` ([`Error::InvalidKey`]).
+//! A [`RedisTier`] is a quota (or a window) re-expressed on the server's
+//! microsecond clock ([`HZ`]) by the rounding rule of the crate docs: the
+//! burst or limit asked, the interval or window rounded up if at all. A
+//! [`RedisPolicy`] is 1 to [`MAX_TIERS`] tiers under a prefix, decided
+//! together for one client, whose keys never collide
+//! ([`Error::DuplicateTier`]).
 
 use std::string::String;
 use std::vec::Vec;
@@ -430,23 +420,13 @@ impl RedisPolicy {
     }
     /// The keys of `client` (and `scope`, for per-scope tiers), in tier order.
     pub fn keys(&self, client: &str, scope: Option<&str>) -> Result<Vec<String>, Error> {
-        if !key_part_ok(client) || !scope.is_none_or(key_part_ok) {
-            return Err(Error::InvalidKey);
-        }
-        self.tiers
-            .iter()
-            .map(|t| match (t.per_scope, scope) {
-                (false, _) => Ok(std::format!("{}:{{{}}}:{}", self.prefix, client, t.name)),
-                (true, Some(s)) => Ok(std::format!(
-                    "{}:{{{}}}:{}:{}",
-                    self.prefix,
-                    client,
-                    t.name,
-                    s
-                )),
-                (true, None) => Err(Error::ScopeMismatch),
-            })
-            .collect()
+        self.validate(client, scope)?;
+        let key = |t| {
+            let mut key = String::new();
+            self.key(t, client, scope, &mut key);
+            key
+        };
+        Ok(self.tiers.iter().map(key).collect())
     }
     /// `Ok` if `client` and `scope` give valid keys for every tier (what
     /// [`keys`](Self::keys) checks, without building them).

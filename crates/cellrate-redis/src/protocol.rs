@@ -1,17 +1,10 @@
 //! The wire protocol: a policy's requests encoded as one script call, and
 //! the script's reply decoded into the crate's own [`Decision`] and
-//! [`Denied`].
-//!
-//! A check call carries the keys of every request (request `r`'s tier `i`
-//! is key `(r − 1)·m + i`), then the policy's `(Tᵢ, spanᵢ, scaleᵢ)` and the
-//! costs (one cost when all are equal); the script answers `TAT − now` per
-//! key (after the request if admitted, `−1 − (TAT − now)` before it if
-//! not), then the index of every key that holds no TAT. The decoder turns
-//! each value into the same answer an in-process [`Gcra`](cellrate::Gcra)
-//! with the tier's [`quota`](super::RedisTier::quota) reports, and a denial's
-//! wait with the crate's GCRA inequality on the debt the script returns, so
-//! an answer from Redis and one from a local limiter at the same server
-//! time are equal values. A reply of any other shape is [`Error::BadReply`], never a panic.
+//! [`Denied`]: the same values an in-process limiter with the tier's
+//! [`quota`](super::RedisTier::quota) (or [`algorithm`](super::RedisTier::algorithm))
+//! reports at the same server time. The arguments and replies are those
+//! each script's Lua file states. A reply of any other shape is
+//! [`Error::BadReply`], never a panic.
 
 use std::string::String;
 use std::vec::Vec;
