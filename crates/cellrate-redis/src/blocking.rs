@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use std::vec::Vec;
 
+use super::client::{Check, Limits};
 use super::degrade::{call_error, is_transport};
 use super::scripts::lease_script;
 use super::{
-    is_noscript, Backoff, Degrade, Error, FailurePolicy, Outcome, RedisConfig, RedisPolicy,
-    Request, Source, Target, MAX_KEYS_PER_CALL,
+    is_noscript, Backoff, Error, FailurePolicy, Outcome, RedisConfig, RedisPolicy, Request, Target,
 };
 
 enum Conn {
@@ -103,8 +103,7 @@ pub const MAX_IDLE: usize = 16;
 /// ```
 pub struct RedisGcra {
     link: Arc<Link>,
-    policy: RedisPolicy,
-    degrade: Degrade,
+    limits: Limits,
 }
 
 /// The server and the idle connections to it: shared by a limiter and
@@ -156,10 +155,8 @@ impl Bare {
 impl RedisGcra {
     /// A limiter for `policy` on `target`. Connects lazily (the first check).
     pub fn new(target: Target, policy: RedisPolicy, config: RedisConfig) -> Result<Self, Error> {
-        let degrade = Degrade::new(config, &policy)?;
         Ok(RedisGcra {
-            policy,
-            degrade,
+            limits: Limits::new(policy, config)?,
             link: Arc::new(Link {
                 bare: match &target {
                     Target::Standalone(client) => Bare::new(client),
@@ -195,27 +192,21 @@ impl RedisGcra {
     /// # let _ = raised;
     /// ```
     pub fn with_policy(&self, policy: RedisPolicy, failure: FailurePolicy) -> Result<Self, Error> {
-        let mut config = self.config().clone();
-        config.failure = failure;
-        let degrade = Degrade::carried(config, &policy, &self.degrade, &self.policy)?;
         Ok(RedisGcra {
             link: Arc::clone(&self.link),
-            policy,
-            degrade,
+            limits: self.limits.with_policy(policy, failure)?,
         })
     }
 
     /// The policy.
     pub fn policy(&self) -> &RedisPolicy {
-        &self.policy
+        &self.limits.policy
     }
 
-    /// Registers the `cellrate_keyed_*` series (feature `metrics`; see
-    /// [`cellrate_metrics`]) of each fallback table that has none
-    /// yet, labelled `limiter` and the tier's name, with the recorder
-    /// installed now; the tables publish them as they decide. The tower
-    /// layer does this when it is built. A limiter made by `with_policy`
-    /// shares the tables it kept, and their series.
+    /// Registers the fallback tables' `cellrate_keyed_*` series (feature
+    /// `metrics`), as
+    /// [`AsyncRedisGcra::register_fallback_metrics`](super::AsyncRedisGcra::register_fallback_metrics)
+    /// does.
     ///
     /// ```no_run
     /// use cellrate_redis::{RedisGcra, FailurePolicy, RedisConfig, RedisPolicy, Target};
@@ -230,12 +221,12 @@ impl RedisGcra {
     /// ```
     #[cfg(feature = "metrics")]
     pub fn register_fallback_metrics(&self, limiter: &str) {
-        self.degrade.register_metrics(limiter, &self.policy);
+        self.limits.register_fallback_metrics(limiter);
     }
 
     /// The connection settings and failure policy.
     pub fn config(&self) -> &RedisConfig {
-        self.degrade.config()
+        self.limits.config()
     }
 
     /// One cell for `client`, with the failure policy applied.
@@ -248,9 +239,7 @@ impl RedisGcra {
     /// layout ([`Error::InvalidKey`], [`Error::ScopeMismatch`]). A cost that
     /// can never fit is a denial without a round trip. Never panics.
     pub fn check_n(&self, client: &str, scope: Option<&str>, cost: u64) -> Result<Outcome, Error> {
-        let tried = self.try_check_n(client, scope, cost);
-        self.degrade
-            .settle(tried, &self.policy, client, scope, cost)
+        self.settle(self.try_check_n(client, scope, cost), client, scope, cost)
     }
 
     /// Like [`check_n`](Self::check_n) but returns Redis' failure instead of
@@ -261,22 +250,14 @@ impl RedisGcra {
         scope: Option<&str>,
         cost: u64,
     ) -> Result<Outcome, Error> {
-        self.policy.validate(client, scope)?;
-        if let Some(d) = self.policy.too_large(cost) {
-            return Ok(Outcome::new(
-                std::vec![Err(d); self.policy.tiers().len()],
-                Source::Redis,
-            ));
-        }
-        let mut out = Vec::with_capacity(1);
-        self.decide(&[(client, scope, cost)], &mut out)?;
-        out.pop().unwrap_or(Err(Error::BadReply))
+        let mut outcomes = self.try_check_batch(&[(client, scope, cost)])?;
+        outcomes.pop().unwrap_or(Err(Error::BadReply))
     }
 
     /// Many checks in one round trip. Each request is `(client, scope,
     /// cost)`; they are decided in order, each exactly as if sent alone, and
     /// all at the same server time when they fit one script call. On a
-    /// standalone server one call carries up to [`MAX_KEYS_PER_CALL`] keys;
+    /// standalone server one call carries up to [`MAX_KEYS_PER_CALL`](crate::MAX_KEYS_PER_CALL) keys;
     /// more are split into calls pipelined in the same round trip, and a
     /// call the server answers `NOSCRIPT` is sent again once after `SCRIPT
     /// LOAD` (the calls that did run are not repeated). On a Cluster each
@@ -304,42 +285,21 @@ impl RedisGcra {
         &self,
         requests: &[(&str, Option<&str>, u64)],
     ) -> Result<Vec<Result<Outcome, Error>>, Error> {
-        let mut remote = Vec::with_capacity(requests.len());
-        let mut local: Vec<Option<Result<Outcome, Error>>> = Vec::with_capacity(requests.len());
-        for &(client, scope, cost) in requests {
-            self.policy.validate(client, scope)?;
-            match self.policy.too_large(cost) {
-                Some(d) => local.push(Some(Ok(Outcome::new(
-                    std::vec![Err(d); self.policy.tiers().len()],
-                    Source::Redis,
-                )))),
-                None => {
-                    remote.push((client, scope, cost));
-                    local.push(None);
-                }
-            }
-        }
-        let mut decided = Vec::with_capacity(remote.len());
-        if !remote.is_empty() {
-            self.decide(&remote, &mut decided)?;
-        }
-        let mut decided = decided.into_iter();
-        local
-            .into_iter()
-            .map(|slot| slot.or_else(|| decided.next()).ok_or(Error::BadReply))
-            .collect::<Result<Vec<_>, Error>>()
+        self.limits
+            .batch(requests, |remote, out| self.decide(remote, out))
     }
 
     /// Decides `requests` (valid, each cost within every burst) on Redis,
     /// appending one outcome per request to `out`, in order.
     fn decide(
         &self,
-        requests: &[(&str, Option<&str>, u64)],
+        requests: &[Check<'_>],
         out: &mut Vec<Result<Outcome, Error>>,
     ) -> Result<(), Error> {
+        let policy = &self.limits.policy;
         let per_call = match self.link.target {
             Target::Cluster(_) => 1,
-            Target::Standalone(_) => (MAX_KEYS_PER_CALL / self.policy.tiers().len()).max(1),
+            Target::Standalone(_) => policy.requests_per_call(),
         };
         let deadline = self.deadline();
         let mut conn = self.take(deadline)?;
@@ -350,7 +310,7 @@ impl RedisGcra {
                 requests
                     .chunks(per_call)
                     .map(|chunk| {
-                        let (script, cmd) = self.policy.check_cmd(chunk);
+                        let (script, cmd) = policy.check_cmd(chunk);
                         conn.arm(deadline)?;
                         let reply = cmd.query::<Vec<i64>>(conn.as_dyn());
                         match reply {
@@ -367,7 +327,7 @@ impl RedisGcra {
             } else {
                 let cmds: Vec<(&::redis::Script, ::redis::Cmd)> = requests
                     .chunks(per_call)
-                    .map(|chunk| self.policy.check_cmd(chunk))
+                    .map(|chunk| policy.check_cmd(chunk))
                     .collect();
                 self.pipelined(&mut conn, &cmds, deadline)
             };
@@ -380,7 +340,7 @@ impl RedisGcra {
             Err(e) => return Err(self.failed(conn, e)),
         };
         for (reply, chunk) in replies.iter().zip(requests.chunks(per_call)) {
-            self.policy.decode_checks(reply, chunk, out)?;
+            policy.decode_checks(reply, chunk, out)?;
         }
         Ok(())
     }
@@ -471,15 +431,18 @@ impl RedisGcra {
         scope: Option<&str>,
         cost: u64,
     ) -> Result<Outcome, Error> {
-        self.degrade
-            .settle(tried, &self.policy, client, scope, cost)
+        let limits = &self.limits;
+        limits
+            .degrade
+            .settle(tried, &limits.policy, client, scope, cost)
     }
 
     /// Runs the lease script once: `(cells granted, outcome)`.
     pub(crate) fn run(&self, keys: &[String], request: Request) -> Result<(u64, Outcome), Error> {
         let deadline = self.deadline();
         let mut conn = self.take(deadline)?;
-        let inv = self.policy.invocation(lease_script(), keys, request);
+        let policy = &self.limits.policy;
+        let inv = policy.invocation(lease_script(), keys, request);
         let reply = conn
             .arm(deadline)
             .and_then(|()| inv.invoke::<Vec<i64>>(conn.as_dyn()));
@@ -487,7 +450,7 @@ impl RedisGcra {
             Ok(reply) => {
                 self.link.backoff.succeeded();
                 self.put(conn);
-                self.policy.decode(&reply, keys, request.cost)
+                policy.decode(&reply, keys, request.cost)
             }
             Err(e) => Err(self.failed(conn, e)),
         }
@@ -495,10 +458,7 @@ impl RedisGcra {
 
     /// When a call starting now must be answered: now + the timeout.
     fn deadline(&self) -> Instant {
-        let timeout = self.degrade.config().timeout;
-        Instant::now()
-            .checked_add(timeout)
-            .unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(86_400 * 365))
+        Instant::now() + self.limits.timeout()
     }
 
     /// An idle connection, or a new one made before `deadline`.
@@ -543,8 +503,7 @@ impl RedisGcra {
     /// A new connection, made (handshake included) before `deadline`; at
     /// most one attempt per reconnect interval after a failure.
     fn connect(&self, deadline: Instant) -> Result<Conn, Error> {
-        let config = self.degrade.config();
-        if !self.link.backoff.may_try(config.reconnect_interval) {
+        if !self.link.backoff.may_try(self.config().reconnect_interval) {
             return Err(Error::Backoff);
         }
         let left = deadline
@@ -603,7 +562,7 @@ impl core::fmt::Debug for RedisGcra {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("RedisGcra")
             .field("target", &self.link.target)
-            .field("policy", &self.policy)
+            .field("policy", self.policy())
             .finish()
     }
 }

@@ -1,79 +1,31 @@
 //! Leasing: take a slice of a hot client's budget from Redis in one call,
 //! spend it locally, give back what was not used.
 //!
-//! # How
+//! [`LeasedRedisGcra::check`] spends one cell of the client's local lease
+//! while it has cells left and is younger than the lease lifetime `L`.
+//! Otherwise one script call gives back the old lease's unused cells
+//! (`TAT ← max(now, TAT − unused·T)` on every tier, as
+//! [`Gcra::refund_n`](cellrate::Gcra::refund_n) does) and then takes up to
+//! `k` cells (the lease size) from every tier at once: the largest `g ≤ k`
+//! with `baseᵢ + g·Tᵢ − now ≤ bᵢ·Tᵢ` for all tiers. The request is the
+//! first of the `g` cells; `g = 0` is a denial, remembered and answered
+//! locally until its `retry_after` has passed. Leases are GCRA cells: a
+//! policy with a window tier takes none.
 //!
-//! [`LeasedRedisGcra::check`] spends one cell from the local lease of the
-//! client if it holds one that is younger than the lease lifetime `L`.
-//! Otherwise it makes one script call that first **returns** the unused cells
-//! of the old lease (`TAT ← max(now, TAT − unused·T)` on every tier, as
-//! [`Gcra::refund_n`](cellrate::Gcra::refund_n) does) and then **takes** up to
-//! `k` cells (the lease size) from every tier at once: the largest
-//! `g ≤ k` with `baseᵢ + g·Tᵢ − now ≤ bᵢ·Tᵢ` for all tiers, `TATᵢ ← baseᵢ + g·Tᵢ`.
-//! The request itself is the first of the `g` cells. `g = 0` is a denial
-//! with the usual [`Denied`](cellrate::Denied).
+//! Each client's lease has its own lock, held across its renewal's round
+//! trip and nothing else: while one client waits on a slow server, every
+//! other client keeps spending its live lease. The table keeps at most
+//! [`max_clients`](LeasedRedisGcra::with_max_clients) clients (65 536
+//! unless set); when it is full it forgets only entries that are neither in
+//! use nor live, and a client that still finds no room is decided on Redis
+//! without a lease ([`RedisGcra::check`]).
 //!
-//! Each client's lease has its own lock; the table of leases is locked
-//! only to find a client's entry. A renewal holds its client's lock across
-//! the round trip (so a client renews once, not once per waiting caller),
-//! and nothing else: while one client waits on a slow or stalled server,
-//! every other client keeps spending its live lease.
-//!
-//! # Bounded memory
-//!
-//! The table keeps at most [`max_clients`](LeasedRedisGcra::with_max_clients)
-//! clients (65 536 unless set). When a new client finds it full, the table
-//! forgets every entry that is neither in use nor live (a lease past its
-//! lifetime or spent, a remembered denial that has passed); if none can
-//! go, the new client is decided on Redis without a lease (one round trip
-//! per check, the inner limiter's [`check`](RedisGcra::check)) and the
-//! table is not swept again before one lifetime has passed, when every
-//! lease in it has expired. Forgetting never admits more: a lease's cells
-//! were consumed on the server when granted, so an expired lease's unused
-//! cells forgotten stay consumed (at most `k` per client, as when a return
-//! fails), and a forgotten denial is asked again.
-//!
-//! Why not a [`KeyedBox`](cellrate::keyed::KeyedBox), as the fallback uses: a
-//! keyed slot is one 64-bit word changed by compare-and-swap, while a
-//! lease needs a lock held across its renewal's round trip (so concurrent
-//! callers of one client wait for one renewal instead of each taking a
-//! lease) and keeps the server's last denial to answer with; neither fits
-//! a word. And a keyed table keeps a 64-bit identity per client, not the
-//! client's name, while [`return_all`](LeasedRedisGcra::return_all) must
-//! name each client's Redis keys to give its unused cells back. The keyed
-//! tables' eviction rule is kept: only what is safe to forget is forgotten.
-//!
-//! # Bound on over-admission across the fleet
-//!
-//! Cells are consumed on the server when granted, so the fleet never admits
-//! more cells in total than Redis granted; what leasing changes is *when*
-//! they are used. With `n` servers each holding at most one lease of at most
-//! `k` cells per client:
-//!
-//! * **in cells**: over any interval `[s, s + Δ]` the fleet admits at most
-//!   what the ideal GCRA admits there, `b + ⌊Δ/T⌋`, plus the cells granted
-//!   before `s` and still unspent at `s`, which is at most `n·k`:
-//!   `admitted ≤ b + ⌊Δ/T⌋ + n·k`;
-//! * **in time**: every cell is spent at most `L` (plus one round trip) after
-//!   the server granted it, so the admitted cells, each dated back to its
-//!   grant, conform to the GCRA; equivalently the fleet's admissions lag the
-//!   ideal ones by at most `L`, and `admitted ≤ b + ⌈(Δ + L)/T⌉`.
-//!
-//! Returning cells never makes this worse: a return at `r` moves the TAT back
-//! by at most what the unused cells had moved it forward, and never before
-//! `r`, so the server's state stays at least as indebted as if the lease had
-//! been smaller from the start. Cells of a lease whose return fails (Redis
-//! down) stay consumed: the error is toward admitting less.
-//!
-//! A denial is remembered too: when not even one cell fits, the server's
-//! `retry_after` (the exact wait for one cell) is kept and further requests
-//! of that client are denied locally until it has passed. That never admits
-//! more; it may deny a little longer if another server returns cells meanwhile.
-//!
-//! The round trips saved: a client sending below its rate makes one call per
-//! `k` requests instead of one per request, and a client hammering above it
-//! about one per granted lease and one per refill (the test
-//! `lease_bound_and_round_trips_saved` in `tests/redis.rs` measures both).
+//! **Bound.** Cells are consumed on the server when granted. With `n`
+//! servers each holding at most one lease of at most `k` cells per client,
+//! the fleet admits over any interval of length `Δ` at most
+//! `b + ⌊Δ/T⌋ + n·k` cells, and at most `b + ⌈(Δ + L)/T⌉`: it lags the
+//! ideal GCRA by at most `L`. Returning cells and forgetting entries never
+//! admit more. The proofs are in docs/design/redis.md in the repository.
 
 use std::collections::HashMap;
 use std::string::{String, ToString};
@@ -144,7 +96,7 @@ struct Table {
 
 impl Table {
     /// `client`'s entry, added if there is room (after forgetting what is
-    /// safe to forget, see the module docs); `None` if the table is full of
+    /// safe to forget: neither in use nor live); `None` if the table is full of
     /// entries in use or live.
     fn entry(&mut self, client: &str, max: usize, lifetime: Duration) -> Option<Entry> {
         if let Some(entry) = self.map.get(client) {
@@ -207,7 +159,7 @@ impl LeasedRedisGcra {
     }
 
     /// Keeps leases for at most `clients` clients (at least 1); see
-    /// *Bounded memory* in the [module docs](self).
+    /// the [module docs](self).
     ///
     /// ```no_run
     /// use std::time::Duration;

@@ -1,212 +1,64 @@
 //! Rate limits on a shared Redis (standalone or Cluster), so a fleet of
 //! servers enforces one limit per client instead of one per process. Every
-//! algorithm of the crate runs there — GCRA (and the token and leaky
-//! buckets), the fixed window, the sliding window, the bucketed window and
-//! the sliding log — chosen per tier ([`RedisTier::new`] for GCRA,
-//! [`RedisTier::from_config`] for any [`LimiterConfig`](cellrate::LimiterConfig)),
-//! so one call checks tiers of different algorithms all or nothing (see
-//! *Every algorithm, per tier* below).
+//! algorithm of cellrate runs there — GCRA (and the token and leaky
+//! buckets), the fixed, sliding and bucketed windows and the sliding log —
+//! chosen per tier ([`RedisTier::new`] for GCRA, [`RedisTier::from_config`]
+//! for any [`LimiterConfig`](cellrate::LimiterConfig)); one call checks a
+//! client's tiers all or nothing. Clients: [`RedisGcra`] (blocking),
+//! [`AsyncRedisGcra`] (tokio; concurrent checks coalesced) and
+//! [`lease::LeasedRedisGcra`]. Needs Redis ≥ 5 (scripts replicated by
+//! effects, so a script may read `TIME` before it writes) and Rust 1.88.
 //!
-//! Feature `redis` (implies `std`). Built on the `redis` client
-//! crate; needs Redis ≥ 5 (scripts replicated by effects, so a script may read
-//! `TIME` before it writes) and the Rust version that crate asks for (1.88).
+//! # Contract
 //!
-//! # The math
+//! * **One Lua step per algorithm, at the server's time.** Each call runs
+//!   one script (`EVALSHA`, loaded again after `NOSCRIPT`) that reads
+//!   `TIME` once (`now`, integer µs) and decides every request of the call
+//!   in order at that `now` by each tier's in-process rule; for GCRA
+//!   `admit ⇔ ∀i: max(TATᵢ, now) + cost·Tᵢ − now ≤ bᵢ·Tᵢ`. The answers are
+//!   the crate's own [`Decision`] and [`Denied`]: a local limiter with
+//!   [`RedisTier::quota`] (GCRA) or built from [`RedisTier::algorithm`]
+//!   answers the same at the same server times.
+//! * **All or nothing.** Every tier of a request is judged before any is
+//!   charged: a request denied by one tier consumes from none. Nothing is
+//!   written before every request of the call is decided; each changed key
+//!   is written once and expires (`SET … PX`) within a millisecond after
+//!   its state stops mattering (an expired key reads as full). A cost of 0
+//!   writes nothing (a peek); a cost that can never fit is a denial without
+//!   a round trip.
+//! * **Never more than asked.** A tier keeps the burst (or limit) asked;
+//!   only the emission interval `T`, or a window, may be rounded, **up**,
+//!   by at most 1 % ([`Error::Imprecise`] beyond; [`RedisTier::is_exact`]
+//!   says whether it was). `T` is exact whenever it is a fraction of a µs
+//!   whose denominator is at most [`MAX_SCALE`]. If the server's clock
+//!   steps back, the limiter denies more for a while, never admits more.
+//! * **Exact integers.** Lua numbers are doubles, so every stored field and
+//!   every sum and product in the scripts stays an integer below 2⁵³: spans
+//!   of at most [`MAX_SPAN_SUB_TICKS`], windows of at most
+//!   [`MAX_SPAN_MICROS`], sliding logs of at most [`MAX_LOG_LIMIT`] cells
+//!   ([`Error::QuotaTooLong`] beyond).
+//! * **Keys.** `<prefix>:{<client>}:<tier>`, or `…:<tier>:<scope>` for a
+//!   [`per_scope`](RedisTier::per_scope) tier: the hash tag keeps a
+//!   client's keys in one Cluster slot. No part may contain `{` or `}`
+//!   ([`Error::InvalidKey`]). A key holding what its tier cannot read
+//!   (another type, another algorithm's value) is reported, never
+//!   overwritten: the checks that use it fail with [`Error::CorruptKey`]
+//!   whatever the failure policy, every other check is decided normally.
+//! * **Failures.** Each call has a deadline, connect included
+//!   ([`RedisConfig::with_timeout`]). While Redis fails, the
+//!   [`FailurePolicy`] answers: admit, deny, or decide per client on
+//!   bounded local tables with their own quotas; the [`Outcome`]'s
+//!   [`Source`] says which. A lost connection is rebuilt; after a failure
+//!   one caller per [`RedisConfig::with_reconnect_interval`] tries again,
+//!   the others get [`Error::Backoff`] (and the failure policy) at once.
+//!   No path panics.
+//! * **Cost.** One round trip and one script call per check, or per batch
+//!   of up to [`MAX_KEYS_PER_CALL`] keys ([`RedisGcra::try_check_batch`];
+//!   concurrent [`AsyncRedisGcra`] checks coalesce into such batches).
 //!
-//! The same inequality as [`gcra`](cellrate::gcra), evaluated inside Redis by a
-//! Lua script (`EVALSHA`, reloaded with `SCRIPT LOAD` when the server answers
-//! `NOSCRIPT`, e.g. after a restart). One call decides one request, or a
-//! batch of requests in order ([`RedisGcra::try_check_batch`]), all at the
-//! server's own time `now = TIME` in integer microseconds, read once per
-//! call. For each request and each tier `i` with emission interval `Tᵢ` and
-//! span `bᵢ·Tᵢ` (µs):
-//!
-//! ```text
-//! baseᵢ = max(TATᵢ, now)
-//! admit ⇔ ∀i: baseᵢ + cost·Tᵢ − now ≤ bᵢ·Tᵢ
-//! if admitted: TATᵢ ← baseᵢ + cost·Tᵢ  (for every i), expiry ⌊(TATᵢ − now)/1000⌋ + 1 ms
-//! ```
-//!
-//! Every tier of a request is checked before any is charged, and nothing is
-//! written to Redis before every request of the call is decided (the script
-//! reads all its keys with one `MGET`, decides in memory — a later request
-//! of the same call sees the earlier ones' charges — and then writes each
-//! changed key once); Redis runs a script atomically, so a request denied
-//! by one tier consumes from none. A batch decided at one `now` is what the
-//! in-process GCRA answers to the same requests arriving in the same
-//! microsecond, in that order. The key expires (`SET … PX`) within a
-//! millisecond after its TAT has passed, i.e. once the bucket is full again
-//! (never before: an expired key reads as full), so idle clients cost no
-//! memory. A cost of 0 writes nothing (a peek).
-//!
-//! The answers are the crate's own [`Decision`] and [`Denied`], computed by
-//! the same code as in-process (the script returns `TAT − now` and the wait,
-//! the crate turns them into cells and ticks): a [`RedisTier`]'s quota is
-//! re-expressed on the server's 1 MHz clock with the tier's own number of
-//! sub-ticks per µs (its [`scale`](cellrate::Quota::scale)), and a local
-//! [`Gcra`](cellrate::Gcra) with [`RedisTier::quota`] gives the same decisions
-//! at the same server times (the fleet test checks exactly that).
-//!
-//! # Rounding: the burst is what was asked
-//!
-//! A tier keeps the burst `b` that was asked ([`Quota::burst`](cellrate::Quota::burst)): `b` cells
-//! at once from full are always admitted, and a cost up to `b` is never
-//! "too large". Only the emission interval may be rounded, **up**: `T` in
-//! µs is a fraction `num/den`; when `den ≤` [`MAX_SCALE`] (2¹⁴) the tier runs
-//! at `den` sub-ticks per µs and `T` is exact; otherwise `T′ = ⌈T·2¹⁴⌉/2¹⁴`
-//! µs (at most 61 ps more per cell, refused with [`Error::Imprecise`] if
-//! that loses over 1 % of the rate). The span is `b·T′`. Every request
-//! stream such a tier admits for a non-decreasing `now` conforms to the
-//! exact quota: its GCRA is a token bucket of the same capacity `b` that
-//! refills no faster, so it never holds more tokens than the exact one.
-//! [`RedisTier::is_exact`] says whether `T′ = T`. Every rate of 1 to
-//! 10 000 cells per second, minute, hour or day with bursts of 1 to 1 000
-//! is exact (the unit test `exact_share_of_realistic_tiers` checks them
-//! all).
-//!
-//! `TIME` is the server's wall clock. If it steps back, `max(TAT, now) − now`
-//! only grows: the limiter denies more for a while, never admits more than
-//! the rounded GCRA would for that `now` (the same rule as the in-process
-//! GCRA for a `now` that goes back). Keys live
-//! on the server only: a restart without persistence forgets the debts
-//! (every client starts full), which is Redis' durability, not the script's.
-//!
-//! # Integer bounds (Lua numbers are doubles)
-//!
-//! Redis' Lua 5.1 has only IEEE doubles, exact for integers below 2⁵³. So:
-//!
-//! * time is `TIME` in whole microseconds since 1970: about 2⁵⁰·⁷ now, below
-//!   2⁵² until the year 2112;
-//! * a tier's `T` and span are integers of its sub-ticks (`scale ≤ 2¹⁴` per
-//!   µs), and the span `b·T` is at most 2⁵² sub-ticks
-//!   ([`MAX_SPAN_SUB_TICKS`]; a long span with a fine `T` gets a coarser
-//!   scale, within the same 1 %), checked by [`RedisTier::new`];
-//! * a TAT is stored as whole microseconds plus a fraction: `"<µs>"`, or
-//!   `"<µs>+<f>/<scale>"` for `µs + f/scale` when it falls between two
-//!   microseconds (`0 < f < scale`). So the script never multiplies an
-//!   absolute time by the scale: `TAT − now` in sub-ticks is
-//!   `(µs − now)·scale + f ≤ span ≤ 2⁵²` for a TAT it wrote (larger only
-//!   after the clock stepped back, then capped at 2⁵³, where every request
-//!   is denied), `now + ⌊ahead/scale⌋ < 2⁵³`, and every product and sum is
-//!   an exact integer; a quotient is corrected to the exact one (`split`).
-//!   A fraction written at another scale (the quota changed) is read
-//!   rounded up to the new scale. Numbers are written with
-//!   `string.format('%d')`, exact below 2⁶³ where Lua's integer format is
-//!   64-bit (the script checks that on each call that writes, and uses
-//!   `'%.0f'` where it is not); never Lua's `tostring` (`%.14g`), which
-//!   would round them. The reply is an array of integers, exact as well.
-//!
-//! The scripts live in `src/redis/lua/` (`common.lua` is prepended to each).
-//!
-//! # Every algorithm, per tier
-//!
-//! A policy whose tiers are all GCRA runs the check and single scripts
-//! above. A policy with any window tier runs the *tiers* script: the same
-//! reads (one `MGET`), the same all-or-nothing rule (every tier of a
-//! request is judged before any is charged; a refusal by one charges none)
-//! and the same single write per changed key, but each tier decides by its
-//! own algorithm's step, one Lua file per step (`lua/step_fixed.lua`,
-//! `step_sliding.lua`, `step_bucketed.lua`, `step_log.lua`, beside GCRA's
-//! in `common.lua`), each the in-process rule of its type in
-//! [`window`](cellrate::window) at `now = TIME` in µs:
-//!
-//! | tier | admits `cost` at `now` iff | stored value (one string per key) | expires |
-//! |---|---|---|---|
-//! | fixed window `W` | `c_k + cost ≤ limit`, `k = ⌊now/W⌋` | `F<k>:<c_k>` | at the end of window `k` |
-//! | sliding window `W` | `c + cost ≤ limit` and `p·(W − e) ≤ (limit − c − cost)·W` | `S<k>:<p>:<c>` | at the end of window `k + 1` |
-//! | bucketed window, `N` buckets of `b` | `c_(j−N+1) + … + c_j + cost ≤ limit`, `j = ⌊now/b⌋` | `B<s>:<c_s>,<c_(s−1)>,…` (`N` counts, newest first) | when bucket `s + N` starts |
-//! | sliding log `W` | `cost ≤ limit − P`, `P` the recorded expiries after `now` | `L<e₁>,<e₂>,…` (pending expiries, oldest first, at most `limit`) | at the newest expiry |
-//!
-//! and the numbers each reports (`remaining`, `reset_after`,
-//! `retry_after`) are those of its type's module docs, computed by the
-//! script in µs: the in-process limiter built from
-//! [`RedisTier::algorithm`] (a [`TierAlgorithm`]) answers the same at the
-//! same server times (`tests/redis_algorithms.rs` checks every algorithm
-//! so, on a standalone server and on a Cluster). Every stored field is an
-//! integer below 2⁵³ written with the same formatter as the TATs; the
-//! leading letter makes a value of another algorithm (or a TAT) unreadable
-//! rather than misread, so changing a tier's algorithm under the same name
-//! reports [`Error::CorruptKey`] until the old key expires (or is deleted).
-//!
-//! **Time.** A window of `W` ticks of a clock at `hz` becomes
-//! `W′ = ⌈W·10⁶/hz⌉` µs (the bucketed window rounds each bucket `W/N` so,
-//! and `W′ = N·b′`), as a GCRA tier's `T` becomes sub-ticks of the µs
-//! clock: exact when `W·10⁶` is a multiple of `hz` (every window of whole
-//! µs, ms or s at any of the usual frequencies), otherwise rounded **up**,
-//! so the tier admits no more than asked ([`RedisTier::is_exact`] says
-//! which; lengthening by over 1 % is [`Error::Imprecise`]). Windows are
-//! aligned to multiples of `W′` since the Unix epoch, as the in-process
-//! windows are to multiples of `W` on their clock. **Integers**: windows
-//! of at most 2⁵² µs, the sliding window's `limit·W′ < 2⁵³`, the log's
-//! limit at most [`MAX_LOG_LIMIT`] (its value holds one expiry per cell),
-//! all checked when the tier is made ([`Error::QuotaTooLong`]).
-//!
-//! **Fallback and leases.** [`FailurePolicy::Fallback`]'s quota for a window
-//! tier is read as `burst` cells per window of its span `τ + T` (what
-//! `Quota::per_duration(limit, window)` states), and the fallback runs the
-//! tier's own algorithm with it (a keyed table per tier, a bounded table of
-//! logs for the log). Leases ([`lease`]) are GCRA cells: a policy with a
-//! window tier takes none and decides every check on Redis.
-//!
-//! # Keys cellrate cannot read
-//!
-//! A key where a TAT belongs that holds something else — a value of
-//! another type, or a string that is not a TAT (not an integer in
-//! `[0, 2⁵³)` nor a well-formed fraction) — is **reported, not repaired**:
-//! the script decides no request that uses it and returns the key's index;
-//! that check alone fails with [`Error::CorruptKey`] naming the key, in
-//! every client (blocking, async with coalesced batches, Cluster, leasing),
-//! whatever the failure policy (Redis answered; the policy is for when it
-//! does not). Every other request of the same call is decided as if that
-//! one were absent, and the key is never written: it may belong to someone
-//! else under a colliding prefix, so cellrate does not overwrite it. Delete
-//! it (or let its expiry pass) and the client starts full. Detecting a key
-//! of another type costs one `EXISTS` per call that finds absent keys
-//! (`MGET` reads other types as absent), and a `TYPE` per absent key only
-//! if one of them exists.
-//!
-//! # Cost
-//!
-//! One round trip and one script call per check, or per batch of up to
-//! [`MAX_KEYS_PER_CALL`] keys ([`RedisGcra::try_check_batch`]; concurrent
-//! [`AsyncRedisGcra`] checks coalesce into such batches), and one `SET … PX`
-//! per changed key. Against `INCR` + `EXPIRE` on the same server: the
-//! `redis` table of `docs/benchmarks.md`; where the time goes:
-//! `docs/design/redis.md`.
-//!
-//! # Keys
-//!
-//! `<prefix>:{<client>}:<tier>` and, for a tier made
-//! [`per_scope`](RedisTier::per_scope), `<prefix>:{<client>}:<tier>:<scope>`.
-//! The `{client}` hash tag puts every key of one client in one Cluster slot,
-//! so one script may touch all of them; different clients spread over the
-//! nodes. Prefix and client may not contain `{` or `}` ([`Error::InvalidKey`]).
-//!
-//! # Failures
-//!
-//! [`FailurePolicy`] says what a check answers while Redis is unreachable or
-//! slower than the timeout: admit ([`FailurePolicy::Open`]), deny
-//! ([`FailurePolicy::Closed`]), or decide with a local in-process GCRA per
-//! client with its own (usually looser, since every server applies it
-//! separately) quotas ([`FailurePolicy::Fallback`]). The fallback keeps its
-//! clients in one [`KeyedBox`](cellrate::keyed::KeyedBox) per tier: bounded memory
-//! ([`RedisConfig::with_fallback_capacity`]) with the keyed tables'
-//! lossless eviction — a client that still owes is never forgotten, however
-//! many new clients arrive during the outage — and their full-table
-//! policies ([`RedisConfig::with_fallback_when_full`]). The [`Outcome`] says which
-//! ([`Source`]). The timeout is a deadline for each call, connect included
-//! ([`RedisConfig::with_timeout`]). A lost or stuck connection is dropped
-//! and rebuilt by a later call; after a failure, one caller per
-//! [`RedisConfig::with_reconnect_interval`] tries again (the others get
-//! [`Error::Backoff`] at once, and the failure policy), until a call is
-//! answered: a dead or stalled server costs the calls in flight when it
-//! failed and then one timeout per interval, not one per request. No path
-//! panics.
-//!
-//! # Leasing
-//!
-//! [`lease`] takes a slice of a hot client's budget in one call and spends it
-//! locally; see its docs for the bound on over-admission.
+//! The proofs (rounding, integer bounds, each window's rule and stored
+//! value, the leases' bound), the scripts' shape and the measured costs are
+//! in docs/design/redis.md in the repository.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
@@ -217,8 +69,10 @@ use std::vec::Vec;
 use cellrate::decision::{Decision, Denied};
 
 mod blocking;
+mod client;
 mod config;
 pub(crate) mod degrade;
+mod fallback;
 pub mod lease;
 mod policy;
 mod protocol;

@@ -1,21 +1,11 @@
 //! Tiers and policies: what a client's keys hold and how they are named.
 //!
-//! A [`RedisTier`] is a quota re-expressed on the server's microsecond
-//! clock ([`HZ`]) at its own number of sub-ticks per µs: the burst `b` is
-//! the one asked, and the emission interval `T` is exact when it is a
-//! fraction of a microsecond with a denominator up to [`MAX_SCALE`], else
-//! rounded **up** (never over 1 % of the rate, else [`Error::Imprecise`]);
-//! the span `b·T′` is at most [`MAX_SPAN_SUB_TICKS`] sub-ticks (else
-//! [`Error::QuotaTooLong`]). Every stream such a tier admits conforms to
-//! the exact quota (a token bucket of the same capacity that refills no
-//! faster).
-//!
-//! A [`RedisPolicy`] is 1 to [`MAX_TIERS`] tiers under a prefix, decided
-//! together for one client. Client `c`'s key for tier `n` is
-//! `<prefix>:{c}:n` (`<prefix>:{c}:n:<scope>` for a per-scope tier): the
-//! hash tag keeps a client's keys in one Cluster slot. Two tiers of a
-//! policy never share a key ([`Error::DuplicateTier`]), and no part of a
-//! key may contain `{` or `}` ([`Error::InvalidKey`]).
+//! A [`RedisTier`] is a quota (or a window) re-expressed on the server's
+//! microsecond clock ([`HZ`]) by the rounding rule of the crate docs: the
+//! burst or limit asked, the interval or window rounded up if at all. A
+//! [`RedisPolicy`] is 1 to [`MAX_TIERS`] tiers under a prefix, decided
+//! together for one client, whose keys never collide
+//! ([`Error::DuplicateTier`]).
 
 use std::string::String;
 use std::vec::Vec;
@@ -430,23 +420,13 @@ impl RedisPolicy {
     }
     /// The keys of `client` (and `scope`, for per-scope tiers), in tier order.
     pub fn keys(&self, client: &str, scope: Option<&str>) -> Result<Vec<String>, Error> {
-        if !key_part_ok(client) || !scope.is_none_or(key_part_ok) {
-            return Err(Error::InvalidKey);
-        }
-        self.tiers
-            .iter()
-            .map(|t| match (t.per_scope, scope) {
-                (false, _) => Ok(std::format!("{}:{{{}}}:{}", self.prefix, client, t.name)),
-                (true, Some(s)) => Ok(std::format!(
-                    "{}:{{{}}}:{}:{}",
-                    self.prefix,
-                    client,
-                    t.name,
-                    s
-                )),
-                (true, None) => Err(Error::ScopeMismatch),
-            })
-            .collect()
+        self.validate(client, scope)?;
+        let key = |t| {
+            let mut key = String::new();
+            self.key(t, client, scope, &mut key);
+            key
+        };
+        Ok(self.tiers.iter().map(key).collect())
     }
     /// `Ok` if `client` and `scope` give valid keys for every tier (what
     /// [`keys`](Self::keys) checks, without building them).
@@ -584,27 +564,27 @@ pub(super) mod tests {
         assert!(t.is_exact() && t.quota().scale() == 1);
     }
 
-    /// The share of exact tiers, and of tiers that keep
-    /// their burst, over a realistic set (1 to 10 000 cells per second,
-    /// minute, hour and day; bursts 1 to 1 000), under whole-µs rounding (`T`
-    /// rounded up and `τ` down) and under this crate's rule. Prints both;
-    /// asserts this crate's.
+    /// The share of exact tiers, and of tiers that keep their burst, over a
+    /// realistic set (1 to 10 000 cells per second, minute, hour and day;
+    /// bursts 1 to 1 000): under plain whole-µs rounding (`T` rounded up and
+    /// `τ` down), the simple alternative, and under this crate's sub-tick
+    /// rule. Prints both; asserts the sub-tick rule's.
     #[test]
     fn exact_share_of_realistic_tiers() {
         let periods = [1_000_000u128, 60_000_000, 3_600_000_000, 86_400_000_000];
         let bursts = [1u64, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1_000];
-        let (mut total, mut before_exact, mut before_kept, mut after_exact, mut after_kept) =
+        let (mut total, mut whole_exact, mut whole_kept, mut sub_exact, mut sub_kept) =
             (0u64, 0u64, 0u64, 0u64, 0u64);
         for cells in 1..=10_000u64 {
             for (p, period_us) in periods.iter().enumerate() {
                 for &burst in &bursts {
                     total += 1;
-                    // Before: T′ = ⌈T⌉ µs, τ′ = ⌊(b − 1)·T⌋ µs, burst ⌊(T′ + τ′)/T′⌋.
+                    // Whole µs: T′ = ⌈T⌉ µs, τ′ = ⌊(b − 1)·T⌋ µs, burst ⌊(T′ + τ′)/T′⌋.
                     let (num, den) = (*period_us, cells as u128);
                     let t_up = num.div_ceil(den);
                     let tau_down = (burst as u128 - 1) * num / den;
-                    before_exact += u64::from(num % den == 0);
-                    before_kept += u64::from((t_up + tau_down) / t_up == burst as u128);
+                    whole_exact += u64::from(num % den == 0);
+                    whole_kept += u64::from((t_up + tau_down) / t_up == burst as u128);
                     let q = match p {
                         0 => Quota::per_second(cells),
                         1 => Quota::per_minute(cells),
@@ -614,21 +594,21 @@ pub(super) mod tests {
                     .with_burst(burst)
                     .at_hz(1_000);
                     let t = RedisTier::new("x", q).unwrap();
-                    after_exact += u64::from(t.is_exact());
-                    after_kept += u64::from(t.quota().burst() == burst);
+                    sub_exact += u64::from(t.is_exact());
+                    sub_kept += u64::from(t.quota().burst() == burst);
                 }
             }
         }
         let pct = |n: u64| 100.0 * n as f64 / total as f64;
         std::eprintln!(
-            "realistic tiers: {total}; exact before {:.2} %, now {:.2} %; burst kept before {:.2} %, now {:.2} %",
-            pct(before_exact),
-            pct(after_exact),
-            pct(before_kept),
-            pct(after_kept)
+            "realistic tiers: {total}; exact: whole µs {:.2} %, sub-ticks {:.2} %; burst kept: whole µs {:.2} %, sub-ticks {:.2} %",
+            pct(whole_exact),
+            pct(sub_exact),
+            pct(whole_kept),
+            pct(sub_kept)
         );
-        assert_eq!(after_exact, total);
-        assert_eq!(after_kept, total);
+        assert_eq!(sub_exact, total);
+        assert_eq!(sub_kept, total);
     }
 
     /// A window of W ticks at hz runs as ⌈W·10⁶/hz⌉ µs: exact when that is

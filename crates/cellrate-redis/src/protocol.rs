@@ -1,25 +1,20 @@
 //! The wire protocol: a policy's requests encoded as one script call, and
 //! the script's reply decoded into the crate's own [`Decision`] and
-//! [`Denied`].
-//!
-//! A check call carries the keys of every request (request `r`'s tier `i`
-//! is key `(r − 1)·m + i`), then the policy's `(Tᵢ, spanᵢ, scaleᵢ)` and the
-//! costs (one cost when all are equal); the script answers `TAT − now` per
-//! key (after the request if admitted, `−1 − (TAT − now)` before it if
-//! not), then the index of every key that holds no TAT. The decoder turns
-//! each value into the same answer an in-process [`Gcra`](cellrate::Gcra)
-//! with the tier's [`quota`](super::RedisTier::quota) reports, and a denial's
-//! wait with the crate's GCRA inequality on the debt the script returns, so
-//! an answer from Redis and one from a local limiter at the same server
-//! time are equal values. A reply of any other shape is [`Error::BadReply`], never a panic.
+//! [`Denied`]: the same values an in-process limiter with the tier's
+//! [`quota`](super::RedisTier::quota) (or [`algorithm`](super::RedisTier::algorithm))
+//! reports at the same server time. The arguments and replies are those
+//! each script's Lua file states. A reply of any other shape is
+//! [`Error::BadReply`], never a panic.
 
 use std::string::String;
 use std::vec::Vec;
 
+use super::client::Check;
 use super::policy::TierAlgorithm;
 use super::scripts::{check_script, single_script, tiers_script};
-use super::{Error, Outcome, RedisPolicy, Source};
+use super::{Error, Outcome, RedisPolicy, RedisTier, Source};
 use cellrate::decision::{Decision, Denied, Limited};
+use cellrate::quota::Quota;
 
 /// The most keys one check-script call carries (requests × tiers). A
 /// batch with more is split into several calls in one pipeline, so one
@@ -31,33 +26,34 @@ use cellrate::decision::{Decision, Denied, Limited};
 pub const MAX_KEYS_PER_CALL: usize = 256;
 
 impl RedisPolicy {
+    /// How many requests one check-script call carries (at least one).
+    pub(crate) fn requests_per_call(&self) -> usize {
+        (MAX_KEYS_PER_CALL / self.tiers().len()).max(1)
+    }
+
     /// One script call deciding `requests` (already validated, each cost
     /// within every burst) in order, and the script it needs: the single
-    /// check script for one request of a one-tier policy, else the check
-    /// script with the keys written straight into the command through one
-    /// reused buffer, then the policy's arguments and the costs.
+    /// script for one request of a one-tier GCRA policy; else the check
+    /// script (all tiers GCRA) or the tiers script, with the keys written
+    /// straight into the command through one reused buffer, then the
+    /// policy's arguments and the costs.
     pub(crate) fn check_cmd(
         &self,
-        requests: &[(&str, Option<&str>, u64)],
+        requests: &[Check<'_>],
     ) -> (&'static ::redis::Script, ::redis::Cmd) {
         let mut cmd = ::redis::cmd("EVALSHA");
-        if !self.is_gcra() {
-            return self.tiers_cmd(requests, cmd);
-        }
-        if let ([(client, scope, cost)], [tier]) = (requests, self.tiers()) {
+        let gcra = self.is_gcra();
+        let mut key = String::with_capacity(64);
+        if let (true, [(client, scope, cost)], [tier]) = (gcra, requests, self.tiers()) {
             let script = single_script();
             cmd.arg(script.get_hash()).arg(1);
-            cmd.arg(self.key(tier, client, *scope, &mut String::with_capacity(64)));
-            cmd.arg(*cost)
-                .arg(tier.quota().emission_interval())
-                .arg(tier.quota().span())
-                .arg(tier.quota().scale());
+            cmd.arg(self.key(tier, client, *scope, &mut key));
+            cmd.arg(*cost).arg(&tier_args(tier)[1..]);
             return (script, cmd);
         }
-        let script = check_script();
+        let script = if gcra { check_script() } else { tiers_script() };
         cmd.arg(script.get_hash())
             .arg(requests.len() * self.tiers().len());
-        let mut key = String::with_capacity(64);
         for &(client, scope, _) in requests {
             for t in self.tiers() {
                 cmd.arg(self.key(t, client, scope, &mut key));
@@ -65,9 +61,8 @@ impl RedisPolicy {
         }
         cmd.arg(self.tiers().len());
         for t in self.tiers() {
-            cmd.arg(t.quota().emission_interval())
-                .arg(t.quota().span())
-                .arg(t.quota().scale());
+            // The check script takes GCRA's three numbers without the kind.
+            cmd.arg(&tier_args(t)[usize::from(gcra)..]);
         }
         match requests.first() {
             // One cost stands for all when they are equal (the usual case).
@@ -82,129 +77,33 @@ impl RedisPolicy {
         }
         (script, cmd)
     }
-    /// [`check_cmd`](Self::check_cmd) for the tiers script: the same keys,
-    /// each tier's kind and parameters, the same costs.
-    fn tiers_cmd(
-        &self,
-        requests: &[(&str, Option<&str>, u64)],
-        mut cmd: ::redis::Cmd,
-    ) -> (&'static ::redis::Script, ::redis::Cmd) {
-        let script = tiers_script();
-        cmd.arg(script.get_hash())
-            .arg(requests.len() * self.tiers().len());
-        let mut key = String::with_capacity(64);
-        for &(client, scope, _) in requests {
-            for t in self.tiers() {
-                cmd.arg(self.key(t, client, scope, &mut key));
-            }
-        }
-        cmd.arg(self.tiers().len());
-        for t in self.tiers() {
-            for a in t.algorithm().args(&t.quota()) {
-                cmd.arg(a);
-            }
-        }
-        match requests.first() {
-            Some(&(_, _, cost)) if requests.iter().all(|r| r.2 == cost) => {
-                cmd.arg(cost);
-            }
-            _ => {
-                for &(_, _, cost) in requests {
-                    cmd.arg(cost);
-                }
-            }
-        }
-        (script, cmd)
-    }
 
-    /// Turns a check-script reply for `requests` into one result each,
-    /// appended to `out`: an [`Outcome`], or [`Error::CorruptKey`] for a
-    /// request with a key that holds no TAT (that request alone).
+    /// Turns a reply of [`check_cmd`](Self::check_cmd)'s script for
+    /// `requests` into one result each, appended to `out`: an [`Outcome`],
+    /// or [`Error::CorruptKey`] for a request with a key that holds no TAT
+    /// (that request alone). The check script sends one value per key, the
+    /// tiers script four.
     pub(crate) fn decode_checks(
         &self,
         reply: &[i64],
-        requests: &[(&str, Option<&str>, u64)],
+        requests: &[Check<'_>],
         out: &mut Vec<Result<Outcome, Error>>,
     ) -> Result<(), Error> {
-        if !self.is_gcra() {
-            return self.decode_tiers(reply, requests, out);
-        }
+        let gcra = self.is_gcra();
+        let width = if gcra { 1 } else { 4 };
         let m = self.tiers().len();
-        let values = requests.len() * m;
-        if reply.len() < 1 + values || reply[0] < 0 {
-            return Err(Error::BadReply);
-        }
-        let now = reply[0] as u64;
-        let bad = bad_keys(&reply[1 + values..], requests.len(), m)?;
-        let start = out.len();
-        for ((values, &(client, scope, cost)), bad) in
-            reply[1..1 + values].chunks_exact(m).zip(requests).zip(bad)
+        let values = requests.len() * m * width;
+        if reply.len() < 1 + values
+            || reply[0] < 0
+            || (!gcra && reply[1..1 + values].iter().any(|&v| v < 0))
         {
-            if let Some(tier) = bad {
-                let mut key = String::new();
-                self.key(&self.tiers()[tier], client, scope, &mut key);
-                out.push(Err(Error::CorruptKey(key)));
-                continue;
-            }
-            let admitted = values[0] >= 0;
-            if values.iter().any(|&v| (v >= 0) != admitted) {
-                out.truncate(start);
-                return Err(Error::BadReply);
-            }
-            let results = self
-                .tiers()
-                .iter()
-                .zip(values)
-                .map(|(t, &v)| {
-                    // v ≥ 0: TAT − now after the request; else −1 − (TAT − now).
-                    let quota = t.quota();
-                    let ahead = if admitted { v as u64 } else { (-1 - v) as u64 };
-                    if admitted || cost == 0 {
-                        return Ok(Decision::from_gcra(&quota, ahead));
-                    }
-                    // This tier's own answer to the request, from the
-                    // GCRA inequality on the debt `ahead`: the wait
-                    // `ahead + cost·T − span` before it fits here, or a
-                    // Decision if this tier alone would have admitted it.
-                    let increment = cost as u128 * quota.emission_interval() as u128;
-                    match (ahead as u128 + increment).checked_sub(quota.span() as u128) {
-                        Some(wait) if wait > 0 => Err(Denied::Limited(Limited::from_gcra(
-                            &quota,
-                            ahead,
-                            wait.min(u64::MAX as u128) as u64,
-                        ))),
-                        _ => Ok(Decision::from_gcra(&quota, ahead)),
-                    }
-                })
-                .collect();
-            out.push(Ok(Outcome {
-                results,
-                source: Source::Redis,
-                server_time: Some(now),
-            }));
-        }
-        Ok(())
-    }
-    /// [`decode_checks`](Self::decode_checks) for the tiers script: four
-    /// values per key (fits, then GCRA's `TAT − now` or a window's
-    /// remaining, reset_after and retry_after).
-    fn decode_tiers(
-        &self,
-        reply: &[i64],
-        requests: &[(&str, Option<&str>, u64)],
-        out: &mut Vec<Result<Outcome, Error>>,
-    ) -> Result<(), Error> {
-        let m = self.tiers().len();
-        let keys = requests.len() * m;
-        let values = 4 * keys;
-        if reply.len() < 1 + values || reply[0] < 0 || reply[1..1 + values].iter().any(|&v| v < 0) {
             return Err(Error::BadReply);
         }
         let now = reply[0] as u64;
         let bad = bad_keys(&reply[1 + values..], requests.len(), m)?;
         let start = out.len();
         for ((values, &(client, scope, cost)), bad) in reply[1..1 + values]
-            .chunks_exact(4 * m)
+            .chunks_exact(width * m)
             .zip(requests)
             .zip(bad)
         {
@@ -214,52 +113,57 @@ impl RedisPolicy {
                 out.push(Err(Error::CorruptKey(key)));
                 continue;
             }
-            let mut results = Vec::with_capacity(m);
-            for (t, v) in self.tiers().iter().zip(values.chunks_exact(4)) {
+            let results = if gcra {
+                self.gcra_results(values, cost)
+            } else {
+                self.tier_results(values, cost)
+            };
+            let Some(results) = results else {
+                out.truncate(start);
+                return Err(Error::BadReply);
+            };
+            out.push(Ok(from_redis(results, now)));
+        }
+        Ok(())
+    }
+
+    /// One request's results from the check script's values: per tier
+    /// `TAT − now` after the request if admitted, else `−1 − (TAT − now)`
+    /// before it (every tier the same sign, else `None`).
+    fn gcra_results(&self, values: &[i64], cost: u64) -> Option<Vec<Result<Decision, Denied>>> {
+        let admitted = values[0] >= 0;
+        if values.iter().any(|&v| (v >= 0) != admitted) {
+            return None;
+        }
+        let results = self.tiers().iter().zip(values).map(|(t, &v)| {
+            let ahead = if admitted { v as u64 } else { (-1 - v) as u64 };
+            gcra_answer(&t.quota(), ahead, cost, admitted)
+        });
+        Some(results.collect())
+    }
+
+    /// One request's results from the tiers script's values: per tier
+    /// whether it fits, then GCRA's `TAT − now` or a window's remaining,
+    /// reset_after and retry_after (`None` for values it never sends).
+    fn tier_results(&self, values: &[i64], cost: u64) -> Option<Vec<Result<Decision, Denied>>> {
+        let tiers = self.tiers().iter().zip(values.chunks_exact(4));
+        tiers
+            .map(|(t, v)| {
                 let fits = match v[0] {
                     0 => false,
                     1 => true,
-                    _ => {
-                        out.truncate(start);
-                        return Err(Error::BadReply);
-                    }
+                    _ => return None,
                 };
                 let (x, y, z) = (v[1] as u64, v[2] as u64, v[3] as u64);
-                let quota = t.quota();
-                results.push(match t.algorithm() {
-                    TierAlgorithm::Gcra => {
-                        if fits || cost == 0 {
-                            Ok(Decision::from_gcra(&quota, x))
-                        } else {
-                            let increment = cost as u128 * quota.emission_interval() as u128;
-                            let wait = (x as u128 + increment)
-                                .saturating_sub(quota.span() as u128)
-                                .min(u64::MAX as u128)
-                                as u64;
-                            Err(Denied::Limited(Limited::from_gcra(&quota, x, wait)))
-                        }
-                    }
-                    _ => {
-                        let limit = t.limit();
-                        if x > limit {
-                            out.truncate(start);
-                            return Err(Error::BadReply);
-                        }
-                        if fits {
-                            Ok(Decision::new(limit, x, y))
-                        } else {
-                            Err(Denied::Limited(Limited::with_remaining(limit, x, z, y)))
-                        }
-                    }
-                });
-            }
-            out.push(Ok(Outcome {
-                results,
-                source: Source::Redis,
-                server_time: Some(now),
-            }));
-        }
-        Ok(())
+                let limit = t.limit();
+                Some(match t.algorithm() {
+                    TierAlgorithm::Gcra => gcra_answer(&t.quota(), x, cost, fits),
+                    _ if x > limit => return None,
+                    _ if fits => Ok(Decision::new(limit, x, y)),
+                    _ => Err(Denied::Limited(Limited::with_remaining(limit, x, z, y))),
+                })
+            })
+            .collect()
     }
 
     /// The script invocation for one request.
@@ -277,9 +181,7 @@ impl RedisPolicy {
             .arg(if request.up_to { 1 } else { 0 })
             .arg(request.refund);
         for t in self.tiers() {
-            inv.arg(t.quota().emission_interval())
-                .arg(t.quota().span())
-                .arg(t.quota().scale());
+            inv.arg(&tier_args(t)[1..]);
         }
         inv
     }
@@ -319,14 +221,43 @@ impl RedisPolicy {
                 }
             })
             .collect();
-        Ok((
-            granted,
-            Outcome {
-                results,
-                source: Source::Redis,
-                server_time: Some(now),
-            },
-        ))
+        Ok((granted, from_redis(results, now)))
+    }
+}
+
+/// A tier's kind code and its three parameters, as the scripts read them
+/// (the check, single and lease scripts take GCRA's three without the kind).
+fn tier_args(tier: &RedisTier) -> [u64; 4] {
+    tier.algorithm().args(&tier.quota())
+}
+
+/// An outcome Redis decided at server time `now` (µs).
+fn from_redis(results: Vec<Result<Decision, Denied>>, now: u64) -> Outcome {
+    Outcome {
+        results,
+        source: Source::Redis,
+        server_time: Some(now),
+    }
+}
+
+/// A GCRA tier's answer to `cost` cells with the TAT `ahead` sub-ticks
+/// after now (before the request unless it `fits`): what an in-process
+/// [`Gcra`](cellrate::Gcra) with the tier's quota answers. Not fitting, its
+/// wait is the GCRA inequality's overshoot `ahead + cost·T − span`; a tier
+/// with no overshoot would have admitted the request alone and reports its
+/// unchanged state.
+fn gcra_answer(quota: &Quota, ahead: u64, cost: u64, fits: bool) -> Result<Decision, Denied> {
+    if fits || cost == 0 {
+        return Ok(Decision::from_gcra(quota, ahead));
+    }
+    let increment = cost as u128 * quota.emission_interval() as u128;
+    match (ahead as u128 + increment).checked_sub(quota.span() as u128) {
+        Some(wait) if wait > 0 => Err(Denied::Limited(Limited::from_gcra(
+            quota,
+            ahead,
+            wait.min(u64::MAX as u128) as u64,
+        ))),
+        _ => Ok(Decision::from_gcra(quota, ahead)),
     }
 }
 
@@ -357,7 +288,6 @@ fn bad_keys(tail: &[i64], requests: usize, m: usize) -> Result<Vec<Option<usize>
 mod tests {
     use super::*;
     use crate::policy::tests::policy;
-    use cellrate::quota::Quota;
     use std::string::ToString;
 
     fn args(cmd: &::redis::Cmd) -> Vec<String> {

@@ -7,10 +7,10 @@ use std::string::{String, ToString};
 use std::sync::{Arc, Mutex};
 use std::vec::Vec;
 
+use super::client::{Check, Limits};
 use super::degrade::{call_error, is_transport};
 use super::{
-    is_noscript, Backoff, Degrade, Error, FailurePolicy, Outcome, RedisConfig, RedisPolicy, Source,
-    Target, MAX_KEYS_PER_CALL,
+    is_noscript, Backoff, Error, FailurePolicy, Outcome, RedisConfig, RedisPolicy, Target,
 };
 
 #[derive(Clone)]
@@ -29,14 +29,15 @@ enum Conn {
 ///
 /// On a standalone server, concurrent checks ride together: a check joins a
 /// queue, and one task at a time (spawned by the check that finds no task
-/// running) takes everything queued, up to [`MAX_KEYS_PER_CALL`] keys, and
+/// running) takes everything queued, up to [`MAX_KEYS_PER_CALL`](super::MAX_KEYS_PER_CALL) keys, and
 /// decides it in **one** check-script call, in queue order at one server
 /// time, exactly as [`RedisGcra::try_check_batch`](super::RedisGcra::try_check_batch)
 /// would; then it takes what queued meanwhile, until the queue is empty. A
 /// check alone goes alone (one request, the single script), so nothing waits
 /// for company; under load, checks that would have been pipelined one
 /// script call each share calls instead, and the server runs one script per
-/// batch rather than one per check (see the [`redis`](super) module's figures). The task is
+/// batch rather than one per check (the figures are in docs/design/redis.md
+/// in the repository). The task is
 /// spawned on the caller's tokio runtime and answers every request it
 /// takes; a check whose answer is lost (the runtime shutting down) reports
 /// [`Error::Timeout`], which the failure policy then decides. On a Cluster
@@ -65,8 +66,7 @@ pub struct AsyncRedisGcra {
 /// What the checks and the coalescing task share.
 struct Inner {
     link: Arc<Link>,
-    policy: RedisPolicy,
-    degrade: Degrade,
+    limits: Limits,
     queue: Mutex<Queue>,
 }
 
@@ -97,7 +97,6 @@ struct Waiting {
 impl AsyncRedisGcra {
     /// A limiter for `policy` on `target`. Connects lazily (the first check).
     pub fn new(target: Target, policy: RedisPolicy, config: RedisConfig) -> Result<Self, Error> {
-        let degrade = Degrade::new(config, &policy)?;
         Ok(AsyncRedisGcra {
             inner: Arc::new(Inner {
                 link: Arc::new(Link {
@@ -106,8 +105,7 @@ impl AsyncRedisGcra {
                     conn: Mutex::new(None),
                     connecting: tokio::sync::Mutex::new(()),
                 }),
-                policy,
-                degrade,
+                limits: Limits::new(policy, config)?,
                 queue: Mutex::new(Queue::default()),
             }),
         })
@@ -141,14 +139,10 @@ impl AsyncRedisGcra {
     /// # let _ = raised;
     /// ```
     pub fn with_policy(&self, policy: RedisPolicy, failure: FailurePolicy) -> Result<Self, Error> {
-        let mut config = self.config().clone();
-        config.failure = failure;
-        let degrade = Degrade::carried(config, &policy, &self.inner.degrade, &self.inner.policy)?;
         Ok(AsyncRedisGcra {
             inner: Arc::new(Inner {
                 link: Arc::clone(&self.inner.link),
-                policy,
-                degrade,
+                limits: self.inner.limits.with_policy(policy, failure)?,
                 queue: Mutex::new(Queue::default()),
             }),
         })
@@ -156,7 +150,7 @@ impl AsyncRedisGcra {
 
     /// The policy.
     pub fn policy(&self) -> &RedisPolicy {
-        &self.inner.policy
+        &self.inner.limits.policy
     }
 
     /// Registers the `cellrate_keyed_*` series (feature `metrics`; see
@@ -179,14 +173,12 @@ impl AsyncRedisGcra {
     /// ```
     #[cfg(feature = "metrics")]
     pub fn register_fallback_metrics(&self, limiter: &str) {
-        self.inner
-            .degrade
-            .register_metrics(limiter, &self.inner.policy);
+        self.inner.limits.register_fallback_metrics(limiter);
     }
 
     /// The connection settings and failure policy.
     pub fn config(&self) -> &RedisConfig {
-        self.inner.degrade.config()
+        self.inner.limits.config()
     }
 
     /// `cost` cells for `client` (and `scope`), with the failure policy
@@ -198,9 +190,7 @@ impl AsyncRedisGcra {
         cost: u64,
     ) -> Result<Outcome, Error> {
         let tried = self.try_check_n(client, scope, cost).await;
-        self.inner
-            .degrade
-            .settle(tried, &self.inner.policy, client, scope, cost)
+        self.settle(tried, client, scope, cost)
     }
 
     /// The failure policy's answer to `tried`, the result of a
@@ -224,9 +214,10 @@ impl AsyncRedisGcra {
         scope: Option<&str>,
         cost: u64,
     ) -> Result<Outcome, Error> {
-        self.inner
+        let limits = &self.inner.limits;
+        limits
             .degrade
-            .settle(tried, &self.inner.policy, client, scope, cost)
+            .settle(tried, &limits.policy, client, scope, cost)
     }
 
     /// Like [`check_n`](Self::check_n) but returns Redis' failure instead of
@@ -238,12 +229,8 @@ impl AsyncRedisGcra {
         cost: u64,
     ) -> Result<Outcome, Error> {
         let inner = &self.inner;
-        inner.policy.validate(client, scope)?;
-        if let Some(d) = inner.policy.too_large(cost) {
-            return Ok(Outcome::new(
-                std::vec![Err(d); inner.policy.tiers().len()],
-                Source::Redis,
-            ));
+        if let Some(early) = inner.limits.precheck(client, scope, cost)? {
+            return Ok(early);
         }
         let deadline = inner.deadline();
         if let Target::Cluster(_) = inner.link.target {
@@ -303,7 +290,7 @@ impl Inner {
             queue: &self.queue,
             done: false,
         };
-        let per_call = (MAX_KEYS_PER_CALL / self.policy.tiers().len()).max(1);
+        let per_call = self.limits.policy.requests_per_call();
         loop {
             let batch: Vec<Waiting> = {
                 let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
@@ -324,7 +311,7 @@ impl Inner {
             if batch.is_empty() {
                 continue;
             }
-            let requests: Vec<(&str, Option<&str>, u64)> = batch
+            let requests: Vec<Check<'_>> = batch
                 .iter()
                 .map(|w| (w.client.as_str(), w.scope.as_deref(), w.cost))
                 .collect();
@@ -351,10 +338,7 @@ impl Inner {
 
     /// When a call starting now must be answered: now + the timeout.
     fn deadline(&self) -> tokio::time::Instant {
-        let timeout = self.degrade.config().timeout;
-        let now = tokio::time::Instant::now();
-        now.checked_add(timeout)
-            .unwrap_or_else(|| now + std::time::Duration::from_secs(86_400 * 365))
+        tokio::time::Instant::now() + self.limits.timeout()
     }
 
     fn current(&self) -> Option<Conn> {
@@ -384,8 +368,11 @@ impl Inner {
         if let Some(c) = self.current() {
             return Ok(c);
         }
-        let config = self.degrade.config();
-        if !self.link.backoff.may_try(config.reconnect_interval) {
+        if !self
+            .link
+            .backoff
+            .may_try(self.limits.config().reconnect_interval)
+        {
             return Err(Error::Backoff);
         }
         let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -434,34 +421,21 @@ impl Inner {
     /// after `NOSCRIPT`), within the timeout; their outcomes into `out`.
     async fn run(
         &self,
-        requests: &[(&str, Option<&str>, u64)],
+        requests: &[Check<'_>],
         out: &mut Vec<Result<Outcome, Error>>,
         deadline: tokio::time::Instant,
     ) -> Result<(), Error> {
         let mut conn = self.connection(deadline).await?;
-        let (script, cmd) = self.policy.check_cmd(requests);
+        let (script, cmd) = self.limits.policy.check_cmd(requests);
         let reply = tokio::time::timeout_at(deadline, async {
-            let first = match &mut conn {
-                Conn::Single(c) => cmd.query_async::<Vec<i64>>(c).await,
-                Conn::Cluster(c) => cmd.query_async::<Vec<i64>>(c).await,
-            };
-            match first {
-                Err(e) if is_noscript(&e) => match &mut conn {
-                    Conn::Single(c) => {
-                        script.load_async(c).await?;
-                        cmd.query_async::<Vec<i64>>(c).await
-                    }
-                    Conn::Cluster(c) => {
-                        script.load_async(c).await?;
-                        cmd.query_async::<Vec<i64>>(c).await
-                    }
-                },
-                other => other,
+            match &mut conn {
+                Conn::Single(c) => eval(c, script, &cmd).await,
+                Conn::Cluster(c) => eval(c, script, &cmd).await,
             }
         })
         .await;
         match reply {
-            Ok(Ok(reply)) => self.policy.decode_checks(&reply, requests, out),
+            Ok(Ok(reply)) => self.limits.policy.decode_checks(&reply, requests, out),
             Ok(Err(e)) => {
                 if is_transport(&e) {
                     // The connection is gone or stuck: drop it, and hold
@@ -480,11 +454,27 @@ impl Inner {
     }
 }
 
+/// `cmd`, a call of `script`, sent again once after loading the script if
+/// the server answers `NOSCRIPT`.
+async fn eval(
+    conn: &mut impl ::redis::aio::ConnectionLike,
+    script: &::redis::Script,
+    cmd: &::redis::Cmd,
+) -> ::redis::RedisResult<Vec<i64>> {
+    match cmd.query_async(conn).await {
+        Err(e) if is_noscript(&e) => {
+            script.load_async(conn).await?;
+            cmd.query_async(conn).await
+        }
+        other => other,
+    }
+}
+
 impl core::fmt::Debug for AsyncRedisGcra {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("AsyncRedisGcra")
             .field("target", &self.inner.link.target)
-            .field("policy", &self.inner.policy)
+            .field("policy", self.policy())
             .finish()
     }
 }

@@ -14,6 +14,30 @@ local TWO53 = 9007199254740992
 -- global's table lookup at every use otherwise).
 local tonumber, floor, format, call = tonumber, math.floor, string.format, redis.call
 
+-- The server's time in whole microseconds.
+local function clock()
+  local t = call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- The one integer formatter: '%d', exact below 2^63 where Lua's integer
+-- format is 64-bit (checked on the first use in a call), else '%.0f'
+-- (exact below 2^53); never tostring ('%.14g'), which would round. Strings
+-- are memoised per call (a batch repeats TATs, expiries and counts).
+local fmt = nil
+local memo = {}
+local function num(x)
+  local v = memo[x]
+  if v then return v end
+  if not fmt then
+    fmt = '%d'
+    if format(fmt, 4503599627370497) ~= '4503599627370497' then fmt = '%.0f' end
+  end
+  v = format(fmt, x)
+  memo[x] = v
+  return v
+end
+
 -- x = q*s + r with 0 <= r < s, for integers 0 <= x < 2^53, 1 <= s < 2^53:
 -- the quotient of two doubles may round up to the next integer; fix that.
 local function split(x, s)
@@ -59,25 +83,6 @@ local function read(raw, now, scale)
   return ahead
 end
 
--- Every key's value with one MGET, and the set of keys that read as
--- absent but hold another type (one EXISTS when some read as absent, and
--- TYPE only if one of them exists): a key in `foreign` is never decided
--- nor written.
-local function read_keys(keys)
-  local raws = call('MGET', unpack(keys))
-  local absent = {}
-  for j = 1, #keys do
-    if not raws[j] then absent[#absent + 1] = keys[j] end
-  end
-  local foreign = {}
-  if #absent > 0 and call('EXISTS', unpack(absent)) > 0 then
-    for _, k in ipairs(absent) do
-      if call('TYPE', k)['ok'] ~= 'none' then foreign[k] = true end
-    end
-  end
-  return raws, foreign
-end
-
 -- The GCRA step: the one rule every script decides by. With `ahead` =
 -- max(TAT, now) - now in sub-ticks (`read`), a request of `cost` cells of
 -- `interval` sub-ticks each against a tier whose span is burst*interval
@@ -102,32 +107,13 @@ end
 
 -- Writes the TAT `ahead` sub-ticks after `now`, expiring within a
 -- millisecond after it has passed (never before: an expired key reads as
--- a full bucket). The one place a script formats a number: '%d', exact
--- below 2^63 where Lua's integer format is 64-bit (checked once per call
--- that writes), else '%.0f' (exact below 2^53); never tostring ('%.14g'),
--- which would round. Strings are memoised per call (the expiries and the
--- TATs of a batch repeat).
-local fmt = nil
-local memo = {}
+-- a full bucket).
 local function store(key, now, ahead, scale)
-  if not fmt then
-    fmt = '%d'
-    if format(fmt, 4503599627370497) ~= '4503599627370497' then fmt = '%.0f' end
-  end
   local q, f = ahead, 0
   if scale ~= 1 then q, f = split(ahead, scale) end
-  local tat = now + q
-  local v = memo[tat]
-  if not v then
-    v = format(fmt, tat)
-    memo[tat] = v
-  end
-  if f > 0 then v = v .. '+' .. format(fmt, f) .. '/' .. format(fmt, scale) end
-  local px = floor(q / 1000) + 1
-  local p = memo[px]
-  if not p then
-    p = format(fmt, px)
-    memo[px] = p
-  end
-  call('SET', key, v, 'PX', p)
+  -- (A memo hit is read inline: a call per number would cost more.)
+  local tat, px = now + q, floor(q / 1000) + 1
+  local v = memo[tat] or num(tat)
+  if f > 0 then v = v .. '+' .. num(f) .. '/' .. num(scale) end
+  call('SET', key, v, 'PX', memo[px] or num(px))
 end

@@ -7,8 +7,7 @@
 -- nothing was granted, the wait for the request (for a lease: for one
 -- cell); or {-1, now, i} when key i holds no TAT (another type, or a
 -- string that is not one), in which case nothing is written.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = clock()
 local cost = tonumber(ARGV[1])
 local upto = ARGV[2] == '1'
 local refund = tonumber(ARGV[3])

@@ -4,8 +4,7 @@
 -- (or a peek that fits), else -1 - (TAT - now) before it; or {now, 0, 1}
 -- when the key holds no TAT (another type, or a value that is not one):
 -- nothing is written and the key is left as it is.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = clock()
 local cost = tonumber(ARGV[1])
 local interval = tonumber(ARGV[2])
 local span = tonumber(ARGV[3])

@@ -6,24 +6,6 @@
 -- so a value of another algorithm (or a GCRA TAT) is unreadable, never
 -- misread. Every field is an integer below 2^53.
 
--- The one integer formatter of the window steps: '%d' where Lua's integer
--- format is 64-bit, else '%.0f' (both exact below 2^53); never tostring.
--- Strings are memoised per call (a batch repeats window indices, counts
--- and expiries).
-local wfmt = nil
-local wmemo = {}
-local function num(x)
-  local v = wmemo[x]
-  if v then return v end
-  if not wfmt then
-    wfmt = '%d'
-    if format(wfmt, 4503599627370497) ~= '4503599627370497' then wfmt = '%.0f' end
-  end
-  v = format(wfmt, x)
-  wmemo[x] = v
-  return v
-end
-
 -- An integer field in [0, 2^53), or nil.
 local function field(s)
   local x = tonumber(s)
