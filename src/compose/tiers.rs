@@ -34,6 +34,21 @@ pub struct Tiers<const N: usize> {
     len: usize,
 }
 
+/// No tiers.
+///
+/// ```
+/// use cellrate::compose::Tiers;
+/// assert!(Tiers::<4>::default().results().is_empty());
+/// ```
+impl<const N: usize> Default for Tiers<N> {
+    fn default() -> Self {
+        Tiers {
+            results: [UNUSED; N],
+            len: 0,
+        }
+    }
+}
+
 /// What fills the places past a [`Tiers`]'s length.
 const UNUSED: Result<Decision, Denied> = Ok(Decision::new(0, 0, 0));
 
@@ -57,7 +72,10 @@ impl<const N: usize> Tiers<N> {
             results: [UNUSED; N],
             len: results.len(),
         };
-        tiers.results.get_mut(..results.len())?.copy_from_slice(results);
+        tiers
+            .results
+            .get_mut(..results.len())?
+            .copy_from_slice(results);
         Some(tiers)
     }
     /// Whether every tier admitted.

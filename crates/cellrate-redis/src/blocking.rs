@@ -97,8 +97,8 @@ pub const MAX_IDLE: usize = 16;
 ///     RedisConfig::new(FailurePolicy::Open),
 /// ).unwrap();
 /// let outcome = limiter.check("alice").unwrap();
-/// if !outcome.is_admitted() {
-///     println!("retry after {:?} µs", outcome.denied().and_then(|d| d.retry_after()));
+/// if !outcome.tiers().is_admitted() {
+///     println!("retry after {:?} µs", outcome.tiers().denied().and_then(|d| d.retry_after()));
 /// }
 /// ```
 pub struct RedisGcra {

@@ -62,7 +62,7 @@ impl Limits {
         Ok(self
             .policy
             .too_large(cost)
-            .map(|d| Outcome::new(std::vec![Err(d); self.policy.tiers().len()], Source::Redis)))
+            .map(|d| Outcome::of(&std::vec![Err(d); self.policy.tiers().len()], Source::Redis)))
     }
 
     /// A batch's outcomes: each request's [`precheck`](Self::precheck)

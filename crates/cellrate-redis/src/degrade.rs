@@ -153,20 +153,20 @@ impl Degrade {
     pub(crate) fn decide(&self, policy: &RedisPolicy, keys: &[String], cost: u64) -> Outcome {
         let tiers = policy.tiers();
         match &self.fallback {
-            None if matches!(self.config.failure, FailurePolicy::Open) => Outcome::new(
-                tiers
+            None if matches!(self.config.failure, FailurePolicy::Open) => Outcome::of(
+                &tiers
                     .iter()
                     .map(|t| Ok(Decision::new(t.limit(), t.limit(), 0)))
-                    .collect(),
+                    .collect::<Vec<_>>(),
                 Source::FailOpen,
             ),
             None => {
                 let wait = self.config.reconnect_interval.as_micros().max(1) as u64;
-                Outcome::new(
-                    tiers
+                Outcome::of(
+                    &tiers
                         .iter()
                         .map(|t| Err(Denied::Limited(Limited::new(t.limit(), wait, wait))))
-                        .collect(),
+                        .collect::<Vec<_>>(),
                     Source::FailClosed,
                 )
             }
@@ -196,7 +196,7 @@ impl Degrade {
                 m.record(stats);
             }
         }
-        Outcome::new(results, Source::Fallback)
+        Outcome::of(&results, Source::Fallback)
     }
 
     /// Registers the `cellrate_keyed_*` series of each fallback table that
@@ -290,15 +290,15 @@ mod tests {
         )
         .unwrap();
         let keys = p.keys("c", Some("/x")).unwrap();
-        assert!(d.decide(&p, &keys, 1).is_admitted());
-        assert!(d.decide(&p, &keys, 1).is_admitted());
+        assert!(d.decide(&p, &keys, 1).tiers().is_admitted());
+        assert!(d.decide(&p, &keys, 1).tiers().is_admitted());
         let third = d.decide(&p, &keys, 1);
         assert_eq!(third.source(), Source::Fallback);
-        assert!(third.results()[0].is_ok() && third.results()[1].is_err());
+        assert!(third.tiers().results()[0].is_ok() && third.tiers().results()[1].is_err());
         // The first tier was not charged by the denial: 98 left of 100.
-        assert_eq!(third.results()[0].unwrap().remaining(), 98);
+        assert_eq!(third.tiers().results()[0].unwrap().remaining(), 98);
         let other = p.keys("d", Some("/x")).unwrap();
-        assert!(d.decide(&p, &other, 1).is_admitted());
+        assert!(d.decide(&p, &other, 1).tiers().is_admitted());
     }
 
     #[test]
@@ -318,9 +318,9 @@ mod tests {
         let old = Degrade::new(fallback(&[2, 3]), &old_p).unwrap();
         let keys = old_p.keys("c", None).unwrap();
         for _ in 0..2 {
-            assert!(old.decide(&old_p, &keys, 1).is_admitted());
+            assert!(old.decide(&old_p, &keys, 1).tiers().is_admitted());
         }
-        assert!(!old.decide(&old_p, &keys, 1).is_admitted());
+        assert!(!old.decide(&old_p, &keys, 1).tiers().is_admitted());
         // "b" moves first and keeps its fallback quota: its 1 cell left is
         // kept; "a" changes its fallback quota (a new table, 5 cells); "n"
         // is new.
@@ -329,14 +329,15 @@ mod tests {
         let new = Degrade::carried(fallback(&[3, 5, 4]), &new_p, &old, &old_p).unwrap();
         let keys = new_p.keys("c", None).unwrap();
         let first = new.decide(&new_p, &keys, 1);
-        assert!(first.is_admitted());
+        assert!(first.tiers().is_admitted());
         let remaining: Vec<u64> = first
+            .tiers()
             .results()
             .iter()
             .map(|r| r.unwrap().remaining())
             .collect();
         assert_eq!(remaining, [0, 4, 3]);
-        assert!(!new.decide(&new_p, &keys, 1).is_admitted());
+        assert!(!new.decide(&new_p, &keys, 1).tiers().is_admitted());
         // A tier whose algorithm changes under the same name is new too.
         let window = RedisTier::from_config(
             "b",
@@ -351,7 +352,7 @@ mod tests {
         let windowed = RedisPolicy::new("rl", std::vec![window]).unwrap();
         let w = Degrade::carried(fallback(&[3]), &windowed, &new, &new_p).unwrap();
         let keys = windowed.keys("c", None).unwrap();
-        assert!(w.decide(&windowed, &keys, 1).is_admitted());
+        assert!(w.decide(&windowed, &keys, 1).tiers().is_admitted());
     }
 
     #[test]
@@ -359,10 +360,10 @@ mod tests {
         let p = policy();
         let keys = p.keys("c", Some("/x")).unwrap();
         let open = Degrade::new(RedisConfig::new(FailurePolicy::Open), &p).unwrap();
-        assert!(open.decide(&p, &keys, 1).is_admitted());
+        assert!(open.decide(&p, &keys, 1).tiers().is_admitted());
         let closed = Degrade::new(RedisConfig::new(FailurePolicy::Closed), &p).unwrap();
         let o = closed.decide(&p, &keys, 1);
         assert_eq!(o.source(), Source::FailClosed);
-        assert_eq!(o.denied().unwrap().retry_after(), Some(250_000));
+        assert_eq!(o.tiers().denied().unwrap().retry_after(), Some(250_000));
     }
 }

@@ -49,7 +49,7 @@ enum Lease {
     /// `left` cells granted at `granted_at`.
     Cells { left: u64, granted_at: Instant },
     /// The server said no cell fits before `until`: deny locally till then.
-    Denied { until: Instant, outcome: Outcome },
+    Denied { until: Instant, outcome: Box<Outcome> },
 }
 
 /// A [`RedisGcra`] that leases `k` cells at a time per client. The policy's
@@ -66,7 +66,7 @@ enum Lease {
 /// let redis = RedisGcra::new(Target::standalone("redis://127.0.0.1/").unwrap(), policy,
 ///     RedisConfig::new(FailurePolicy::Closed)).unwrap();
 /// let leased = LeasedRedisGcra::new(redis, 50, Duration::from_millis(20));
-/// assert!(leased.check("big-customer").unwrap().is_admitted());
+/// assert!(leased.check("big-customer").unwrap().tiers().is_admitted());
 /// ```
 #[derive(Debug)]
 pub struct LeasedRedisGcra {
@@ -223,21 +223,19 @@ impl LeasedRedisGcra {
                     left: left - 1,
                     granted_at,
                 });
-                let results = self
+                let results: Vec<_> = self
                     .inner
                     .policy()
                     .tiers()
                     .iter()
                     .map(|t| Ok(Decision::new(t.quota().burst(), left - 1, 0)))
                     .collect();
-                return Ok(Outcome::new(results, Source::Lease));
+                return Ok(Outcome::of(&results, Source::Lease));
             }
             Some(Lease::Denied { until, outcome }) if Instant::now() < until => {
-                *lease = Some(Lease::Denied {
-                    until,
-                    outcome: outcome.clone(),
-                });
-                return Ok(outcome.with_source(Source::Lease));
+                let answer = outcome.with_source(Source::Lease);
+                *lease = Some(Lease::Denied { until, outcome });
+                return Ok(answer);
             }
             Some(Lease::Cells { left, .. }) => left,
             _ => 0,
@@ -256,6 +254,7 @@ impl LeasedRedisGcra {
                         granted_at: Instant::now(),
                     });
                 } else if let Some(until) = outcome
+                    .tiers()
                     .denied()
                     .and_then(|d| d.retry_after())
                     .and_then(|wait| Instant::now().checked_add(Duration::from_micros(wait)))
@@ -265,7 +264,7 @@ impl LeasedRedisGcra {
                     // would deny too, unless another server returns cells).
                     *lease = Some(Lease::Denied {
                         until,
-                        outcome: outcome.clone(),
+                        outcome: Box::new(outcome),
                     });
                 }
                 Ok(outcome)

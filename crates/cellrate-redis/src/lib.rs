@@ -64,8 +64,8 @@
 
 use core::fmt;
 use std::string::String;
-use std::vec::Vec;
 
+use cellrate::compose::Tiers;
 use cellrate::decision::{Decision, Denied};
 
 mod blocking;
@@ -259,7 +259,7 @@ impl From<::redis::RedisError> for Error {
 ///
 /// ```
 /// use cellrate_redis::{Outcome, Source};
-/// let o = Outcome::new(vec![], Source::FailOpen);
+/// let o = Outcome::new(Default::default(), Source::FailOpen);
 /// assert_eq!(o.source(), Source::FailOpen);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -277,36 +277,52 @@ pub enum Source {
     Lease,
 }
 
-/// The answer to one check: one result per tier, in the policy's order.
-///
-/// Admitted iff every tier admitted. When denied, the tiers that would have
-/// admitted hold a [`Decision`] of their unchanged state (nothing was
-/// consumed) and the others a [`Denied`].
+/// The answer to one check: one result per tier, in the policy's order
+/// ([`Tiers`], the same answer the in-process tiers give), where it came
+/// from, and the server's time when Redis decided.
 ///
 /// ```
 /// use cellrate_redis::{Outcome, Source};
+/// use cellrate::compose::Tiers;
 /// use cellrate::{Decision, Denied, Limited};
-/// let o = Outcome::new(vec![
-///     Ok(Decision::new(10, 3, 700)),
-///     Err(Denied::Limited(Limited::new(1_000, 5_000, 9_000))),
-/// ], Source::Redis);
-/// assert!(!o.is_admitted());
-/// assert_eq!(o.denied().unwrap().retry_after(), Some(5_000));
+/// let o = Outcome::new(
+///     Tiers::from_slice(&[
+///         Ok(Decision::new(10, 3, 700)),
+///         Err(Denied::Limited(Limited::new(1_000, 5_000, 9_000))),
+///     ])
+///     .unwrap(),
+///     Source::Redis,
+/// );
+/// assert!(!o.tiers().is_admitted());
+/// assert_eq!(o.tiers().denied().unwrap().retry_after(), Some(5_000));
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outcome {
-    results: Vec<Result<Decision, Denied>>,
+    tiers: Tiers<MAX_TIERS>,
     source: Source,
     server_time: Option<u64>,
 }
 
 impl Outcome {
     /// An outcome from parts (for tests and adapters).
-    pub fn new(results: Vec<Result<Decision, Denied>>, source: Source) -> Self {
+    pub fn new(tiers: Tiers<MAX_TIERS>, source: Source) -> Self {
         Outcome {
-            results,
+            tiers,
             source,
             server_time: None,
+        }
+    }
+    /// An outcome from the results of a policy's tiers (at most
+    /// [`MAX_TIERS`], which every policy keeps).
+    pub(crate) fn of(results: &[Result<Decision, Denied>], source: Source) -> Self {
+        let kept = &results[..results.len().min(MAX_TIERS)];
+        Outcome::new(Tiers::from_slice(kept).unwrap_or_default(), source)
+    }
+    /// Redis's answer at server time `now` (µs).
+    pub(crate) fn from_redis(results: &[Result<Decision, Denied>], now: u64) -> Self {
+        Outcome {
+            server_time: Some(now),
+            ..Outcome::of(results, Source::Redis)
         }
     }
     /// The same results, marked as coming from `source`.
@@ -314,21 +330,9 @@ impl Outcome {
         self.source = source;
         self
     }
-    /// Whether every tier admitted.
-    pub fn is_admitted(&self) -> bool {
-        self.results.iter().all(Result::is_ok)
-    }
-    /// One result per tier.
-    pub fn results(&self) -> &[Result<Decision, Denied>] {
-        &self.results
-    }
-    /// The denial that asks for the longest wait (a request must wait for
-    /// every tier that denied it); `None` if admitted.
-    pub fn denied(&self) -> Option<Denied> {
-        self.results
-            .iter()
-            .filter_map(|r| r.err())
-            .max_by_key(|d| d.retry_after().unwrap_or(u64::MAX))
+    /// Every tier's result.
+    pub fn tiers(&self) -> &Tiers<MAX_TIERS> {
+        &self.tiers
     }
     /// Where the answer came from.
     pub fn source(&self) -> Source {

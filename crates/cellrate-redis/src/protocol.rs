@@ -12,7 +12,7 @@ use std::vec::Vec;
 use super::client::Check;
 use super::policy::TierAlgorithm;
 use super::scripts::{check_script, single_script, tiers_script};
-use super::{Error, Outcome, RedisPolicy, RedisTier, Source};
+use super::{Error, Outcome, RedisPolicy, RedisTier};
 use cellrate::decision::{Decision, Denied, Limited};
 use cellrate::quota::Quota;
 
@@ -233,11 +233,7 @@ fn tier_args(tier: &RedisTier) -> [u64; 4] {
 
 /// An outcome Redis decided at server time `now` (µs).
 fn from_redis(results: Vec<Result<Decision, Denied>>, now: u64) -> Outcome {
-    Outcome {
-        results,
-        source: Source::Redis,
-        server_time: Some(now),
-    }
+    Outcome::from_redis(&results, now)
 }
 
 /// A GCRA tier's answer to `cost` cells with the TAT `ahead` sub-ticks
@@ -367,20 +363,26 @@ mod tests {
         assert_eq!(out.len(), 2);
         let out: Vec<Outcome> = out.into_iter().map(Result::unwrap).collect();
         let (a, b) = (cellrate::Gcra::new(q0), cellrate::Gcra::new(q1));
-        assert_eq!(out[0].results(), &[a.check(5_000_000), b.check(5_000_000)]);
+        assert_eq!(
+            out[0].tiers().results(),
+            &[a.check(5_000_000), b.check(5_000_000)]
+        );
         assert_eq!(out[0].server_time(), Some(5_000_000));
-        assert!(out[1].results()[0].is_ok());
-        assert_eq!(out[1].results()[0], Ok(a.peek(5_000_000).to_decision()));
+        assert!(out[1].tiers().results()[0].is_ok());
+        assert_eq!(
+            out[1].tiers().results()[0],
+            Ok(a.peek(5_000_000).to_decision())
+        );
         for _ in 0..4 {
             b.check(5_000_000).unwrap();
         }
-        assert_eq!(out[1].results()[1], b.check(5_000_000));
+        assert_eq!(out[1].tiers().results()[1], b.check(5_000_000));
         // A key that holds no TAT (index 4: request 2, tier 2) fails that
         // request alone, naming the key.
         let mut out = Vec::new();
         let reply = [5_000_000, 100_000, 12_000_000, 0, 0, 4];
         p.decode_checks(&reply, &requests, &mut out).unwrap();
-        assert!(out[0].as_ref().unwrap().is_admitted());
+        assert!(out[0].as_ref().unwrap().tiers().is_admitted());
         assert!(
             matches!(&out[1], Err(Error::CorruptKey(k)) if k == "p:{k1}:e:/b"),
             "{:?}",
@@ -411,16 +413,16 @@ mod tests {
             .decode(&[1, 5_000_000, 100_000, 0, 12_000_000, 0], &keys, 1)
             .unwrap();
         assert_eq!(g, 1);
-        assert!(o.is_admitted());
+        assert!(o.tiers().is_admitted());
         let local = cellrate::Gcra::new(q0);
-        assert_eq!(o.results()[0], local.check(5_000_000));
+        assert_eq!(o.tiers().results()[0], local.check(5_000_000));
         assert_eq!(o.server_time(), Some(5_000_000));
         // Denied by the second tier only: the first keeps a Decision.
         let (_, o) = p
             .decode(&[0, 9, 0, 0, 60_000_000, 12_000_000], &keys, 1)
             .unwrap();
-        assert!(o.results()[0].is_ok());
-        assert_eq!(o.denied().unwrap().retry_after(), Some(12_000_000));
+        assert!(o.tiers().results()[0].is_ok());
+        assert_eq!(o.tiers().denied().unwrap().retry_after(), Some(12_000_000));
         assert!(matches!(
             p.decode(&[1, 2, 3], &keys, 1),
             Err(Error::BadReply)

@@ -56,7 +56,7 @@ enum Conn {
 ///     RedisConfig::new(FailurePolicy::Closed),
 /// ).unwrap();
 /// let outcome = limiter.check_n("alice", None, 1).await.unwrap();
-/// println!("admitted: {}", outcome.is_admitted());
+/// println!("admitted: {}", outcome.tiers().is_admitted());
 /// # }
 /// ```
 pub struct AsyncRedisGcra {

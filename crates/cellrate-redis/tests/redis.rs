@@ -62,7 +62,7 @@ fn assert_same_as_local(quota: Quota, mut log: Vec<(u64, u64, Outcome)>) -> usiz
     for (now, cost, outcome) in &log {
         let expected = local.check_n(*now, *cost);
         assert_eq!(
-            outcome.results()[0],
+            outcome.tiers().results()[0],
             expected,
             "at server time {now}, cost {cost}"
         );
@@ -98,7 +98,7 @@ fn script_flush(url: &str) {
 fn in_decision_order(mut log: Vec<(u64, u64, Outcome)>) -> Vec<(u64, u64, Outcome)> {
     assert!(log.iter().all(|(_, cost, _)| *cost == 1));
     log.sort_by_key(|(t, _, o)| {
-        let first = &o.results()[0];
+        let first = &o.tiers().results()[0];
         let remaining = first.as_ref().map_or(0, |d| d.remaining());
         (*t, first.is_err(), std::cmp::Reverse(remaining))
     });
@@ -191,10 +191,10 @@ fn tiers_keep_the_burst_and_never_exceed_the_exact_quota() {
         let rl = limiter(&url, policy, FailurePolicy::Closed);
         let first = rl.try_check_n("c", None, burst).unwrap();
         assert!(
-            first.is_admitted(),
+            first.tiers().is_admitted(),
             "{cells}/{period_us}µs b={burst}: {first:?}"
         );
-        assert_eq!(first.results()[0].unwrap().remaining(), 0);
+        assert_eq!(first.tiers().results()[0].unwrap().remaining(), 0);
         let mut log = vec![(first.server_time().unwrap(), burst, first)];
         for i in 0..250 {
             let cost = 1 + next() % burst;
@@ -212,7 +212,7 @@ fn tiers_keep_the_burst_and_never_exceed_the_exact_quota() {
             let (now, cost) = (*now as u128, *cost as u128);
             let base = tat_rounded.max(now * scale);
             let over = (base + cost * interval).checked_sub(now * scale + burst as u128 * interval);
-            match (over, &o.results()[0]) {
+            match (over, &o.tiers().results()[0]) {
                 (None | Some(0), Ok(_)) => {
                     tat_rounded = base + cost * interval;
                     admitted += 1;
@@ -249,7 +249,7 @@ fn key_expires_when_full_and_peek_writes_nothing() {
         .get_connection()
         .unwrap();
     let peek = rl.try_check_n("c", None, 0).unwrap();
-    assert!(peek.is_admitted());
+    assert!(peek.tiers().is_admitted());
     let exists: bool = redis::cmd("EXISTS").arg(&key).query(&mut conn).unwrap();
     assert!(!exists, "a peek stores nothing");
     rl.try_check_n("c", None, 3).unwrap(); // 750 ms of debt
@@ -261,7 +261,7 @@ fn key_expires_when_full_and_peek_writes_nothing() {
         "stored as an integer: {tat}"
     );
     let peek = rl.try_check_n("c", None, 0).unwrap();
-    assert_eq!(peek.results()[0].unwrap().remaining(), 1);
+    assert_eq!(peek.tiers().results()[0].unwrap().remaining(), 1);
 }
 
 #[test]
@@ -273,7 +273,7 @@ fn noscript_is_reloaded() {
     rl.try_check_n("c", None, 1).unwrap();
     script_flush(&url);
     let o = rl.try_check_n("c", None, 1).unwrap();
-    assert_eq!(o.results()[0].unwrap().remaining(), 8);
+    assert_eq!(o.tiers().results()[0].unwrap().remaining(), 8);
 }
 
 #[test]
@@ -290,24 +290,25 @@ fn a_request_denied_by_one_tier_consumes_from_none() {
     .unwrap();
     let rl = limiter(&url, policy, FailurePolicy::Closed);
     for _ in 0..3 {
-        assert!(rl.try_check_n("c", None, 1).unwrap().is_admitted());
+        assert!(rl.try_check_n("c", None, 1).unwrap().tiers().is_admitted());
     }
     // The burst tier denies; the day tier must not be charged.
     let o = rl.try_check_n("c", None, 1).unwrap();
-    assert!(o.results()[0].is_err() && o.results()[1].is_ok());
-    assert_eq!(o.results()[1].unwrap().remaining(), 2);
-    let retry = o.denied().unwrap().retry_after().unwrap();
+    assert!(o.tiers().results()[0].is_err() && o.tiers().results()[1].is_ok());
+    assert_eq!(o.tiers().results()[1].unwrap().remaining(), 2);
+    let retry = o.tiers().denied().unwrap().retry_after().unwrap();
     assert!(retry > 90_000 && retry <= 100_000, "{retry} µs");
     thread::sleep(Duration::from_micros(retry + 260_000)); // all three cells back
-    assert!(rl.try_check_n("c", None, 2).unwrap().is_admitted()); // day: 0 left
-                                                                  // Now the day tier denies, and the burst tier keeps its room.
-    let before = rl.try_check_n("c", None, 0).unwrap().results()[0]
+    assert!(rl.try_check_n("c", None, 2).unwrap().tiers().is_admitted()); // day: 0 left
+                                                                          // Now the day tier denies, and the burst tier keeps its room.
+    let before = rl.try_check_n("c", None, 0).unwrap().tiers().results()[0]
         .unwrap()
         .remaining();
     let o = rl.try_check_n("c", None, 1).unwrap();
-    assert!(o.results()[1].is_err());
-    assert!(o.results()[0].unwrap().remaining() >= before);
-    assert!(o.denied().unwrap().retry_after().unwrap() > 17_000_000_000); // T = 86 400 s / 5
+    assert!(o.tiers().results()[1].is_err());
+    assert!(o.tiers().results()[0].unwrap().remaining() >= before);
+    assert!(o.tiers().denied().unwrap().retry_after().unwrap() > 17_000_000_000);
+    // T = 86 400 s / 5
 }
 
 #[test]
@@ -331,7 +332,7 @@ fn a_pipelined_batch_decides_like_single_calls() {
         for (&(client, _, cost), o) in requests.iter().zip(outcomes) {
             if cost > 6 {
                 assert!(matches!(
-                    o.results()[0],
+                    o.tiers().results()[0],
                     Err(cellrate::Denied::CostTooLarge { cost: 7, limit: 6 })
                 ));
                 continue;
@@ -414,7 +415,7 @@ fn a_multi_tier_batch_decides_like_local_limiters() {
                     .collect()
             };
             assert_eq!(
-                o.results(),
+                o.tiers().results(),
                 &expected[..],
                 "round {round}: {client} {scope:?} cost {cost}"
             );
@@ -514,7 +515,7 @@ fn a_foreign_key_fails_its_requests_alone_and_is_left_untouched() {
     assert_eq!(outcomes.len(), requests.len());
     for ((client, _, _), o) in requests.iter().zip(&outcomes) {
         match *client {
-            "fresh" => assert!(o.as_ref().unwrap().is_admitted(), "{o:?}"),
+            "fresh" => assert!(o.as_ref().unwrap().tiers().is_admitted(), "{o:?}"),
             "hash" => assert!(
                 matches!(o, Err(cellrate_redis::Error::CorruptKey(k)) if *k == hash[1]),
                 "{o:?}"
@@ -530,8 +531,8 @@ fn a_foreign_key_fails_its_requests_alone_and_is_left_untouched() {
     }
     // Both "fresh" requests were charged (8 of 10 left), on both tiers.
     let peek = rl.try_check_n("fresh", None, 0).unwrap();
-    assert_eq!(peek.results()[0].unwrap().remaining(), 8);
-    assert_eq!(peek.results()[1].unwrap().remaining(), 8);
+    assert_eq!(peek.tiers().results()[0].unwrap().remaining(), 8);
+    assert_eq!(peek.tiers().results()[1].unwrap().remaining(), 8);
     let exists: u64 = redis::cmd("EXISTS").arg(&fresh).query(&mut conn).unwrap();
     assert_eq!(exists, 2);
     // Nothing written for the bad requests, and the bad keys untouched.
@@ -569,7 +570,7 @@ fn a_foreign_key_fails_its_requests_alone_and_is_left_untouched() {
         one.check_n("hash", None, 1),
         Err(cellrate_redis::Error::CorruptKey(_))
     ));
-    assert!(one.check_n("fresh", None, 1).unwrap().is_admitted());
+    assert!(one.check_n("fresh", None, 1).unwrap().tiers().is_admitted());
     let leased = LeasedRedisGcra::new(
         limiter(&url, single, FailurePolicy::Open),
         5,
@@ -724,7 +725,7 @@ fn fleet_admits_what_one_gcra_admits() {
             log.iter().map(|e| e.0).max().unwrap(),
         );
         let asked = log.len();
-        let redis_admitted = log.iter().filter(|e| e.2.is_admitted()).count();
+        let redis_admitted = log.iter().filter(|e| e.2.tiers().is_admitted()).count();
         let local_admitted = assert_same_as_local(q, log);
         assert_eq!(redis_admitted, local_admitted, "{key}");
         // And the closed form: burst + elapsed / T, at most.
@@ -905,20 +906,26 @@ fn cluster_spreads_clients_and_keeps_a_clients_tiers_together() {
         assert!(rl
             .try_check_n(&client, Some("/x"), 1)
             .unwrap()
+            .tiers()
             .is_admitted());
         assert!(rl
             .try_check_n(&client, Some("/x"), 1)
             .unwrap()
+            .tiers()
             .is_admitted());
         let o = rl.try_check_n(&client, Some("/x"), 1).unwrap();
-        assert!(o.results()[0].is_ok() && o.results()[1].is_err(), "{o:?}");
+        assert!(
+            o.tiers().results()[0].is_ok() && o.tiers().results()[1].is_err(),
+            "{o:?}"
+        );
         // Another endpoint has its own budget; the burst tier is shared: 1 left.
         assert!(rl
             .try_check_n(&client, Some("/y"), 1)
             .unwrap()
+            .tiers()
             .is_admitted());
         let o = rl.try_check_n(&client, Some("/y"), 1).unwrap();
-        assert!(o.results()[0].is_err(), "burst of 3 used: {o:?}");
+        assert!(o.tiers().results()[0].is_err(), "burst of 3 used: {o:?}");
     }
     assert_eq!(
         used.len(),
@@ -936,8 +943,11 @@ fn cluster_spreads_clients_and_keeps_a_clients_tiers_together() {
     for round in 0..3 {
         for o in all_ok(rl.try_check_batch(&batch)) {
             // Two per minute on /x: the third round is denied by that tier.
-            assert_eq!(o.is_admitted(), round < 2, "round {round}: {o:?}");
-            assert!(o.results()[0].is_ok(), "the burst tier admits: {o:?}");
+            assert_eq!(o.tiers().is_admitted(), round < 2, "round {round}: {o:?}");
+            assert!(
+                o.tiers().results()[0].is_ok(),
+                "the burst tier admits: {o:?}"
+            );
         }
     }
 
@@ -954,8 +964,16 @@ fn cluster_spreads_clients_and_keeps_a_clients_tiers_together() {
     for ep in ["/a", "/b", "/c", "/d", "/e", "/f", "/g", "/h"] {
         let client = format!("alice|{ep}");
         ep_nodes.insert(node_of(&nodes, &single.keys(&client, None).unwrap()[0]));
-        assert!(per_ep.try_check_n(&client, None, 1).unwrap().is_admitted());
-        assert!(!per_ep.try_check_n(&client, None, 1).unwrap().is_admitted());
+        assert!(per_ep
+            .try_check_n(&client, None, 1)
+            .unwrap()
+            .tiers()
+            .is_admitted());
+        assert!(!per_ep
+            .try_check_n(&client, None, 1)
+            .unwrap()
+            .tiers()
+            .is_admitted());
     }
     assert!(
         ep_nodes.len() >= 2,
@@ -975,11 +993,12 @@ fn cluster_spreads_clients_and_keeps_a_clients_tiers_together() {
         )
         .unwrap();
         let o = arl.try_check_n("alice|/a", None, 1).await.unwrap();
-        assert!(!o.is_admitted(), "{o:?}");
+        assert!(!o.tiers().is_admitted(), "{o:?}");
         assert!(arl
             .try_check_n("bob|/a", None, 1)
             .await
             .unwrap()
+            .tiers()
             .is_admitted());
     });
 }
@@ -1028,7 +1047,11 @@ fn a_poisoned_key_on_a_cluster_fails_its_checks_alone() {
             } else {
                 let o = o.unwrap();
                 assert_eq!(o.source(), Source::Redis);
-                assert_eq!(o.is_admitted(), round < 2, "{client} round {round}: {o:?}");
+                assert_eq!(
+                    o.tiers().is_admitted(),
+                    round < 2,
+                    "{client} round {round}: {o:?}"
+                );
             }
         }
     }
@@ -1048,9 +1071,12 @@ fn a_poisoned_key_on_a_cluster_fails_its_checks_alone() {
             Err(cellrate_redis::Error::CorruptKey(_))
         ));
         let o = arl.check_n("ok0", None, 1).await.unwrap();
-        assert_eq!((o.source(), o.is_admitted()), (Source::Redis, false));
+        assert_eq!(
+            (o.source(), o.tiers().is_admitted()),
+            (Source::Redis, false)
+        );
         let o = arl.check_n("fresh", None, 1).await.unwrap();
-        assert_eq!((o.source(), o.is_admitted()), (Source::Redis, true));
+        assert_eq!((o.source(), o.tiers().is_admitted()), (Source::Redis, true));
     });
 }
 
@@ -1096,8 +1122,8 @@ fn fault_run(server: &mut Server, failure: FailurePolicy, expect: Source) {
             start.elapsed() < Duration::from_secs(2),
             "bounded by the timeout"
         );
-        seen.push((o.source(), o.is_admitted()));
-        seen.push((a.source(), a.is_admitted()));
+        seen.push((o.source(), o.tiers().is_admitted()));
+        seen.push((a.source(), a.tiers().is_admitted()));
     }
     for (source, admitted) in &seen {
         assert_eq!(*source, expect, "{seen:?}");
@@ -1226,23 +1252,26 @@ fn a_flood_of_new_clients_during_an_outage_never_frees_an_abuser() {
         .unwrap();
         for _ in 0..3 {
             let o = rl.check("abuser").unwrap();
-            assert_eq!((o.source(), o.is_admitted()), (Source::Fallback, true));
+            assert_eq!(
+                (o.source(), o.tiers().is_admitted()),
+                (Source::Fallback, true)
+            );
         }
         let o = rl.check("abuser").unwrap();
-        assert!(!o.is_admitted(), "{when_full:?}: {o:?}");
+        assert!(!o.tiers().is_admitted(), "{when_full:?}: {o:?}");
         let mut newcomers = 0;
         for i in 0..20_000 {
             let o = rl.check(&format!("new{i}")).unwrap();
             assert_eq!(o.source(), Source::Fallback);
-            newcomers += usize::from(o.is_admitted());
+            newcomers += usize::from(o.tiers().is_admitted());
         }
         let o = rl.check("abuser").unwrap();
         assert_eq!(o.source(), Source::Fallback);
         assert!(
-            !o.is_admitted(),
+            !o.tiers().is_admitted(),
             "{when_full:?}: the abuser was forgotten: {o:?}"
         );
-        let wait = o.denied().unwrap().retry_after().unwrap();
+        let wait = o.tiers().denied().unwrap().retry_after().unwrap();
         assert!(
             wait > 7 * 3_600 * 1_000_000,
             "{when_full:?}: still owes ~8 h: {wait} µs"
@@ -1292,10 +1321,11 @@ fn a_stalled_server_costs_each_call_at_most_its_timeout() {
         .enable_all()
         .build()
         .unwrap();
-    assert!(rl.try_check_n("c", None, 1).unwrap().is_admitted());
+    assert!(rl.try_check_n("c", None, 1).unwrap().tiers().is_admitted());
     assert!(rt
         .block_on(arl.try_check_n("c", None, 1))
         .unwrap()
+        .tiers()
         .is_admitted());
 
     server.pause();
@@ -1465,10 +1495,11 @@ fn a_stalled_cluster_costs_each_call_at_most_its_timeout() {
         .enable_all()
         .build()
         .unwrap();
-    assert!(rl.try_check_n("c", None, 1).unwrap().is_admitted());
+    assert!(rl.try_check_n("c", None, 1).unwrap().tiers().is_admitted());
     assert!(rt
         .block_on(arl.try_check_n("c", None, 1))
         .unwrap()
+        .tiers()
         .is_admitted());
     node.pause();
     let frozen = Instant::now();
@@ -1546,7 +1577,7 @@ fn lease_run(url: &str, k: u64, pause: Duration) -> (LeaseRun, Quota) {
                 let (mut asked, mut admitted) = (0u64, 0u64);
                 while Instant::now() < deadline {
                     asked += 1;
-                    admitted += u64::from(s.check("hot").unwrap().is_admitted());
+                    admitted += u64::from(s.check("hot").unwrap().tiers().is_admitted());
                     if !pause.is_zero() {
                         thread::sleep(pause);
                     }
@@ -1694,27 +1725,30 @@ fn a_returned_lease_is_usable_by_another_server() {
         )
     };
     let (a, b) = (mk(), mk());
-    assert!(a.check("c").unwrap().is_admitted()); // a leases 6, spends 1
+    assert!(a.check("c").unwrap().tiers().is_admitted()); // a leases 6, spends 1
     for _ in 0..4 {
-        assert!(b.check("c").unwrap().is_admitted()); // b leases the other 4
+        assert!(b.check("c").unwrap().tiers().is_admitted()); // b leases the other 4
     }
     let o = b.check("c").unwrap();
-    assert!(!o.is_admitted(), "all 10 are leased: {o:?}");
+    assert!(!o.tiers().is_admitted(), "all 10 are leased: {o:?}");
     assert_eq!(a.return_all(), 5);
     let o = b.check("c").unwrap();
-    assert!(!o.is_admitted(), "b remembers the server's denial");
+    assert!(!o.tiers().is_admitted(), "b remembers the server's denial");
     assert_eq!(o.source(), Source::Lease);
     let mut c = mk();
     assert!(
-        c.check("c").unwrap().is_admitted(),
+        c.check("c").unwrap().tiers().is_admitted(),
         "a's returned cells are on the server"
     );
     for _ in 0..4 {
-        assert!(c.check("c").unwrap().is_admitted());
+        assert!(c.check("c").unwrap().tiers().is_admitted());
     }
-    assert!(!c.check("c").unwrap().is_admitted(), "exactly 5 came back");
+    assert!(
+        !c.check("c").unwrap().tiers().is_admitted(),
+        "exactly 5 came back"
+    );
     c = mk();
-    assert!(!c.check("c").unwrap().is_admitted());
+    assert!(!c.check("c").unwrap().tiers().is_admitted());
 }
 
 /// The lease script decides by the same GCRA as the other scripts: every
@@ -1764,7 +1798,7 @@ fn the_lease_script_decides_like_the_local_gcra() {
     for i in 0..400 {
         let o = leased.check("c").unwrap();
         match o.source() {
-            Source::Lease if o.is_admitted() => left -= 1,
+            Source::Lease if o.tiers().is_admitted() => left -= 1,
             Source::Lease => {}
             Source::Redis => {
                 let now = o.server_time().unwrap();
@@ -1784,7 +1818,7 @@ fn the_lease_script_decides_like_the_local_gcra() {
                         _ => g.check_n(now, grant),
                     })
                     .collect();
-                assert_eq!(o.results(), &expected[..], "renewal {i} at {now}");
+                assert_eq!(o.tiers().results(), &expected[..], "renewal {i} at {now}");
                 match grant {
                     0 => denied += 1,
                     g if g < k => partial += 1,
@@ -1831,7 +1865,7 @@ fn the_lease_table_keeps_at_most_its_clients() {
     let trips = leased.round_trips();
     for c in &clients {
         let o = leased.check(c).unwrap();
-        assert!(o.is_admitted(), "{c}: {o:?}");
+        assert!(o.tiers().is_admitted(), "{c}: {o:?}");
         let leased_one = clients[..4].contains(c);
         let expect = if leased_one {
             Source::Lease

@@ -115,7 +115,10 @@ fn same_as_in_process(target: Target, tier: RedisTier, seed: u64, n: usize) -> u
         let o = rl.try_check_n("c", None, cost).unwrap();
         assert_eq!(o.source(), Source::Redis);
         if cost > limit {
-            assert!(matches!(o.results()[0], Err(Denied::CostTooLarge { .. })));
+            assert!(matches!(
+                o.tiers().results()[0],
+                Err(Denied::CostTooLarge { .. })
+            ));
             continue;
         }
         log.push((o.server_time().expect("decided on Redis"), cost, o));
@@ -131,7 +134,7 @@ fn same_as_in_process(target: Target, tier: RedisTier, seed: u64, n: usize) -> u
         last = *now;
         let expected = reference.check_n(*now, *cost);
         assert_eq!(
-            seen(&o.results()[0]),
+            seen(&o.tiers().results()[0]),
             seen(&expected),
             "{}: cost {cost} at server time {now}",
             tier.name()
@@ -188,7 +191,7 @@ fn a_batch_decides_like_in_process_in_order() {
                 let now = o.server_time().unwrap();
                 let expected = references[i % 3].check_n(now, cost);
                 assert_eq!(
-                    seen(&o.results()[0]),
+                    seen(&o.tiers().results()[0]),
                     seen(&expected),
                     "{} #{i}",
                     tier.name()
@@ -222,25 +225,25 @@ fn mixed_algorithm_tiers_are_all_or_nothing() {
         // A cost fits a GCRA or a fixed window iff it is at most `remaining`.
         let fits_b = cost <= pb.remaining();
         if fits_a && fits_b {
-            assert!(o.is_admitted(), "cost {cost}: {o:?}");
-            assert_eq!(seen(&o.results()[0]), seen(&a.check_n(now, cost)));
-            assert_eq!(seen(&o.results()[1]), seen(&b.check_n(now, cost)));
+            assert!(o.tiers().is_admitted(), "cost {cost}: {o:?}");
+            assert_eq!(seen(&o.tiers().results()[0]), seen(&a.check_n(now, cost)));
+            assert_eq!(seen(&o.tiers().results()[1]), seen(&b.check_n(now, cost)));
         } else {
-            assert!(!o.is_admitted(), "cost {cost}: {o:?}");
+            assert!(!o.tiers().is_admitted(), "cost {cost}: {o:?}");
             denied_by[usize::from(!fits_a)] += 1;
             // The tier that would admit reports its unchanged state.
             if fits_a {
-                let r = o.results()[0].unwrap();
+                let r = o.tiers().results()[0].unwrap();
                 assert_eq!(
                     (r.remaining(), r.reset_after()),
                     (pa.remaining(), pa.reset_after())
                 );
-                assert!(o.results()[1].is_err());
+                assert!(o.tiers().results()[1].is_err());
             } else {
-                assert!(o.results()[0].is_err());
+                assert!(o.tiers().results()[0].is_err());
             }
             if fits_b {
-                assert_eq!(o.results()[1].unwrap().remaining(), pb.remaining());
+                assert_eq!(o.tiers().results()[1].unwrap().remaining(), pb.remaining());
             }
         }
     }
@@ -249,8 +252,8 @@ fn mixed_algorithm_tiers_are_all_or_nothing() {
     assert!(denied_by[0] > 0 || denied_by[1] > 0, "{denied_by:?}");
     let after = rl.try_check_n("c", None, 0).unwrap();
     // Window: 2 + 1 admitted = 3 used; GCRA: the same 3 cells, no more.
-    assert_eq!(after.results()[0].unwrap().remaining(), 0);
-    assert_eq!(after.results()[1].unwrap().remaining(), 2);
+    assert_eq!(after.tiers().results()[0].unwrap().remaining(), 0);
+    assert_eq!(after.tiers().results()[1].unwrap().remaining(), 2);
 }
 
 /// The classic fixed window of rate-limiting write-ups: `INCR` the key of
@@ -305,10 +308,14 @@ fn fixed_window_equals_incr_and_expire_on_sequential_traffic() {
             tainted = now / q.window();
         } else if now / q.window() != tainted {
             same_window += 1;
-            assert_eq!(o.is_admitted(), count <= limit, "at {ours}: count {count}");
-            let remaining = seen(&o.results()[0]).2;
+            assert_eq!(
+                o.tiers().is_admitted(),
+                count <= limit,
+                "at {ours}: count {count}"
+            );
+            let remaining = seen(&o.tiers().results()[0]).2;
             assert_eq!(remaining, limit.saturating_sub(count));
-            admitted += usize::from(o.is_admitted());
+            admitted += usize::from(o.tiers().is_admitted());
         }
         if next().is_multiple_of(4) {
             thread::sleep(Duration::from_micros(next() % 8_000));
@@ -366,7 +373,8 @@ fn a_naive_get_then_set_window_over_admits_under_concurrency_and_cellrate_does_n
                                 .unwrap();
                             naive += 1;
                         }
-                        ours += u64::from(rl.try_check_n("c", None, 1).unwrap().is_admitted());
+                        ours +=
+                            u64::from(rl.try_check_n("c", None, 1).unwrap().tiers().is_admitted());
                     }
                     (naive, ours)
                 })
@@ -415,13 +423,13 @@ fn a_window_key_holding_something_else_fails_its_checks_alone() {
         let batch = rl
             .try_check_batch(&[("good", None, 1), ("bad", None, 1), ("good", None, 1)])
             .unwrap();
-        assert!(batch[0].as_ref().unwrap().is_admitted());
+        assert!(batch[0].as_ref().unwrap().tiers().is_admitted());
         assert!(
             matches!(&batch[1], Err(Error::CorruptKey(k)) if *k == key),
             "{:?}",
             batch[1]
         );
-        assert!(batch[2].as_ref().unwrap().is_admitted());
+        assert!(batch[2].as_ref().unwrap().tiers().is_admitted());
         let left: String = redis::cmd("GET").arg(&key).query(&mut conn).unwrap();
         assert_eq!(left, "12345", "left untouched");
         let _: () = redis::cmd("DEL").arg(&key).query(&mut conn).unwrap();
@@ -458,14 +466,14 @@ fn the_fallback_runs_the_tiers_algorithm() {
     .unwrap();
     let outcomes: Vec<Outcome> = (0..6).map(|_| rl.check_n("c", None, 1).unwrap()).collect();
     assert!(outcomes.iter().all(|o| o.source() == Source::Fallback));
-    let admitted: Vec<bool> = outcomes.iter().map(Outcome::is_admitted).collect();
+    let admitted: Vec<bool> = outcomes.iter().map(|o| o.tiers().is_admitted()).collect();
     // The window of 3 (a minute) decides; the log of 5 per minute keeps
     // room, and is not charged by the refusals.
     assert_eq!(admitted, [true, true, true, false, false, false]);
     let last = &outcomes[5];
-    assert!(last.results()[0].is_err());
-    assert_eq!(last.results()[1].unwrap().remaining(), 2);
-    let retry = last.denied().unwrap().retry_after().unwrap();
+    assert!(last.tiers().results()[0].is_err());
+    assert_eq!(last.tiers().results()[1].unwrap().remaining(), 2);
+    let retry = last.tiers().denied().unwrap().retry_after().unwrap();
     assert!(retry <= 60_000_000, "{retry}");
 }
 
@@ -520,14 +528,14 @@ fn the_async_client_decides_every_algorithm_like_in_process() {
         }
         for log in &mut logs {
             log.sort_by_key(|(t, o)| {
-                let s = seen(&o.results()[0]);
+                let s = seen(&o.tiers().results()[0]);
                 (*t, !s.0, std::cmp::Reverse(s.2))
             });
             let reference = local(&tier);
             for (now, o) in log.iter() {
                 let expected = reference.check_n(*now, 1);
                 assert_eq!(
-                    seen(&o.results()[0]),
+                    seen(&o.tiers().results()[0]),
                     seen(&expected),
                     "{} at {now}",
                     tier.name()
