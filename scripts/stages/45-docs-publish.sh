@@ -30,7 +30,7 @@ grep -q 'Available on crate feature <code>serde</code> only\|Available on crate 
 }
 # The adapter crates as docs.rs builds them (every feature: none of theirs
 # is for tests only).
-for crate in cellrate-metrics cellrate-redis cellrate-tower; do
+for crate in cellrate-config cellrate-headers cellrate-metrics cellrate-redis cellrate-tower; do
     python3 - "$crate" <<'PY'
 import sys, tomllib
 meta = tomllib.load(open(f"crates/{sys.argv[1]}/Cargo.toml", "rb"))["package"]["metadata"]["docs"]["rs"]
@@ -52,7 +52,7 @@ for needed in README.md LICENSE src/lib.rs src/firmware/BOUNDS.md \
     grep -qx "$needed" target/package-list.txt || { echo "FAIL: $needed is not in the package"; exit 1; }
 done
 echo "$(wc -l <target/package-list.txt) files in the core's package"
-for crate in cellrate-metrics cellrate-redis cellrate-tower; do
+for crate in cellrate-config cellrate-headers cellrate-metrics cellrate-redis cellrate-tower; do
     cargo package --list --locked -p "$crate" >"target/package-list-$crate.txt"
     for needed in README.md src/lib.rs Cargo.toml; do
         grep -qx "$needed" "target/package-list-$crate.txt" || { echo "FAIL: $needed is not in $crate's package"; exit 1; }

@@ -26,9 +26,9 @@
 //! # Every tier's numbers: [`Tiers`]
 //!
 //! [`AllTiers::check_tiers`] decides exactly like `check_n` and returns one
-//! result per part, in order, the shape of the Redis backend's `Outcome`, so
-//! one function (`headers::write_ratelimit` over `results()`) fills the
-//! header fields for either backend. Parts before a denying one report their
+//! result per part, in order: the same answer the Redis backend's `Outcome`
+//! carries, so one function (`cellrate-headers`' `write_ratelimit` over
+//! `results()`) fills the header fields for either backend. Parts before a denying one report their
 //! state after the revocation; parts after it are asked too and given back at
 //! once, so [`Tiers::refused`] can name the tier with the longest wait.
 //!

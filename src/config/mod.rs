@@ -1,29 +1,14 @@
-//! Configuration with serde (feature `serde`): quotas in a structured and a
-//! human form, the algorithm kind, [`LimiterConfig`](crate::LimiterConfig), keyed tables with
-//! their overrides, and named tiers (the HTTP layer's rules, built on
-//! these, are `cellrate-tower`'s `config`).
+//! Quotas in configuration (feature `serde`): a [`QuotaSpec`] in a
+//! structured or a human form, and the serde form of [`Quota`] itself.
+//! Files of named tiers and keyed tables are the `cellrate-config` crate's,
+//! built on these; the HTTP layer's rules are `cellrate-tower`'s.
 //!
 //! ```
-//! use cellrate::config::{self, QuotaSpec, TierSpec};
-//! use serde::Deserialize;
-//!
-//! #[derive(Deserialize)]
-//! struct Limits {
-//!     hz: u64,
-//!     tiers: Vec<TierSpec>,
-//! }
-//!
-//! let text = r#"
-//! hz = 1_000_000
-//! tiers = [
-//!     { name = "second", quota = "10/s, burst 20" },
-//!     { name = "hour", quota = { rate = 5000, per = "h", burst = 100 } },
-//! ]
-//! "#;
-//! let limits: Limits = config::from_deserializer(toml::Deserializer::parse(text).unwrap()).unwrap();
-//! let tiers = config::build_tiers(&limits.tiers, limits.hz).unwrap();
-//! assert_eq!(tiers[1].1.quota().burst(), 100);
-//! assert_eq!(limits.tiers[0].quota, "10/s, burst 20".parse::<QuotaSpec>().unwrap());
+//! use cellrate::config::QuotaSpec;
+//! let spec: QuotaSpec = "5000/h, burst 100".parse().unwrap();
+//! let quota = spec.quota(1_000_000).unwrap();
+//! assert_eq!(quota.burst(), 100);
+//! assert_eq!(spec, toml::from_str::<QuotaSpec>("rate = 5000\nper = \"h\"\nburst = 100").unwrap());
 //! ```
 //!
 //! # Quotas: two forms
@@ -80,9 +65,8 @@
 //! ## Tick frequency
 //!
 //! A spec's own `hz` wins; without it the quota is built at the frequency
-//! of its context: the `hz` argument of [`QuotaSpec::quota`],
-//! [`build_tiers`] or [`KeyedSpec::build`], the layer's clock in
-//! `cellrate-tower`. A bare [`Quota`] read on its own (its own
+//! of its context: the `hz` argument of [`QuotaSpec::quota`] (or of the
+//! `cellrate-config` builders), the layer's clock in `cellrate-tower`. A bare [`Quota`] read on its own (its own
 //! `Deserialize`) uses [`DEFAULT_HZ`], the nanosecond clock of
 //! [`StdClock`](crate::time::StdClock).
 //!
@@ -95,32 +79,7 @@
 //! back as the same emission interval, burst and frequency. The arithmetic
 //! is in docs/design/quota.md in the repository.
 //!
-//! # Errors name the place
-//!
-//! [`from_deserializer`] reads any serde format and reports where a bad
-//! value is, with the crate's own error texts: `tiers[1].quota: quota: the
-//! burst is zero`. The checks that need the tick frequency run when the
-//! limiters are built ([`build_tiers`], [`KeyedSpec::build`]) and name the
-//! same places, from their own spec down ([`Error::within`] puts the
-//! spec's own place in front: `tables[2].capacity`). Nothing here panics
-//! on any input.
-//!
-//! ```
-//! use cellrate::config::{self, TierSpec};
-//! let json = r#"[{"name": "a", "quota": "10/s"}, {"name": "b", "quota": "10/s, burst 0"}]"#;
-//! let err = config::from_deserializer::<Vec<TierSpec>, _>(
-//!     &mut serde_json::Deserializer::from_str(json),
-//! )
-//! .unwrap_err();
-//! // serde_json adds where the value ends in the text
-//! assert_eq!(err.to_string(), "[1].quota: quota: the burst is zero at line 1 column 71");
-//! assert_eq!(err.path(), "[1].quota");
-//! ```
-
-mod error;
 pub mod human;
-mod keyed;
-mod tiers;
 
 use core::fmt;
 use core::str::FromStr;
@@ -132,9 +91,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Quota, QuotaError, Rate};
 
-pub use self::error::{from_deserializer, Error};
-pub use self::keyed::{check_capacity, ConfiguredTable, KeyedSpec, LiveTable};
-pub use self::tiers::{build_tiers, TierSpec};
 pub use human::SyntaxError;
 
 /// The tick frequency of a [`Quota`] read without context: 10⁹ Hz, the

@@ -10,24 +10,24 @@ use serde::{Deserialize, Deserializer};
 /// burst is zero`.
 ///
 /// ```
-/// use cellrate::config::Error;
-/// let e = Error::new("tiers[2].quota", "quota: the burst is zero");
+/// use cellrate_config::ConfigError;
+/// let e = ConfigError::new("tiers[2].quota", "quota: the burst is zero");
 /// assert_eq!(e.path(), "tiers[2].quota");
 /// assert_eq!(e.to_string(), "tiers[2].quota: quota: the burst is zero");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Error {
+pub struct ConfigError {
     path: String,
     message: String,
 }
 
-impl Error {
+impl ConfigError {
     /// `message` at `path` (`"."`-separated fields, `[i]` for elements;
     /// empty for the whole document).
     pub fn new(path: impl Into<String>, message: impl fmt::Display) -> Self {
         let mut message = message.to_string();
         message.truncate(message.trim_end().len());
-        Error {
+        ConfigError {
             path: path.into(),
             message,
         }
@@ -47,16 +47,16 @@ impl Error {
     /// caller that knows where that spec sits in its file adds the rest.
     ///
     /// ```
-    /// use cellrate::config::KeyedSpec;
+    /// use cellrate_config::KeyedSpec;
     /// use cellrate::keyed::Seed;
     /// let spec: KeyedSpec = toml::from_str("quota = \"10/s\"\ncapacity = 0").unwrap();
     /// let err = spec.build(1_000, Seed::new(1, 2)).err().unwrap().within("tables[2]");
     /// assert_eq!(err.to_string(), "tables[2].capacity: a keyed table needs a capacity of at least 1");
     /// // An element path joins without a dot; an empty path takes `outer`.
-    /// assert_eq!(cellrate::config::Error::new("[0].name", "bad").within("tiers").path(), "tiers[0].name");
-    /// assert_eq!(cellrate::config::Error::new("", "bad").within("limits").path(), "limits");
+    /// assert_eq!(cellrate_config::ConfigError::new("[0].name", "bad").within("tiers").path(), "tiers[0].name");
+    /// assert_eq!(cellrate_config::ConfigError::new("", "bad").within("limits").path(), "limits");
     /// ```
-    pub fn within(self, outer: &str) -> Error {
+    pub fn within(self, outer: &str) -> ConfigError {
         let path = if outer.is_empty() || outer == "." {
             self.path
         } else if self.path.is_empty() || self.path == "." {
@@ -66,14 +66,14 @@ impl Error {
         } else {
             format!("{outer}.{}", self.path)
         };
-        Error {
+        ConfigError {
             path,
             message: self.message,
         }
     }
 }
 
-impl fmt::Display for Error {
+impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.path.is_empty() || self.path == "." {
             f.write_str(&self.message)
@@ -83,26 +83,26 @@ impl fmt::Display for Error {
     }
 }
 
-impl core::error::Error for Error {}
+impl core::error::Error for ConfigError {}
 
 /// Deserializes a `T` from any serde format, naming the place of the first
 /// bad value in the error.
 ///
 /// ```
 /// use cellrate::compose::LimiterConfig;
-/// use cellrate::config;
+/// use cellrate_config as config;
 /// let text = "algorithm = \"token_bucket\"\nlimit = 10\nwindow = 1000\nburst = 0\nhz = 1000\n";
 /// let err = config::from_deserializer::<LimiterConfig, _>(toml::Deserializer::parse(text).unwrap())
 ///     .unwrap_err();
 /// assert_eq!(err.to_string(), "invalid bucket quota: quota: the burst is zero");
 /// ```
-pub fn from_deserializer<'de, T, D>(d: D) -> Result<T, Error>
+pub fn from_deserializer<'de, T, D>(d: D) -> Result<T, ConfigError>
 where
     T: Deserialize<'de>,
     D: Deserializer<'de>,
 {
     serde_path_to_error::deserialize(d).map_err(|e| {
         let path = e.path().to_string();
-        Error::new(path, e.into_inner())
+        ConfigError::new(path, e.into_inner())
     })
 }

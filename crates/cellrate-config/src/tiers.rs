@@ -6,13 +6,15 @@ use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Error, QuotaSpec};
-use crate::{Gcra, Quota};
+use cellrate::config::QuotaSpec;
+
+use crate::ConfigError;
+use cellrate::{Gcra, Quota};
 
 /// One named tier: `{ name = "hour", quota = "5000/h, burst 100" }`.
 ///
 /// ```
-/// use cellrate::config::TierSpec;
+/// use cellrate_config::TierSpec;
 /// let t: TierSpec = toml::from_str("name = \"hour\"\nquota = \"5000/h, burst 100\"").unwrap();
 /// assert_eq!(t.quota.burst, Some(100));
 /// ```
@@ -28,7 +30,7 @@ pub struct TierSpec {
 
 /// Checks a tier name (the rule of the HTTP layer's `RateLimit-Policy`).
 fn check_name(name: &str) -> Result<(), &'static str> {
-    if crate::headers::valid_tier_name(name) {
+    if cellrate_headers::valid_tier_name(name) {
         Ok(())
     } else {
         Err("tier names are 1 to 32 printable ASCII characters")
@@ -37,12 +39,12 @@ fn check_name(name: &str) -> Result<(), &'static str> {
 
 /// Checks names and quotas of `tiers` at `hz` (each spec's own `hz` wins),
 /// with errors at `prefix[i].name` / `prefix[i].quota`.
-pub(crate) fn tier_quotas(tiers: &[TierSpec], hz: u64, prefix: &str) -> Result<Vec<Quota>, Error> {
+pub(crate) fn tier_quotas(tiers: &[TierSpec], hz: u64, prefix: &str) -> Result<Vec<Quota>, ConfigError> {
     let mut out = Vec::with_capacity(tiers.len());
     for (i, t) in tiers.iter().enumerate() {
-        check_name(&t.name).map_err(|m| Error::new(format!("{prefix}[{i}].name"), m))?;
+        check_name(&t.name).map_err(|m| ConfigError::new(format!("{prefix}[{i}].name"), m))?;
         if tiers[..i].iter().any(|u| u.name == t.name) {
-            return Err(Error::new(
+            return Err(ConfigError::new(
                 format!("{prefix}[{i}].name"),
                 format_args!("tier name {:?} is used twice", t.name),
             ));
@@ -50,18 +52,18 @@ pub(crate) fn tier_quotas(tiers: &[TierSpec], hz: u64, prefix: &str) -> Result<V
         let q = t
             .quota
             .quota(hz)
-            .map_err(|e| Error::new(format!("{prefix}[{i}].quota"), e))?;
+            .map_err(|e| ConfigError::new(format!("{prefix}[{i}].quota"), e))?;
         out.push(q);
     }
     Ok(out)
 }
 
 /// Builds one [`Gcra`] per tier at `hz`, in order, with their names: the
-/// tiers of an all-or-nothing check ([`crate::compose::check_all`]).
+/// tiers of an all-or-nothing check ([`cellrate::compose::check_all`]).
 /// Errors name the tier: `tiers[1].quota: …`.
 ///
 /// ```
-/// use cellrate::config::{build_tiers, TierSpec};
+/// use cellrate_config::{build_tiers, TierSpec};
 /// let tiers: Vec<TierSpec> = serde_json::from_str(
 ///     r#"[{"name": "s", "quota": "10/s"}, {"name": "s", "quota": "100/min"}]"#,
 /// ).unwrap();
@@ -70,7 +72,7 @@ pub(crate) fn tier_quotas(tiers: &[TierSpec], hz: u64, prefix: &str) -> Result<V
 ///     "tiers[1].name: tier name \"s\" is used twice"
 /// );
 /// ```
-pub fn build_tiers(tiers: &[TierSpec], hz: u64) -> Result<Vec<(String, Gcra)>, Error> {
+pub fn build_tiers(tiers: &[TierSpec], hz: u64) -> Result<Vec<(String, Gcra)>, ConfigError> {
     let quotas = tier_quotas(tiers, hz, "tiers")?;
     Ok(tiers
         .iter()

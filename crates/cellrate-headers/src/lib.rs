@@ -1,4 +1,5 @@
-//! HTTP rate-limit header values from a [`Decision`] or a [`Denied`].
+//! HTTP rate-limit header values from a cellrate [`Decision`] or
+//! [`Denied`], for any server, `no_std` included.
 //!
 //! Every function here writes a header **value** (not the name) into any
 //! [`core::fmt::Write`]: a `heapless::String`, a `std::string::String`, or a
@@ -54,15 +55,18 @@
 //!   escaped; other characters outside printable ASCII are refused with
 //!   [`HeaderError::InvalidName`] before anything is written.
 
+#![no_std]
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 use core::fmt::{self, Write};
 
-use crate::decision::{Decision, Denied};
-use crate::quota::Quota;
+use cellrate::{Decision, Denied, Quota};
 
 /// Why a header value was not written.
 ///
 /// ```
-/// use cellrate::headers::{write_retry_after, HeaderError};
+/// use cellrate_headers::{write_retry_after, HeaderError};
 /// use cellrate::Denied;
 /// let mut s = String::new();
 /// let never = Denied::CostTooLarge { cost: 5, limit: 2 };
@@ -105,7 +109,7 @@ impl From<fmt::Error> for HeaderError {
 /// `⌈ticks / hz⌉` seconds.
 ///
 /// ```
-/// use cellrate::headers::seconds_ceil;
+/// use cellrate_headers::seconds_ceil;
 /// assert_eq!(seconds_ceil(0, 1_000), Ok(0));
 /// assert_eq!(seconds_ceil(1, 1_000), Ok(1));
 /// assert_eq!(seconds_ceil(1_000, 1_000), Ok(1));
@@ -123,7 +127,7 @@ pub const fn seconds_ceil(ticks: u64, hz: u64) -> Result<u64, HeaderError> {
 ///
 /// ```
 /// use cellrate::{Gcra, Quota};
-/// use cellrate::headers::retry_after_secs;
+/// use cellrate_headers::retry_after_secs;
 /// let g = Gcra::new(Quota::per_minute(1).at_hz(1_000));
 /// g.check(0).unwrap();
 /// let denied = g.check(59_999).unwrap_err(); // 1 tick to wait
@@ -144,7 +148,7 @@ pub const fn retry_after_secs(denied: &Denied, hz: u64) -> Result<u64, HeaderErr
 /// Writes the `Retry-After` value for a denial.
 ///
 /// ```
-/// use cellrate::headers::write_retry_after;
+/// use cellrate_headers::write_retry_after;
 /// use cellrate::{Denied, Limited};
 /// let mut s = String::new();
 /// // 1.5 s on a 1 kHz clock rounds up to 2 s.
@@ -165,7 +169,7 @@ pub fn write_retry_after<W: Write + ?Sized>(
 /// `limit` cells, and a window in ticks.
 ///
 /// ```
-/// use cellrate::headers::Policy;
+/// use cellrate_headers::Policy;
 /// use cellrate::Quota;
 /// let p = Policy::from_quota("api", &Quota::per_minute(100).at_hz(1_000));
 /// assert_eq!((p.limit(), p.window_ticks()), (100, 60_000));
@@ -182,7 +186,7 @@ impl<'a> Policy<'a> {
     /// A policy of `limit` cells per `window_ticks` ticks.
     ///
     /// ```
-    /// use cellrate::headers::Policy;
+    /// use cellrate_headers::Policy;
     /// let p = Policy::new("day", 5_000, 86_400_000);
     /// assert_eq!(p.name(), "day");
     /// ```
@@ -197,7 +201,7 @@ impl<'a> Policy<'a> {
     /// it from empty (`burst · T`, rounded up to whole ticks).
     ///
     /// ```
-    /// use cellrate::headers::Policy;
+    /// use cellrate_headers::Policy;
     /// use cellrate::Quota;
     /// // 10 per second with bursts of 20: the burst refills in 2 s.
     /// let q = Quota::per_second(10).with_burst(20).at_hz(1_000);
@@ -231,7 +235,7 @@ impl<'a> Policy<'a> {
 /// seconds) or no whole-second window adds to it.
 ///
 /// ```
-/// use cellrate::headers::sustained;
+/// use cellrate_headers::sustained;
 /// use cellrate::Quota;
 /// let q = Quota::per_second(50).with_burst(10).at_hz(1_000_000_000);
 /// assert_eq!(sustained(&q), Some((50, 1))); // beside the burst policy q=10;w=1
@@ -273,7 +277,7 @@ pub fn sustained(quota: &Quota) -> Option<(u64, u64)> {
 /// A policy's name with the result of checking it, for the `RateLimit` field.
 ///
 /// ```
-/// use cellrate::headers::PolicyState;
+/// use cellrate_headers::PolicyState;
 /// use cellrate::Decision;
 /// let s = PolicyState::new("api", Ok(Decision::new(100, 42, 7)));
 /// assert_eq!(s.name(), "api");
@@ -312,7 +316,7 @@ pub(crate) fn valid_name(name: &str) -> bool {
 /// exactly these names, so every tier they build can be announced.
 ///
 /// ```
-/// use cellrate::headers::valid_tier_name;
+/// use cellrate_headers::valid_tier_name;
 /// assert!(valid_tier_name("per-client"));
 /// assert!(!valid_tier_name(""));
 /// assert!(!valid_tier_name("tab\there"));
@@ -353,7 +357,7 @@ fn state_of(result: &Result<Decision, Denied>) -> Result<(u64, u64), HeaderError
 /// Writes the `RateLimit-Policy` value for several policies.
 ///
 /// ```
-/// use cellrate::headers::{write_ratelimit_policy, Policy};
+/// use cellrate_headers::{write_ratelimit_policy, Policy};
 /// use cellrate::Quota;
 /// let burst = Quota::per_second(20).at_hz(1_000);
 /// let day = Quota::per_day(5_000).at_hz(1_000);
@@ -385,7 +389,7 @@ pub fn write_ratelimit_policy<W: Write + ?Sized>(
 /// [`HeaderError::NoRetry`] before anything is written.
 ///
 /// ```
-/// use cellrate::headers::{write_ratelimit, PolicyState};
+/// use cellrate_headers::{write_ratelimit, PolicyState};
 /// use cellrate::{Gcra, Quota};
 /// let burst = Gcra::new(Quota::per_second(10).at_hz(1_000));
 /// let hour = Gcra::new(Quota::per_hour(100).at_hz(1_000));
@@ -422,7 +426,7 @@ pub fn write_ratelimit<W: Write + ?Sized>(
 /// X-RateLimit-Reset)`, the last in seconds until full, rounded up.
 ///
 /// ```
-/// use cellrate::headers::x_ratelimit;
+/// use cellrate_headers::x_ratelimit;
 /// use cellrate::Decision;
 /// assert_eq!(x_ratelimit(&Ok(Decision::new(100, 42, 1_500)), 1_000), Ok((100, 42, 2)));
 /// ```
@@ -441,7 +445,7 @@ pub fn x_ratelimit(
 /// Writes `X-RateLimit-Limit`.
 ///
 /// ```
-/// use cellrate::headers::write_x_ratelimit_limit;
+/// use cellrate_headers::write_x_ratelimit_limit;
 /// use cellrate::Decision;
 /// let mut s = String::new();
 /// write_x_ratelimit_limit(&mut s, &Ok(Decision::new(100, 42, 1_500))).unwrap();
@@ -462,7 +466,7 @@ pub fn write_x_ratelimit_limit<W: Write + ?Sized>(
 /// Writes `X-RateLimit-Remaining`.
 ///
 /// ```
-/// use cellrate::headers::write_x_ratelimit_remaining;
+/// use cellrate_headers::write_x_ratelimit_remaining;
 /// use cellrate::Decision;
 /// let mut s = String::new();
 /// write_x_ratelimit_remaining(&mut s, &Ok(Decision::new(100, 42, 1_500))).unwrap();
@@ -480,7 +484,7 @@ pub fn write_x_ratelimit_remaining<W: Write + ?Sized>(
 /// Writes `X-RateLimit-Reset`: seconds until full, rounded up.
 ///
 /// ```
-/// use cellrate::headers::write_x_ratelimit_reset;
+/// use cellrate_headers::write_x_ratelimit_reset;
 /// use cellrate::Decision;
 /// let mut s = String::new();
 /// write_x_ratelimit_reset(&mut s, &Ok(Decision::new(100, 42, 1_500)), 1_000).unwrap();
@@ -496,12 +500,8 @@ pub fn write_x_ratelimit_reset<W: Write + ?Sized>(
     Ok(())
 }
 
-/// Which tier's numbers the fields describe is compose's rule, one for
-/// every backend: [`refusing`] (the `Retry-After` tier) and [`tightest`]
-/// (the `X-RateLimit-*` tier), the rule a tuple's decision follows.
-pub use crate::compose::{refusing, tightest};
 
-#[cfg(all(test, not(feature = "loom")))]
+#[cfg(test)]
 mod tests {
     extern crate std;
     use std::string::String;
@@ -509,7 +509,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::{Gcra, Limited, Quota};
+    use cellrate::{Gcra, Limited, Quota};
 
     /// A fixed 8-byte buffer, to show a full writer is an error, not a panic.
     struct Tiny {
@@ -757,3 +757,8 @@ mod tests {
         }
     }
 }
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,12 +1,12 @@
-//! Configuration (feature `serde`): round trips of every valid config in
-//! both quota forms and two formats, the human syntax against a model
-//! parser, and the exact error messages, with their places, of bad configs.
-#![cfg(feature = "serde")]
+//! Configuration: round trips of every valid config in both quota forms
+//! and three formats, the human syntax against a model parser, and the
+//! exact error messages, with their places, of bad configs.
 
 use std::collections::BTreeMap;
 
 use cellrate::compose::{AlgorithmKind, AnyLimiter, LimiterConfig};
-use cellrate::config::{self, KeyedSpec, Per, QuotaSpec, TierSpec, Unit};
+use cellrate::config::{Per, QuotaSpec, Unit};
+use cellrate_config::{self as config, KeyedSpec, TierSpec};
 use cellrate::keyed::{Seed, WhenFull};
 use cellrate::Quota;
 use proptest::prelude::*;

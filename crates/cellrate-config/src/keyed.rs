@@ -7,9 +7,11 @@ use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Error, QuotaSpec};
-use crate::keyed::{KeyId, KeyedBox, LiveQuota, Seed, WhenFull};
-use crate::Quota;
+use cellrate::config::QuotaSpec;
+
+use crate::ConfigError;
+use cellrate::keyed::{KeyId, KeyedBox, LiveQuota, Seed, WhenFull};
+use cellrate::Quota;
 
 /// A keyed table and its per-key overrides:
 ///
@@ -24,11 +26,11 @@ use crate::Quota;
 /// Overrides are keyed by the string a client presents (as the HTTP
 /// layer's key extractors produce it) and must share the table's tick
 /// frequency; each is re-expressed at the table's scale
-/// ([`KeyedTable::compatible_quota`](crate::keyed::KeyedTable::compatible_quota),
+/// ([`KeyedTable::compatible_quota`](cellrate::keyed::KeyedTable::compatible_quota),
 /// rounded toward admitting less).
 ///
 /// ```
-/// use cellrate::config::KeyedSpec;
+/// use cellrate_config::KeyedSpec;
 /// use cellrate::keyed::Seed;
 /// let spec: KeyedSpec = toml::from_str(r#"
 ///     quota = "100/min"
@@ -68,25 +70,25 @@ fn deny() -> WhenFull {
 /// allocator grants but the system cannot back when the slots are written
 /// is the system's to refuse, as for any allocation.)
 /// For every builder that sizes a table from a file (its message,
-/// [`Error::message`], placed at that builder's own field).
+/// [`ConfigError::message`], placed at that builder's own field).
 ///
 /// ```
-/// use cellrate::config::check_capacity;
+/// use cellrate_config::check_capacity;
 /// assert!(check_capacity(1_024).is_ok());
 /// assert!(check_capacity(0).is_err());
 /// assert!(check_capacity(usize::MAX / 2).is_err()); // no allocator grants it
 /// ```
-pub fn check_capacity(capacity: usize) -> Result<(), Error> {
+pub fn check_capacity(capacity: usize) -> Result<(), ConfigError> {
     if capacity == 0 {
-        return Err(Error::new(
+        return Err(ConfigError::new(
             "capacity",
             "a keyed table needs a capacity of at least 1",
         ));
     }
-    let mut slots: Vec<crate::keyed::Slot> = Vec::new();
+    let mut slots: Vec<cellrate::keyed::Slot> = Vec::new();
     slots.try_reserve_exact(capacity).map_err(|_| {
-        let bytes = (capacity as u128) * core::mem::size_of::<crate::keyed::Slot>() as u128;
-        Error::new(
+        let bytes = (capacity as u128) * core::mem::size_of::<cellrate::keyed::Slot>() as u128;
+        ConfigError::new(
             "capacity",
             format_args!("a keyed table of {capacity} slots ({bytes} bytes) cannot be allocated"),
         )
@@ -103,7 +105,7 @@ pub type LiveTable = KeyedBox<LiveQuota, Vec<(KeyId, LiveQuota)>>;
 impl KeyedSpec {
     /// The table at `hz` with hash `seed`. Errors name the field
     /// (`capacity`, `quota`, `overrides.acct_123`).
-    pub fn build(&self, hz: u64, seed: Seed) -> Result<ConfiguredTable, Error> {
+    pub fn build(&self, hz: u64, seed: Seed) -> Result<ConfiguredTable, ConfigError> {
         let (quota, overrides) = self.quotas(hz, seed)?;
         Ok(KeyedBox::with_capacity_and_overrides(
             self.capacity,
@@ -116,7 +118,7 @@ impl KeyedSpec {
 
     /// Like [`build`](Self::build), with [`LiveQuota`]s that
     /// [`reload`](Self::reload) changes at run time.
-    pub fn build_live(&self, hz: u64, seed: Seed) -> Result<LiveTable, Error> {
+    pub fn build_live(&self, hz: u64, seed: Seed) -> Result<LiveTable, ConfigError> {
         let (quota, overrides) = self.quotas(hz, seed)?;
         Ok(KeyedBox::with_capacity_and_overrides(
             self.capacity,
@@ -141,7 +143,7 @@ impl KeyedSpec {
     /// `capacity`, `when_full`, and a key that had no override.
     ///
     /// ```
-    /// use cellrate::config::KeyedSpec;
+    /// use cellrate_config::KeyedSpec;
     /// use cellrate::keyed::Seed;
     /// let spec: KeyedSpec = toml::from_str(
     ///     "quota = \"100/min\"\ncapacity = 64\n[overrides]\nacct_123 = \"100/min\"",
@@ -158,31 +160,31 @@ impl KeyedSpec {
     /// assert_eq!(table.check_n("acct_123", 12_000, 100).unwrap().remaining(), 0);
     /// assert_eq!(table.check("acct_9", 12_000).unwrap().limit(), 100);
     /// ```
-    pub fn reload(&self, table: &LiveTable, hz: u64) -> Result<(), Error> {
+    pub fn reload(&self, table: &LiveTable, hz: u64) -> Result<(), ConfigError> {
         if self.capacity != table.capacity() {
-            return Err(Error::new(
+            return Err(ConfigError::new(
                 "capacity",
                 "fixed when the table is made: build a new table to change it",
             ));
         }
         if self.when_full != table.when_full() {
-            return Err(Error::new(
+            return Err(ConfigError::new(
                 "when_full",
                 "fixed when the table is made: build a new table to change it",
             ));
         }
         let fixed = table.algorithm().quota();
-        let rescale = |q: Quota, place: &dyn Fn() -> String| -> Result<Quota, Error> {
+        let rescale = |q: Quota, place: &dyn Fn() -> String| -> Result<Quota, ConfigError> {
             if q.hz() != fixed.hz() {
-                return Err(Error::new(
+                return Err(ConfigError::new(
                     place(),
                     "a quota must count ticks at the table's frequency",
                 ));
             }
             q.rescaled(fixed.scale(), fixed.hz())
-                .map_err(|e| Error::new(place(), e))
+                .map_err(|e| ConfigError::new(place(), e))
         };
-        let default = self.quota.quota(hz).map_err(|e| Error::new("quota", e))?;
+        let default = self.quota.quota(hz).map_err(|e| ConfigError::new("quota", e))?;
         let default = rescale(default, &|| "quota".into())?;
         // One new quota per override slot of the table, all checked first.
         let slots = table.overrides();
@@ -191,15 +193,15 @@ impl KeyedSpec {
             let place = || format!("overrides.{key}");
             let id = table.key_id(key.as_str());
             let Some(i) = slots.iter().position(|(k, _)| *k == id) else {
-                return Err(Error::new(
+                return Err(ConfigError::new(
                     place(),
                     "this key had no override when the table was made: build a new table to add one",
                 ));
             };
-            let q = spec.quota(hz).map_err(|e| Error::new(place(), e))?;
+            let q = spec.quota(hz).map_err(|e| ConfigError::new(place(), e))?;
             next[i] = rescale(q, &place)?;
         }
-        let busy = |place: String| move |e| Error::new(place, e);
+        let busy = |place: String| move |e| ConfigError::new(place, e);
         table
             .algorithm()
             .set_quota(default)
@@ -216,25 +218,25 @@ impl KeyedSpec {
         &self,
         hz: u64,
         seed: Seed,
-    ) -> Result<(Quota, Vec<(KeyId, Quota)>), Error> {
+    ) -> Result<(Quota, Vec<(KeyId, Quota)>), ConfigError> {
         check_capacity(self.capacity)?;
-        let quota = self.quota.quota(hz).map_err(|e| Error::new("quota", e))?;
+        let quota = self.quota.quota(hz).map_err(|e| ConfigError::new("quota", e))?;
         // KeyIds of string keys depend on the seed: a one-slot table with
         // the same seed names them.
         let probe = KeyedBox::with_capacity(1, quota, self.when_full, seed);
         let mut overrides = Vec::with_capacity(self.overrides.len());
         for (key, spec) in &self.overrides {
             let place = || format!("overrides.{key}");
-            let q = spec.quota(hz).map_err(|e| Error::new(place(), e))?;
+            let q = spec.quota(hz).map_err(|e| ConfigError::new(place(), e))?;
             if q.hz() != quota.hz() {
-                return Err(Error::new(
+                return Err(ConfigError::new(
                     place(),
                     "an override must count ticks at the table's frequency",
                 ));
             }
             let q = probe
                 .compatible_quota(q)
-                .map_err(|e| Error::new(place(), e))?;
+                .map_err(|e| ConfigError::new(place(), e))?;
             overrides.push((probe.key_id(key.as_str()), q));
         }
         Ok((quota, overrides))
