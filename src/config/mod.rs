@@ -226,6 +226,7 @@ impl FromStr for Per {
 /// assert_eq!(spec.to_string(), "100/min, burst 20");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct QuotaSpec {
     /// Cells per period (at least 1).
     pub rate: u64,
@@ -384,6 +385,7 @@ fn gcd(mut a: u128, mut b: u128) -> u128 {
 /// Why a human quota string is not a quota: its syntax, or a value
 /// [`QuotaSpec::check`] refuses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ParseError {
     /// Not in the grammar.
     Syntax(SyntaxError),

@@ -44,6 +44,7 @@ use cellrate::Quota;
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct KeyedSpec {
     /// Every key's quota unless overridden.
     pub quota: QuotaSpec,
@@ -103,6 +104,23 @@ pub type ConfiguredTable = KeyedBox<Quota, Vec<(KeyId, Quota)>>;
 pub type LiveTable = KeyedBox<LiveQuota, Vec<(KeyId, LiveQuota)>>;
 
 impl KeyedSpec {
+    /// A table of `capacity` keys with `quota` for each, no overrides, and
+    /// a full table denying new keys.
+    ///
+    /// ```
+    /// use cellrate_config::KeyedSpec;
+    /// let spec = KeyedSpec::new("10/s".parse().unwrap(), 64);
+    /// assert!(spec.overrides.is_empty());
+    /// ```
+    pub fn new(quota: QuotaSpec, capacity: usize) -> Self {
+        KeyedSpec {
+            quota,
+            capacity,
+            when_full: WhenFull::Deny,
+            overrides: BTreeMap::new(),
+        }
+    }
+
     /// The table at `hz` with hash `seed`. Errors name the field
     /// (`capacity`, `quota`, `overrides.acct_123`).
     pub fn build(&self, hz: u64, seed: Seed) -> Result<ConfiguredTable, ConfigError> {
@@ -184,7 +202,10 @@ impl KeyedSpec {
             q.rescaled(fixed.scale(), fixed.hz())
                 .map_err(|e| ConfigError::new(place(), e))
         };
-        let default = self.quota.quota(hz).map_err(|e| ConfigError::new("quota", e))?;
+        let default = self
+            .quota
+            .quota(hz)
+            .map_err(|e| ConfigError::new("quota", e))?;
         let default = rescale(default, &|| "quota".into())?;
         // One new quota per override slot of the table, all checked first.
         let slots = table.overrides();
@@ -220,7 +241,10 @@ impl KeyedSpec {
         seed: Seed,
     ) -> Result<(Quota, Vec<(KeyId, Quota)>), ConfigError> {
         check_capacity(self.capacity)?;
-        let quota = self.quota.quota(hz).map_err(|e| ConfigError::new("quota", e))?;
+        let quota = self
+            .quota
+            .quota(hz)
+            .map_err(|e| ConfigError::new("quota", e))?;
         // KeyIds of string keys depend on the seed: a one-slot table with
         // the same seed names them.
         let probe = KeyedBox::with_capacity(1, quota, self.when_full, seed);

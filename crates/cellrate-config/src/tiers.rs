@@ -20,12 +20,29 @@ use cellrate::{Gcra, Quota};
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct TierSpec {
     /// The tier's name: 1 to 32 printable ASCII characters, unique among
     /// its tiers (it names the tier in headers and logs).
     pub name: String,
     /// Its quota.
     pub quota: QuotaSpec,
+}
+
+impl TierSpec {
+    /// The tier `name` with `quota`.
+    ///
+    /// ```
+    /// use cellrate_config::TierSpec;
+    /// let t = TierSpec::new("hour", "5000/h".parse().unwrap());
+    /// assert_eq!(t.name, "hour");
+    /// ```
+    pub fn new(name: impl Into<String>, quota: QuotaSpec) -> Self {
+        TierSpec {
+            name: name.into(),
+            quota,
+        }
+    }
 }
 
 /// Checks a tier name (the rule of the HTTP layer's `RateLimit-Policy`).
@@ -39,7 +56,11 @@ fn check_name(name: &str) -> Result<(), &'static str> {
 
 /// Checks names and quotas of `tiers` at `hz` (each spec's own `hz` wins),
 /// with errors at `prefix[i].name` / `prefix[i].quota`.
-pub(crate) fn tier_quotas(tiers: &[TierSpec], hz: u64, prefix: &str) -> Result<Vec<Quota>, ConfigError> {
+pub(crate) fn tier_quotas(
+    tiers: &[TierSpec],
+    hz: u64,
+    prefix: &str,
+) -> Result<Vec<Quota>, ConfigError> {
     let mut out = Vec::with_capacity(tiers.len());
     for (i, t) in tiers.iter().enumerate() {
         check_name(&t.name).map_err(|m| ConfigError::new(format!("{prefix}[{i}].name"), m))?;

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use cellrate::compose::{AlgorithmKind, AnyLimiter, LimiterConfig};
 use cellrate::config::{Per, QuotaSpec, Unit};
-use cellrate_config::{self as config, KeyedSpec, TierSpec};
 use cellrate::keyed::{Seed, WhenFull};
 use cellrate::Quota;
+use cellrate_config::{self as config, KeyedSpec, TierSpec};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -37,11 +37,10 @@ fn spec(max: u64) -> impl Strategy<Value = QuotaSpec> {
         prop::option::of(number(max)),
         prop::option::of(number(max)),
     )
-        .prop_map(|(rate, count, unit, burst, hz)| QuotaSpec {
-            rate,
-            per: Per::new(count, unit),
-            burst,
-            hz,
+        .prop_map(|(rate, count, unit, burst, hz)| {
+            let mut spec = QuotaSpec::new(rate, Per::new(count, unit));
+            (spec.burst, spec.hz) = (burst, hz);
+            spec
         })
 }
 
@@ -91,11 +90,10 @@ fn keyed(max: u64) -> impl Strategy<Value = KeyedSpec> {
         prop::sample::select(vec![WhenFull::Deny, WhenFull::Admit, WhenFull::Shared]),
         prop::collection::btree_map("[a-z0-9_]{1,12}", spec(max), 0..4),
     )
-        .prop_map(|(quota, capacity, when_full, overrides)| KeyedSpec {
-            quota,
-            capacity,
-            when_full,
-            overrides,
+        .prop_map(|(quota, capacity, when_full, overrides)| {
+            let mut spec = KeyedSpec::new(quota, capacity);
+            (spec.when_full, spec.overrides) = (when_full, overrides);
+            spec
         })
 }
 
@@ -128,7 +126,7 @@ fn file(max: u64) -> impl Strategy<Value = File> {
             hz,
             tiers: tiers
                 .into_iter()
-                .map(|(name, quota)| TierSpec { name, quota })
+                .map(|(name, quota)| TierSpec::new(name, quota))
                 .collect(),
             table,
             limiter,
@@ -741,12 +739,8 @@ fn a_limiter_config_file_builds_its_limiter() {
 
 #[test]
 fn keyed_overrides_apply_to_their_key_only() {
-    let spec = KeyedSpec {
-        quota: "100/min".parse().unwrap(),
-        capacity: 16,
-        when_full: WhenFull::Deny,
-        overrides: BTreeMap::from([("acct_123".to_string(), "500/min".parse().unwrap())]),
-    };
+    let mut spec = KeyedSpec::new("100/min".parse().unwrap(), 16);
+    spec.overrides = BTreeMap::from([("acct_123".to_string(), "500/min".parse().unwrap())]);
     let t = spec.build(1_000_000, Seed::new(7, 9)).unwrap();
     assert_eq!(t.check_n("acct_123", 0, 500).unwrap().remaining(), 0);
     assert!(t.check_n("acct_124", 0, 101).is_err());

@@ -75,6 +75,7 @@ use cellrate::{Decision, Denied, Quota};
 /// ```
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum HeaderError {
     /// The writer refused the text (for example a full fixed buffer).
     Fmt,
@@ -499,7 +500,6 @@ pub fn write_x_ratelimit_reset<W: Write + ?Sized>(
     write!(w, "{}", seconds_ceil(reset, hz)?)?;
     Ok(())
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -49,7 +49,10 @@ enum Lease {
     /// `left` cells granted at `granted_at`.
     Cells { left: u64, granted_at: Instant },
     /// The server said no cell fits before `until`: deny locally till then.
-    Denied { until: Instant, outcome: Box<Outcome> },
+    Denied {
+        until: Instant,
+        outcome: Box<Outcome>,
+    },
 }
 
 /// A [`RedisGcra`] that leases `k` cells at a time per client. The policy's
