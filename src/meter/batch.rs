@@ -1,32 +1,15 @@
-//! A burst of packets of one flow at one `now`: its colours decided on the
-//! buckets' rooms, and the state stored once.
+//! A burst of one flow at one `now`, decided on the buckets' rooms in
+//! whole bytes (`⌊slack / T⌋`, nothing refills): the leading run that keeps
+//! its arrival colours in blocks of eight, the rest one at a time.
 //!
-//! At one `now` nothing refills, so each bucket reduces to its room in whole
-//! bytes, `room = ⌊slack / T⌋` (a multiply by a reciprocal, no division),
-//! and a take of `B` bytes is exactly `B ≤ room`, leaving `room − B`. The
-//! leading run of packets that keep their arrival colours is found in
-//! blocks of eight, one compare per bucket each; the packets after it are
-//! decided one at a time with compares and subtractions. The rules per
-//! profile, and why this is exact, are in docs/design/meters.md in the
-//! repository.
-//!
-//! # Invariants
-//!
-//! * The colours and the state are exactly those of one per-packet step
-//!   per packet, in order, at the batch's `now` (`tests/meter.rs` checks it
-//!   against per-packet calls and the reference models).
-//! * Each bucket's room is `⌊slack / T⌋ ≤ S` and only ever decreases by
-//!   bytes it holds, so `max(TAT, now) + taken·T ≤ now + S·T` fits.
-//! * Sizes above `u32::MAX` (whose sums could wrap), and states a batch
-//!   cannot reduce to slacks (a clock that stepped back past a span), go
-//!   packet by packet.
+//! * The colours and state are exactly one per-packet step per packet.
+//! * A room only decreases by bytes it holds, so `max(TAT, now) + taken·T ≤
+//!   now + S·T` fits. Sizes above `u32::MAX` skip the blocks.
 
 use super::Color;
 
-/// A flow's two buckets seen by a batch at one `now`: `max(TAT, now)` and
-/// the slack in sub-ticks of each, in the order of [`Steps::BOTH`](super::steps::Steps::BOTH)'s rules
-/// (srTCM: committed, excess; trTCM: peak, committed; RFC 4115:
-/// committed, excess).
+/// A flow's two buckets at one `now`: `max(TAT, now)` and the slack of
+/// each, in the order of [`Steps::BOTH`](super::steps::Steps::BOTH)'s rules.
 pub struct Slack {
     pub(crate) base: [u64; 2],
     pub(crate) slack: [u64; 2],
@@ -115,14 +98,11 @@ fn ask(both: bool, bytes: u64, arrived: Color) -> [u64; 2] {
     }
 }
 
-/// The colours of a burst at one `now` (into `out`) given the whole bytes
-/// each bucket holds, `room = ⌊slack / T⌋`, under the rules `both` selects;
-/// returns the bytes taken from each bucket and whether each was taken from
-/// at all (a 0-byte packet counts: its take moves a past TAT up to `now`).
-/// Stage 1 finds the leading run of packets that keep their arrival colours
-/// (prefix sums against the rooms, [`BLOCK`] packets per compare; skipped
-/// for sizes above `u32::MAX`, whose sums could wrap); stage 2 applies the
-/// rules a packet at a time on what the rooms have left.
+/// The colours of a burst (into `out`) given each bucket's room, under the
+/// rules `both` selects; returns the bytes taken from each bucket and
+/// whether each was taken from (a 0-byte packet counts). Stage 1 finds the
+/// leading run that keeps its arrival colours by prefix sums, [`BLOCK`]
+/// packets a compare; stage 2 applies the rules a packet at a time.
 #[inline(always)]
 pub(super) fn decide(
     both: bool,
@@ -174,10 +154,7 @@ pub(super) fn decide(
     ([room[0] - left[0], room[1] - left[1]], touched)
 }
 
-/// One packet of stage 2 of [`decide`]: its colour under the rules `both`
-/// selects, given the whole bytes `left` in each bucket, which it takes
-/// from (marking the bucket `touched`). Plain branches and an early return
-/// per colour, as the per-packet step has (docs/design/meters.md says why).
+/// One packet of stage 2 of [`decide`]: its colour, taken from `left`.
 #[inline(always)]
 fn take(
     both: bool,

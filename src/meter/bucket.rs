@@ -1,29 +1,10 @@
-//! One token bucket of a meter profile: the GCRA of its rate, and its size.
+//! One token bucket of a profile: the crate's GCRA step
+//! (`crate::gcra::step`) with `T = 1/R` sub-ticks per byte, the increment
+//! `B·T` and the span `S·T` (its own, not always the quota's `burst·T`).
 //!
-//! A bucket of `S` bytes refilled at `R` bytes per second is the crate's one
-//! GCRA step (`crate::gcra::step`) with the emission interval `T = 1/R`
-//! (sub-ticks per byte, through [`Quota`]), the increment `B·T` and the span
-//! `S·T`, in serial time (see [`gcra`](crate::gcra#serial-time)):
-//!
-//! ```text
-//! take B:  conforms iff B ≤ S and max(TAT, now) + B·T − now ≤ S·T,
-//!          then TAT ← max(TAT, now) + B·T
-//! ```
-//!
-//! The span is the bucket's own, not always the quota's `burst·T` (a bucket
-//! of size 0 keeps a quota of burst 1 for its time base; srTCM's committed
-//! bucket runs on the quota of both buckets together). At one `now` a
-//! bucket is its *slack* `S·T − (max(TAT, now) − now)`, and its *room* in
-//! whole bytes `⌊slack / T⌋`, by a [`Divisor`] kept in the bucket.
-//!
-//! # Invariants
-//!
-//! * Every take checks `B ≤ S` first, so `B·T ≤ S·T ≤` [`MAX_SPAN`]: every
-//!   state a take or a batch writes is at most `S·T` ahead of its `now`,
-//!   within the reach of a state word.
+//! * Every take checks `B ≤ S` first, so `B·T ≤ S·T ≤` `MAX_SPAN`: every
+//!   state written is at most `S·T` ahead of its `now`, within reach.
 //! * A take that does not conform stores nothing.
-//!
-//! [`MAX_SPAN`]: crate::quota::MAX_SPAN
 
 use super::{Color, MeterError};
 use crate::divisor::Divisor;
@@ -47,9 +28,7 @@ pub(crate) struct Bucket {
 }
 
 impl Bucket {
-    /// The buckets of `(rate, size)` `first` and `second` at `hz` (as
-    /// [`new`](Self::new)), in that order: a profile of two independent
-    /// buckets.
+    /// The buckets of two `(rate, size)` at `hz`, in that order.
     pub(super) const fn pair(
         (rate0, size0): (u64, u64),
         (rate1, size1): (u64, u64),
@@ -97,8 +76,7 @@ impl Bucket {
         self.quota.now_word(now)
     }
 
-    /// The GCRA step with the increment `B·T`: the TAT after taking `bytes`
-    /// at `now` (a state word of this bucket's sub-ticks), or `None` if the
+    /// The TAT after taking `bytes` at `now` (a word), or `None` if the
     /// bucket holds fewer (always when `bytes > S`).
     #[inline(always)]
     pub(super) fn take(&self, tat: u64, now: u64, bytes: u64) -> Option<u64> {
@@ -109,19 +87,14 @@ impl Bucket {
         self.admit(tat, now, bytes * self.quota.emission_interval())
     }
 
-    /// The crate's GCRA step ([`step::fits`], the admission of
-    /// [`step::admit`]) on this bucket's span `S·T`, for an
-    /// `increment ≤ S·T`: the new TAT `max(TAT, now) + increment`, or
-    /// `None` if it would be more than `S·T` after `now`. A packet needs no
-    /// shortfall, so none is built.
+    /// [`step::fits`] on the span `S·T`, for an `increment ≤ S·T`.
     #[inline(always)]
     pub(super) fn admit(&self, tat: u64, now: u64, increment: u64) -> Option<u64> {
         step::fits(tat, now, increment, self.span)
     }
 
-    /// The charge `B·T` of `bytes` and the room `S·T − B·T` it leaves, for
-    /// [`take_charged`](Self::take_charged), computed before a shared word
-    /// is read; `None` when the bucket can never hold them (`bytes > S`).
+    /// The charge `B·T` of `bytes`, computed before a shared word is read;
+    /// `None` when the bucket can never hold them (`bytes > S`).
     #[inline(always)]
     pub(super) fn charge(&self, bytes: u64) -> Option<step::Charge> {
         if bytes > self.size {
@@ -132,10 +105,8 @@ impl Bucket {
         Some(step::Charge::new(self.span, increment))
     }
 
-    /// [`take`](Self::take) in the room form ([`step::admit`]), on a charge
-    /// from [`charge`](Self::charge), the room computed before the load:
-    /// what the shared flows run inside their compare-and-swap loops (why
-    /// not the debt form there: docs/design/meters.md).
+    /// [`take`](Self::take) in the room form ([`step::admit`]) on a
+    /// precomputed charge (why: docs/design/meters.md).
     #[inline(always)]
     pub(super) fn take_charged(&self, tat: u64, now: u64, charge: step::Charge) -> Option<u64> {
         match step::admit(tat, now, &charge) {
@@ -144,9 +115,7 @@ impl Bucket {
         }
     }
 
-    /// One packet's take of `bytes` from a shared word at `now`: the charge
-    /// computed before the load, then a compare-and-swap loop of
-    /// [`take_charged`](Self::take_charged). Whether the bytes were taken.
+    /// One packet's take from a shared word: whether the bytes were taken.
     #[inline(always)]
     pub(super) fn take_shared(&self, word: &StateWord, now: u64, bytes: u64) -> bool {
         let Some(charge) = self.charge(bytes) else {
@@ -159,12 +128,9 @@ impl Bucket {
         .is_ok()
     }
 
-    /// One bucket's pass over a burst at `now` (a word), one
-    /// [`take`](Self::take) per candidate in order: each packet `i` with
-    /// `candidate(i, out[i])` gets `pass` if the bucket (after the earlier
-    /// passing candidates) holds it and `fail` if not; others are left alone. Returns the TAT
-    /// after the pass. Only the shared flows' contention path uses it (to
-    /// redo one bucket's decisions on a fresh TAT), so it is the plain loop.
+    /// One bucket's pass over a burst: each packet `i` with `candidate(i,
+    /// out[i])` gets `pass` if the bucket (after the earlier passes) holds
+    /// it, else `fail`. Returns the TAT after the pass.
     pub(super) fn pass(
         &self,
         tat: u64,
@@ -195,12 +161,8 @@ impl Bucket {
         self.per_byte.quotient(sub_ticks)
     }
 
-    /// `max(TAT, now)` (serial, as a word) and the bucket's slack at `now`
-    /// (a word), `S·T − (max(TAT, now) − now)`: `take(B)` succeeds iff
-    /// `B·T ≤ slack`, i.e. iff `B ≤ ⌊slack / T⌋`, and then leaves
-    /// `slack − B·T`. `None` when the state is past its span (nothing fits,
-    /// not even 0 bytes: a clock that stepped back); batches then go packet
-    /// by packet.
+    /// `max(TAT, now)` and the slack `S·T − (max(TAT, now) − now)`, or
+    /// `None` past the span (a clock that stepped back).
     #[inline(always)]
     pub(super) fn slack(&self, tat: u64, now: u64) -> Option<(u64, u64)> {
         let deficit = step::debt(tat, now);
@@ -210,9 +172,8 @@ impl Bucket {
         Some((step::later(now, deficit), self.span - deficit))
     }
 
-    /// The TAT after a batch spent `spent ≤ slack` sub-ticks from
-    /// `base = max(TAT, now)` (`base + spent ≤ now + S·T`), or the TAT as it
-    /// was if no packet passed (not even one of 0 bytes).
+    /// The TAT after a batch spent `spent ≤ slack` from `base`, or as it
+    /// was if no packet passed.
     #[inline(always)]
     pub(super) fn after(tat: u64, base: u64, spent: u64, touched: bool) -> u64 {
         if touched {
@@ -222,8 +183,7 @@ impl Bucket {
         }
     }
 
-    /// Whole bytes in the bucket at `now` (a word; rounded down), for
-    /// inspection.
+    /// Whole bytes in the bucket at `now`, rounded down.
     pub(super) fn tokens(&self, tat: u64, now: u64) -> u64 {
         let deficit = step::debt(tat, now);
         self.whole_bytes(self.span.saturating_sub(deficit))

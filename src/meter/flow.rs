@@ -1,25 +1,11 @@
-//! The state of one flow: two `u64` words, one per bucket of the profile
-//! that marks it, both 0 (full buckets) when new.
+//! The state of one flow: two words, each a bucket's TAT in its sub-ticks
+//! as `2·TAT + 1` (mod 2⁶⁴, serial time; 0 is a full bucket at every `now`).
 //!
-//! A word is a bucket's TAT in that bucket's sub-ticks (see `bucket.rs`),
-//! held as `2·TAT + 1` modulo 2⁶⁴ and read in serial time (0 is a full
-//! bucket at every `now`; see [`gcra`](crate::gcra#serial-time)): the time
-//! and the bucket's level in one number, so a flow needs no last-update
-//! timestamp. [`Flow`] keeps the two words in
-//! [`StateWord`]s, shared by `&self` and changed only by compare-and-swap;
-//! [`LocalFlow`] keeps two plain `u64` for a single owner.
-//!
-//! # Invariants
-//!
-//! * The meaning of the words is the profile's (`[C, A]`, `[P, C]` or
-//!   `[C, E]`): one profile per flow.
+//! * The words mean what the profile that marks the flow says: one profile
+//!   per flow.
 //! * Every change of a shared word is a compare-and-swap against a value on
-//!   which the bucket's inequality was checked, so each bucket on its own
-//!   is a linearizable GCRA.
-//! * Leases of bytes take from one bucket at a time, by the same rule
-//!   (`taken ≤ room`: the TAT stays within `now + S·T`, within the reach of
-//!   a state word), and give back as
-//!   [`Gcra::refund_n`](crate::Gcra::refund_n) does (never before `now`).
+//!   which the bucket's inequality was checked, leases included (`taken ≤
+//!   room`; a give-back never moves a TAT before `now`).
 
 use core::fmt;
 
@@ -36,10 +22,9 @@ loom_const_fn! {
 }
 
 /// The state of one flow, shared by `&self`: two words (16 bytes where the
-/// target has 64-bit atomics), both buckets full when new. Lock-free where the
-/// target has a 64-bit compare-and-swap, a short critical section per word
-/// where it has not (see [`sync`](crate::sync)). The meaning of the words
-/// depends on the profile that marks with it: use one profile per flow.
+/// target has 64-bit atomics), lock-free where it has a 64-bit
+/// compare-and-swap, else a short critical section per word (see
+/// [`sync`](crate::sync)). Both buckets full when new; one profile per flow.
 ///
 /// ```
 /// use cellrate::meter::{Color, Flow, Meter, TrTcm};
@@ -55,7 +40,7 @@ pub struct Flow {
 
 impl Flow {
     loom_const_fn! {
-        /// A flow with full buckets (`const`, so it can live in a `static`).
+        /// A flow with full buckets.
         ///
         /// ```
         /// use cellrate::meter::Flow;
@@ -67,8 +52,7 @@ impl Flow {
         }
     }
 
-    /// Makes both buckets full, as new. Not atomic with respect to packets
-    /// being marked at the same time (each word is reset on its own).
+    /// Makes both buckets full, each word on its own.
     ///
     /// ```
     /// use cellrate::meter::{Color, Flow, Meter, SrTcm};
@@ -83,9 +67,8 @@ impl Flow {
         self.words[1].store(0);
     }
 
-    /// The two state words, for inspection and tests: each bucket's TAT in
-    /// its sub-ticks as `2·TAT + 1` (mod 2⁶⁴), 0 for a full bucket never
-    /// taken from.
+    /// The two state words (`2·TAT + 1`, 0 for a full bucket never taken
+    /// from), for inspection.
     ///
     /// ```
     /// use cellrate::meter::{Flow, Meter, TrTcm};
@@ -99,15 +82,11 @@ impl Flow {
     }
 }
 
-/// Leases of bytes ([`lease::LeasedMeter`](crate::lease::LeasedMeter)):
-/// one bucket of a flow as a source of bytes, taken and given back in one
-/// compare-and-swap each.
+/// Leases of bytes ([`lease::LeasedMeter`](crate::lease::LeasedMeter)).
 impl Flow {
-    /// Takes `g` bytes from the bucket `bucket` (word `which`) at `now`
-    /// (ticks): the largest `g ≤ most` with `g ≤ max(least, ⌊room / share⌋)`,
-    /// `room` being the whole bytes the bucket holds. When `room < least`
-    /// nothing is taken and the answer is the ticks until it holds `least`
-    /// (`u64::MAX`: never). One division, once per lease.
+    /// Takes from `bucket` (word `which`) at `now` the largest `g ≤ most`
+    /// with `g ≤ max(least, ⌊room / share⌋)`; if `room < least`, nothing,
+    /// and the ticks until it holds `least` (`u64::MAX`: never).
     pub(crate) fn take_bytes(
         &self,
         bucket: &Bucket,
@@ -134,9 +113,8 @@ impl Flow {
         })
     }
 
-    /// Gives `bytes` back to the bucket `bucket` (word `which`) at `now`
-    /// (ticks), as [`Gcra::refund_n`](crate::Gcra::refund_n) does: the TAT
-    /// moves back by `bytes·T`, never before `now`.
+    /// Gives `bytes` back to `bucket` (word `which`) at `now`, as
+    /// [`Gcra::refund_n`](crate::Gcra::refund_n) does.
     pub(crate) fn give_back_bytes(&self, bucket: &Bucket, which: usize, now: u64, bytes: u64) {
         let now = bucket.now(now);
         let _ = self.words[which & 1].update(|tat| -> Result<(u64, ()), ()> {
@@ -167,8 +145,8 @@ impl defmt::Format for Flow {
     }
 }
 
-/// The state of one flow for a single owner (`&mut`, no atomics): two `u64`,
-/// 16 bytes, both buckets full when new. For per-core flow tables.
+/// The state of one flow for a single owner (`&mut`, no atomics): two
+/// `u64`, 16 bytes, both buckets full when new. For per-core flow tables.
 ///
 /// ```
 /// use cellrate::meter::{Color, LocalFlow, Meter, SrTcm};
@@ -211,8 +189,7 @@ impl LocalFlow {
         self.words = [0, 0];
     }
 
-    /// The two state words, for inspection and tests (as
-    /// [`Flow::words`]: `2·TAT + 1`, 0 for a full bucket never taken from).
+    /// The two state words, as [`Flow::words`].
     ///
     /// ```
     /// use cellrate::meter::{LocalFlow, Meter, SrTcm};

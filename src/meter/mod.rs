@@ -1,47 +1,21 @@
-//! Packet-path metering: the three-colour markers of RFC 2697 (srTCM),
-//! RFC 2698 (trTCM) and RFC 4115, with bytes as cost.
+//! Packet-path metering: the three-colour markers of RFC 2697 ([`SrTcm`]),
+//! RFC 2698 ([`TrTcm`]) and RFC 4115 ([`TrTcm4115`]), with bytes as cost.
 //!
-//! Each RFC describes its meter with token buckets of `S` bytes refilled at
-//! `R` bytes per second. A bucket is the GCRA of the [`gcra`](crate::gcra)
-//! module seen from the other side: with `T = 1/R` (per byte) and a
-//! theoretical arrival time `TAT`,
+//! Each bucket of `S` bytes refilled at `R` bytes per second is a GCRA (see
+//! [`gcra`](crate::gcra)) with `T = 1/R` per byte and a theoretical arrival
+//! time `TAT`: it holds `B` bytes iff `max(TAT, now) + B·T − now ≤ S·T`, and
+//! taking them sets `TAT ← max(TAT, now) + B·T`. The rates are converted
+//! once through [`Quota`](crate::Quota): no division and no floating point
+//! per packet; between two packets a bucket gains exactly `R · Δt` bytes.
 //!
-//! ```text
-//! tokens(now) = S − max(TAT − now, 0) / T
-//! tokens(now) ≥ B   ⇔   max(TAT, now) + B·T − now ≤ S·T
-//! take B bytes:         TAT ← max(TAT, now) + B·T
-//! ```
+//! A packet larger than a bucket is never taken from it, as the RFCs say; a
+//! packet of 0 bytes keeps its colour. `now` must not go backwards for a
+//! flow; if it does, the buckets look emptier (fewer greens, never more).
 //!
-//! The rates are converted once into a profile ([`SrTcm`], [`TrTcm`],
-//! [`TrTcm4115`]) through [`Quota`](crate::Quota): no division and no
-//! floating point per packet. Between two packets a bucket gains exactly
-//! `R · Δt` bytes, fractions included, capped at `S`.
-//!
-//! * **srTCM** (RFC 2697): one rate `CIR` fills the committed bucket (`CBS`)
-//!   and spills into the excess bucket (`EBS`) only when the committed one
-//!   is full, kept exact by two TATs on one `T`: `C` (committed) and `A`
-//!   (both buckets together).
-//! * **trTCM** (RFC 2698): two independent buckets, peak (`PIR`, `PBS`) and
-//!   committed (`CIR`, `CBS`).
-//! * **RFC 4115**: two independent buckets, committed (`CIR`, `CBS`) and
-//!   excess (`EIR`, `EBS`); green takes from the committed one only, yellow
-//!   from the excess one only.
-//!
-//! The `mark` methods are colour-blind, the `mark_aware` ones take the
-//! packet's colour. A packet larger than a bucket can never be taken from
-//! it, as the RFCs say (srTCM: a 9 000-byte frame against `CBS = 1 500` is
-//! yellow at best). A packet of 0 bytes keeps its colour. Bucket sizes of 0
-//! are allowed where the RFC allows them (srTCM with `EBS = 0` is a
-//! two-colour policer). `now` must not go backwards for a flow; if it does,
-//! the buckets look emptier than they are (fewer greens, never more).
-//!
-//! # State and concurrency
-//!
-//! A flow is two `u64`s, 16 bytes, for every meter: [`Flow`] (shared through
-//! `&self`, each word changed by compare-and-swap) and [`LocalFlow`] (single
-//! owner). Each TAT is in serial time, so any clock works. Each bucket on its
-//! own is a linearizable GCRA: under any interleaving, the bytes taken from
-//! a bucket over packet times `[t₁, t₂]` never exceed `S + R·(t₂ − t₁)`:
+//! A flow is 16 bytes for every meter: [`Flow`] (shared through `&self`,
+//! each word changed by compare-and-swap) or [`LocalFlow`] (single owner).
+//! Each bucket on its own is a linearizable GCRA, so under any interleaving
+//! over packet times `[t₁, t₂]` (`t = t₂ − t₁`; loom-checked):
 //!
 //! | meter | green bytes ≤ | green + yellow bytes ≤ | yellow bytes ≤ |
 //! |---|---|---|---|
@@ -49,17 +23,10 @@
 //! | trTCM | `CBS + CIR·t` | `PBS + PIR·t` | |
 //! | RFC 4115 | `CBS + CIR·t` | | `EBS + EIR·t` |
 //!
-//! The loom models check these bounds in every interleaving. Packets of a
-//! flow that do not overlap in time get exactly the RFC's colours; under
+//! Packets that do not overlap in time get exactly the RFC's colours; under
 //! contention a shared srTCM may withhold yellow allowance, never grant
-//! more.
-//!
-//! `mark_batch*` colour a burst of packets that share one `now`: exactly the
-//! colours and the state that one `mark*` per packet gives at that `now`
-//! (for a shared flow: when nothing else touches it meanwhile), decided on
-//! the buckets' rooms in whole bytes, each changed word written once.
-//!
-//! How contention is resolved and how batches store their state is in
+//! more. `mark_batch*` colour a burst at one `now` exactly as one `mark*`
+//! per packet would, storing each changed word once. The design is in
 //! docs/design/meters.md in the repository.
 
 use core::fmt;
@@ -184,15 +151,13 @@ impl fmt::Display for BatchLenMismatch {
     }
 }
 
-/// Marking packets of a flow with a three-colour marker profile
-/// ([`SrTcm`], [`TrTcm`], [`TrTcm4115`]).
+/// Marking packets of a flow with a profile ([`SrTcm`], [`TrTcm`],
+/// [`TrTcm4115`]).
 ///
-/// `now` is in ticks of the clock whose frequency the profile was built
-/// with; `bytes` is the packet's size (any `u64`; sizes above a bucket are
-/// handled as the RFCs say, see the [module docs](self)). The `_aware`
-/// methods take the colour the packet arrived with (colour-aware mode); the
-/// others are colour-blind. The `_local` methods work on a single-owner
-/// [`LocalFlow`]; the others on a shared [`Flow`].
+/// `now` is in ticks of the clock the profile was built for; `bytes` is the
+/// packet's size. The `_aware` methods take the colour the packet arrived
+/// with, the others are colour-blind; the `_local` methods work on a
+/// [`LocalFlow`], the others on a shared [`Flow`].
 ///
 /// ```
 /// use cellrate::meter::{Color, Flow, Meter, SrTcm};
@@ -205,8 +170,8 @@ impl fmt::Display for BatchLenMismatch {
 /// assert_eq!(meter.mark(&flow, 64, 64), Color::Green); // 64 ms refill 64 bytes
 /// ```
 pub trait Meter: Steps {
-    /// Colour-blind: the colour of a `bytes`-byte packet at `now`, taking
-    /// its bytes from the buckets the colour says.
+    /// The colour of a `bytes`-byte packet at `now`, its bytes taken from
+    /// the buckets the colour says.
     ///
     /// ```
     /// use cellrate::meter::{Color, Flow, Meter, TrTcm4115};
@@ -220,8 +185,8 @@ pub trait Meter: Steps {
         self.step_shared(flow, self.times(now), bytes, Color::Green)
     }
 
-    /// Colour-aware: as [`mark`](Self::mark) for a packet that arrived
-    /// coloured `color` (a packet never leaves greener than it came).
+    /// [`mark`](Self::mark) for a packet that arrived coloured `color` (it
+    /// never leaves greener than it came).
     ///
     /// ```
     /// use cellrate::meter::{Color, Flow, Meter, TrTcm};
@@ -236,7 +201,7 @@ pub trait Meter: Steps {
         self.step_shared(flow, self.times(now), bytes, color)
     }
 
-    /// Colour-blind marking of a single-owner flow.
+    /// [`mark`](Self::mark) on a single-owner flow.
     ///
     /// ```
     /// use cellrate::meter::{Color, LocalFlow, Meter, SrTcm};
@@ -250,7 +215,7 @@ pub trait Meter: Steps {
         self.step(&mut flow.words, self.times(now), bytes, Color::Green)
     }
 
-    /// Colour-aware marking of a single-owner flow.
+    /// [`mark_aware`](Self::mark_aware) on a single-owner flow.
     ///
     /// ```
     /// use cellrate::meter::{Color, LocalFlow, Meter, SrTcm};
@@ -266,17 +231,14 @@ pub trait Meter: Steps {
         self.step(&mut flow.words, self.times(now), bytes, color)
     }
 
-    /// Colour-blind marking of a burst of packets sharing `now`: colour `i`
-    /// of `sizes[i]` into `out[i]`, the same colours as one [`mark`](Self::mark)
-    /// per packet in order; see the [module docs](self) for how many state
-    /// updates that takes.
+    /// A burst of packets sharing `now`: the colour of `sizes[i]` into
+    /// `out[i]`, as one [`mark`](Self::mark) per packet in order.
     ///
     /// ```
     /// use cellrate::meter::{Color, Flow, Meter, TrTcm};
     /// let meter = TrTcm::new(1_000, 1_000, 2_000, 2_000, 1_000).unwrap();
-    /// let flow = Flow::new();
     /// let mut out = [Color::Green; 4];
-    /// meter.mark_batch(&flow, 0, &[600, 600, 600, 600], &mut out).unwrap();
+    /// meter.mark_batch(&Flow::new(), 0, &[600, 600, 600, 600], &mut out).unwrap();
     /// assert_eq!(out, [Color::Green, Color::Yellow, Color::Yellow, Color::Red]);
     /// ```
     #[inline]
@@ -287,21 +249,20 @@ pub trait Meter: Steps {
         sizes: &[u64],
         out: &mut [Color],
     ) -> Result<(), BatchLenMismatch> {
-        check_lens(sizes.len(), None, out.len())?;
-        self.batch_shared(flow, self.times(now), sizes, Arrivals::BLIND, out);
+        let pre = arrivals(sizes, None, out)?;
+        self.batch_shared(flow, self.times(now), sizes, pre, out);
         Ok(())
     }
 
-    /// Colour-aware [`mark_batch`](Self::mark_batch): packet `i` arrived
-    /// coloured `pre[i]`.
+    /// [`mark_batch`](Self::mark_batch) for packets that arrived coloured
+    /// `pre[i]`.
     ///
     /// ```
     /// use cellrate::meter::{Color, Flow, Meter, TrTcm4115};
     /// let meter = TrTcm4115::new(1_000, 1_000, 1_000, 1_000, 1_000).unwrap();
-    /// let flow = Flow::new();
     /// let mut out = [Color::Green; 3];
     /// let pre = [Color::Yellow, Color::Green, Color::Red];
-    /// meter.mark_batch_aware(&flow, 0, &[600, 600, 1], &pre, &mut out).unwrap();
+    /// meter.mark_batch_aware(&Flow::new(), 0, &[600, 600, 1], &pre, &mut out).unwrap();
     /// assert_eq!(out, [Color::Yellow, Color::Green, Color::Red]);
     /// ```
     #[inline]
@@ -313,20 +274,19 @@ pub trait Meter: Steps {
         pre: &[Color],
         out: &mut [Color],
     ) -> Result<(), BatchLenMismatch> {
-        check_lens(sizes.len(), Some(pre.len()), out.len())?;
-        self.batch_shared(flow, self.times(now), sizes, Arrivals::of(pre), out);
+        let pre = arrivals(sizes, Some(pre), out)?;
+        self.batch_shared(flow, self.times(now), sizes, pre, out);
         Ok(())
     }
 
-    /// Colour-blind burst on a single-owner flow: one load and one store of
-    /// the state for the whole burst.
+    /// [`mark_batch`](Self::mark_batch) on a single-owner flow: one load
+    /// and one store of the state for the whole burst.
     ///
     /// ```
     /// use cellrate::meter::{Color, LocalFlow, Meter, SrTcm};
     /// let meter = SrTcm::new(1_000, 1_000, 1_000, 1_000).unwrap();
-    /// let mut flow = LocalFlow::new();
     /// let mut out = [Color::Green; 3];
-    /// meter.mark_batch_local(&mut flow, 0, &[900, 900, 900], &mut out).unwrap();
+    /// meter.mark_batch_local(&mut LocalFlow::new(), 0, &[900, 900, 900], &mut out).unwrap();
     /// assert_eq!(out, [Color::Green, Color::Yellow, Color::Red]);
     /// ```
     #[inline]
@@ -337,25 +297,18 @@ pub trait Meter: Steps {
         sizes: &[u64],
         out: &mut [Color],
     ) -> Result<(), BatchLenMismatch> {
-        check_lens(sizes.len(), None, out.len())?;
-        self.batch_local(
-            &mut flow.words,
-            self.times(now),
-            sizes,
-            Arrivals::BLIND,
-            out,
-        );
+        let pre = arrivals(sizes, None, out)?;
+        self.batch_local(&mut flow.words, self.times(now), sizes, pre, out);
         Ok(())
     }
 
-    /// Colour-aware burst on a single-owner flow.
+    /// [`mark_batch_aware`](Self::mark_batch_aware) on a single-owner flow.
     ///
     /// ```
     /// use cellrate::meter::{Color, LocalFlow, Meter, TrTcm};
     /// let meter = TrTcm::new(1_000, 1_000, 2_000, 2_000, 1_000).unwrap();
-    /// let mut flow = LocalFlow::new();
-    /// let mut out = [Color::Green; 2];
-    /// meter.mark_batch_aware_local(&mut flow, 0, &[600, 600], &[Color::Yellow, Color::Green], &mut out).unwrap();
+    /// let (pre, mut out) = ([Color::Yellow, Color::Green], [Color::Red; 2]);
+    /// meter.mark_batch_aware_local(&mut LocalFlow::new(), 0, &[600, 600], &pre, &mut out).unwrap();
     /// assert_eq!(out, [Color::Yellow, Color::Green]);
     /// ```
     #[inline]
@@ -367,14 +320,8 @@ pub trait Meter: Steps {
         pre: &[Color],
         out: &mut [Color],
     ) -> Result<(), BatchLenMismatch> {
-        check_lens(sizes.len(), Some(pre.len()), out.len())?;
-        self.batch_local(
-            &mut flow.words,
-            self.times(now),
-            sizes,
-            Arrivals::of(pre),
-            out,
-        );
+        let pre = arrivals(sizes, Some(pre), out)?;
+        self.batch_local(&mut flow.words, self.times(now), sizes, pre, out);
         Ok(())
     }
 
@@ -395,14 +342,17 @@ pub trait Meter: Steps {
     }
 }
 
-/// Checks that a batch's slices have one length.
+/// A batch's arrival colours, once its slices are checked to have one length.
 #[inline(always)]
-fn check_lens(sizes: usize, pre: Option<usize>, out: usize) -> Result<(), BatchLenMismatch> {
-    if sizes != out || pre.is_some_and(|p| p != sizes) {
-        Err(BatchLenMismatch)
-    } else {
-        Ok(())
+fn arrivals<'a>(
+    sizes: &[u64],
+    pre: Option<&'a [Color]>,
+    out: &[Color],
+) -> Result<Arrivals<'a>, BatchLenMismatch> {
+    if sizes.len() != out.len() || pre.is_some_and(|p| p.len() != sizes.len()) {
+        return Err(BatchLenMismatch);
     }
+    Ok(pre.map_or(Arrivals::BLIND, Arrivals::of))
 }
 
 #[cfg(all(test, feature = "loom"))]

@@ -1,29 +1,23 @@
-//! RFC 2697, the single rate three colour marker; see the [meter module
-//! docs](super) for the math (two TATs `C` and `A` on one `T = 1/CIR`).
+//! RFC 2697, the single rate three colour marker: two TATs on one `T =
+//! 1/CIR`, `C` (committed) and `A` (both buckets together).
 //!
-//! # Invariants
-//!
-//! * `A ≥ C` after every step (in serial order, as every comparison of
-//!   TATs: see [`gcra`](crate::gcra#serial-time)), and
-//!   `A − now ≤ (CBS + EBS)·T`, `C − now ≤ CBS·T` at the `now` of the last
-//!   take.
-//! * A shared packet reserves in `A` before it takes from `C`, so a
-//!   concurrent yellow test sees its bytes in `A` before it can see them in
-//!   `C`; a reservation that cannot stand is undone only by a
-//!   compare-and-swap that finds `A` exactly as the packet left it.
+//! * `A ≥ C` after every step (serial order), `A − now ≤ (CBS + EBS)·T` and
+//!   `C − now ≤ CBS·T` at the `now` of the last take.
+//! * A shared packet reserves in `A` before it takes from `C`; a
+//!   reservation that cannot stand is undone only by a compare-and-swap
+//!   that finds `A` exactly as the packet left it.
 
 use super::batch::{Arrivals, Slack};
-use super::steps::Steps;
+use super::steps::{shared_batch, Steps};
 use super::{Bucket, Color, Flow, MeterError};
 use crate::gcra::step;
 use crate::quota::Quota;
 
 /// The srTCM of RFC 2697: committed information rate `CIR` (bytes per
-/// second), committed burst size `CBS` and excess burst size `EBS` (bytes).
-/// A shared, read-only profile for any number of flows.
-///
-/// State words: `[C, A]` (the committed bucket's TAT and the TAT of both
-/// buckets together); [`tokens`](super::Meter::tokens) answers
+/// second), committed and excess burst sizes `CBS` and `EBS` (bytes). `CIR`
+/// fills the committed bucket and spills into the excess one only when the
+/// committed one is full. A shared, read-only profile for any number of
+/// flows. State words `[C, A]`; [`tokens`](super::Meter::tokens) answers
 /// `[Tc, Te]`, the RFC's two token counts.
 ///
 /// ```
@@ -50,10 +44,8 @@ pub struct SrTcm {
 
 impl SrTcm {
     /// The srTCM with `cir` bytes per second, `cbs` and `ebs` bytes, on a
-    /// clock of `hz` ticks per second. One of `cbs`, `ebs` may be 0 (RFC 2697
-    /// requires at least one above 0; it recommends each at least the largest
-    /// packet). The rate is rounded toward admitting less if it is not exact
-    /// at `hz` (see [`is_exact`](Self::is_exact)).
+    /// clock of `hz` ticks per second; one of `cbs`, `ebs` may be 0. A rate
+    /// not exact at `hz` is rounded toward admitting less ([`is_exact`](Self::is_exact)).
     ///
     /// ```
     /// use cellrate::meter::{MeterError, SrTcm};
@@ -89,8 +81,7 @@ impl SrTcm {
         })
     }
 
-    /// The committed rate as a [`Quota`] (burst `CBS + EBS`): its
-    /// [`effective_rate`](Quota::effective_rate) is what the meter enforces.
+    /// The committed rate as a [`Quota`] (burst `CBS + EBS`).
     ///
     /// ```
     /// use cellrate::meter::SrTcm;
@@ -132,8 +123,7 @@ impl SrTcm {
     }
 
     /// The yellow test: the new `A` if the excess bucket holds `bytes`,
-    /// given the committed TAT `c` (a stale, smaller `c` only makes this
-    /// stricter). Also keeps `A − now ≤ (CBS + EBS)·T`.
+    /// given the committed TAT `c` (a stale, smaller `c` is stricter).
     #[inline(always)]
     fn yellow(&self, c: u64, a: u64, now: u64, bytes: u64) -> Option<u64> {
         if bytes > self.ebs {
@@ -148,15 +138,10 @@ impl SrTcm {
         }
     }
 
-    /// A shared batch whose reservation in A stands but whose compare-and-
-    /// swap on C lost to a concurrent packet, with A changed since (so the
-    /// reservation cannot be undone exactly). The batch's greens
-    /// (`out[i] == Green`) take, in order, from the C there is now, one
-    /// [`take`](Bucket::take) each. Greens that no longer fit turn yellow if
-    /// the excess bucket, seen through a fresh A (which holds every
-    /// reservation, ours included) and the new C, holds them all, and red
-    /// otherwise, their reservation kept: tokens withheld from later
-    /// packets, never granted (the single packet's rule).
+    /// A shared batch whose swap on C lost, its reservation in A kept (A
+    /// moved on): the greens take, in order, from the C there is now; those
+    /// that no longer fit turn yellow if the excess bucket (a fresh A, the
+    /// new C) holds them all, else red, their reservation kept.
     #[cold]
     #[inline(never)]
     fn lost_committed(&self, flow: &Flow, now: u64, sizes: &[u64], out: &mut [Color]) {
@@ -183,10 +168,8 @@ impl SrTcm {
         self.greens_on(c, now, sizes, out, Some(demoted));
     }
 
-    /// The batch's greens (`out[i] == Green`) taken in order from the
-    /// committed TAT `c`: C after those that fit, and the largest that
-    /// does not (`None` if all fit). With `Some(color)`, the greens that do
-    /// not fit are marked `color`.
+    /// The greens (`out[i] == Green`) taken in order from `c`: C after those
+    /// that fit, and the largest that does not; `Some(color)` marks those.
     fn greens_on(
         &self,
         c: u64,
@@ -225,10 +208,7 @@ impl Steps for SrTcm {
 
     #[inline(always)]
     fn step(&self, words: &mut [u64; 2], t: [u64; 2], bytes: u64, pre: Color) -> Color {
-        // The same tests as `Bucket::take` on C and A and as `yellow`, with
-        // the one multiply `B·T` shared (both buckets run on `T = 1/CIR`),
-        // each word read once as its debt at `now`, and A's step taken
-        // once, for green and yellow alike.
+        // `Bucket::take` on C and A and `yellow`, sharing `B·T` and A's step.
         let now = t[0];
         let [c, a] = *words;
         if bytes > self.all.size || pre == Color::Red {
@@ -266,9 +246,8 @@ impl Steps for SrTcm {
         let [committed, all] = &flow.words;
         let c_seen = committed.load();
         if pre == Color::Green && self.committed.take(c_seen, now, bytes).is_some() {
-            // Green looks possible. Reserve in A first (so a concurrent yellow
-            // test sees the bytes in A before it can see them in C), then take
-            // from C.
+            // Reserve in A first (a concurrent yellow test sees the bytes in
+            // A before it can see them in C), then take from C.
             let reserved = all.update(|a| match self.all.take(a, now, bytes) {
                 Some(next) => Ok((next, (a, next))),
                 None => Err(()),
@@ -284,20 +263,15 @@ impl Steps for SrTcm {
             match taken {
                 Ok(()) => return Color::Green,
                 Err(c_now) => {
-                    // A concurrent packet emptied C. Our reservation stands
-                    // as yellow if the excess bucket holds it. A read after
-                    // C holds every reservation, ours included, and C at most
-                    // the completed greens: `A − C` over-counts the excess
-                    // bucket's deficit by the greens still in flight, so the
-                    // test errs toward red.
+                    // C emptied meanwhile: yellow if the excess bucket holds
+                    // it (`A − C` over-counts greens in flight: errs red).
                     let c_base = step::base(c_now, now);
                     let a_now = all.load();
                     if bytes <= self.ebs && step::excess(a_now, c_base) <= self.ebs_span {
                         return Color::Yellow;
                     }
-                    // Red: give the reservation back if A is as we left it
-                    // (then it is exactly undone); otherwise keep it, which
-                    // only withholds tokens from later packets.
+                    // Red: undo the reservation if A is as we left it, else
+                    // keep it (withholding tokens, never granting).
                     let _ = all.compare_exchange(a_after, a_before);
                     return Color::Red;
                 }
@@ -325,11 +299,9 @@ impl Steps for SrTcm {
         ]
     }
 
-    /// The committed and the excess bucket: bases `max(C, now)` and
-    /// `max(A, now)`, slacks `CBS·T − (max(C, now) − now)` and
-    /// `EBS·T − (max(A, now) − max(C, now))`. Their sum is A's slack
-    /// `(CBS + EBS)·T − (max(A, now) − now)`, so whatever fits them fits A:
-    /// A's own test is implied.
+    /// Bases `max(C, now)`, `max(A, now)`; slacks `CBS·T − (max(C, now) −
+    /// now)` and `EBS·T − (max(A, now) − max(C, now))`, whose sum is A's
+    /// slack, so A's own test is implied.
     #[inline(always)]
     fn slack(&self, [c, a]: [u64; 2], t: [u64; 2]) -> Option<Slack> {
         let now = t[0];
@@ -343,8 +315,7 @@ impl Steps for SrTcm {
         })
     }
 
-    /// Green takes from C and A, yellow from A only; a green leaves
-    /// `max(A, now) − max(C, now)` (the excess deficit) as it is.
+    /// Green takes from C and A, yellow from A only.
     #[inline(always)]
     fn commit(
         &self,
@@ -370,28 +341,18 @@ impl Steps for SrTcm {
         pre: Arrivals,
         out: &mut [Color],
     ) {
-        let [committed, all] = &flow.words;
-        loop {
-            let [c, a] = [committed.load(), all.load()];
-            let Some([c_next, a_next]) = self.decide_batch([c, a], t, sizes, pre, out) else {
-                return self.batch_shared_slow(flow, t, sizes, pre, out);
-            };
-            // The single packet's order: reserve everything in A first, then
-            // take the greens from C.
-            if a_next != a && all.compare_exchange(a, a_next).is_err() {
-                continue; // nothing stored: start again
-            }
-            if c_next == c || committed.compare_exchange(c, c_next).is_ok() {
-                return;
-            }
-            // A concurrent green took from C since we read it. Undo the
-            // reservation if A is as we left it, and start again.
+        // The single packet's order: reserve everything in A first, then
+        // take the greens from C. If a concurrent green took from C since,
+        // undo the reservation if A is as we left it and start again; if A
+        // moved on, the reservation stays (docs/design/meters.md).
+        let all = &flow.words[1];
+        shared_batch(self, flow, t, sizes, pre, out, 1, |out, a, a_next| {
             if a_next == a || all.compare_exchange(a_next, a).is_ok() {
-                continue;
+                return true;
             }
-            // A moved on: our reservation stays (see the module docs).
-            return self.lost_committed(flow, t[0], sizes, out);
-        }
+            self.lost_committed(flow, t[0], sizes, out);
+            false
+        });
     }
 
     fn tokens_at(&self, words: [u64; 2], t: [u64; 2]) -> [u64; 2] {

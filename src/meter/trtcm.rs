@@ -2,7 +2,7 @@
 //! docs](super) for the math (two independent TATs, each on its own rate).
 
 use super::batch::{Arrivals, Slack};
-use super::steps::{batch_shared_pair, lost_second, pair_steps, Pair, Steps};
+use super::steps::{lost_second, pair_steps, shared_batch, Pair, Steps};
 use super::{Bucket, Color, Flow, MeterError};
 use crate::quota::Quota;
 

@@ -1,53 +1,13 @@
-//! The bucketed sliding window counter: a window of `W` ticks split into
-//! `N` buckets of `b = W / N` ticks, counted exactly per bucket.
+//! The bucketed sliding window counter.
 //!
-//! Bucket `j` is the ticks `[j·b, (j+1)·b)`. With `c_i` the cells admitted
-//! in bucket `i`, a request of `cost` cells in bucket `j` is admitted iff
-//! `c_(j−N+1) + … + c_j + cost ≤ limit`, and then `c_j ← c_j + cost` (one
-//! minute in six buckets of ten seconds: six counters). With `N = 1` it is
-//! the [`FixedWindow`](super::FixedWindow). The bounds it keeps:
-//!
-//! 1. any `N` consecutive buckets hold at most `limit` cells;
-//! 2. any `W − b + 1` consecutive ticks hold at most `limit` cells (tight);
-//! 3. any `W` consecutive ticks hold at most `limit + c_f`, `c_f` the count
-//!    of the first bucket they touch: never more than `2·limit`.
-//!
-//! Where the tick counter wraps past `2⁶⁴` and the last bucket is short (`b`
-//! not a power of two), an interval containing it may touch one bucket
-//! more. The proofs, the wrap and the packing's derivation are in
-//! docs/design/windows.md in the repository.
-//!
-//! With no further traffic the window's count `T(d)` at bucket `j + d` only
-//! falls as `d` grows, so with `u` the ticks until the next bucket starts
-//! the answers are exact (property tested in `tests/bucketed.rs`):
-//!
-//! ```text
-//! remaining   = limit − T(0)
-//! retry_after = u + (d − 1)·b   for the least d ≥ 1 with T(d) + cost ≤ limit
-//! reset_after = u + (d − 1)·b   for the least d ≥ 1 with T(d) = 0 (0 if T(0) = 0)
-//! ```
-//!
-//! # State word
-//!
-//! The tag of the last bucket `s` written, its count `c_s` and the sums
-//! `F_i = c_(s−1) + … + c_(s−i)` of the `i` buckets before it, `N` fields of
-//! `cb = ⌈log₂(limit + 1)⌉` bits within 48: 6 buckets allow a limit up to
-//! 255, 4 up to 4 095, 2 up to 16 777 215, 48 buckets a limit of 1. Larger
-//! counts take [`WideBucketedWindow`](super::WideBucketedWindow). The
-//! window's count is two fields, `c_s + F_(N−1)`. A state `d < N` buckets
-//! behind `now`'s is moved on `d` buckets; one ahead (a lagging thread) is
-//! judged at its own bucket; anything else reads as empty. State `0` is a
-//! new client.
-//!
-//! # Invariants
-//!
+//! * The state word holds the tag of the last bucket `s` written, its count
+//!   `c_s` and the sums `F_i = c_(s−1) + … + c_(s−i)`, `N` fields of `cb =
+//!   ⌈log₂(limit + 1)⌉` bits within 48 (layout: docs/design/windows.md).
+//!   `0` is a new client; the window's count is `c_s + F_(N−1)`.
 //! * `F_1 ≤ … ≤ F_(N−1)` and `c_s + F_(N−1) ≤ limit` in every word this
-//!   quota writes; a word it did not write is first raised to satisfy them
-//!   (counting more, never less).
-//! * One compare-and-swap per admission; denials and peeks store nothing.
+//!   quota writes; a word it did not write is first raised to satisfy them.
 //! * No division on any path; the common case (same bucket, the cost fits)
 //!   is a subtract, a shift, a mask, an add, a compare and `state + cost`.
-//!   A denial's wait scans at most `N − 1` fields, after the loop.
 
 use core::fmt;
 
@@ -62,9 +22,18 @@ pub const COUNT_BITS: u32 = 48;
 /// The longest bucket, in ticks: 2⁴⁸ (three days at 1 GHz).
 pub const MAX_BUCKET: u64 = 1 << 48;
 
-/// The parameters of a bucketed sliding window: at most `limit` cells in
-/// any `buckets` consecutive buckets of `window / buckets` ticks. `Copy`;
-/// implements [`Algorithm`]. See the [module docs](self) for the math.
+/// A bucketed sliding window: `window` ticks split into `buckets` buckets
+/// of `b = window / buckets` ticks, at most `limit` cells in any `buckets`
+/// consecutive buckets. `Copy`; implements [`Algorithm`].
+///
+/// A request of `cost` cells in bucket `j` is admitted iff `c_(j−N+1) + … +
+/// c_j + cost ≤ limit`. So any `W − b + 1` consecutive ticks hold at most
+/// `limit` cells, and any `W` ticks at most `limit + c_f` (`c_f` the count
+/// of the first bucket they touch, so never `2·limit`); with `N = 1` it is
+/// the [`FixedWindow`](super::FixedWindow). `remaining`, `retry_after` and
+/// `reset_after` are exact. State: one `u64`, (bucket tag, suffix sums of
+/// the `N` counts), so `N` buckets allow a limit up to `2^(48/N) − 1` (6
+/// buckets: 255); larger counts take [`WideBucketedWindow`](super::WideBucketedWindow).
 ///
 /// ```
 /// use cellrate::Algorithm;
@@ -136,12 +105,8 @@ impl BucketedWindowQuota {
     /// The most buckets (one count bit each).
     pub const MAX_BUCKETS: u32 = COUNT_BITS;
 
-    /// `limit` cells in any `buckets` consecutive buckets of
-    /// `window / buckets` ticks.
-    ///
-    /// # Panics
-    /// On invalid parameters: a compile error in `const` context. See
-    /// [`try_new`](Self::try_new).
+    /// [`try_new`](Self::try_new), panicking on an error (a compile error
+    /// in `const` context).
     pub const fn new(limit: u64, window: u64, buckets: u32) -> Self {
         or_panic!(Self::try_new(limit, window, buckets))
     }
@@ -495,19 +460,7 @@ pub(crate) const fn check_buckets(window: u64, buckets: u32, max: u32) -> Result
     Ok(())
 }
 
-/// What [`BucketedWindowQuota`]'s [`prepare`](Algorithm::prepare) computes
-/// before the state is read: the bucket of `now` and the cost.
-///
-/// ```
-/// use cellrate::Algorithm;
-/// use cellrate::window::BucketedWindowQuota;
-/// let q = BucketedWindowQuota::new(3, 1_000, 4);
-/// let p = q.prepare(10, 3).unwrap();
-/// let (s, d) = q.step(BucketedWindowQuota::NEW, &p).unwrap();
-/// assert_eq!((d.remaining(), d.reset_after()), (0, 1_000 - 10));
-/// let shortfall = q.step(s, &p).unwrap_err();
-/// assert_eq!(q.denial(&p, shortfall).retry_after(), Some(990));
-/// ```
+/// `now`'s bucket and the cost, computed before the state is read.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 pub struct BucketedWindowPrepared {
@@ -515,9 +468,7 @@ pub struct BucketedWindowPrepared {
     cost: u64,
 }
 
-/// What a denying [`BucketedWindowQuota`] step leaves: the counts it
-/// judged, from which [`denial`](Algorithm::denial) finds the wait. See
-/// [`BucketedWindowPrepared`] for an example.
+/// The counts a denial judged, from which the wait is found.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 pub struct BucketedWindowShortfall(View);
@@ -608,9 +559,8 @@ impl defmt::Format for BucketedWindowQuota {
     }
 }
 
-/// A shared bucketed sliding window: a [`BucketedWindowQuota`] and one
-/// state word changed by compare-and-swap (a critical section on targets
-/// without 64-bit CAS). `const`-constructible for `static`s.
+/// A shared [`BucketedWindowQuota`]: one state word changed by
+/// compare-and-swap. `const`-constructible for `static`s.
 ///
 /// ```
 /// use cellrate::{RateLimiter, window::BucketedWindow};

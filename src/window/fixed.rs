@@ -1,40 +1,27 @@
-//! The fixed window counter: at most `limit` cells in each aligned window
-//! `[k·W, (k+1)·W)`.
-//!
-//! With `c` the cells admitted in `now`'s window (0 if the state is from
-//! an older one) and `e` the ticks elapsed in it, a request of `cost` cells
-//! is admitted iff `c + cost ≤ limit`, and then `c ← c + cost`:
-//!
-//! ```text
-//! remaining   = limit − c
-//! reset_after = W − e        (0 when c = 0: already full)
-//! retry_after = W − e        (exact: the next window starts empty, and cost ≤ limit)
-//! ```
-//!
-//! Windows are aligned, not sliding: `limit` cells in the last tick of a
-//! window and `limit` more in the first tick of the next are all admitted,
-//! `2·limit` within two ticks, the price of one word and an add.
-//! [`SlidingWindow`](super::SlidingWindow), [`SlidingLog`](super::SlidingLog)
-//! and [`Gcra`](crate::Gcra) do not allow it.
-//!
-//! # Invariants
+//! The fixed window counter.
 //!
 //! * The state word is `tag << count_bits | count`, `count_bits =
-//!   ⌈log₂(limit + 1)⌉` and the tag at least 16 bits (so `limit < 2⁴⁸`);
-//!   state `0` is a new client. The stored count never exceeds `limit`.
-//! * One compare-and-swap per admission; a denial, a peek and a cost of 0
-//!   store nothing. No division on any path.
-//! * While the state is `now`'s window a check is a subtract and a compare,
-//!   and an admission stores `state + cost`; a state from another window is
-//!   decoded out of line (see the [module docs](super) for tags).
+//!   ⌈log₂(limit + 1)⌉`, the tag at least 16 bits; `0` is a new client and
+//!   the stored count never exceeds `limit`.
+//! * While the state is `now`'s window a check is a subtract and a compare
+//!   and an admission stores `state + cost`; another window's state is
+//!   decoded out of line. No division on any path.
 
 use super::{check_params, count_bits, low_mask, WindowError, MIN_TAG_BITS};
 use crate::algorithm::Limiter;
 use crate::divisor::Divisor;
 use crate::{Algorithm, Decision, Denied, Limited, Snapshot};
 
-/// The parameters of a fixed window: `limit` cells per window of `window`
-/// ticks. `Copy`, shareable by many state words; implements [`Algorithm`].
+/// A fixed window: at most `limit` cells in each aligned window
+/// `[k·W, (k+1)·W)` of `window` ticks. `Copy`; implements [`Algorithm`].
+///
+/// With `c` the cells counted in `now`'s window and `e` the ticks elapsed
+/// in it, `cost` is admitted iff `c + cost ≤ limit`; `remaining = limit −
+/// c`, and `retry_after = reset_after = W − e` (exact: the next window
+/// starts empty). Up to `2·limit` pass across an edge (the last tick of one
+/// window and the first of the next), which [`SlidingWindow`](super::SlidingWindow),
+/// [`SlidingLog`](super::SlidingLog) and [`Gcra`](crate::Gcra) do not allow.
+/// State: one `u64`, (window tag, count).
 ///
 /// ```
 /// use cellrate::Algorithm;
@@ -81,11 +68,8 @@ impl FixedWindowQuota {
     /// The largest limit (2⁴⁸ − 1: the count leaves 16 bits of window tag).
     pub const MAX_LIMIT: u64 = (1 << (64 - MIN_TAG_BITS)) - 1;
 
-    /// `limit` cells per `window` ticks.
-    ///
-    /// # Panics
-    /// On a zero limit or window, or a limit above [`MAX_LIMIT`](Self::MAX_LIMIT):
-    /// a compile error in `const` context. See [`try_new`](Self::try_new).
+    /// [`try_new`](Self::try_new), panicking on an error (a compile error
+    /// in `const` context).
     pub const fn new(limit: u64, window: u64) -> Self {
         or_panic!(Self::try_new(limit, window))
     }
@@ -252,20 +236,7 @@ impl FixedWindowQuota {
     }
 }
 
-/// What [`FixedWindowQuota`]'s [`prepare`](Algorithm::prepare) computes
-/// before the state is read: the window of `now` (its tag, its empty state,
-/// the ticks to its end) and the cost.
-///
-/// ```
-/// use cellrate::Algorithm;
-/// use cellrate::window::FixedWindowQuota;
-/// let q = FixedWindowQuota::new(3, 1_000);
-/// let p = q.prepare(10, 2).unwrap();
-/// let (s, d) = q.step(FixedWindowQuota::NEW, &p).unwrap();
-/// assert_eq!(d.remaining(), 1);
-/// let shortfall = q.step(s, &p).unwrap_err();
-/// assert_eq!(q.denial(&p, shortfall).retry_after(), Some(990));
-/// ```
+/// `now`'s window and the cost, computed before the state is read.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 pub struct FixedWindowPrepared {
@@ -273,9 +244,7 @@ pub struct FixedWindowPrepared {
     cost: u64,
 }
 
-/// What a denying [`FixedWindowQuota`] step leaves: the cells left in the
-/// judged window and the ticks until it ends. See [`FixedWindowPrepared`]
-/// for an example.
+/// A denial's room in the judged window and the ticks until it ends.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FixedWindowShortfall {
@@ -340,9 +309,9 @@ impl Algorithm for FixedWindowQuota {
 
 window_quota_fmt!(FixedWindowQuota);
 
-/// A shared fixed window limiter: a [`FixedWindowQuota`] and one state word
-/// changed by compare-and-swap (a critical section on targets without 64-bit
-/// CAS, see [`sync`](crate::sync)). `const`-constructible for `static`s.
+/// A shared [`FixedWindowQuota`]: one state word changed by
+/// compare-and-swap (a critical section on targets without 64-bit CAS, see
+/// [`sync`](crate::sync)). `const`-constructible for `static`s.
 ///
 /// ```
 /// use cellrate::{RateLimiter, window::FixedWindow};

@@ -1,72 +1,22 @@
-//! The sliding log: exact "at most `limit` cells in any `W` ticks".
-//!
-//! The log keeps the last `limit` admitted cells, oldest first, in a ring of
-//! `N ≥ limit` slots; each slot holds the tick its cell **expires** at,
-//! `r + W` for a cell recorded at `r` (an empty slot has expired at every
-//! `now`). Since the ring is sorted, a request of `cost` cells fits iff its
-//! `cost`-th oldest slot has expired:
-//!
-//! ```text
-//! admit ⇔ ring[cost − 1] ≤ now          (ring[0] the oldest)
-//! remaining   = number of expired slots
-//! retry_after = ring[cost − 1] − now      (exact)
-//! reset_after = newest − now              (0 if all expired)
-//! ```
-//!
-//! An admission overwrites the `cost` oldest slots with `max(now + W,
-//! newest)` (the `max` keeps the ring sorted if a clock steps back, which
-//! can deny more, never admit more). Hence at most `limit` cells lie in any
-//! `W` consecutive ticks, exactly.
-//!
-//! **Any clock.** Expiries are kept in serial time, as GCRA keeps TATs (see
-//! [`gcra`](crate::gcra#serial-time)), so `now` may start anywhere and wrap
-//! past `2⁶⁴`. The window is at most [`MAX_WINDOW`] = 2⁶¹ ticks; the answers
-//! are exact while two checks are at most 2⁶² ticks apart, and past that
-//! the log denies more until it drains, never admits more.
-//!
-//! # Concurrency
-//!
-//! The log is not one word, so it is **not lock-free**. With cellrate's
-//! `std` feature the ring sits behind a sequence lock: a denial, a peek and
-//! a `cost == 0` check write nothing and take no lock; an admission takes
-//! the sequence word by one compare-and-swap, writes, and publishes (a
-//! writer preempted mid-write delays the others). Without `std` (bare
-//! metal) every operation runs inside one [`critical_section::with`], so
-//! thread mode and interrupt handlers can share a log; on a host without
-//! `std` the `critical-section` implementation is one process-wide lock.
-//! What runs under the lock is bounded: a check reads the header, at most
-//! one slot and a search of at most `2⌈log₂ N⌉ + 2` slots, and writes
-//! `cost ≤ N` slots and the header; a revocation shifts at most `N` slots;
-//! no allocation, no division. Prefer [`SlidingWindow`](super::SlidingWindow) or
-//! [`Gcra`](crate::Gcra) (one word, lock-free) for heavily shared state.
-//! The header of words that lets a check decide without searching the ring
-//! is described in docs/design/windows.md in the repository.
-//!
-//! # Invariants
+//! The sliding log.
 //!
 //! * The first `limit` slots (from `head`) hold the expiry words of the last
-//!   `limit` recorded cells, sorted (serial order), `0` meaning empty.
+//!   `limit` recorded cells, sorted (serial order), `0` meaning empty; an
+//!   admission overwrites the `cost` oldest with `max(now + W, newest)`.
 //! * `known < limit`, and the first `known` slots have expired by `since`;
 //!   `next_in` is 0 or the ticks from `since` until slot `known` expires;
 //!   `newest_in` the ticks from `since` until the newest slot expires, read
-//!   only while `next_in` is not 0.
-//! * A denial and a peek write nothing.
-
-use core::fmt;
+//!   only while `next_in` is not 0 (docs/design/windows.md).
+//! * A denial and a peek write nothing; under the lock a check reads at
+//!   most `2⌈log₂ N⌉ + 4` slots and writes `cost ≤ N`; no division.
 
 use super::WindowError;
 use crate::gcra::step;
 use crate::sync::{guarded_zeros, loom_const_fn, Guarded, GuardedU64};
-use crate::{Decision, Denied, Limited, RateLimiter, Snapshot};
+use crate::{Decision, Denied, Limited, Snapshot};
 
 /// The longest window a [`SlidingLog`] accepts: 2⁶¹ ticks (73 years at
-/// 1 GHz), so that every expiry it records is within the reach of serial
-/// time (see the [module docs](self)).
-///
-/// ```
-/// use cellrate::window::{log::MAX_WINDOW, SlidingLog, WindowError};
-/// assert_eq!(SlidingLog::<4>::try_new(4, MAX_WINDOW + 1).err(), Some(WindowError::WindowTooLong { max: MAX_WINDOW }));
-/// ```
+/// 1 GHz), so that every expiry it records is within reach of serial time.
 pub const MAX_WINDOW: u64 = step::REACH;
 
 /// What a check reads of the ring at its `now`: the expired slots (a
@@ -115,8 +65,26 @@ impl<const N: usize> Ring<N> {
     }
 }
 
-/// An exact sliding window over the last `limit ≤ N` admission times; see
-/// the [module docs](self). `const`-constructible for `static`s.
+/// An exact sliding window: at most `limit ≤ N` cells in any `window`
+/// consecutive ticks, from the expiry ticks of the last `limit` admitted
+/// cells in a ring of `N` slots (`8·N + 40` bytes).
+///
+/// With the ring sorted oldest first, `cost` cells are admitted iff slot
+/// `cost − 1` has expired at `now`; `remaining` is the number of expired
+/// slots, `retry_after` the ticks until slot `cost − 1` expires (exact) and
+/// `reset_after` until the newest does. Expiries are in serial time (as
+/// [`gcra`](crate::gcra#serial-time) keeps TATs), so `now` may start
+/// anywhere and wrap past `2⁶⁴`; the window is at most 2⁶¹ ticks, and the
+/// answers are exact while two checks are at most 2⁶² ticks apart (past
+/// that the log denies more until it drains, never admits more).
+///
+/// **Not lock-free**: with `std` the ring sits behind a sequence lock (a
+/// denial, a peek and a `cost == 0` check take no lock; a writer preempted
+/// mid-write delays the others); without `std` every operation runs in one
+/// [`critical_section::with`], so thread mode and interrupt handlers can
+/// share a log. Prefer [`SlidingWindow`](super::SlidingWindow) or
+/// [`Gcra`](crate::Gcra) for heavily shared state. `const`-constructible
+/// for `static`s.
 ///
 /// ```
 /// use cellrate::{RateLimiter, window::SlidingLog};
@@ -134,24 +102,17 @@ pub struct SlidingLog<const N: usize> {
 }
 
 impl<const N: usize> SlidingLog<N> {
-    loom_const_fn! {
-        /// A log admitting at most `limit` cells in any `window` ticks.
-        ///
-        /// # Panics
-        /// On a zero limit or window or a limit above `N`: a compile error in
-        /// `const` context. See [`try_new`](Self::try_new).
-        pub fn new(limit: u64, window: u64) -> Self {
-            or_panic!(Self::try_new(limit, window))
-        }
-    }
+    ring_limiter!();
 
     loom_const_fn! {
-        /// A log admitting at most `limit` cells in any `window` ticks, or what
-        /// is wrong with them.
+        /// A log of at most `limit` cells in any `window` ticks, or what is
+        /// wrong with them.
         ///
         /// ```
         /// use cellrate::window::{SlidingLog, WindowError};
         /// assert_eq!(SlidingLog::<8>::try_new(9, 10).err(), Some(WindowError::LimitTooLarge { max: 8 }));
+        /// let max = 1 << 61;
+        /// assert_eq!(SlidingLog::<4>::try_new(4, max + 1).err(), Some(WindowError::WindowTooLong { max }));
         /// ```
         pub fn try_new(limit: u64, window: u64) -> Result<Self, WindowError> {
             match Self::validate(limit, window) {
@@ -184,11 +145,6 @@ impl<const N: usize> SlidingLog<N> {
             return Err(WindowError::WindowTooLong { max: MAX_WINDOW });
         }
         super::check_params(limit, window, Self::MAX_LIMIT)
-    }
-
-    /// The most cells in any window.
-    pub const fn limit(&self) -> u64 {
-        self.limit
     }
 
     /// The window length in ticks.
@@ -414,12 +370,6 @@ impl<const N: usize> SlidingLog<N> {
         )))
     }
 
-    /// Admits `cost` cells at `now`, or denies and writes nothing.
-    #[inline]
-    pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        self.admit_at(now, cost).map(|(d, _)| d)
-    }
-
     /// Gives back `cost` cells admitted at `now` (the newest such; for
     /// example for a request admitted but never served), as if never
     /// admitted. Returns the state after the refund.
@@ -538,38 +488,7 @@ impl<const N: usize> SlidingLog<N> {
     }
 }
 
-impl<const N: usize> RateLimiter for SlidingLog<N> {
-    #[inline]
-    fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        SlidingLog::check_n(self, now, cost)
-    }
-    fn peek(&self, now: u64) -> Snapshot {
-        SlidingLog::peek(self, now)
-    }
-}
-
-impl<const N: usize> fmt::Debug for SlidingLog<N> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SlidingLog")
-            .field("capacity", &N)
-            .field("limit", &self.limit)
-            .field("window", &self.window)
-            .finish()
-    }
-}
-
-#[cfg(feature = "defmt")]
-impl<const N: usize> defmt::Format for SlidingLog<N> {
-    fn format(&self, f: defmt::Formatter) {
-        defmt::write!(
-            f,
-            "SlidingLog {{ capacity: {=usize}, limit: {=u64}, window: {=u64} }}",
-            N,
-            self.limit,
-            self.window
-        )
-    }
-}
+ring_limiter!(SlidingLog, "capacity");
 
 #[cfg(all(test, feature = "loom"))]
 mod loom_tests {

@@ -3,8 +3,8 @@
 //! | limiter | state | exactness | memory |
 //! |---|---|---|---|
 //! | [`FixedWindow`] | one `u64`: (window index, count) | exact for aligned windows `[k·W, (k+1)·W)`; up to `2·limit` across an edge | 8 bytes |
-//! | [`SlidingWindow`] | one `u64`: (window index, previous count, current count) | approximation of a sliding window (see [`sliding`]) | 8 bytes |
-//! | [`BucketedWindow`] | one `u64`: (bucket index, suffix sums of `N` bucket counts) | exact per bucket of `W/N` ticks: at most `limit` in any `N` buckets, at most one bucket's count over in any `W` ticks (see [`bucketed`]) | 8 bytes |
+//! | [`SlidingWindow`] | one `u64`: (window index, previous count, current count) | approximation of a sliding window (see [`SlidingWindowQuota`]) | 8 bytes |
+//! | [`BucketedWindow`] | one `u64`: (bucket index, suffix sums of `N` bucket counts) | exact per bucket of `W/N` ticks: at most `limit` in any `N` buckets, at most one bucket's count over in any `W` ticks (see [`BucketedWindowQuota`]) | 8 bytes |
 //! | [`WideBucketedWindow`] | a ring of `N` bucket counts, its head, the bucket index, the sum | as [`BucketedWindow`], for any limit | `8·N + 72` bytes (`8·N + 64` without `std`) |
 //! | [`SlidingLog`] | the expiry ticks of the last `limit` admitted cells, a ring position and a tick | exact: at most `limit` cells in any `W` consecutive ticks | `8·N + 40` bytes |
 //!
@@ -39,7 +39,7 @@
 //!   too old and starts from zero.
 //! * Windows are aligned to multiples of `W` on the caller's clock (with
 //!   Unix time, calendar-aligned): any origin that is a multiple of `W`
-//!   gives the same answers. [`SlidingLog`] is origin-free (see [`log`]).
+//!   gives the same answers. [`SlidingLog`] is origin-free.
 //! * Where the tick counter wraps past `2⁶⁴`, window 0 follows the last
 //!   window `⌊(2⁶⁴ − 1)/W⌋`, short unless `W` divides `2⁶⁴`. Every window
 //!   still admits at most `limit`; the sliding window counts the short one
@@ -148,6 +148,70 @@ macro_rules! window_quota_fmt {
     };
 }
 
+/// What [`SlidingLog`] and [`WideBucketedWindow`] share: in their impl
+/// block (no arguments) `new` (their `try_new`, or a panic), `limit` and
+/// `check_n` (their `admit_at` without the mark); outside it, the
+/// [`RateLimiter`](crate::RateLimiter) impl, and `Debug` and
+/// `defmt::Format` showing `N` (named `$n`), `limit` and `window`.
+macro_rules! ring_limiter {
+    () => {
+        crate::sync::loom_const_fn! {
+            /// [`try_new`](Self::try_new), panicking on an error (a
+            /// compile error in `const` context).
+            pub fn new(limit: u64, window: u64) -> Self {
+                or_panic!(Self::try_new(limit, window))
+            }
+        }
+
+        /// The most cells in any window.
+        pub const fn limit(&self) -> u64 {
+            self.limit
+        }
+
+        /// Admits `cost` cells at `now`, or denies and writes nothing.
+        #[inline]
+        pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+            self.admit_at(now, cost).map(|(d, _)| d)
+        }
+    };
+    ($ty:ident, $n:literal) => {
+        impl<const N: usize> crate::RateLimiter for $ty<N> {
+            #[inline]
+            fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+                $ty::check_n(self, now, cost)
+            }
+            fn peek(&self, now: u64) -> Snapshot {
+                $ty::peek(self, now)
+            }
+        }
+
+        impl<const N: usize> core::fmt::Debug for $ty<N> {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field($n, &N)
+                    .field("limit", &self.limit)
+                    .field("window", &self.window())
+                    .finish()
+            }
+        }
+
+        #[cfg(feature = "defmt")]
+        impl<const N: usize> defmt::Format for $ty<N> {
+            fn format(&self, f: defmt::Formatter) {
+                defmt::write!(
+                    f,
+                    "{=str} {{ {=str}: {=usize}, limit: {=u64}, window: {=u64} }}",
+                    stringify!($ty),
+                    $n,
+                    N,
+                    self.limit,
+                    self.window()
+                )
+            }
+        }
+    };
+}
+
 mod bucketed;
 mod fixed;
 mod log;
@@ -186,7 +250,7 @@ pub enum WindowError {
     /// coarser tick or a shorter window.
     Overflow,
     /// The window is longer than this limiter can compare in serial time
-    /// (sliding log only: [`log::MAX_WINDOW`]).
+    /// (sliding log only: 2⁶¹ ticks).
     WindowTooLong {
         /// The longest window this limiter accepts.
         max: u64,

@@ -1,46 +1,11 @@
-//! The sliding window counter: at most `limit` cells in any window of `W`
-//! ticks, estimated from two counts.
-//!
-//! A sliding window of `W` ticks ending at `now` overlaps the current aligned
-//! window (elapsed `e`) and the part `W − e` of the previous one. The
-//! counter keeps only the counts `p` (previous window) and `c` (current) and
-//! assumes the previous window's cells were spread evenly over it:
-//!
-//! ```text
-//! estimate(now) = p · (W − e) / W + c
-//! admit cost  ⇔  c + cost ≤ limit  and  p · (W − e) ≤ (limit − c − cost) · W   (exact, in integers)
-//! ```
-//!
-//! and then `c ← c + cost`; at a rollover `c` becomes `p`. This is the
-//! "sliding window counter" of Cloudflare's rate limiting (2017). The
-//! estimate never increases while nothing is admitted, so the times
-//! reported are exact for it (retrying at `now + retry_after` admits, one
-//! tick earlier denies; property tested):
-//!
-//! ```text
-//! remaining   = ⌊limit − c − p·(W − e)/W⌋
-//! reset_after = 2W − e if c > 0;  W − e if only p > 0;  0 otherwise
-//! retry_after = W − ⌊(limit − c − cost)·W / p⌋ − e    if c + cost ≤ limit (this window)
-//!               (W − e) + W − ⌊(limit − cost)·W / c⌋  otherwise (the next one)
-//! ```
-//!
-//! The estimate differs from the true count of the last `W` ticks when the
-//! previous window's traffic was not uniform: `tests/sliding_error.rs`
-//! bounds the error (under 5 % of requests wrongly admitted, admitted rate
-//! within 3 % of an exact log), and docs/design/windows.md in the
-//! repository has the figures.
-//!
-//! # Invariants
+//! The sliding window counter.
 //!
 //! * The state word is `tag << 2·cb | p << cb | c`, `cb = ⌈log₂(limit + 1)⌉`
-//!   bits per count and a tag of at least 16 bits, so `limit < 2²⁴`; the
-//!   exact test needs `limit · W < 2⁶⁴`. State `0` is a new client.
+//!   bits per count, the tag at least 16 bits; `0` is a new client.
 //! * `p, c ≤ limit`, and `estimate ≤ limit` after every admission.
-//! * One compare-and-swap per admission; denials and peeks store nothing.
-//!   No division on the admit path; while the state is `now`'s window and
-//!   `p + c + cost ≤ limit` no multiplication either (`state + cost` is
-//!   stored). A denial's `retry_after` costs one division, done only when
-//!   the [`Denied`] is read.
+//! * No division on the admit path; while the state is `now`'s window and
+//!   `p + c + cost ≤ limit`, no multiplication either (`state + cost` is
+//!   stored). A denial's `retry_after` divides once, when it is read.
 
 use super::{check_params, count_bits, low_mask, WindowError, MIN_TAG_BITS};
 use crate::algorithm::Limiter;
@@ -48,8 +13,24 @@ use crate::decision::Usage;
 use crate::divisor::Divisor;
 use crate::{Algorithm, Decision, Denied, Limited, Snapshot};
 
-/// The parameters of a sliding window counter: at most `limit` cells in any
-/// window of `window` ticks, estimated. `Copy`; implements [`Algorithm`].
+/// A sliding window counter: at most `limit` cells in any window of
+/// `window` ticks, estimated from two counts. `Copy`; implements [`Algorithm`].
+///
+/// It keeps the counts `p` of the previous aligned window and `c` of the
+/// current one (elapsed `e`), and assumes `p`'s cells were spread evenly:
+///
+/// ```text
+/// admit cost ⇔ c + cost ≤ limit and p·(W − e) ≤ (limit − c − cost)·W
+/// remaining   = ⌊limit − c − p·(W − e)/W⌋
+/// reset_after = 2W − e if c > 0;  W − e if only p > 0;  0 otherwise
+/// ```
+///
+/// and then `c ← c + cost`; at a rollover `c` becomes `p` (Cloudflare's
+/// "sliding window counter"). `retry_after` is exact for the estimate. On
+/// uneven traffic the estimate errs: under 5 % of requests wrongly
+/// admitted, the admitted rate within 3 % of an exact [`SlidingLog`](super::SlidingLog)
+/// (`tests/sliding_error.rs`). State: one `u64`, (window tag, `p`, `c`);
+/// `limit < 2²⁴` and `limit · window < 2⁶⁴`.
 ///
 /// ```
 /// use cellrate::Algorithm;
@@ -103,11 +84,8 @@ impl SlidingWindowQuota {
     /// The largest limit (2²⁴ − 1: two counts leave 16 bits of tag).
     pub const MAX_LIMIT: u64 = (1 << ((64 - MIN_TAG_BITS) / 2)) - 1;
 
-    /// `limit` cells in any `window` ticks (estimated).
-    ///
-    /// # Panics
-    /// On invalid parameters: a compile error in `const` context. See
-    /// [`try_new`](Self::try_new).
+    /// [`try_new`](Self::try_new), panicking on an error (a compile error
+    /// in `const` context).
     pub const fn new(limit: u64, window: u64) -> Self {
         or_panic!(Self::try_new(limit, window))
     }
@@ -353,19 +331,7 @@ impl SlidingWindowQuota {
     }
 }
 
-/// What [`SlidingWindowQuota`]'s [`prepare`](Algorithm::prepare) computes
-/// before the state is read: the window of `now` (its tag, its empty state,
-/// the ticks elapsed in it) and the cost.
-///
-/// ```
-/// use cellrate::Algorithm;
-/// use cellrate::window::SlidingWindowQuota;
-/// let q = SlidingWindowQuota::new(10, 1_000);
-/// let (s, _) = q.check(SlidingWindowQuota::NEW, 900, 10).unwrap();
-/// let p = q.prepare(1_500, 6).unwrap();
-/// let shortfall = q.step(s, &p).unwrap_err();
-/// assert_eq!(q.denial(&p, shortfall).retry_after(), Some(100));
-/// ```
+/// `now`'s window and the cost, computed before the state is read.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 pub struct SlidingWindowPrepared {
@@ -373,10 +339,8 @@ pub struct SlidingWindowPrepared {
     cost: u64,
 }
 
-/// What a denying [`SlidingWindowQuota`] step leaves: the counts it judged,
-/// from which [`denial`](Algorithm::denial) computes the wait (two
-/// divisions, only on a denial). See [`SlidingWindowPrepared`] for an
-/// example.
+/// The counts a denial judged; the wait is computed from them only when
+/// read.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug)]
 pub struct SlidingWindowShortfall(View);
@@ -455,9 +419,8 @@ impl Algorithm for SlidingWindowQuota {
 
 window_quota_fmt!(SlidingWindowQuota);
 
-/// A shared sliding window counter: a [`SlidingWindowQuota`] and one state
-/// word changed by compare-and-swap (a critical section on targets without
-/// 64-bit CAS). `const`-constructible for `static`s.
+/// A shared [`SlidingWindowQuota`]: one state word changed by
+/// compare-and-swap. `const`-constructible for `static`s.
 ///
 /// ```
 /// use cellrate::{RateLimiter, window::SlidingWindow};

@@ -1,44 +1,17 @@
-//! The bucketed sliding window for counts that do not fit one word: a
-//! `u64` per bucket.
+//! The bucketed sliding window with a `u64` count per bucket.
 //!
-//! The rule, the bounds and the answers are those of the
-//! [bucketed window](super::bucketed): at most `limit` cells in any `N`
-//! consecutive buckets of `b = W / N` ticks, so at most `limit` in any
-//! `W − b + 1` ticks and `limit + c_f` in any `W`; exact `remaining`,
-//! `retry_after` and `reset_after`. On the same traffic the two forms give
-//! the same answers (property tested), except that this one keeps the whole
-//! bucket index (it never aliases) and takes any limit up to `u64::MAX` and
-//! up to [`MAX_BUCKETS`] buckets.
-//!
-//! The state is a ring of `N` counts (newest at `head`), the newest
-//! bucket's index, and the sum of the ring. Moving on `d` buckets zeroes the
-//! `d` oldest and moves `head`; the window's count is the sum, one read; a
-//! denial finds its wait by dropping the oldest buckets one by one.
-//!
-//! # Concurrency
-//!
-//! The ring is not one word, so this limiter is **not lock-free**: it sits
-//! behind the [`SlidingLog`](super::SlidingLog)'s guard (see
-//! [`log`](super::log#concurrency)), a sequence lock with `std` (a denial,
-//! a peek and a `cost == 0` check take no lock), one
-//! [`critical_section::with`] per operation without. Under the lock a check
-//! reads and writes at most `N + 3` words; no allocation, no division.
-//! Prefer [`BucketedWindow`](super::BucketedWindow) (one word, lock-free)
-//! where the counts fit it.
-//!
-//! # Invariants
-//!
-//! * `head < N`; `total` is the sum of the `N` counts and at most `limit`
-//!   after every admission; a denial and a peek write nothing.
-//! * `total = 0` reads as a new client whatever the index says.
-
-use core::fmt;
+//! * The state is a ring of `N` counts (newest at `head < N`), the newest
+//!   bucket's index and `total`, the sum of the ring, at most `limit` after
+//!   every admission; `total = 0` reads as a new client whatever the index.
+//! * Moving on `d` buckets zeroes the `d` oldest and moves `head`; a denial
+//!   finds its wait by dropping the oldest buckets one by one. Under the
+//!   lock a check reads and writes at most `N + 3` words; no division.
 
 use super::bucketed::check_buckets;
 use super::{check_params, WindowError};
 use crate::divisor::Divisor;
 use crate::sync::{guarded_zeros, loom_const_fn, Guarded, GuardedU64};
-use crate::{Decision, Denied, Limited, RateLimiter, Snapshot};
+use crate::{Decision, Denied, Limited, Snapshot};
 
 /// The most buckets a [`WideBucketedWindow`] accepts.
 pub const MAX_BUCKETS: u32 = 4_096;
@@ -68,8 +41,18 @@ struct View {
     until_next: u64,
 }
 
-/// A bucketed sliding window with a `u64` count per bucket, `N` buckets;
-/// see the [module docs](self). `const`-constructible for `static`s.
+/// The [`BucketedWindow`](super::BucketedWindow)'s rule, bounds and exact
+/// answers (at most `limit` cells in any `N` consecutive buckets of
+/// `window / N` ticks) for any limit up to `u64::MAX` and up to 4 096
+/// buckets: a ring of `N` `u64` counts, its head, the bucket index and
+/// their sum (`8·N + 72` bytes). On the same traffic both forms give the
+/// same answers, except that this one keeps the whole bucket index (it
+/// never aliases).
+///
+/// **Not lock-free**: the ring sits behind the [`SlidingLog`](super::SlidingLog)'s
+/// guard (a sequence lock with `std`, a critical section without). Prefer
+/// [`BucketedWindow`](super::BucketedWindow) (one word, lock-free) where
+/// the counts fit it. `const`-constructible for `static`s.
 ///
 /// ```
 /// use cellrate::{RateLimiter, window::WideBucketedWindow};
@@ -90,17 +73,7 @@ pub struct WideBucketedWindow<const N: usize> {
 }
 
 impl<const N: usize> WideBucketedWindow<N> {
-    loom_const_fn! {
-        /// At most `limit` cells in any `N` consecutive buckets of
-        /// `window / N` ticks.
-        ///
-        /// # Panics
-        /// On invalid parameters: a compile error in `const` context. See
-        /// [`try_new`](Self::try_new).
-        pub fn new(limit: u64, window: u64) -> Self {
-            or_panic!(Self::try_new(limit, window))
-        }
-    }
+    ring_limiter!();
 
     loom_const_fn! {
         /// At most `limit` cells per `window` ticks in `N` buckets, or what
@@ -144,11 +117,6 @@ impl<const N: usize> WideBucketedWindow<N> {
             return Err(e);
         }
         Ok(window / N as u64)
-    }
-
-    /// The most cells in any `N` consecutive buckets.
-    pub const fn limit(&self) -> u64 {
-        self.limit
     }
 
     /// The window length in ticks.
@@ -333,12 +301,6 @@ impl<const N: usize> WideBucketedWindow<N> {
         )
     }
 
-    /// Admits `cost` cells at `now`, or denies and writes nothing.
-    #[inline]
-    pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        self.admit_at(now, cost).map(|(d, _)| d)
-    }
-
     /// Gives back `cost` cells counted in bucket `index`, at most what it
     /// holds, while it is in the stored window (near the wrap of the tick
     /// counter, where an index could mean two buckets, nothing).
@@ -419,38 +381,7 @@ impl<const N: usize> WideBucketedWindow<N> {
     }
 }
 
-impl<const N: usize> RateLimiter for WideBucketedWindow<N> {
-    #[inline]
-    fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        WideBucketedWindow::check_n(self, now, cost)
-    }
-    fn peek(&self, now: u64) -> Snapshot {
-        WideBucketedWindow::peek(self, now)
-    }
-}
-
-impl<const N: usize> fmt::Debug for WideBucketedWindow<N> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WideBucketedWindow")
-            .field("buckets", &N)
-            .field("limit", &self.limit)
-            .field("window", &self.window())
-            .finish()
-    }
-}
-
-#[cfg(feature = "defmt")]
-impl<const N: usize> defmt::Format for WideBucketedWindow<N> {
-    fn format(&self, f: defmt::Formatter) {
-        defmt::write!(
-            f,
-            "WideBucketedWindow {{ buckets: {=usize}, limit: {=u64}, window: {=u64} }}",
-            N,
-            self.limit,
-            self.window()
-        )
-    }
-}
+ring_limiter!(WideBucketedWindow, "buckets");
 
 #[cfg(all(test, feature = "loom"))]
 mod loom_tests {
