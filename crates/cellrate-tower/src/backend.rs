@@ -480,7 +480,7 @@ impl KeyedTiers {
                 return Err(ConfigError::MixedHz);
             }
         }
-        super::check_name(name)?;
+        super::error::check_name(name)?;
         if capacity == 0 {
             return Err(ConfigError::ZeroCapacity);
         }
@@ -668,7 +668,7 @@ impl<L: RateLimiter> Global<L> {
         window_ticks: u64,
         hz: u64,
     ) -> Result<Self, ConfigError> {
-        super::check_name(name)?;
+        super::error::check_name(name)?;
         if hz == 0 {
             return Err(ConfigError::MixedHz);
         }
@@ -699,7 +699,7 @@ impl Global<cellrate::Gcra> {
     /// # let _ = g;
     /// ```
     pub fn gcra(name: &str, quota: Quota) -> Result<Self, ConfigError> {
-        super::check_name(name)?;
+        super::error::check_name(name)?;
         Ok(Global {
             limiter: cellrate::Gcra::new(quota),
             info: TierInfo::from_quota(name, &quota),
@@ -740,7 +740,7 @@ pub struct Shaper {
 impl Shaper {
     /// A shaper at `quota`.
     pub fn new(name: &str, quota: Quota) -> Result<Self, ConfigError> {
-        super::check_name(name)?;
+        super::error::check_name(name)?;
         Ok(Shaper {
             gcra: cellrate::Gcra::new(quota),
             info: TierInfo::from_quota(name, &quota),

@@ -28,7 +28,8 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
-use super::{Backend, Check, Part, RequestKey, Shared, Verdict};
+use super::live::Shared;
+use super::{Backend, Check, Part, RequestKey, Verdict};
 use cellrate::Clock;
 
 /// The error a metered request body ends with once the backend refuses a

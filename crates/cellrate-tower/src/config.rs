@@ -321,7 +321,7 @@ impl LayerConfig {
         let Some(name) = &self.metrics_name else {
             return Ok(builder);
         };
-        super::check_name(name).map_err(|e| Error::new("metrics_name", e))?;
+        super::error::check_name(name).map_err(|e| Error::new("metrics_name", e))?;
         #[cfg(feature = "metrics")]
         return Ok(builder.metrics_name(name));
         #[cfg(not(feature = "metrics"))]
@@ -688,7 +688,7 @@ impl LayerConfig {
         for (i, t) in self.tiers.iter().enumerate() {
             let quota = self.tier_quota(i, hz)?;
             let place = |field: &str| format!("tiers[{i}].{field}");
-            super::check_name(&t.name).map_err(|e| Error::new(place("name"), e))?;
+            super::error::check_name(&t.name).map_err(|e| Error::new(place("name"), e))?;
             // A size no allocator grants is an error here, not an abort.
             cellrate::config::check_capacity(t.capacity)
                 .map_err(|e| Error::new(place("capacity"), e.message()))?;

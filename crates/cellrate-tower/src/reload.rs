@@ -7,7 +7,8 @@ use std::vec::Vec;
 
 use super::config::ConfigKey;
 use super::config::{Applied, LayerConfig};
-use super::{Backend, KeyedTiers, Live, RateLimitLayer, Shared, TierInfo};
+use super::live::{Live, Shared};
+use super::{Backend, KeyedTiers, RateLimitLayer, TierInfo};
 use cellrate::config::{Error, QuotaSpec};
 use cellrate::Clock;
 
@@ -410,7 +411,7 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
         let current = self.shared.live.load_full();
         let plan = current.backend.plan(config, old, hz)?;
         let (groups, fallback) = B::announced(&plan);
-        let announces = super::announces(
+        let announces = super::announce::announces(
             groups.clone(),
             fallback,
             self.shared.fields,
