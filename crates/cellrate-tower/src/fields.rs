@@ -12,7 +12,15 @@
 /// ([`cellrate::headers::refusing`]), in whole seconds rounded up, at
 /// least 1. What they say under a Redis outage and in the delaying mode is
 /// explained in `docs/design/tower.md`.
+///
+/// In a configuration (feature `serde`): `"ietf"`, `"legacy"`, `"both"`,
+/// `"neither"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum Fields {
     /// `RateLimit-Policy` and `RateLimit` (IETF draft).
     Ietf,

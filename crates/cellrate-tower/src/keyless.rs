@@ -30,14 +30,38 @@ use crate::ConfigError;
 ///     .build();
 /// assert!(challenged.is_ok()); // 401 with `WWW-Authenticate: ApiKey realm="orders"`
 /// ```
+///
+/// In a configuration (feature `serde`): `{ reject = 401 }` (the status as
+/// a number) or `"shared"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum Keyless {
     /// This status (a 4xx; 401 only with a challenge) with the fixed body
     /// `missing rate-limit key`; nothing is charged.
-    Reject(StatusCode),
+    Reject(#[cfg_attr(feature = "serde", serde(with = "status_code"))] StatusCode),
     /// Charged to one client that every keyless request shares (and, with a
     /// `(client, endpoint)` extractor, to its endpoint).
     Shared,
+}
+
+/// A status as its number (`http` has no serde support).
+#[cfg(feature = "serde")]
+mod status_code {
+    use http::StatusCode;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(status: &StatusCode, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u16(status.as_u16())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<StatusCode, D::Error> {
+        StatusCode::from_u16(u16::deserialize(d)?)
+            .map_err(|_| D::Error::custom("not an HTTP status code"))
+    }
 }
 
 /// The `WWW-Authenticate` value `scheme realm="realm"`, if both are valid.
