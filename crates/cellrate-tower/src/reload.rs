@@ -195,7 +195,7 @@ mod sealed {
     /// The plans of a [`KeyedTiers`] reload (not nameable outside the crate).
     pub struct KeyedPlan(
         pub(crate) Vec<crate::config::TierPlan>,
-        pub(crate) Option<crate::backend::Routes>,
+        pub(crate) Option<crate::backend::keyed::Routes>,
     );
 }
 
@@ -211,7 +211,7 @@ impl sealed::Reload for KeyedTiers {
     fn announced(plan: &Self::Plan) -> (Vec<Vec<TierInfo>>, Option<Vec<TierInfo>>) {
         let all: Vec<TierInfo> = plan.0.iter().map(|p| p.info()).collect();
         (
-            crate::backend::Routes::groups_of(plan.1.as_ref(), all),
+            crate::backend::keyed::Routes::groups_of(plan.1.as_ref(), all),
             None,
         )
     }

@@ -19,12 +19,12 @@ pub(crate) struct Applied {
 
 /// A tier table, kept from the rules in force or new.
 pub(crate) enum Planned {
-    Kept(Arc<crate::backend::KeyedTier>),
-    New(std::boxed::Box<crate::backend::KeyedTier>),
+    Kept(Arc<crate::backend::keyed::KeyedTier>),
+    New(std::boxed::Box<crate::backend::keyed::KeyedTier>),
 }
 
 impl Planned {
-    fn tier(&self) -> &crate::backend::KeyedTier {
+    fn tier(&self) -> &crate::backend::keyed::KeyedTier {
         match self {
             Planned::Kept(t) => t,
             Planned::New(t) => t,
@@ -46,7 +46,7 @@ impl TierPlan {
     }
     /// Sets the tier's quotas (each switches on its own, whole) and hands
     /// its table on.
-    pub(crate) fn commit(self) -> Arc<crate::backend::KeyedTier> {
+    pub(crate) fn commit(self) -> Arc<crate::backend::keyed::KeyedTier> {
         let tier = match self.tier {
             Planned::Kept(t) => t,
             Planned::New(t) => Arc::from(t),
@@ -62,7 +62,7 @@ impl LayerConfig {
     /// each a matched route (`/orders/{id}`) read as `key.endpoint =
     /// "route"` reads it, and some tier (limited to no route) decides every
     /// request.
-    pub(crate) fn routes(&self) -> Result<Option<crate::backend::Routes>, Error> {
+    pub(crate) fn routes(&self) -> Result<Option<crate::backend::keyed::Routes>, Error> {
         if self.tiers.iter().all(|t| t.routes.is_none()) {
             return Ok(None);
         }
@@ -108,7 +108,7 @@ impl LayerConfig {
         }
         let lists: Vec<Option<&[String]>> =
             self.tiers.iter().map(|t| t.routes.as_deref()).collect();
-        Ok(Some(crate::backend::Routes::new(&lists)))
+        Ok(Some(crate::backend::keyed::Routes::new(&lists)))
     }
 
     /// Every tier checked and made ready at `hz`: a tier of `old` with the
@@ -133,8 +133,8 @@ impl LayerConfig {
                 .map_err(|e| Error::new(place("capacity"), e.message()))?;
             let max_overrides = self.check_overrides(i)?;
             let scope = match t.scope {
-                TierScope::Client => crate::backend::Scope::Client,
-                TierScope::ClientAndEndpoint => crate::backend::Scope::ClientAndEndpoint,
+                TierScope::Client => crate::backend::keyed::Scope::Client,
+                TierScope::ClientAndEndpoint => crate::backend::keyed::Scope::ClientAndEndpoint,
             };
             let existing = old.and_then(|o| o.tiers.iter().find(|k| k.name == t.name));
             let tier = match existing {
@@ -160,7 +160,7 @@ impl LayerConfig {
                     }
                     Planned::Kept(Arc::clone(k))
                 }
-                None => Planned::New(std::boxed::Box::new(crate::backend::KeyedTier::new(
+                None => Planned::New(std::boxed::Box::new(crate::backend::keyed::KeyedTier::new(
                     &t.name,
                     quota,
                     t.capacity,
@@ -216,7 +216,7 @@ impl LayerConfig {
         &self,
         table: &cellrate::keyed::KeyedBox<
             cellrate::keyed::LiveQuota,
-            crate::backend::LiveOverrides,
+            crate::backend::keyed::LiveOverrides,
         >,
         client: &str,
         place: &str,
