@@ -1,9 +1,7 @@
 //! What a group of tiers announces, and how a verdict becomes a status and
 //! its fields.
 
-use std::string::String;
 use std::sync::Arc;
-use std::vec::Vec;
 
 use cellrate::headers;
 use http::{HeaderValue, StatusCode};

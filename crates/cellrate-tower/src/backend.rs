@@ -1,8 +1,6 @@
 //! What decides: in-process keyed tiers, one shared limiter, or Redis.
 
 use std::future::Future;
-use std::string::{String, ToString};
-use std::vec::Vec;
 
 use cellrate::decision::{Decision, Denied};
 use cellrate::headers::Policy;

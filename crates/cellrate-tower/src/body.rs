@@ -21,7 +21,6 @@
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
-use std::boxed::Box;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 

@@ -1,7 +1,5 @@
 //! [`RateLimitBuilder`]: a layer's settings, checked whole by `build`.
 
-use std::boxed::Box;
-use std::string::String;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 

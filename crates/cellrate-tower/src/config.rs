@@ -62,8 +62,6 @@
 //! order; its `RateLimit-Policy` lists those tiers only.
 
 use std::collections::BTreeMap;
-use std::string::String;
-use std::vec::Vec;
 
 use http::StatusCode;
 use serde::{Deserialize, Serialize};

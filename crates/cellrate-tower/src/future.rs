@@ -4,7 +4,6 @@
 
 use core::pin::Pin;
 use core::task::{ready, Context, Poll};
-use std::boxed::Box;
 use std::future::Future;
 use std::sync::Arc;
 

@@ -1,11 +1,7 @@
 //! The rules in force and what every service of a layer shares.
 
-use std::boxed::Box;
-#[cfg(all(feature = "metrics", feature = "serde"))]
-use std::string::String;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
-use std::vec::Vec;
 
 use http::request::Parts;
 use http::HeaderValue;

@@ -2,9 +2,6 @@
 //! when its burst does not refill in whole seconds, its rate policy
 //! `"<tier>/rate"` (see `docs/design/tower.md`).
 
-use std::string::String;
-use std::vec::Vec;
-
 use cellrate::decision::{Decision, Denied};
 use cellrate::headers;
 use http::HeaderValue;

@@ -11,14 +11,11 @@
 //! concurrency the first verdict of the new mode reports the transition,
 //! exactly once per transition.
 
-use std::boxed::Box;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::string::String;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::vec::Vec;
 
 use cellrate_redis::{
     AsyncRedisGcra, Error, FailurePolicy, Outcome, RedisGcra, RedisPolicy, Source,

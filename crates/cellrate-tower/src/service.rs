@@ -3,7 +3,6 @@
 
 use core::fmt;
 use core::task::{Context, Poll};
-use std::boxed::Box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 

@@ -2,9 +2,6 @@
 //! inserted into the response (`RateLimit-Policy`, `RateLimit`,
 //! `X-RateLimit-*`, `Retry-After`).
 
-use std::string::String;
-use std::vec::Vec;
-
 use cellrate::decision::{Decision, Denied};
 use cellrate::headers::{self, PolicyState};
 use http::header::{HeaderValue, RETRY_AFTER};

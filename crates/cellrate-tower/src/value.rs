@@ -4,9 +4,6 @@
 //! one-tier layer (made once per state).
 
 use core::fmt::{self, Write};
-use std::boxed::Box;
-use std::string::String;
-use std::vec::Vec;
 
 use cellrate::headers;
 use http::header::{HeaderName, HeaderValue};

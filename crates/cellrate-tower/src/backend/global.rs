@@ -1,9 +1,6 @@
 //! One limiter that every request shares ([`Global`]), and the GCRA that
 //! can also shape ([`Shaper`]).
 
-use std::string::ToString;
-use std::vec::Vec;
-
 use cellrate::decision::{Decision, Denied};
 use cellrate::{Quota, RateLimiter};
 

@@ -1,11 +1,8 @@
 //! In-process keyed tiers: a table per tier, all or nothing, with
 //! per-client overrides and route groups that change at run time.
 
-use std::boxed::Box;
-use std::string::{String, ToString};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::vec::Vec;
 
 use cellrate::compose::check_all;
 use cellrate::keyed::{Entry, Hashed, KeyId, KeyedBox, LiveQuota, Overrides, Seed, Slot, WhenFull};

@@ -2,9 +2,6 @@
 //! ([`RateLimitLayer::builder`]), so a configured layer is exactly one
 //! written in code.
 
-#[cfg(feature = "metrics")]
-use std::vec::Vec;
-
 use super::key::ConfigKey;
 use super::plan::Applied;
 use super::LayerConfig;

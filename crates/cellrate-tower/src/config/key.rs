@@ -1,7 +1,5 @@
 //! The extractor a [`KeyConfig`] describes.
 
-use std::format;
-
 use http::request::Parts;
 
 use super::{KeyConfig, KeySource};

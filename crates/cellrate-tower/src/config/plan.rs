@@ -2,9 +2,7 @@
 //! from the rules in force or new, with its quotas at the table's scale.
 //! Nothing in force changes until a plan is committed.
 
-use std::format;
 use std::sync::Arc;
-use std::vec::Vec;
 
 use super::{KeySource, LayerConfig, QuotaSpec, TierScope, DEFAULT_MAX_OVERRIDES, MAX_OVERRIDES};
 use crate::{KeyedTiers, Part};

@@ -2,9 +2,6 @@
 //! configuration makes, and [`LayerConfig::build_redis`].
 
 use std::collections::BTreeMap;
-use std::format;
-use std::string::String;
-use std::vec::Vec;
 
 use super::ConfigKey;
 use super::{FailureMode, LayerConfig, RedisTarget, TierScope};
