@@ -178,13 +178,7 @@ impl sealed::Reload for KeyedTiers {
     fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self {
         let _ = metrics_name;
         #[allow(unused_mut)]
-        let mut backend = KeyedTiers {
-            tiers: plan.0.into_iter().map(|p| p.commit()).collect(),
-            when_full: self.when_full,
-            routes: plan.1,
-            #[cfg(feature = "metrics")]
-            metrics: Vec::new(),
-        };
+        let mut backend = KeyedTiers::committed(plan.0, self.when_full, plan.1);
         // A kept tier keeps its table's series (and what they have
         // published); a new tier's are registered.
         #[cfg(feature = "metrics")]

@@ -194,8 +194,7 @@ where
                         let (_, stamp) = announce.decide(&verdict);
                         #[cfg(feature = "metrics")]
                         announce.metrics.held();
-                        let clone = self.inner.clone();
-                        let inner = core::mem::replace(&mut self.inner, clone);
+                        let inner = self.take_ready();
                         ResponseFuture {
                             state: State::Sleeping {
                                 waiting: Box::pin(Sleeping {
@@ -216,8 +215,7 @@ where
         match live.backend.check(&key, now, cost) {
             Check::Ready(verdict) => self.finish(verdict, announce, parts, body, metering),
             Check::Pending(check) => {
-                let clone = self.inner.clone();
-                let inner = core::mem::replace(&mut self.inner, clone);
+                let inner = self.take_ready();
                 ResponseFuture {
                     state: State::Checking {
                         waiting: Box::pin(Checking {
@@ -231,6 +229,15 @@ where
                 }
             }
         }
+    }
+}
+
+impl<S: Clone, E, B, C> RateLimit<S, E, B, C> {
+    /// The ready inner service, for a request that waits; a clone stays
+    /// behind (as tower's documentation asks).
+    fn take_ready(&mut self) -> S {
+        let clone = self.inner.clone();
+        core::mem::replace(&mut self.inner, clone)
     }
 }
 

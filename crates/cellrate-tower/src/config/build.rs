@@ -41,13 +41,7 @@ impl LayerConfig {
         let key = self.checked_key()?;
         let plan = self.plan_tiers(hz, None)?;
         let routes = self.routes()?;
-        let tiers = KeyedTiers {
-            tiers: plan.into_iter().map(|p| p.commit()).collect(),
-            when_full: self.when_full,
-            routes,
-            #[cfg(feature = "metrics")]
-            metrics: Vec::new(),
-        };
+        let tiers = KeyedTiers::committed(plan, self.when_full, routes);
         self.layer(key, tiers, clock, hz)
     }
 

@@ -54,6 +54,23 @@ impl TierPlan {
     }
 }
 
+impl KeyedTiers {
+    /// The tiers of committed `plans` (every quota set), with `routes`.
+    pub(crate) fn committed(
+        plans: Vec<TierPlan>,
+        when_full: cellrate::keyed::WhenFull,
+        routes: Option<crate::backend::keyed::Routes>,
+    ) -> Self {
+        KeyedTiers {
+            tiers: plans.into_iter().map(|p| p.commit()).collect(),
+            when_full,
+            routes,
+            #[cfg(feature = "metrics")]
+            metrics: Vec::new(),
+        }
+    }
+}
+
 impl LayerConfig {
     /// Which tiers decide which route, checked: `None` when no tier is
     /// limited to some routes. Each route list names at least one route,
