@@ -100,22 +100,17 @@ impl<L: RateLimiter + Send + Sync + 'static> Backend for Global<L> {
 /// # let _ = upstream;
 /// ```
 pub struct Shaper {
-    gcra: cellrate::Gcra,
-    info: TierInfo,
+    global: Global<cellrate::Gcra>,
 }
 
 impl Shaper {
     /// A shaper at `quota`.
     pub fn new(name: &str, quota: Quota) -> Result<Self, ConfigError> {
-        crate::error::check_name(name)?;
-        Ok(Shaper {
-            gcra: cellrate::Gcra::new(quota),
-            info: TierInfo::from_quota(name, &quota),
-        })
+        Global::gcra(name, quota).map(|global| Shaper { global })
     }
     /// The limiter.
     pub fn gcra(&self) -> &cellrate::Gcra {
-        &self.gcra
+        self.global.limiter()
     }
     /// A refusal of the delaying mode as seen from the end of its queue,
     /// `max_wait` ticks ahead: the wait is past `max_wait` there, so the
@@ -128,12 +123,12 @@ impl Shaper {
             return denied;
         }
         let edge = now.wrapping_add(max_wait);
-        match self.gcra.check_n(edge, cost) {
+        match self.gcra().check_n(edge, cost) {
             Err(at_edge) => at_edge,
             Ok(_) => {
                 // Only a quota raised meanwhile can admit there: give the
                 // cells back and keep the first answer.
-                self.gcra.refund_n(edge, cost);
+                self.gcra().refund_n(edge, cost);
                 denied
             }
         }
@@ -143,13 +138,10 @@ impl Shaper {
 impl Backend for Shaper {
     type Future = core::future::Ready<Verdict>;
     fn tiers(&self) -> Vec<TierInfo> {
-        std::vec![self.info.clone()]
+        self.global.tiers()
     }
-    fn check(&self, _key: &RequestKey<'_>, now: u64, cost: u64) -> Check<Self::Future> {
-        Check::Ready(Verdict::decided(
-            &[self.gcra.check_n(now, cost)],
-            Mode::Normal,
-        ))
+    fn check(&self, key: &RequestKey<'_>, now: u64, cost: u64) -> Check<Self::Future> {
+        self.global.check(key, now, cost)
     }
     fn reserve(
         &self,
@@ -158,7 +150,7 @@ impl Backend for Shaper {
         cost: u64,
         max_wait: u64,
     ) -> Option<Result<(u64, Verdict), Verdict>> {
-        Some(match self.gcra.reserve_n(now, cost, max_wait) {
+        Some(match self.gcra().reserve_n(now, cost, max_wait) {
             Ok(r) => {
                 // The response leaves when the hold ends: the fields describe
                 // the limiter then (the booked cells spent, the debt less the
