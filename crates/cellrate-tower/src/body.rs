@@ -21,14 +21,14 @@
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
-use std::boxed::Box;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
-use super::{Backend, Check, Part, RequestKey, Shared, Verdict};
+use super::live::Shared;
+use super::{Backend, Check, Part, RequestKey, Verdict};
 use cellrate::Clock;
 
 /// The error a metered request body ends with once the backend refuses a

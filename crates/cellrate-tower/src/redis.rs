@@ -11,14 +11,11 @@
 //! concurrency the first verdict of the new mode reports the transition,
 //! exactly once per transition.
 
-use std::boxed::Box;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::string::String;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::vec::Vec;
 
 use cellrate_redis::{
     AsyncRedisGcra, Error, FailurePolicy, Outcome, RedisGcra, RedisPolicy, Source,
@@ -192,87 +189,77 @@ mod sealed {
         ) -> Pending;
     }
 
-    impl Client for RedisGcra {
-        fn parts(&self) -> (&RedisPolicy, &FailurePolicy) {
-            (self.policy(), self.config().failure())
-        }
-        fn with_policy(&self, policy: RedisPolicy, failure: FailurePolicy) -> Result<Self, Error> {
-            RedisGcra::with_policy(self, policy, failure)
-        }
-        #[cfg(feature = "metrics")]
-        fn register_fallback(&self, limiter: &str) {
-            self.register_fallback_metrics(limiter);
-        }
-        fn verdict(
-            self: Arc<Self>,
-            client: String,
-            scope: Option<String>,
-            cost: u64,
-            counters: Arc<FallbackCounters>,
-        ) -> Pending {
-            Box::pin(async move {
-                let joined = tokio::task::spawn_blocking(move || {
-                    #[cfg(not(feature = "metrics"))]
-                    let result = self.check_n(&client, scope.as_deref(), cost);
-                    #[cfg(feature = "metrics")]
-                    let result = {
-                        let tried = match counters.metrics.get() {
-                            None => self.try_check_n(&client, scope.as_deref(), cost),
-                            Some(m) => {
-                                let start = std::time::Instant::now();
-                                let tried = self.try_check_n(&client, scope.as_deref(), cost);
-                                m.call(&tried, start.elapsed());
-                                tried
-                            }
-                        };
-                        self.settle(tried, &client, scope.as_deref(), cost)
-                    };
-                    verdict(&counters, result)
-                })
-                .await;
-                joined.unwrap_or(Verdict::fault(Fault::Internal))
-            })
-        }
+    /// One check, timed into the backend's series (feature `metrics`) and
+    /// settled by the failure policy, as a verdict recorded in `counters`;
+    /// `$($await)*` is `.await` for the async client, nothing for the
+    /// blocking one.
+    macro_rules! check {
+        ($limiter:ident, $client:ident, $scope:ident, $cost:ident, $counters:ident $($await:tt)*) => {{
+            let scope = $scope.as_deref();
+            #[cfg(not(feature = "metrics"))]
+            let result = $limiter.check_n(&$client, scope, $cost)$($await)*;
+            #[cfg(feature = "metrics")]
+            let result = {
+                let start = $counters.metrics.get().map(|m| (m, std::time::Instant::now()));
+                let tried = $limiter.try_check_n(&$client, scope, $cost)$($await)*;
+                if let Some((m, start)) = start {
+                    m.call(&tried, start.elapsed());
+                }
+                $limiter.settle(tried, &$client, scope, $cost)
+            };
+            verdict(&$counters, result)
+        }};
     }
 
-    impl Client for AsyncRedisGcra {
-        fn parts(&self) -> (&RedisPolicy, &FailurePolicy) {
-            (self.policy(), self.config().failure())
-        }
-        fn with_policy(&self, policy: RedisPolicy, failure: FailurePolicy) -> Result<Self, Error> {
-            AsyncRedisGcra::with_policy(self, policy, failure)
-        }
-        #[cfg(feature = "metrics")]
-        fn register_fallback(&self, limiter: &str) {
-            self.register_fallback_metrics(limiter);
-        }
-        fn verdict(
-            self: Arc<Self>,
-            client: String,
-            scope: Option<String>,
-            cost: u64,
-            counters: Arc<FallbackCounters>,
-        ) -> Pending {
-            Box::pin(async move {
-                #[cfg(not(feature = "metrics"))]
-                let result = self.check_n(&client, scope.as_deref(), cost).await;
+    /// The client methods both clients share; `$pending` makes the check's
+    /// future from `$limiter` (the `Arc` of the client) and the check's
+    /// arguments.
+    macro_rules! client {
+        ($ty:ty, |$limiter:ident, $client:ident, $scope:ident, $cost:ident, $counters:ident| $pending:expr) => {
+            impl Client for $ty {
+                fn parts(&self) -> (&RedisPolicy, &FailurePolicy) {
+                    (self.policy(), self.config().failure())
+                }
+                fn with_policy(
+                    &self,
+                    policy: RedisPolicy,
+                    failure: FailurePolicy,
+                ) -> Result<Self, Error> {
+                    <$ty>::with_policy(self, policy, failure)
+                }
                 #[cfg(feature = "metrics")]
-                let result = {
-                    let tried = match counters.metrics.get() {
-                        None => self.try_check_n(&client, scope.as_deref(), cost).await,
-                        Some(m) => {
-                            let start = std::time::Instant::now();
-                            let tried = self.try_check_n(&client, scope.as_deref(), cost).await;
-                            m.call(&tried, start.elapsed());
-                            tried
-                        }
-                    };
-                    self.settle(tried, &client, scope.as_deref(), cost)
-                };
-                verdict(&counters, result)
-            })
-        }
+                fn register_fallback(&self, limiter: &str) {
+                    self.register_fallback_metrics(limiter);
+                }
+                fn verdict(
+                    self: Arc<Self>,
+                    $client: String,
+                    $scope: Option<String>,
+                    $cost: u64,
+                    $counters: Arc<FallbackCounters>,
+                ) -> Pending {
+                    let $limiter = self;
+                    Box::pin($pending)
+                }
+            }
+        };
     }
+
+    client!(
+        RedisGcra,
+        |limiter, client, scope, cost, counters| async move {
+            let joined =
+                tokio::task::spawn_blocking(move || check!(limiter, client, scope, cost, counters))
+                    .await;
+            joined.unwrap_or(Verdict::fault(Fault::Internal))
+        }
+    );
+    client!(
+        AsyncRedisGcra,
+        |limiter, client, scope, cost, counters| async move {
+            check!(limiter, client, scope, cost, counters.await)
+        }
+    );
 }
 
 /// A Redis client as a layer backend: [`RedisBlocking`] or [`RedisAsync`].

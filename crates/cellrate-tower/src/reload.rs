@@ -1,13 +1,12 @@
 //! [`Reloader`]: a layer built from a [`LayerConfig`] takes a new one at
 //! run time, keeping every client's state. The semantics at the switch and
 //! why it never over-admits are in the type's docs.
-use std::string::String;
 use std::sync::{Arc, MutexGuard};
-use std::vec::Vec;
 
 use super::config::ConfigKey;
 use super::config::{Applied, LayerConfig};
-use super::{Backend, KeyedTiers, Live, RateLimitLayer, Shared, TierInfo};
+use super::live::{Live, Shared};
+use super::{Backend, KeyedTiers, RateLimitLayer, TierInfo};
 use cellrate::config::{Error, QuotaSpec};
 use cellrate::Clock;
 
@@ -78,61 +77,23 @@ use cellrate::Clock;
 /// # On Redis
 ///
 /// A layer made by [`LayerConfig::build_redis`] reloads the same way, with
-/// the state on the server: a client's key for a tier is named by the
-/// prefix, the client and the tier's **name** (see
-/// [`RedisPolicy`](cellrate_redis::RedisPolicy)), and its TAT is stored with
-/// the sub-tick scale it was written at, so a tier kept by name keeps
-/// every client's state and reads it under its new quota, a TAT at another
-/// scale rounded up (a later TAT: never more admitted). A tier that is
-/// removed leaves its keys to expire on the server (each expires when its
-/// client is full again); added back before, it finds them. The layer
-/// swaps in a new limiter over the same connection
-/// ([`AsyncRedisGcra::with_policy`](cellrate_redis::AsyncRedisGcra::with_policy)):
-/// no reconnect, the failure counters and series go on, and the fallback
-/// tables of tiers whose fallback quota is the same are kept. What decides
-/// where state lives or how the server is called is fixed:
-/// `redis.target`, `redis.prefix`, `redis.timeout_ms`,
-/// `redis.reconnect_ms`, `redis.fallback_capacity`; `redis.failure`
-/// follows the tiers (one fallback quota per tier). An override gives its
-/// client a limiter of its own with that client's quotas, over the same
-/// keys; while Redis fails, the client is decided by the tier's fallback
-/// quota like the others. Every instance of a fleet reads its own file:
-/// until all have the new rules, each decides by the rules it has, and the
-/// bound below holds for each client over the union of the quotas in force.
+/// the state on the server: a tier kept by name keeps every client's state
+/// there, over the same connection. What decides where state lives or how
+/// the server is called is fixed: `redis.target`, `redis.prefix`,
+/// `redis.timeout_ms`, `redis.reconnect_ms`, `redis.fallback_capacity`;
+/// `redis.failure` follows the tiers (one fallback quota per tier). The
+/// details are in `docs/design/tower.md`.
 ///
 /// # The switch
 ///
-/// Every request reads the rules in force with one lock-free load (an
-/// [`arc_swap`] read, no lock), and is decided and announced by those
-/// rules: its tiers and their `RateLimit-Policy`. A reload writes each
-/// kept tier's quotas (each one switches whole: a check reads either the
-/// old quota or the new, never a mix; see [`LiveQuota`](cellrate::keyed::LiveQuota)),
-/// then swaps the rules. A request that read the old rules around the swap
-/// may be decided by a kept tier's new quota and announced with its old
-/// one; it is never decided by a mix. Reloads are serialized by a lock
-/// that no request takes.
-///
-/// **Semantics at the switch** (those of `set_quota`): a client's debt is
-/// kept *as time*. A client whose TAT is `θ` at the switch still has TAT
-/// `θ`, and from then on a request of cost `c` at `t` is admitted iff
-/// `max(θ, t) + c·T′ − t ≤ τ′ + T′` under the new emission interval `T′`
-/// and tolerance `τ′ = (b′ − 1)·T′`. Nobody is reset, nobody gets cells
-/// back from the change; a new client is full under the new quota.
-///
-/// **No over-admission, a proof sketch.** Let `T_min` and `T_max` be the
-/// smallest and largest emission intervals, and `b_max` the largest burst,
-/// that a tier has had between `t₀` and `t`, and let `n` requests of cost
-/// 1 be admitted in `[t₀, t]`. Each admission sets `TAT ← max(TAT, now) +
-/// T` for the `T` in force, so after the first the TAT is at least
-/// `t₀ + T_min`, and after the `n`-th at least `t₀ + n·T_min`. An admission
-/// at `now` leaves `TAT ≤ now + b·T ≤ t + b_max·T_max` (the admission test
-/// above). Hence `n ≤ (t − t₀ + b_max·T_max) / T_min`: no schedule of
-/// reloads lets a client exceed the tightest rate-and-burst bound of the
-/// quotas it had, and with one quota throughout this is GCRA's own bound
-/// `(t − t₀)/T + b`. A reload that *reset* a client (a new table) would
-/// grant a full burst per reload, which this bound rules out once reloads
-/// are frequent: `tests/tower_reload.rs` checks both the exact model
-/// across a switch and this bound under load over loopback HTTP.
+/// Every request reads the rules in force with one lock-free load and is
+/// decided and announced by them; a kept tier's quota switches whole,
+/// with [`Gcra::set_quota`](cellrate::Gcra::set_quota) semantics: a
+/// client's debt is kept as time (its TAT), nobody is reset and nobody
+/// gets cells back from the change. So no schedule of reloads lets a
+/// client exceed the tightest rate-and-burst bound of the quotas it had;
+/// the proof is in `docs/design/tower.md`. Reloads are serialized by a
+/// lock that no request takes.
 pub struct Reloader<C, B: Reload = KeyedTiers> {
     shared: Arc<Shared<ConfigKey, B, C>>,
 }
@@ -194,7 +155,7 @@ mod sealed {
     /// The plans of a [`KeyedTiers`] reload (not nameable outside the crate).
     pub struct KeyedPlan(
         pub(crate) Vec<crate::config::TierPlan>,
-        pub(crate) Option<crate::backend::Routes>,
+        pub(crate) Option<crate::backend::keyed::Routes>,
     );
 }
 
@@ -210,20 +171,14 @@ impl sealed::Reload for KeyedTiers {
     fn announced(plan: &Self::Plan) -> (Vec<Vec<TierInfo>>, Option<Vec<TierInfo>>) {
         let all: Vec<TierInfo> = plan.0.iter().map(|p| p.info()).collect();
         (
-            crate::backend::Routes::groups_of(plan.1.as_ref(), all),
+            crate::backend::keyed::Routes::groups_of(plan.1.as_ref(), all),
             None,
         )
     }
     fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self {
         let _ = metrics_name;
         #[allow(unused_mut)]
-        let mut backend = KeyedTiers {
-            tiers: plan.0.into_iter().map(|p| p.commit()).collect(),
-            when_full: self.when_full,
-            routes: plan.1,
-            #[cfg(feature = "metrics")]
-            metrics: Vec::new(),
-        };
+        let mut backend = KeyedTiers::committed(plan.0, self.when_full, plan.1);
         // A kept tier keeps its table's series (and what they have
         // published); a new tier's are registered.
         #[cfg(feature = "metrics")]
@@ -332,8 +287,8 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
                     endpoint: None,
                 },
                 tiers: Vec::new(),
-                fields: Default::default(),
-                keyless: Default::default(),
+                fields: super::Fields::Both,
+                keyless: super::Keyless::Reject(http::StatusCode::BAD_REQUEST),
                 challenge: None,
                 when_full: cellrate::keyed::WhenFull::Deny,
                 redis: None,
@@ -410,7 +365,7 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
         let current = self.shared.live.load_full();
         let plan = current.backend.plan(config, old, hz)?;
         let (groups, fallback) = B::announced(&plan);
-        let announces = super::announces(
+        let announces = super::announce::announces(
             groups.clone(),
             fallback,
             self.shared.fields,

@@ -10,10 +10,10 @@ use cellrate::config::{self, QuotaSpec};
 use cellrate::keyed::WhenFull;
 use cellrate::{Clock, ManualClock};
 use cellrate_tower::config::{
-    Challenge, FailureMode, HeaderMode, KeyConfig, KeySource, KeylessPolicy, LayerConfig,
-    LayerTier, RedisRules, RedisTarget, TierScope,
+    Challenge, FailureMode, KeyConfig, KeySource, LayerConfig, LayerTier, RedisRules, RedisTarget,
+    TierScope,
 };
-use cellrate_tower::RouteName;
+use cellrate_tower::{Fields, Keyless, RouteName};
 use http::{Request, Response, StatusCode};
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -140,6 +140,10 @@ fn golden_layer_errors() {
              and 401 needs a challenge",
         ),
         (
+            format!("key = {{ client = \"peer_ip\" }}\nkeyless = {{ reject = 99 }}\n{tier}"),
+            "keyless.reject: not an HTTP status code",
+        ),
+        (
             format!("key = {{ client = \"peer_ip\" }}\nfields = \"all\"\n{tier}"),
             "fields: unknown variant `all`, expected one of `ietf`, `legacy`, `both`, `neither`",
         ),
@@ -243,14 +247,14 @@ fn layer_config() -> impl Strategy<Value = LayerConfig> {
         prop::option::of(source()),
         prop::collection::vec(tier, 0..4),
         prop::sample::select(vec![
-            HeaderMode::Ietf,
-            HeaderMode::Legacy,
-            HeaderMode::Both,
-            HeaderMode::Neither,
+            Fields::Ietf,
+            Fields::Legacy,
+            Fields::Both,
+            Fields::Neither,
         ]),
         prop_oneof![
-            Just(KeylessPolicy::Shared),
-            (0u16..1000).prop_map(KeylessPolicy::Reject)
+            Just(Keyless::Shared),
+            (100u16..1000).prop_map(|c| Keyless::Reject(StatusCode::from_u16(c).unwrap()))
         ],
         prop::option::of(("[A-Za-z]{1,8}", "[ -~]{0,12}"))
             .prop_map(|c| c.map(|(scheme, realm)| Challenge { scheme, realm })),

@@ -3,12 +3,8 @@
 //! described in [`crate::metrics`]), registered when a layer is built and
 //! rebuilt with its announcement on a reload.
 
-use std::vec::Vec;
-
 use ::metrics::Counter;
 use http::StatusCode;
-
-use std::string::String;
 
 use crate::{Mode, Verdict};
 use cellrate::decision::Denied;

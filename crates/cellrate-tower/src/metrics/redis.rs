@@ -2,7 +2,6 @@
 //! (feature `metrics` with `redis`; listed in `cellrate_metrics`):
 //! its failure mode, the errors of its calls and their latency.
 
-use std::string::String;
 use std::time::Duration;
 
 use ::metrics::{Counter, Gauge, Histogram};

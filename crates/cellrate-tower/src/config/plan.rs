@@ -1,0 +1,341 @@
+//! Checking a configuration's tiers into plans: each tier's table, kept
+//! from the rules in force or new, with its quotas at the table's scale.
+//! Nothing in force changes until a plan is committed.
+
+use std::sync::Arc;
+
+use super::{KeySource, LayerConfig, QuotaSpec, TierScope, DEFAULT_MAX_OVERRIDES, MAX_OVERRIDES};
+use crate::{KeyedTiers, Part};
+use cellrate::config::Error;
+
+/// The configuration a layer was built from (and reloaded to), and the
+/// frequency of its clock that every quota of it is read at.
+pub(crate) struct Applied {
+    pub(crate) config: LayerConfig,
+    pub(crate) hz: u64,
+}
+
+/// A tier table, kept from the rules in force or new.
+pub(crate) enum Planned {
+    Kept(Arc<crate::backend::keyed::KeyedTier>),
+    New(std::boxed::Box<crate::backend::keyed::KeyedTier>),
+}
+
+impl Planned {
+    fn tier(&self) -> &crate::backend::keyed::KeyedTier {
+        match self {
+            Planned::Kept(t) => t,
+            Planned::New(t) => t,
+        }
+    }
+}
+
+/// One tier of a checked configuration, its quotas at its table's scale.
+pub(crate) struct TierPlan {
+    tier: Planned,
+    default: cellrate::Quota,
+    overrides: Vec<(cellrate::keyed::KeyId, cellrate::Quota)>,
+}
+
+impl TierPlan {
+    /// What the tier announces once committed.
+    pub(crate) fn info(&self) -> crate::TierInfo {
+        crate::TierInfo::from_quota(&self.tier.tier().name, &self.default)
+    }
+    /// Sets the tier's quotas (each switches on its own, whole) and hands
+    /// its table on.
+    pub(crate) fn commit(self) -> Arc<crate::backend::keyed::KeyedTier> {
+        let tier = match self.tier {
+            Planned::Kept(t) => t,
+            Planned::New(t) => Arc::from(t),
+        };
+        tier.apply(self.default, &self.overrides);
+        tier
+    }
+}
+
+impl KeyedTiers {
+    /// The tiers of committed `plans` (every quota set), with `routes`.
+    pub(crate) fn committed(
+        plans: Vec<TierPlan>,
+        when_full: cellrate::keyed::WhenFull,
+        routes: Option<crate::backend::keyed::Routes>,
+    ) -> Self {
+        KeyedTiers {
+            tiers: plans.into_iter().map(|p| p.commit()).collect(),
+            when_full,
+            routes,
+            #[cfg(feature = "metrics")]
+            metrics: Vec::new(),
+        }
+    }
+}
+
+impl LayerConfig {
+    /// Which tiers decide which route, checked: `None` when no tier is
+    /// limited to some routes. Each route list names at least one route,
+    /// each a matched route (`/orders/{id}`) read as `key.endpoint =
+    /// "route"` reads it, and some tier (limited to no route) decides every
+    /// request.
+    pub(crate) fn routes(&self) -> Result<Option<crate::backend::keyed::Routes>, Error> {
+        if self.tiers.iter().all(|t| t.routes.is_none()) {
+            return Ok(None);
+        }
+        for (i, t) in self.tiers.iter().enumerate() {
+            let Some(routes) = &t.routes else { continue };
+            let place = format!("tiers[{i}].routes");
+            if self.key.endpoint != Some(KeySource::Route) {
+                return Err(Error::new(
+                    place,
+                    "a tier limited to some routes needs key.endpoint = \"route\"",
+                ));
+            }
+            if routes.is_empty() {
+                return Err(Error::new(
+                    place,
+                    "names no route: leave it out for every route",
+                ));
+            }
+            for (j, r) in routes.iter().enumerate() {
+                if r.is_empty() || r.len() > crate::MAX_KEY_LEN || !r.starts_with('/') {
+                    return Err(Error::new(
+                        format!("{place}[{j}]"),
+                        format_args!(
+                            "a route is a matched path such as \"/orders/{{id}}\", 1 to {} bytes",
+                            crate::MAX_KEY_LEN
+                        ),
+                    ));
+                }
+                if routes[..j].contains(r) {
+                    return Err(Error::new(
+                        format!("{place}[{j}]"),
+                        format_args!("route {r:?} is named twice"),
+                    ));
+                }
+            }
+        }
+        if self.tiers.iter().all(|t| t.routes.is_some()) {
+            return Err(Error::new(
+                "tiers",
+                "every tier is limited to some routes: the others would pass unlimited; \
+                 give one tier no routes, or limit only those routes' layer",
+            ));
+        }
+        let lists: Vec<Option<&[String]>> =
+            self.tiers.iter().map(|t| t.routes.as_deref()).collect();
+        Ok(Some(crate::backend::keyed::Routes::new(&lists)))
+    }
+
+    /// Every tier checked and made ready at `hz`: a tier of `old` with the
+    /// same name keeps its table (its scope, capacity and override slots
+    /// must then be the same), the others get new tables. Nothing in `old`
+    /// changes until the plans are committed.
+    pub(crate) fn plan_tiers(
+        &self,
+        hz: u64,
+        old: Option<&KeyedTiers>,
+    ) -> Result<Vec<TierPlan>, Error> {
+        if self.tiers.len() > crate::MAX_TIERS {
+            return Err(Error::new("tiers", crate::ConfigError::TooManyTiers));
+        }
+        let mut plans = Vec::with_capacity(self.tiers.len());
+        for (i, t) in self.tiers.iter().enumerate() {
+            let quota = self.tier_quota(i, hz)?;
+            let place = |field: &str| format!("tiers[{i}].{field}");
+            crate::error::check_name(&t.name).map_err(|e| Error::new(place("name"), e))?;
+            // A size no allocator grants is an error here, not an abort.
+            cellrate::config::check_capacity(t.capacity)
+                .map_err(|e| Error::new(place("capacity"), e.message()))?;
+            let max_overrides = self.check_overrides(i)?;
+            let scope = match t.scope {
+                TierScope::Client => crate::backend::keyed::Scope::Client,
+                TierScope::ClientAndEndpoint => crate::backend::keyed::Scope::ClientAndEndpoint,
+            };
+            let existing = old.and_then(|o| o.tiers.iter().find(|k| k.name == t.name));
+            let tier = match existing {
+                Some(k) => {
+                    let fixed = |field: &str| {
+                        Error::new(
+                            place(field),
+                            format_args!(
+                                "fixed while tier {:?} lives (its table keeps every client's state): \
+                                 give the tier a new name to make a new table",
+                                t.name
+                            ),
+                        )
+                    };
+                    if k.scope != scope {
+                        return Err(fixed("scope"));
+                    }
+                    if k.table.capacity() != t.capacity {
+                        return Err(fixed("capacity"));
+                    }
+                    if k.table.overrides().capacity() != max_overrides {
+                        return Err(fixed("max_overrides"));
+                    }
+                    Planned::Kept(Arc::clone(k))
+                }
+                None => Planned::New(std::boxed::Box::new(crate::backend::keyed::KeyedTier::new(
+                    &t.name,
+                    quota,
+                    t.capacity,
+                    max_overrides,
+                    scope,
+                    self.when_full,
+                ))),
+            };
+            let table = tier.tier();
+            // Every quota at the table's scale (that of the quota it was
+            // made with), rounded toward admitting less; refused past 1 %.
+            let fixed = table.quota();
+            let rescale = |q: cellrate::Quota, place: &str| {
+                q.rescaled(fixed.scale(), fixed.hz())
+                    .map_err(|e| Error::new(place, e))
+            };
+            let default = rescale(quota, &place("quota"))?;
+            let mut overrides = Vec::with_capacity(t.overrides.len());
+            // Clients that will take a slot they do not have yet.
+            let mut fresh = 0;
+            for (client, spec) in &t.overrides {
+                let at = format!("tiers[{i}].overrides.{client}");
+                let q = rescale(self.override_quota(spec, hz, &at)?, &at)?;
+                let id = self.client_id(&table.table, client, &at)?;
+                let slots = table.table.overrides();
+                if !slots.is_bound(id) {
+                    fresh += 1;
+                }
+                if slots.bound_count() + fresh > max_overrides {
+                    return Err(Error::new(
+                        at,
+                        format_args!(
+                            "every one of the tier's {max_overrides} override slots is taken \
+                             (a client keeps its slot once it had one): raise max_overrides \
+                             under a new tier name"
+                        ),
+                    ));
+                }
+                overrides.push((id, q));
+            }
+            plans.push(TierPlan {
+                tier,
+                default,
+                overrides,
+            });
+        }
+        Ok(plans)
+    }
+
+    /// The table's id of the client named `client` (as the layer's client
+    /// extractor reads it from a request).
+    pub(super) fn client_id(
+        &self,
+        table: &cellrate::keyed::KeyedBox<
+            cellrate::keyed::LiveQuota,
+            crate::backend::keyed::LiveOverrides,
+        >,
+        client: &str,
+        place: &str,
+    ) -> Result<cellrate::keyed::KeyId, Error> {
+        Ok(table.key_id(&cellrate::keyed::Hashed(self.client_part(client, place)?)))
+    }
+
+    /// The key part of the client named `client` in an override at `place`,
+    /// as the layer's client extractor reads it from a request.
+    pub(super) fn client_part<'a>(&self, client: &'a str, place: &str) -> Result<Part<'a>, Error> {
+        match self.key.client {
+            KeySource::PeerIp => {
+                let ip: std::net::IpAddr = client.parse().map_err(|_| {
+                    Error::new(
+                        place,
+                        "key.client is peer_ip: an override names an IP address",
+                    )
+                })?;
+                Ok(Part::Ip(ip))
+            }
+            KeySource::Header(_) | KeySource::Route => {
+                if client.is_empty() || client.len() > crate::MAX_KEY_LEN {
+                    return Err(Error::new(
+                        place,
+                        format_args!("a client key is 1 to {} bytes", crate::MAX_KEY_LEN),
+                    ));
+                }
+                Ok(Part::Str(client))
+            }
+        }
+    }
+
+    /// Tier `i`'s override count and scope checked: its `max_overrides`.
+    pub(super) fn check_overrides(&self, i: usize) -> Result<usize, Error> {
+        let t = &self.tiers[i];
+        let place = |field: &str| format!("tiers[{i}].{field}");
+        let max_overrides = t.max_overrides.unwrap_or(DEFAULT_MAX_OVERRIDES);
+        if max_overrides > MAX_OVERRIDES {
+            return Err(Error::new(
+                place("max_overrides"),
+                format_args!("at most {MAX_OVERRIDES}"),
+            ));
+        }
+        if t.overrides.len() > max_overrides {
+            return Err(Error::new(
+                place("overrides"),
+                format_args!(
+                    "{} overrides, more than max_overrides ({max_overrides})",
+                    t.overrides.len()
+                ),
+            ));
+        }
+        if t.scope == TierScope::ClientAndEndpoint && !t.overrides.is_empty() {
+            return Err(Error::new(
+                place("overrides"),
+                "overrides name clients: only a tier scoped \"client\" has them",
+            ));
+        }
+        Ok(max_overrides)
+    }
+
+    /// The override of `client` at `at` at `hz`.
+    pub(super) fn override_quota(
+        &self,
+        spec: &QuotaSpec,
+        hz: u64,
+        at: &str,
+    ) -> Result<cellrate::Quota, Error> {
+        let q = spec.quota(hz).map_err(|e| Error::new(at, e))?;
+        if q.hz() != hz {
+            return Err(Error::new(
+                at,
+                "an override must count ticks at the clock's frequency",
+            ));
+        }
+        Ok(q)
+    }
+
+    /// Tier `i`'s quota at `hz`, its name and scope checked.
+    pub(super) fn tier_quota(&self, i: usize, hz: u64) -> Result<cellrate::Quota, Error> {
+        let t = &self.tiers[i];
+        let place = |field: &str| format!("tiers[{i}].{field}");
+        if self.tiers[..i].iter().any(|u| u.name == t.name) {
+            return Err(Error::new(
+                place("name"),
+                format_args!("tier name {:?} is used twice", t.name),
+            ));
+        }
+        if t.scope == TierScope::ClientAndEndpoint && self.key.endpoint.is_none() {
+            return Err(Error::new(
+                place("scope"),
+                "client_and_endpoint needs key.endpoint",
+            ));
+        }
+        let quota = t
+            .quota
+            .quota(hz)
+            .map_err(|e| Error::new(place("quota"), e))?;
+        if quota.hz() != hz {
+            return Err(Error::new(
+                place("quota"),
+                "a tier must count ticks at the clock's frequency",
+            ));
+        }
+        Ok(quota)
+    }
+}

@@ -1,0 +1,178 @@
+//! A layer whose tiers live in Redis: the policies and failure policy a
+//! configuration makes, and [`LayerConfig::build_redis`].
+
+use std::collections::BTreeMap;
+
+use super::ConfigKey;
+use super::{FailureMode, LayerConfig, RedisTarget, TierScope};
+use crate::RateLimitLayer;
+use cellrate::config::Error;
+use cellrate::Clock;
+
+impl LayerConfig {
+    /// The Redis policy, failure policy and per-client policies of the
+    /// tiers at `hz` (`redis` must be set): what
+    /// [`build_redis`](Self::build_redis) and a reload of a Redis layer
+    /// check and make.
+    #[cfg(feature = "redis")]
+    pub(crate) fn redis_policy(&self, hz: u64) -> Result<crate::redis::RedisPlan, Error> {
+        use cellrate_redis::{FailurePolicy, RedisPolicy, RedisTier};
+        let Some(rules) = &self.redis else {
+            return Err(Error::new("redis", "no Redis backend is configured"));
+        };
+        if self.tiers.is_empty() {
+            return Err(Error::new("tiers", crate::ConfigError::NoTiers));
+        }
+        if self.tiers.len() > crate::MAX_TIERS {
+            return Err(Error::new("tiers", crate::ConfigError::TooManyTiers));
+        }
+        let mut tiers = Vec::with_capacity(self.tiers.len());
+        for (i, t) in self.tiers.iter().enumerate() {
+            let quota = self.tier_quota(i, hz)?;
+            if t.routes.is_some() {
+                return Err(Error::new(
+                    format!("tiers[{i}].routes"),
+                    "on Redis every tier decides every route: give each group of \
+                     routes a layer of its own (an axum route_layer); tiers of one name \
+                     under one prefix share their clients' state on the server",
+                ));
+            }
+            let tier = RedisTier::new(t.name.as_str(), quota)
+                .map_err(|e| Error::new(format!("tiers[{i}]"), e))?;
+            tiers.push(match t.scope {
+                TierScope::Client => tier,
+                TierScope::ClientAndEndpoint => tier.per_scope(),
+            });
+        }
+        let policy = RedisPolicy::new(rules.prefix.as_str(), tiers.clone()).map_err(|e| {
+            let place = match e {
+                cellrate_redis::Error::InvalidKey => "redis.prefix",
+                _ => "tiers",
+            };
+            Error::new(place, e)
+        })?;
+        // A client with an override in some tier: the policy with its own
+        // quota in those tiers (the same keys, so the same state on the
+        // server), decided apart from the others.
+        let mut own: BTreeMap<String, (&str, Vec<RedisTier>)> = BTreeMap::new();
+        for (i, t) in self.tiers.iter().enumerate() {
+            self.check_overrides(i)?;
+            for (client, spec) in &t.overrides {
+                let at = format!("tiers[{i}].overrides.{client}");
+                let q = self.override_quota(spec, hz, &at)?;
+                let key = crate::backend::owned(self.client_part(client, &at)?);
+                let tier = RedisTier::new(t.name.as_str(), q).map_err(|e| Error::new(at, e))?;
+                own.entry(key)
+                    .or_insert_with(|| (client.as_str(), tiers.clone()))
+                    .1[i] = tier;
+            }
+        }
+        let mut overrides = Vec::with_capacity(own.len());
+        for (key, (client, tiers)) in own {
+            let p = RedisPolicy::new(rules.prefix.as_str(), tiers)
+                .map_err(|e| Error::new(format!("tiers.overrides.{client}"), e))?;
+            overrides.push((key, p));
+        }
+        let failure = match &rules.failure {
+            FailureMode::Open => FailurePolicy::Open,
+            FailureMode::Closed => FailurePolicy::Closed,
+            FailureMode::Fallback(specs) => {
+                if specs.len() != self.tiers.len() {
+                    let plural = |n: usize| if n == 1 { "" } else { "s" };
+                    return Err(Error::new(
+                        "redis.failure.fallback",
+                        format_args!(
+                            "one quota per tier: {} tier{}, {} quota{}",
+                            self.tiers.len(),
+                            plural(self.tiers.len()),
+                            specs.len(),
+                            plural(specs.len())
+                        ),
+                    ));
+                }
+                let mut quotas = Vec::with_capacity(specs.len());
+                for (j, spec) in specs.iter().enumerate() {
+                    let place = || format!("redis.failure.fallback[{j}]");
+                    let q = spec.quota(hz).map_err(|e| Error::new(place(), e))?;
+                    if q.hz() != hz {
+                        return Err(Error::new(
+                            place(),
+                            "a fallback quota must count ticks at the clock's frequency",
+                        ));
+                    }
+                    quotas.push(q);
+                }
+                FailurePolicy::Fallback(quotas)
+            }
+        };
+        Ok(crate::redis::RedisPlan {
+            policy,
+            failure,
+            overrides,
+        })
+    }
+
+    /// The layer over Redis (`redis` must be set): the tiers' quotas at
+    /// `hz`, in a policy under `redis.prefix`, the failure policy's
+    /// fallback quotas at `hz` too, one per tier. Connects lazily, at the
+    /// first request. Errors name the field (`redis.failure.fallback[1]`,
+    /// `redis.target.standalone`).
+    ///
+    /// ```
+    /// use cellrate::time::StdClock;
+    /// use cellrate_tower::config::LayerConfig;
+    /// let c: LayerConfig = toml::from_str(r#"
+    ///     key = { client = { header = "x-api-key" } }
+    ///     tiers = [{ name = "key", quota = "10/min", capacity = 1 }]
+    ///     [redis]
+    ///     target = { standalone = "redis://127.0.0.1:6379/" }
+    ///     failure = { fallback = ["20/min", "5/s"] }
+    /// "#).unwrap();
+    /// assert_eq!(
+    ///     c.build_redis(StdClock::new(), StdClock::HZ).unwrap_err().to_string(),
+    ///     "redis.failure.fallback: one quota per tier: 1 tier, 2 quotas"
+    /// );
+    /// ```
+    #[cfg(feature = "redis")]
+    pub fn build_redis<C: Clock + Send + Sync + 'static>(
+        &self,
+        clock: C,
+        hz: u64,
+    ) -> Result<RateLimitLayer<ConfigKey, crate::RedisAsync, C>, Error> {
+        use cellrate_redis::{AsyncRedisGcra, RedisConfig, Target};
+        let Some(rules) = &self.redis else {
+            return Err(Error::new("redis", "no Redis backend is configured"));
+        };
+        let key = self.checked_key()?;
+        let plan = self.redis_policy(hz)?;
+        let mut config =
+            RedisConfig::new(plan.failure.clone()).with_fallback_when_full(self.when_full);
+        if let Some(ms) = rules.timeout_ms {
+            config = config.with_timeout(std::time::Duration::from_millis(ms));
+        }
+        if let Some(ms) = rules.reconnect_ms {
+            config = config.with_reconnect_interval(std::time::Duration::from_millis(ms));
+        }
+        if let Some(c) = rules.fallback_capacity {
+            // Its tables are allocated when Redis first fails: a size no
+            // allocator grants must fail here, while the file is read.
+            cellrate::config::check_capacity(c)
+                .map_err(|e| Error::new("redis.fallback_capacity", e.message()))?;
+            config = config.with_fallback_capacity(c);
+        }
+        let target = match &rules.target {
+            RedisTarget::Standalone(url) => {
+                Target::standalone(url).map_err(|e| Error::new("redis.target.standalone", e))?
+            }
+            RedisTarget::Cluster(nodes) => {
+                Target::cluster(nodes).map_err(|e| Error::new("redis.target.cluster", e))?
+            }
+        };
+        let limiter = AsyncRedisGcra::new(target, plan.policy.clone(), config)
+            .map_err(|e| Error::new("redis", e))?;
+        let backend = crate::RedisAsync::new(limiter)
+            .reconfigured(plan)
+            .map_err(|e| Error::new("redis", e))?;
+        self.layer(key, backend, clock, hz)
+    }
+}
