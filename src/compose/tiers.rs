@@ -107,6 +107,26 @@ impl<const N: usize> Tiers<N> {
     pub fn tightest(&self) -> Option<Result<Decision, Denied>> {
         tightest(self.results())
     }
+    /// [`check_all`] over at most `N` of `tiers`, its results kept in the
+    /// returned value (a tier beyond the `N`th is not asked).
+    ///
+    /// ```
+    /// use cellrate::compose::Tiers;
+    /// use cellrate::{Gcra, Quota};
+    /// let tiers = [Gcra::new(Quota::per_second(5).at_hz(1_000)), Gcra::new(Quota::per_second(1).at_hz(1_000))];
+    /// assert!(Tiers::<8>::check_all(&tiers, 0, 1).is_admitted());
+    /// let t = Tiers::<8>::check_all(&tiers, 0, 1);
+    /// assert_eq!((t.results().len(), t.refused()), (2, Some(1)));
+    /// ```
+    pub fn check_all<I>(tiers: I, now: u64, cost: u64) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Revocable,
+    {
+        let mut checked = Tiers::default();
+        checked.len = check_all(tiers, now, cost, &mut checked.results);
+        checked
+    }
 }
 
 /// An all-or-nothing limiter that reports every tier: tuples of
@@ -130,9 +150,7 @@ pub trait AllTiers<const N: usize> {
 
 impl<L: Revocable, const N: usize> AllTiers<N> for [L; N] {
     fn check_tiers(&self, now: u64, cost: u64) -> Tiers<N> {
-        let mut results = [Ok(Decision::new(0, 0, 0)); N];
-        check_all(self, now, cost, &mut results);
-        Tiers::new(results)
+        Tiers::check_all(self, now, cost)
     }
 }
 

@@ -158,7 +158,7 @@ mod from_file {
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let toml = toml::Deserializer::parse(&text)
             .map_err(|e| format!("{}: not TOML: {e}", path.display()))?;
-        let file: File = cellrate::config::from_deserializer(toml)
+        let file: File = cellrate_config::from_deserializer(toml)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         if file.admin.token.is_empty() {
             return Err(format!(
@@ -180,7 +180,7 @@ mod from_file {
     /// on Redis with `redis` (the file must then have `[limits.redis]`).
     pub fn routers(path: PathBuf, redis: Option<Redis>) -> (Router, Router) {
         let file = read(&path, redis.as_ref()).unwrap_or_else(|e| super::exit(e));
-        let built = |e: cellrate::config::Error| -> ! {
+        let built = |e: cellrate_config::ConfigError| -> ! {
             super::exit(format!("{}: limits.{e}", path.display()))
         };
         #[cfg(feature = "redis")]

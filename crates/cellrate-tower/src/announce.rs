@@ -3,14 +3,13 @@
 
 use std::sync::Arc;
 
-use cellrate::headers;
 use http::{HeaderValue, StatusCode};
 
 use crate::error::check_name;
 use crate::policy::{policy_value, rate_policies, RatePolicy};
 use crate::stamp::{stamp, Stamp};
 use crate::value::RateTable;
-use crate::{ConfigError, Fault, Fields, Mode, TierInfo, Verdict, MAX_TIERS};
+use crate::{BuildError, Fault, Fields, Mode, TierInfo, Verdict, MAX_TIERS};
 
 /// What every request of a layer shares, besides the key and the backend.
 pub(crate) struct Announce {
@@ -46,16 +45,16 @@ impl Announce {
         fallback: Option<Vec<TierInfo>>,
         fields: Fields,
         metrics_name: &str,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, BuildError> {
         #[cfg(not(feature = "metrics"))]
         let _ = metrics_name;
-        let first = tiers.first().ok_or(ConfigError::NoTiers)?;
+        let first = tiers.first().ok_or(BuildError::NoTiers)?;
         if tiers.len() > MAX_TIERS {
-            return Err(ConfigError::TooManyTiers);
+            return Err(BuildError::TooManyTiers);
         }
         let hz = first.hz;
         if hz == 0 || tiers.iter().any(|t| t.hz != hz) {
-            return Err(ConfigError::MixedHz);
+            return Err(BuildError::MixedHz);
         }
         for t in tiers {
             check_name(&t.name)?;
@@ -64,7 +63,7 @@ impl Announce {
             None => (None, Vec::new()),
             Some(f) => {
                 if f.len() != tiers.len() || f.iter().any(|t| t.hz != hz) {
-                    return Err(ConfigError::Fallback);
+                    return Err(BuildError::Fallback);
                 }
                 (policy_value(&f), rate_policies(&f))
             }
@@ -99,7 +98,7 @@ impl Announce {
             };
             return (status, Stamp::default());
         }
-        let results = verdict.results();
+        let results = verdict.tiers().results();
         let admitted = verdict.is_admitted();
         match verdict.mode() {
             Mode::FailOpen => return (StatusCode::OK, Stamp::default()),
@@ -135,7 +134,7 @@ impl Announce {
         );
         let status = if admitted {
             StatusCode::OK
-        } else if headers::refusing(results)
+        } else if cellrate::compose::refusing(results)
             .and_then(|i| results[i].err())
             .is_some_and(|d| d.retry_after().is_none())
         {
@@ -155,14 +154,14 @@ pub(crate) fn announces(
     mut fallback: Option<Vec<TierInfo>>,
     fields: Fields,
     metrics_name: &str,
-) -> Result<Vec<Arc<Announce>>, ConfigError> {
+) -> Result<Vec<Arc<Announce>>, BuildError> {
     let mut announces = Vec::new();
     for tiers in groups {
         let announce = Announce::new(&tiers, fallback.take(), fields, metrics_name)?;
         announces.push(Arc::new(announce));
     }
     if announces.is_empty() {
-        return Err(ConfigError::NoTiers);
+        return Err(BuildError::NoTiers);
     }
     Ok(announces)
 }

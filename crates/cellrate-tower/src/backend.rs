@@ -2,9 +2,10 @@
 
 use std::future::Future;
 
+use cellrate::compose::Tiers;
 use cellrate::decision::{Decision, Denied};
-use cellrate::headers::Policy;
 use cellrate::Quota;
+use cellrate_headers::Policy;
 
 #[cfg(feature = "redis")]
 use super::key::Part;
@@ -21,6 +22,7 @@ pub const MAX_TIERS: usize = 8;
 
 /// How a verdict was reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Mode {
     /// By the backend's own policy.
     Normal,
@@ -32,25 +34,28 @@ pub enum Mode {
     FailClosed,
 }
 
-/// One request's answer: every tier's result, in the backend's tier order.
+/// One request's answer: every tier's result, in the backend's tier order
+/// (the core's [`Tiers`]), how it was reached, or why the backend could not
+/// decide.
 ///
 /// ```
 /// use cellrate_tower::{Mode, Verdict};
+/// use cellrate::compose::Tiers;
 /// use cellrate::Decision;
-/// let v = Verdict::decided(&[Ok(Decision::new(5, 4, 200))], Mode::Normal);
+/// let v = Verdict::decided(Tiers::from_slice(&[Ok(Decision::new(5, 4, 200))]).unwrap(), Mode::Normal);
 /// assert!(v.is_admitted());
-/// assert_eq!(v.results().len(), 1);
+/// assert_eq!(v.tiers().results().len(), 1);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Verdict {
-    results: [Result<Decision, Denied>; MAX_TIERS],
-    len: u8,
+    tiers: Tiers<MAX_TIERS>,
     mode: Mode,
     fault: Option<Fault>,
 }
 
 /// Why a backend could not decide (answered without internal detail).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Fault {
     /// The key cannot be stored by the backend (400).
     InvalidKey,
@@ -59,36 +64,36 @@ pub enum Fault {
 }
 
 impl Verdict {
-    /// A verdict from at most [`MAX_TIERS`] results (more are dropped).
-    pub fn decided(results: &[Result<Decision, Denied>], mode: Mode) -> Self {
-        let mut v = Verdict {
-            results: [Ok(Decision::new(0, 0, 0)); MAX_TIERS],
-            len: 0,
+    /// A verdict of these tiers' results.
+    pub const fn decided(tiers: Tiers<MAX_TIERS>, mode: Mode) -> Self {
+        Verdict {
+            tiers,
             mode,
             fault: None,
-        };
-        for (slot, r) in v.results.iter_mut().zip(results) {
-            *slot = *r;
-            v.len += 1;
         }
-        v
+    }
+    /// The verdict of one tier.
+    pub(crate) fn single(result: Result<Decision, Denied>) -> Self {
+        Verdict::decided(
+            Tiers::from_slice(&[result]).unwrap_or_default(),
+            Mode::Normal,
+        )
     }
     /// A backend that could not decide.
-    pub const fn fault(fault: Fault) -> Self {
+    pub fn fault(fault: Fault) -> Self {
         Verdict {
-            results: [Ok(Decision::new(0, 0, 0)); MAX_TIERS],
-            len: 0,
+            tiers: Tiers::default(),
             mode: Mode::Normal,
             fault: Some(fault),
         }
     }
     /// Every tier's result.
-    pub fn results(&self) -> &[Result<Decision, Denied>] {
-        &self.results[..self.len as usize]
+    pub const fn tiers(&self) -> &Tiers<MAX_TIERS> {
+        &self.tiers
     }
     /// Whether every tier admitted (and the backend could decide).
     pub fn is_admitted(&self) -> bool {
-        self.fault.is_none() && self.results().iter().all(Result::is_ok)
+        self.fault.is_none() && self.tiers.is_admitted()
     }
     /// How it was reached.
     pub const fn mode(&self) -> Mode {
@@ -133,7 +138,7 @@ pub struct TierInfo {
     /// Ticks per second of `window_ticks` and of the tier's results.
     pub hz: u64,
     /// The rate policy announced beside the burst one, `(q, w)` with `w` in
-    /// ticks of `hz` (see [`headers::sustained`](cellrate::headers::sustained)),
+    /// ticks of `hz` (see [`headers::sustained`](cellrate_headers::sustained)),
     /// or `None` when `limit` per `window_ticks` is the rate.
     pub rate: Option<(u64, u64)>,
 }
@@ -147,7 +152,7 @@ impl TierInfo {
             limit: p.limit(),
             window_ticks: p.window_ticks(),
             hz: quota.hz(),
-            rate: cellrate::headers::sustained(quota)
+            rate: cellrate_headers::sustained(quota)
                 .map(|(q, secs)| (q, secs.saturating_mul(quota.hz()))),
         }
     }

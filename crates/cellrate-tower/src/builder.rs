@@ -12,7 +12,7 @@ use crate::announce::announces;
 use crate::error::check_name;
 use crate::keyless::challenge_value;
 use crate::live::{Delay, Live, Shared, Weigh};
-use crate::{Backend, ConfigError, Extract, Fields, Keyless, RateLimitLayer};
+use crate::{Backend, BuildError, Extract, Fields, Keyless, RateLimitLayer};
 
 /// Builds a [`RateLimitLayer`]; see the [crate docs](crate).
 pub struct RateLimitBuilder<E, B, C> {
@@ -32,7 +32,7 @@ pub struct RateLimitBuilder<E, B, C> {
 impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<E, B, C> {
     /// The `limiter` label of this layer's series (feature `metrics`;
     /// default `"default"`): a name like a tier's, 1 to 32 printable ASCII
-    /// characters ([`ConfigError::InvalidName`] otherwise). Give each layer
+    /// characters ([`BuildError::InvalidName`] otherwise). Give each layer
     /// of a process its own. See the `cellrate-metrics` crate for the series.
     ///
     /// ```
@@ -68,7 +68,7 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
     /// The challenge a keyless `401` carries, as RFC 9110 §15.5.2 requires:
     /// `WWW-Authenticate: {scheme} realm="{realm}"`. The scheme must be an
     /// HTTP token and the realm printable ASCII without `"` or `\`
-    /// (checked by [`build`](Self::build): [`ConfigError::Challenge`]).
+    /// (checked by [`build`](Self::build): [`BuildError::Challenge`]).
     /// See [`Keyless`] for an example.
     pub fn challenge(mut self, scheme: &str, realm: &str) -> Self {
         self.challenge = Some((scheme.into(), realm.into()));
@@ -131,7 +131,7 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
         self
     }
     /// The layer.
-    pub fn build(self) -> Result<RateLimitLayer<E, B, C>, ConfigError> {
+    pub fn build(self) -> Result<RateLimitLayer<E, B, C>, BuildError> {
         #[cfg(feature = "metrics")]
         check_name(&self.metrics_name)?;
         #[cfg(feature = "metrics")]
@@ -154,7 +154,7 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
                 || status == StatusCode::PROXY_AUTHENTICATION_REQUIRED
                 || unchallenged
             {
-                return Err(ConfigError::Keyless);
+                return Err(BuildError::Keyless);
             }
         }
         #[allow(unused_mut)]

@@ -26,7 +26,7 @@
 //! scope = "client_and_endpoint"
 //! capacity = 100000
 //! "#;
-//! let config: LayerConfig = cellrate::config::from_deserializer(
+//! let config: LayerConfig = cellrate_config::from_deserializer(
 //!     toml::Deserializer::parse(text).unwrap(),
 //! ).unwrap();
 //! let layer = config.build(StdClock::new(), StdClock::HZ).unwrap();
@@ -82,6 +82,7 @@ pub(crate) use plan::{Applied, TierPlan};
 /// Where one part of a key comes from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum KeySource {
     /// A request header ([`HeaderKey`](crate::HeaderKey)): `{ header = "x-api-key" }`.
     Header(String),
@@ -94,6 +95,7 @@ pub enum KeySource {
 /// The key: a client and, optionally, an endpoint.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct KeyConfig {
     /// Who the client is.
     pub client: KeySource,
@@ -258,6 +260,7 @@ pub struct Challenge {
 /// The layer's rules; see the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct LayerConfig {
     /// Where the key comes from.
     pub key: KeyConfig,
@@ -282,4 +285,38 @@ pub struct LayerConfig {
     /// `None`: `"default"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_name: Option<String>,
+}
+
+impl LayerConfig {
+    /// Rules keyed by `key` with these `tiers`, and every other field at
+    /// its default (both header families, a keyless request refused with
+    /// 400, a full table denying new keys, in-process tables).
+    ///
+    /// ```
+    /// use cellrate_tower::config::{KeyConfig, KeySource, LayerConfig};
+    /// let rules = LayerConfig::new(KeyConfig::new(KeySource::PeerIp), Vec::new());
+    /// assert!(rules.redis.is_none());
+    /// ```
+    pub fn new(key: KeyConfig, tiers: Vec<LayerTier>) -> Self {
+        LayerConfig {
+            key,
+            tiers,
+            fields: both(),
+            keyless: reject_400(),
+            challenge: None,
+            when_full: deny(),
+            redis: None,
+            metrics_name: None,
+        }
+    }
+}
+
+impl KeyConfig {
+    /// A key of `client` alone (no endpoint).
+    pub fn new(client: KeySource) -> Self {
+        KeyConfig {
+            client,
+            endpoint: None,
+        }
+    }
 }

@@ -4,7 +4,8 @@ use core::fmt;
 
 /// Why a layer could not be built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ConfigError {
+#[non_exhaustive]
+pub enum BuildError {
     /// The backend has no tiers.
     NoTiers,
     /// More than [`MAX_TIERS`](crate::MAX_TIERS) tiers.
@@ -25,33 +26,33 @@ pub enum ConfigError {
     Challenge,
 }
 
-impl fmt::Display for ConfigError {
+impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            ConfigError::NoTiers => "the backend has no tiers",
-            ConfigError::TooManyTiers => "more than 8 tiers",
-            ConfigError::MixedHz => "the tiers count ticks at different (or zero) frequencies",
-            ConfigError::InvalidName => "tier names are 1 to 32 printable ASCII characters",
-            ConfigError::ZeroCapacity => "a keyed table needs a capacity of at least 1",
-            ConfigError::Fallback => "the fallback quotas do not match the tiers",
-            ConfigError::Keyless => {
+            BuildError::NoTiers => "the backend has no tiers",
+            BuildError::TooManyTiers => "more than 8 tiers",
+            BuildError::MixedHz => "the tiers count ticks at different (or zero) frequencies",
+            BuildError::InvalidName => "tier names are 1 to 32 printable ASCII characters",
+            BuildError::ZeroCapacity => "a keyed table needs a capacity of at least 1",
+            BuildError::Fallback => "the fallback quotas do not match the tiers",
+            BuildError::Keyless => {
                 "a keyless request is rejected with a 4xx status other than 407, and 401 needs a challenge"
             }
-            ConfigError::Challenge => {
+            BuildError::Challenge => {
                 "a challenge's scheme is an HTTP token and its realm printable ASCII without quotes or backslashes"
             }
         })
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl std::error::Error for BuildError {}
 
 /// A tier name: what a header can carry ([`headers`]' one rule), 1 to 32
 /// bytes long.
-pub(crate) fn check_name(name: &str) -> Result<(), ConfigError> {
-    if cellrate::headers::valid_tier_name(name) {
+pub(crate) fn check_name(name: &str) -> Result<(), BuildError> {
+    if cellrate_headers::valid_tier_name(name) {
         Ok(())
     } else {
-        Err(ConfigError::InvalidName)
+        Err(BuildError::InvalidName)
     }
 }

@@ -7,9 +7,9 @@
 /// `w` the time to refill it, `r` the cells left, `t` the seconds until it
 /// is full again; a tier whose burst does not refill in whole seconds also
 /// lists its rate policy `"<tier>/rate"`. `X-RateLimit-Limit`/`-Remaining`/
-/// `-Reset` describe the tightest tier ([`cellrate::headers::tightest`]).
+/// `-Reset` describe the tightest tier ([`cellrate_headers::tightest`]).
 /// `Retry-After` is the refusing tier's wait
-/// ([`cellrate::headers::refusing`]), in whole seconds rounded up, at
+/// ([`cellrate_headers::refusing`]), in whole seconds rounded up, at
 /// least 1. What they say under a Redis outage and in the delaying mode is
 /// explained in `docs/design/tower.md`.
 ///

@@ -138,6 +138,7 @@ impl<'r> RequestKey<'r> {
 /// assert_eq!(HeaderKey::new("x-api-key").extract(&parts), Err(KeyError::Missing));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum KeyError {
     /// The request carries no key (answered as [`Keyless`](super::Keyless) says).
     Missing,

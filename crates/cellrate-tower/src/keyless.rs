@@ -2,7 +2,7 @@
 
 use http::{HeaderValue, StatusCode};
 
-use crate::ConfigError;
+use crate::BuildError;
 
 /// What a request without a key gets.
 ///
@@ -11,19 +11,19 @@ use crate::ConfigError;
 /// key that is a credential, but RFC 9110 §15.5.2 requires every 401 to
 /// carry a `WWW-Authenticate` challenge, so the layer answers 401 only with
 /// one ([`RateLimitBuilder::challenge`](crate::RateLimitBuilder::challenge)): building `Reject(401)` without a
-/// challenge is [`ConfigError::Keyless`], as is any status outside 4xx and
+/// challenge is [`BuildError::Keyless`], as is any status outside 4xx and
 /// 407 (a proxy's challenge is not the layer's to send).
 ///
 /// ```
 /// use cellrate::time::StdClock;
-/// use cellrate_tower::{ConfigError, Global, HeaderKey, Keyless, RateLimitLayer};
+/// use cellrate_tower::{BuildError, Global, HeaderKey, Keyless, RateLimitLayer};
 /// use cellrate::Quota;
 /// use http::StatusCode;
 /// let backend = || Global::gcra("all", Quota::per_second(5).at_hz(StdClock::HZ)).unwrap();
 /// let unchallenged = RateLimitLayer::builder(HeaderKey::new("x-api-key"), backend(), StdClock::new())
 ///     .keyless(Keyless::Reject(StatusCode::UNAUTHORIZED))
 ///     .build();
-/// assert_eq!(unchallenged.unwrap_err(), ConfigError::Keyless);
+/// assert_eq!(unchallenged.unwrap_err(), BuildError::Keyless);
 /// let challenged = RateLimitLayer::builder(HeaderKey::new("x-api-key"), backend(), StdClock::new())
 ///     .keyless(Keyless::Reject(StatusCode::UNAUTHORIZED))
 ///     .challenge("ApiKey", "orders")
@@ -65,7 +65,7 @@ mod status_code {
 }
 
 /// The `WWW-Authenticate` value `scheme realm="realm"`, if both are valid.
-pub(crate) fn challenge_value(scheme: &str, realm: &str) -> Result<HeaderValue, ConfigError> {
+pub(crate) fn challenge_value(scheme: &str, realm: &str) -> Result<HeaderValue, BuildError> {
     const TCHAR: &[u8] = b"!#$%&'*+-.^_`|~";
     let token = !scheme.is_empty()
         && scheme
@@ -75,8 +75,8 @@ pub(crate) fn challenge_value(scheme: &str, realm: &str) -> Result<HeaderValue, 
         .bytes()
         .all(|b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\');
     if !token || !quotable {
-        return Err(ConfigError::Challenge);
+        return Err(BuildError::Challenge);
     }
     HeaderValue::try_from(std::format!("{scheme} realm=\"{realm}\""))
-        .map_err(|_| ConfigError::Challenge)
+        .map_err(|_| BuildError::Challenge)
 }

@@ -103,7 +103,7 @@ pub use backend::{
 pub use body::BodyLimited;
 pub use builder::RateLimitBuilder;
 pub use clock::TokioClock;
-pub use error::ConfigError;
+pub use error::BuildError;
 pub use fields::Fields;
 pub use future::ResponseFuture;
 pub use key::{

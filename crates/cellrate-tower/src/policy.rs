@@ -3,7 +3,7 @@
 //! `"<tier>/rate"` (see `docs/design/tower.md`).
 
 use cellrate::decision::{Decision, Denied};
-use cellrate::headers;
+use cellrate_headers as headers;
 use http::HeaderValue;
 
 use crate::value::ValueBuf;

@@ -105,7 +105,7 @@ fn verdict(counters: &FallbackCounters, result: Result<Outcome, Error>) -> Verdi
                 Source::FailOpen => Mode::FailOpen,
                 Source::FailClosed => Mode::FailClosed,
             };
-            Verdict::decided(outcome.results(), mode)
+            Verdict::decided(*outcome.tiers(), mode)
         }
         Err(Error::InvalidKey) => Verdict::fault(Fault::InvalidKey),
         Err(_) => Verdict::fault(Fault::Internal),

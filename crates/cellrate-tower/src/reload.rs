@@ -7,8 +7,9 @@ use super::config::ConfigKey;
 use super::config::{Applied, LayerConfig};
 use super::live::{Live, Shared};
 use super::{Backend, KeyedTiers, RateLimitLayer, TierInfo};
-use cellrate::config::{Error, QuotaSpec};
+use cellrate::config::QuotaSpec;
 use cellrate::Clock;
+use cellrate_config::ConfigError as Error;
 
 /// Changes the rules of a layer built from a [`LayerConfig`] while it
 /// serves, keeping every client's state; shared by every clone of the
@@ -360,7 +361,7 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
         unchanged(&config.when_full, &old.when_full, "when_full")?;
         unchanged(&config.metrics_name, &old.metrics_name, "metrics_name")?;
         if config.tiers.is_empty() {
-            return Err(Error::new("tiers", super::ConfigError::NoTiers));
+            return Err(Error::new("tiers", super::BuildError::NoTiers));
         }
         let current = self.shared.live.load_full();
         let plan = current.backend.plan(config, old, hz)?;

@@ -3,7 +3,7 @@
 //! `X-RateLimit-*`, `Retry-After`).
 
 use cellrate::decision::{Decision, Denied};
-use cellrate::headers::{self, PolicyState};
+use cellrate_headers::{self as headers, PolicyState};
 use http::header::{HeaderValue, RETRY_AFTER};
 use http::HeaderMap;
 
@@ -139,12 +139,12 @@ pub(crate) fn stamp(
     }
     if fields.legacy() {
         if let Some(Ok((limit, remaining, reset))) =
-            headers::tightest(results).map(|r| headers::x_ratelimit(&r, hz))
+            cellrate::compose::tightest(results).map(|r| headers::x_ratelimit(&r, hz))
         {
             out.legacy = Some((limit, remaining, reset));
         }
     }
-    if let Some(Err(denied)) = headers::refusing(results).map(|i| results[i]) {
+    if let Some(Err(denied)) = cellrate::compose::refusing(results).map(|i| results[i]) {
         if let Ok(secs) = headers::retry_after_secs(&denied, hz) {
             out.retry = Some(secs);
         }

@@ -5,7 +5,7 @@
 
 use core::fmt::{self, Write};
 
-use cellrate::headers;
+use cellrate_headers as headers;
 use http::header::{HeaderName, HeaderValue};
 
 use crate::TierInfo;

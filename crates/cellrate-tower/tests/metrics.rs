@@ -277,7 +277,7 @@ fn a_bad_limiter_name_is_refused() {
     let built = RateLimitLayer::builder(HeaderKey::new("x-api-key"), tiers, ManualClock::new(0))
         .metrics_name("no spaces\n")
         .build();
-    assert_eq!(built.err(), Some(cellrate_tower::ConfigError::InvalidName));
+    assert_eq!(built.err(), Some(cellrate_tower::BuildError::InvalidName));
 }
 
 /// A Redis backend whose server is unreachable (a loopback port nothing

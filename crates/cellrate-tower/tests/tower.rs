@@ -615,7 +615,7 @@ async fn the_layer_runs_on_unix_time() {
 /// when the layer is built.
 #[tokio::test]
 async fn a_keyless_401_carries_its_challenge() {
-    use cellrate_tower::ConfigError;
+    use cellrate_tower::BuildError;
     static CLOCK: ManualClock = ManualClock::new(0);
     let tiers = || {
         KeyedTiers::new()
@@ -631,12 +631,12 @@ async fn a_keyless_401_carries_its_challenge() {
         b.build()
     };
     let unauthorized = Keyless::Reject(StatusCode::UNAUTHORIZED);
-    assert_eq!(build(unauthorized, None).unwrap_err(), ConfigError::Keyless);
+    assert_eq!(build(unauthorized, None).unwrap_err(), BuildError::Keyless);
     for status in [200, 302, 407, 500, 503] {
         let keyless = Keyless::Reject(StatusCode::from_u16(status).unwrap());
         assert_eq!(
             build(keyless, None).unwrap_err(),
-            ConfigError::Keyless,
+            BuildError::Keyless,
             "{status}"
         );
     }
@@ -649,7 +649,7 @@ async fn a_keyless_401_carries_its_challenge() {
     ] {
         assert_eq!(
             build(unauthorized, Some((scheme, realm))).unwrap_err(),
-            ConfigError::Challenge,
+            BuildError::Challenge,
             "{scheme:?} {realm:?}"
         );
     }

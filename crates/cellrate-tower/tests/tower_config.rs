@@ -6,9 +6,10 @@
 
 use std::convert::Infallible;
 
-use cellrate::config::{self, QuotaSpec};
+use cellrate::config::QuotaSpec;
 use cellrate::keyed::WhenFull;
 use cellrate::{Clock, ManualClock};
+use cellrate_config as config;
 use cellrate_tower::config::{
     Challenge, FailureMode, KeyConfig, KeySource, LayerConfig, LayerTier, RedisRules, RedisTarget,
     TierScope,
@@ -44,7 +45,7 @@ impl Clock for TestClock {
     }
 }
 
-fn read(text: &str) -> Result<LayerConfig, config::Error> {
+fn read(text: &str) -> Result<LayerConfig, config::ConfigError> {
     config::from_deserializer(toml::Deserializer::parse(text).unwrap())
 }
 
@@ -274,16 +275,12 @@ fn layer_config() -> impl Strategy<Value = LayerConfig> {
                 redis,
                 metrics_name,
             )| {
-                LayerConfig {
-                    key: KeyConfig { client, endpoint },
-                    tiers,
-                    fields,
-                    keyless,
-                    challenge,
-                    when_full,
-                    redis,
-                    metrics_name,
-                }
+                let mut key = KeyConfig::new(client);
+                key.endpoint = endpoint;
+                let mut c = LayerConfig::new(key, tiers);
+                (c.fields, c.keyless, c.challenge) = (fields, keyless, challenge);
+                (c.when_full, c.redis, c.metrics_name) = (when_full, redis, metrics_name);
+                c
             },
         )
 }

@@ -4,9 +4,9 @@
 use cellrate::decision::{Decision, Denied};
 use cellrate::{Quota, RateLimiter};
 
-use super::{Backend, Check, Mode, TierInfo, Verdict};
+use super::{Backend, Check, TierInfo, Verdict};
 use crate::key::RequestKey;
-use crate::ConfigError;
+use crate::BuildError;
 
 /// One limiter that every request shares, whatever its key: any
 /// [`RateLimiter`] (a [`Gcra`](cellrate::Gcra), a window, a tuple of tiers…),
@@ -34,10 +34,10 @@ impl<L: RateLimiter> Global<L> {
         limit: u64,
         window_ticks: u64,
         hz: u64,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, BuildError> {
         crate::error::check_name(name)?;
         if hz == 0 {
-            return Err(ConfigError::MixedHz);
+            return Err(BuildError::MixedHz);
         }
         Ok(Global {
             limiter,
@@ -65,7 +65,7 @@ impl Global<cellrate::Gcra> {
     /// let g = Global::gcra("all", Quota::per_second(5).at_hz(1_000)).unwrap();
     /// # let _ = g;
     /// ```
-    pub fn gcra(name: &str, quota: Quota) -> Result<Self, ConfigError> {
+    pub fn gcra(name: &str, quota: Quota) -> Result<Self, BuildError> {
         crate::error::check_name(name)?;
         Ok(Global {
             limiter: cellrate::Gcra::new(quota),
@@ -80,10 +80,7 @@ impl<L: RateLimiter + Send + Sync + 'static> Backend for Global<L> {
         std::vec![self.info.clone()]
     }
     fn check(&self, _key: &RequestKey<'_>, now: u64, cost: u64) -> Check<Self::Future> {
-        Check::Ready(Verdict::decided(
-            &[self.limiter.check_n(now, cost)],
-            Mode::Normal,
-        ))
+        Check::Ready(Verdict::single(self.limiter.check_n(now, cost)))
     }
 }
 
@@ -105,7 +102,7 @@ pub struct Shaper {
 
 impl Shaper {
     /// A shaper at `quota`.
-    pub fn new(name: &str, quota: Quota) -> Result<Self, ConfigError> {
+    pub fn new(name: &str, quota: Quota) -> Result<Self, BuildError> {
         Global::gcra(name, quota).map(|global| Shaper { global })
     }
     /// The limiter.
@@ -161,11 +158,10 @@ impl Backend for Shaper {
                 } else {
                     Decision::new(r.limit(), 0, r.reset_after().saturating_sub(wait))
                 };
-                Ok((wait, Verdict::decided(&[Ok(decision)], Mode::Normal)))
+                Ok((wait, Verdict::single(Ok(decision))))
             }
-            Err(d) => Err(Verdict::decided(
-                &[Err(self.queue_edge(now, cost, max_wait, d))],
-                Mode::Normal,
+            Err(d) => Err(Verdict::single(
+                Err(self.queue_edge(now, cost, max_wait, d)),
             )),
         })
     }

@@ -4,13 +4,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use cellrate::compose::check_all;
+use cellrate::compose::Tiers;
 use cellrate::keyed::{Entry, Hashed, KeyId, KeyedBox, LiveQuota, Overrides, Seed, Slot, WhenFull};
 use cellrate::Quota;
 
 use super::{Backend, Check, Mode, TierInfo, Verdict, MAX_TIERS};
 use crate::key::RequestKey;
-use crate::ConfigError;
+use crate::BuildError;
 
 /// What a keyed tier is keyed by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -273,18 +273,18 @@ impl KeyedTiers {
         quota: Quota,
         capacity: usize,
         scope: Scope,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, BuildError> {
         if self.tiers.len() >= MAX_TIERS {
-            return Err(ConfigError::TooManyTiers);
+            return Err(BuildError::TooManyTiers);
         }
         if let Some(first) = self.tiers.first() {
             if first.quota().hz() != quota.hz() {
-                return Err(ConfigError::MixedHz);
+                return Err(BuildError::MixedHz);
             }
         }
         crate::error::check_name(name)?;
         if capacity == 0 {
-            return Err(ConfigError::ZeroCapacity);
+            return Err(BuildError::ZeroCapacity);
         }
         self.tiers.push(Arc::new(KeyedTier::new(
             name,
@@ -297,12 +297,7 @@ impl KeyedTiers {
         Ok(self)
     }
     /// A tier keyed by the client.
-    pub fn per_client(
-        self,
-        name: &str,
-        quota: Quota,
-        capacity: usize,
-    ) -> Result<Self, ConfigError> {
+    pub fn per_client(self, name: &str, quota: Quota, capacity: usize) -> Result<Self, BuildError> {
         self.add(name, quota, capacity, Scope::Client)
     }
     /// A tier keyed by (client, endpoint). A request whose extractor names
@@ -312,7 +307,7 @@ impl KeyedTiers {
         name: &str,
         quota: Quota,
         capacity: usize,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, BuildError> {
         self.add(name, quota, capacity, Scope::ClientAndEndpoint)
     }
 
@@ -339,25 +334,21 @@ impl KeyedTiers {
     /// let key = RequestKey::new(Part::Str("alice"), Some(Part::Str("/orders")));
     /// assert!(tiers.decide(&key, 0, 1).is_admitted());
     /// let refused = tiers.decide(&key, 0, 1);
-    /// assert_eq!(refused.results()[0].unwrap().remaining(), 9); // not charged
+    /// assert_eq!(refused.tiers().results()[0].unwrap().remaining(), 9); // not charged
     /// ```
     pub fn decide(&self, key: &RequestKey<'_>, now: u64, cost: u64) -> Verdict {
-        // The results are written in the verdict itself (a verdict is a few
-        // hundred bytes: one array, not a second one copied over).
-        let mut v = Verdict::decided(&[], Mode::Normal);
-        let n = match &self.routes {
+        let tiers = match &self.routes {
             None => {
                 let tiers = self.tiers.iter().map(|tier| Self::entry(tier, key));
-                check_all(tiers, now, cost, &mut v.results)
+                Tiers::check_all(tiers, now, cost)
             }
             Some(routes) => {
                 let members = &routes.groups[self.route_group(routes, key)];
                 let tiers = members.iter().map(|&i| Self::entry(&self.tiers[i], key));
-                check_all(tiers, now, cost, &mut v.results)
+                Tiers::check_all(tiers, now, cost)
             }
         };
-        v.len = n.min(MAX_TIERS) as u8;
-        v
+        Verdict::decided(tiers, Mode::Normal)
     }
 
     /// The group of `key`'s route (its endpoint).

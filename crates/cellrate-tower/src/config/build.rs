@@ -6,9 +6,9 @@ use super::key::ConfigKey;
 use super::plan::Applied;
 use super::LayerConfig;
 use crate::error::check_name;
-use crate::{Backend, ConfigError, KeyedTiers, RateLimitLayer};
-use cellrate::config::Error;
+use crate::{Backend, BuildError, KeyedTiers, RateLimitLayer};
 use cellrate::Clock;
+use cellrate_config::ConfigError as Error;
 
 impl LayerConfig {
     /// The layer, its quotas at `hz` (the frequency of `clock`; a tier
@@ -49,7 +49,7 @@ impl LayerConfig {
     pub(super) fn checked_key(&self) -> Result<ConfigKey, Error> {
         let key = self.key.build()?;
         if self.tiers.is_empty() {
-            return Err(Error::new("tiers", ConfigError::NoTiers));
+            return Err(Error::new("tiers", BuildError::NoTiers));
         }
         Ok(key)
     }
@@ -84,8 +84,8 @@ impl LayerConfig {
         };
         // Where a refusal of the builder belongs in the file.
         let layer = builder.build().map_err(|e| match e {
-            ConfigError::Keyless => Error::new("keyless.reject", e),
-            ConfigError::Challenge => Error::new("challenge", e),
+            BuildError::Keyless => Error::new("keyless.reject", e),
+            BuildError::Challenge => Error::new("challenge", e),
             _ => Error::new("tiers", e),
         })?;
         if let Ok(mut applied) = layer.shared.applied.lock() {

@@ -4,7 +4,7 @@ use http::request::Parts;
 
 use super::{KeyConfig, KeySource};
 use crate::{Extract, HeaderKey, KeyError, KeyPart, Part, PeerIp, RequestKey, Route};
-use cellrate::config::Error;
+use cellrate_config::ConfigError as Error;
 
 /// A key part chosen by configuration.
 #[derive(Clone, Debug)]
@@ -67,7 +67,7 @@ impl KeyConfig {
     ///
     /// ```
     /// use cellrate_tower::config::{KeyConfig, KeySource};
-    /// let bad = KeyConfig { client: KeySource::Header("bad name".into()), endpoint: None };
+    /// let bad = KeyConfig::new(KeySource::Header("bad name".into()));
     /// assert_eq!(bad.build().unwrap_err().to_string(), "key.client.header: not a valid header name");
     /// ```
     pub fn build(&self) -> Result<ConfigKey, Error> {

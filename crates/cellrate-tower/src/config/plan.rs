@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::{KeySource, LayerConfig, QuotaSpec, TierScope, DEFAULT_MAX_OVERRIDES, MAX_OVERRIDES};
 use crate::{KeyedTiers, Part};
-use cellrate::config::Error;
+use cellrate_config::ConfigError as Error;
 
 /// The configuration a layer was built from (and reloaded to), and the
 /// frequency of its clock that every quota of it is read at.
@@ -136,7 +136,7 @@ impl LayerConfig {
         old: Option<&KeyedTiers>,
     ) -> Result<Vec<TierPlan>, Error> {
         if self.tiers.len() > crate::MAX_TIERS {
-            return Err(Error::new("tiers", crate::ConfigError::TooManyTiers));
+            return Err(Error::new("tiers", crate::BuildError::TooManyTiers));
         }
         let mut plans = Vec::with_capacity(self.tiers.len());
         for (i, t) in self.tiers.iter().enumerate() {
@@ -144,7 +144,7 @@ impl LayerConfig {
             let place = |field: &str| format!("tiers[{i}].{field}");
             crate::error::check_name(&t.name).map_err(|e| Error::new(place("name"), e))?;
             // A size no allocator grants is an error here, not an abort.
-            cellrate::config::check_capacity(t.capacity)
+            cellrate_config::check_capacity(t.capacity)
                 .map_err(|e| Error::new(place("capacity"), e.message()))?;
             let max_overrides = self.check_overrides(i)?;
             let scope = match t.scope {

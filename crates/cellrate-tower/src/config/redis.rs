@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use super::ConfigKey;
 use super::{FailureMode, LayerConfig, RedisTarget, TierScope};
 use crate::RateLimitLayer;
-use cellrate::config::Error;
 use cellrate::Clock;
+use cellrate_config::ConfigError as Error;
 
 impl LayerConfig {
     /// The Redis policy, failure policy and per-client policies of the
@@ -21,10 +21,10 @@ impl LayerConfig {
             return Err(Error::new("redis", "no Redis backend is configured"));
         };
         if self.tiers.is_empty() {
-            return Err(Error::new("tiers", crate::ConfigError::NoTiers));
+            return Err(Error::new("tiers", crate::BuildError::NoTiers));
         }
         if self.tiers.len() > crate::MAX_TIERS {
-            return Err(Error::new("tiers", crate::ConfigError::TooManyTiers));
+            return Err(Error::new("tiers", crate::BuildError::TooManyTiers));
         }
         let mut tiers = Vec::with_capacity(self.tiers.len());
         for (i, t) in self.tiers.iter().enumerate() {
@@ -156,7 +156,7 @@ impl LayerConfig {
         if let Some(c) = rules.fallback_capacity {
             // Its tables are allocated when Redis first fails: a size no
             // allocator grants must fail here, while the file is read.
-            cellrate::config::check_capacity(c)
+            cellrate_config::check_capacity(c)
                 .map_err(|e| Error::new("redis.fallback_capacity", e.message()))?;
             config = config.with_fallback_capacity(c);
         }

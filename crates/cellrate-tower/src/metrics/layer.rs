@@ -122,7 +122,7 @@ impl LayerMetrics {
             }
             return;
         }
-        for (t, result) in self.tiers.iter().zip(verdict.results()) {
+        for (t, result) in self.tiers.iter().zip(verdict.tiers().results()) {
             match result {
                 Ok(_) => {}
                 Err(Denied::CostTooLarge { .. }) => t.too_large.increment(1),
