@@ -1,68 +1,40 @@
-//! A limiter as a pure function of one `u64` state word.
-//!
-//! Every algorithm in the crate keeps one client's state in one `u64` and
-//! shares its parameters (a [`Quota`](crate::Quota), a window length…) between many such
-//! words. [`Algorithm`] is that split: the parameters implement it, and the
-//! containers own the words and apply the steps with a compare-and-swap or
-//! inside a critical section: the shared limiters ([`Gcra`](crate::Gcra),
-//! [`FixedWindow`](crate::window::FixedWindow),
-//! [`SlidingWindow`](crate::window::SlidingWindow)) through one container
-//! over a shared state word, [`LocalGcra`](crate::LocalGcra) on a plain
-//! `u64`, and the keyed tables in their slots.
-//!
-//! # One step, in three phases
-//!
-//! 1. [`prepare`](Algorithm::prepare), before the state is read: everything
-//!    that depends on `now` and `cost` alone (GCRA: `now` in sub-ticks, the
-//!    charge `cost·T` and the room `span − cost·T`; a window: the window of
-//!    `now`). It refuses what no state can admit (a cost above the limit).
-//! 2. [`step`](Algorithm::step), inside the compare-and-swap loop or the
-//!    critical section: the new state and the decision, or a small
-//!    [`Shortfall`](Algorithm::Shortfall). Only this phase may run more than
-//!    once, and it is the only code between the load and the store.
-//! 3. [`denial`](Algorithm::denial), after the loop and only on a denial:
-//!    the [`Denied`] built from the shortfall (the wait, a division for the
-//!    sliding window, happens here).
-//!
-//! [`check`](Algorithm::check) is the three in order; a cost of 0 is a
-//! [`peek`](Algorithm::peek) and never reaches them.
-//!
-//! # Contract
-//!
-//! * [`NEW`](Algorithm::NEW) is the state of a client never seen: full quota.
-//! * [`check`](Algorithm::check) with `cost > 0` either admits and returns the
-//!   state to store, or denies and the caller stores nothing. With `cost == 0`
-//!   it returns the state unchanged (a peek).
-//! * `prepare` reads no state; `step` depends only on the state and what
-//!   `prepare` returned, so a container may run it again on a fresher state.
-//!   `step` admitting returns the state to store, which differs from the
-//!   state it was given (a cost above 0 always changes it; a container
-//!   stores it without testing); denying, nothing is stored.
-//! * [`is_idle`](Algorithm::is_idle) is true only when the state is
-//!   indistinguishable from `NEW` at `now` and at every later time (within
-//!   the longest gap between checks: GCRA's TATs are serial): a table may
-//!   then reuse the slot without giving the client anything back.
-//! * None of these panic or allocate, and `prepare` and `step` (the admit
-//!   path, and the deny path up to the refusal) take no division
-//!   instruction. A denial may divide when it is built:
-//!   [`SlidingWindow`](crate::SlidingWindow)'s `denial` divides once for
-//!   its `retry_after` (see [`sliding`](crate::window::sliding)); GCRA's and
-//!   the fixed window's never divide.
-//! * Every method is total over any `u64` state, including a word the
-//!   parameters did not write (say, saved under another limit without
-//!   `translate`): it never panics and never admits more than the quota
-//!   from it. GCRA reads an even word as a new client and an odd one as a
-//!   TAT (see [`gcra`](crate::gcra#serial-time)); the window quotas judge a
-//!   count above their limit as a full window, which the next window clears.
-//! * Every method depends on `now` only through differences between the
-//!   `now`s it sees (GCRA: modulo 2⁶³ sub-ticks, in serial order; the
-//!   windows: modulo their window, see [`window`](crate::window)), so any
-//!   clock works: one that starts anywhere, Unix time, one that wraps.
+//! [`Algorithm`] (the contract of a one-word limiter's steps) and
+//! [`Limiter`], the one container of a shared state word.
 
 use crate::sync::StateWord;
 use crate::{Decision, Denied, RateLimiter, Snapshot};
 
-/// The steps of a one-word rate limiter; see the [module docs](self).
+/// The steps of a rate limiter whose per-client state is one `u64`.
+///
+/// The parameters (a [`Quota`](crate::Quota), a window…) implement it; the
+/// containers ([`Limiter`], [`Gcra`](crate::Gcra), [`LocalGcra`](crate::LocalGcra),
+/// the keyed tables) own the words and apply the steps with a
+/// compare-and-swap or inside a critical section. A check runs in three
+/// phases:
+///
+/// 1. [`prepare`](Self::prepare), before the state is read: what depends on
+///    `now` and `cost` alone; it refuses a cost above the limit.
+/// 2. [`step`](Self::step), between the load and the store: the new state
+///    and the decision, or a small [`Shortfall`](Self::Shortfall). Only this
+///    phase may run more than once.
+/// 3. [`denial`](Self::denial), after the loop and only on a denial.
+///
+/// # Contract
+///
+/// * [`NEW`](Self::NEW) is the state of a client never seen: full quota.
+/// * `prepare` reads no state; `step` depends only on the state and what
+///   `prepare` returned. An admitting `step` returns a state that differs
+///   from the one it was given (a container stores it without testing);
+///   denying, nothing is stored.
+/// * [`is_idle`](Self::is_idle) is true only when the state is
+///   indistinguishable from `NEW` at `now` and later, so a table may reuse
+///   the slot.
+/// * Nothing panics or allocates; `prepare` and `step` never divide (a
+///   `denial` may).
+/// * Every method is total over any `u64` state, even one these parameters
+///   did not write, and never admits more than the quota from it.
+/// * Every method depends on `now` only through differences between the
+///   `now`s it sees, so any clock works (see [`Clock`](crate::Clock#any-clock)).
 ///
 /// ```
 /// use cellrate::{Algorithm, Quota};

@@ -1,35 +1,12 @@
-//! What a check answers: [`Decision`] when admitted, [`Denied`] when not,
-//! [`Snapshot`] for a peek.
-//!
-//! # Lazy units
-//!
-//! A limiter decides in its own units (GCRA: sub-ticks, see
-//! [`quota`](crate::quota)). Converting to cells and whole ticks needs a
-//! division, and the admit/deny path has none; so results keep the raw
-//! quantities and convert when asked:
-//!
-//! ```text
-//! remaining   = slack / interval               (cells, rounded down)
-//! reset_after = ⌈until_full / scale⌉           (ticks, rounded up)
-//! retry_after = ⌈wait / scale⌉                 (ticks, rounded up)
-//! ```
-//!
-//! where `slack = span − (TAT − now)` is the room left, `until_full = TAT − now`
-//! the debt, and `wait` how far `now` must advance before the same cost fits.
-//!
-//! # Invariants
-//!
-//! `remaining() ≤ limit()` and is never negative (unsigned, and `slack` is
-//! computed saturating). `retry_after()` is exact for GCRA: checking the same
-//! cost alone at `now + retry_after` admits, one tick earlier denies.
-//! A cost larger than the limit is [`Denied::CostTooLarge`], which has no
-//! retry time at all.
+//! What a check answers: [`Decision`], [`Denied`]/[`Limited`], [`Snapshot`],
+//! all over one [`Usage`] of raw quantities, converted when read (see
+//! [`Decision`]).
 
 use core::fmt;
 
 use crate::quota::Quota;
 
-/// Raw quantities behind every result; see the [module docs](self).
+/// Raw quantities behind every result; see [`Decision`].
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Usage {
     pub(crate) limit: u64,
@@ -133,6 +110,22 @@ pub(crate) use usage_accessors;
 
 /// An admitted request: the quota's limit, what remains, and when it is full.
 ///
+/// A limiter decides in its own units (GCRA: sub-ticks, see [`Quota`]), and
+/// the admit/deny path has no division; so results keep the raw quantities
+/// and convert when an accessor is called:
+///
+/// ```text
+/// remaining   = slack / interval               (cells, rounded down)
+/// reset_after = ⌈until_full / scale⌉           (ticks, rounded up)
+/// retry_after = ⌈wait / scale⌉                 (ticks, rounded up)
+/// ```
+///
+/// where `slack = span − (TAT − now)` is the room left, `until_full = TAT −
+/// now` the debt, and `wait` how far `now` must advance before the same cost
+/// fits. `remaining() ≤ limit()`, never negative. `retry_after()` is exact
+/// for GCRA: checking the same cost alone at `now + retry_after` admits, one
+/// tick earlier denies.
+///
 /// ```
 /// use cellrate::{Gcra, Quota, RateLimiter};
 /// let gcra = Gcra::new(Quota::per_second(10).at_hz(1_000));
@@ -233,14 +226,13 @@ pub struct Limited(Seen);
 /// GCRA, what the denying step saw, evaluated only when an accessor asks.
 #[derive(Clone, Copy)]
 enum Seen {
-    /// The raw quantities (see the [module docs](self)) and the wait in
-    /// sub-ticks.
+    /// The raw quantities and the wait in sub-ticks.
     Usage { usage: Usage, wait: u64 },
     /// A denied GCRA step: the distance `d = state − now` in state-word
     /// units (`2·debt`, even), the room `2·(span − cost·T)` it exceeded,
     /// and the quota's limit, span, `T` and scale. Evaluated as
     /// `debt = d / 2` and `wait = (d − room) / 2` (shifts, see
-    /// [`gcra`](crate::gcra#the-math)), so a refusal whose details nobody
+    /// [`Gcra`](crate::Gcra#the-math)), so a refusal whose details nobody
     /// reads stores the words it has and computes nothing.
     Gcra {
         limit: u64,

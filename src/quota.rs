@@ -1,57 +1,12 @@
-//! Quotas: a rate and a burst, turned once into integer GCRA parameters.
-//!
-//! # The math
-//!
-//! A quota of `cells` per `period` on a clock of `hz` ticks per second has
-//! the emission interval `T = period · hz / cells` ticks (a rational number)
-//! and the tolerance `τ = (burst − 1) · T`. To keep `T` exact, time inside a
-//! limiter runs in **sub-ticks**: with `T = n/d` in lowest terms, one tick is
-//! `scale = d` sub-ticks, `emission_interval = n` and `span = burst · n`
-//! (`τ + T` in sub-ticks). Every check multiplies `now` by `scale`, never
-//! divides. For example 3 per 10 s at 1 MHz is `T = 10 000 000/3`: scale 3,
-//! emission interval 10 000 000.
-//!
-//! # Serial time: any clock, one limit
-//!
-//! `now` may come from any clock (any origin, Unix time, a counter that wraps
-//! past `2⁶⁴`): answers depend only on differences between the `now`s a
-//! limiter sees ([`gcra`](crate::gcra#serial-time)). The one limit is the
-//! **gap between two checks** of one limiter: while consecutive `now`s are at
-//! most [`Quota::horizon_ticks`] apart (`2⁶² / scale` ticks), every answer is
-//! exact. A quota is exact when its `scale` keeps at least [`HORIZON_SECS`]
-//! (about 8.5 years) in that gap, for clocks below `2³⁴` Hz. A rate whose
-//! scale would be larger is rounded: `T` is rounded **up**, so the limiter
-//! admits less than asked, never more. [`Quota::is_exact`] and
-//! [`Quota::effective_rate`] report it, and a rounding that would lose more
-//! than 1 % of the rate is refused with [`QuotaError::Unrepresentable`].
-//! Past the gap a full client may be refused until its debt, as read,
-//! drains; the limiter never admits more than the quota.
-//!
-//! # Rounding keeps the burst
-//!
-//! A rounded quota keeps the requested burst `b` (only `T` is rounded, to
-//! `T′ ≥ T`, and the span is `b·T′`). With non-decreasing `now` every stream
-//! it admits conforms to the exact quota. A `now` that steps back by `δ`
-//! behind the largest admitted `now` allows at most `E = (1 − T/T′)·δ` of
-//! extra tolerance, less than one cell for steps under `100·T`, and none for
-//! exact quotas. The same holds wherever a rounded GCRA is built
-//! (`set_quota`, keyed overrides, meters). The proofs and the tables of
-//! scales and gaps are in docs/design/quota.md in the repository.
-//!
-//! # Invariants
-//!
-//! For every `Quota` value: `scale ≥ 1`, `emission_interval ≥ 1`,
-//! `burst ≥ 1` is the burst asked for, and `span = burst · emission_interval
-//! ≤ 2⁶¹` ([`MAX_SPAN`], the reach of a state word). Hence
-//! `cost · emission_interval ≤ span` never overflows for `cost ≤ burst`,
-//! which is what lets the hot path skip overflow checks on that product.
+//! [`Quota`] and its builders; the contract is on [`Quota`], the proofs in
+//! docs/design/quota.md.
 
 use core::fmt;
 use core::time::Duration;
 
 /// The largest span `burst · T` (in sub-ticks) a quota accepts: 2⁶¹, the
 /// farthest ahead of `now` a state may be written and read back exactly
-/// (see [`gcra`](crate::gcra#serial-time)).
+/// (see [serial time](crate::Gcra#serial-time)).
 pub const MAX_SPAN: u64 = 1 << 61;
 
 /// The guaranteed longest gap between two checks of one limiter, for any
@@ -285,8 +240,34 @@ impl QuotaBuilder {
 
 /// An emission interval and a tolerance in sub-ticks, ready for GCRA.
 ///
-/// See the [module docs](self) for the representation and the longest gap
-/// between two checks.
+/// # The math
+///
+/// A quota of `cells` per `period` on a clock of `hz` ticks per second has
+/// the emission interval `T = period · hz / cells` ticks (a rational number)
+/// and the tolerance `τ = (burst − 1) · T`. To keep `T` exact, time inside a
+/// limiter runs in **sub-ticks**: with `T = n/d` in lowest terms, one tick is
+/// `scale = d` sub-ticks, `emission_interval = n` and `span = burst · n`
+/// (`τ + T` in sub-ticks). Every check multiplies `now` by `scale`, never
+/// divides.
+///
+/// # The longest gap between checks
+///
+/// `now` may come from any clock (any origin, Unix time, a counter that
+/// wraps): answers depend only on differences (see
+/// [serial time](crate::Gcra#serial-time)). The one limit is the **gap
+/// between two checks** of one limiter, [`horizon_ticks`](Self::horizon_ticks)
+/// (`2⁶² / scale` ticks), at least [`HORIZON_SECS`] (about 8.5 years) for
+/// clocks below `2³⁴` Hz. A rate whose scale would break that is rounded:
+/// `T` is rounded **up** (the burst is kept), so the limiter admits less
+/// than asked, never more; [`is_exact`](Self::is_exact) and
+/// [`effective_rate`](Self::effective_rate) report it, and a rounding that
+/// would lose more than 1 % is refused with [`QuotaError::Unrepresentable`].
+///
+/// # Invariants
+///
+/// `scale ≥ 1`, `emission_interval ≥ 1`, `burst ≥ 1` as asked, and
+/// `span = burst · emission_interval ≤` [`MAX_SPAN`], so `cost · T` never
+/// overflows for `cost ≤ burst`.
 ///
 /// ```
 /// use cellrate::Quota;

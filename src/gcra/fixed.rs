@@ -13,7 +13,7 @@
 //!
 //! * The math, the state word and every answer are those of
 //!   [`Gcra`](super::Gcra) with the same quota: the same [`Algorithm`](crate::Algorithm)
-//!   phases of [`Quota`] (see the [module docs](super#the-math)) on the
+//!   phases of [`Quota`] (see [the math](super::Gcra#the-math)) on the
 //!   same one `u64` state word of [`sync`](crate::sync) (one atomic on
 //!   targets with 64-bit compare-and-swap, a critical section elsewhere).
 //!   Given the same operations at the same `now`s, `FixedGcra` and `Gcra`

@@ -1,59 +1,12 @@
-//! The generic cell rate algorithm: shared ([`Gcra`]) and single-owner
-//! ([`LocalGcra`]), and the token and leaky buckets it contains.
-//!
-//! # The math
-//!
-//! The state is the theoretical arrival time `TAT`. With the emission
-//! interval `T`, the burst `b` and the tolerance `τ = (b − 1)·T` of the
-//! [`Quota`], a request of `cost` cells at `now` is admitted iff
-//!
-//! ```text
-//! max(TAT, now) + cost·T − now ≤ τ + T                    (= b·T, the span)
-//! ```
-//!
-//! and then `TAT ← max(TAT, now) + cost·T`; a denial changes nothing. It runs
-//! in sub-ticks (`now · scale`, see [`quota`](crate::quota)) through the
-//! quota's [`Algorithm`](crate::Algorithm) phases: one multiply, adds, compares and one
-//! compare-and-swap, no division and no floating point. `remaining`,
-//! `retry_after` and `reset_after` follow from the same inequality and are
-//! converted only when read ([`decision`](crate::decision)). A
-//! [`TokenBucket`] of capacity `b` refilled every `T` is this GCRA; a
-//! [`LeakyBucket`] is the same with no burst, and [`Gcra::reserve_n`] is the
-//! leaky bucket as a queue (a shaper).
-//!
-//! # Serial time
-//!
-//! Answers depend only on differences between the `now`s a limiter sees, so
-//! any clock origin works, as does a counter that wraps past `2⁶⁴`. The state
-//! word is `2·TAT + 1 (mod 2⁶⁴)` (0 for a new or reset limiter, idle at every
-//! `now`), read in serial-number order (RFC 1982): a TAT ahead of `now` by
-//! less than 2⁶² sub-ticks is owed, anything else is idle. Every write leaves
-//! the TAT at most 2⁶¹ sub-ticks ([`MAX_SPAN`](crate::quota::MAX_SPAN))
-//! ahead, so two checks less than [`Quota::horizon_ticks`] apart are judged
-//! exactly as the GCRA of their differences; checks further apart may deny a
-//! full client until its debt, as read, drains, and never admit more than the
-//! quota. The theorem, its proof and the token-bucket equivalence are in
-//! docs/design/gcra.md in the repository.
-//!
-//! # Invariants
-//!
-//! * A new or [`reset`](Gcra::reset) limiter has the state 0: full at every
-//!   `now`.
-//! * A check admits only if the inequality holds for the TAT it replaces
-//!   (compare-and-swap), so concurrent checks never admit more than the same
-//!   checks run one after another in the order of their swaps.
-//! * A denied check, a peek and a check of cost 0 never store.
-//! * A `now` earlier than a previous one (by less than 2⁶¹ sub-ticks) can
-//!   deny more, never admit more.
-//! * [`set_quota`](Gcra::set_quota) keeps `TAT`: a client's debt is kept
-//!   **as time**, worth cells at the new `T`. Quotas are re-expressed at the
-//!   limiter's fixed scale and frequency, rounding toward admitting less.
+//! The generic cell rate algorithm: [`Gcra`] (its docs state the math and
+//! the contract), [`FixedGcra`], [`LocalGcra`], and the GCRA steps the
+//! containers share. The proofs are in docs/design/gcra.md.
 
 use core::fmt;
 
 use crate::algorithm::Limiter;
 use crate::decision::{usage_accessors, Decision, Denied, Limited, Snapshot, Usage};
-use crate::quota::{Quota, QuotaError, Rate};
+use crate::quota::{Quota, QuotaError};
 use crate::sync::{loom_const_fn, QuotaCell};
 use crate::RateLimiter;
 
@@ -62,6 +15,7 @@ mod fixed;
 mod local;
 pub(crate) mod step;
 
+pub use self::algorithm::{GcraPrepared, GcraShortfall};
 pub use self::fixed::FixedGcra;
 pub use self::local::LocalGcra;
 
@@ -137,7 +91,7 @@ pub(crate) fn snapshot(quota: &Quota, state: u64, now: u64) -> Snapshot {
 /// departs at `TAT + cost·T − span` with the TAT left by the previous one,
 /// which is at least that one's departure plus `cost·T`.
 ///
-/// [`MAX_SPAN`]: crate::quota::MAX_SPAN
+/// [`MAX_SPAN`]: crate::MAX_SPAN
 #[inline]
 pub(crate) fn reserve(
     quota: &Quota,
@@ -170,9 +124,9 @@ pub(crate) fn refund(quota: &Quota, state: u64, now: u64, cost: u64) -> u64 {
 /// A shaped send: when it may go, and the limiter's state after it.
 ///
 /// ```
-/// use cellrate::{Gcra, Quota};
+/// use cellrate::{LeakyBucket, Quota};
 /// // A leaky bucket as a queue: one cell every 100 ticks, up to 1 000 ticks of queueing.
-/// let shaper = Gcra::leaky_bucket(cellrate::Rate::per_ticks(1, 100), 1_000);
+/// let shaper = LeakyBucket::new(Quota::per_ticks(1, 100).with_burst(1).at_hz(1_000));
 /// let departures: Vec<u64> = (0..4).map(|_| shaper.reserve_n(0, 1, 1_000).unwrap().send_after()).collect();
 /// assert_eq!(departures, [0, 100, 200, 300]);
 /// ```
@@ -214,6 +168,45 @@ impl core::error::Error for SetQuotaError {}
 /// [`sync`](crate::sync)). `const`-constructible, so it can live in a `static`
 /// shared by thread mode and interrupt handlers.
 ///
+/// # The math
+///
+/// The state is the theoretical arrival time `TAT`. With the emission
+/// interval `T`, the burst `b` and the tolerance `τ = (b − 1)·T` of the
+/// [`Quota`], a request of `cost` cells at `now` is admitted iff
+///
+/// ```text
+/// max(TAT, now) + cost·T − now ≤ τ + T                    (= b·T, the span)
+/// ```
+///
+/// and then `TAT ← max(TAT, now) + cost·T`; a denial changes nothing. It runs
+/// in sub-ticks (`now · scale`, see [`Quota`]): one multiply, adds, compares
+/// and one compare-and-swap, no division. `remaining`, `retry_after` and
+/// `reset_after` follow from the same inequality and are converted only when
+/// read ([`Decision`]). A [`TokenBucket`] of capacity `b` refilled every `T`
+/// is this GCRA; a [`LeakyBucket`] is the same with no burst, and
+/// [`reserve_n`](Self::reserve_n) is the leaky bucket as a queue (a shaper).
+///
+/// # Serial time
+///
+/// Answers depend only on differences between the `now`s a limiter sees, so
+/// any clock origin works, as does a counter that wraps past `2⁶⁴`. The state
+/// word is `2·TAT + 1 (mod 2⁶⁴)` (0 for a new or reset limiter), read in
+/// serial-number order (RFC 1982): a TAT ahead of `now` by less than 2⁶²
+/// sub-ticks is owed, anything else is idle. Every write leaves the TAT at
+/// most [`MAX_SPAN`](crate::MAX_SPAN) sub-ticks ahead, so two checks less
+/// than [`Quota::horizon_ticks`] apart are judged exactly; checks further
+/// apart may deny a full client until its debt, as read, drains, and never
+/// admit more than the quota.
+///
+/// # Invariants
+///
+/// * Concurrent checks never admit more than the same checks run one after
+///   another in the order of their swaps; a denial, a peek and a check of
+///   cost 0 never store.
+/// * A `now` earlier than a previous one can deny more, never admit more.
+/// * [`set_quota`](Self::set_quota) keeps the TAT: a client's debt is kept
+///   **as time**, worth cells at the new `T`.
+///
 /// ```
 /// use cellrate::{Gcra, Quota, RateLimiter};
 /// static RADIO: Gcra = Gcra::new(Quota::per_minute(6).with_burst(2).at_hz(1_000));
@@ -234,61 +227,6 @@ impl Gcra {
         pub fn new(quota: Quota) -> Self {
             Gcra { shared: Limiter::from_parts(QuotaCell::new(quota), 0) }
         }
-    }
-
-    loom_const_fn! {
-        /// A token bucket holding up to `capacity` tokens, refilled at `refill`
-        /// (its cells per its period), on a clock of `hz` ticks per second.
-        ///
-        /// # Panics
-        /// On an invalid quota; a compile error in `const` context. See
-        /// [`try_token_bucket`](Self::try_token_bucket).
-        ///
-        /// ```
-        /// use cellrate::{Rate, RateLimiter, TokenBucket};
-        /// static BUCKET: TokenBucket = TokenBucket::token_bucket(20, Rate::per_second(5), 1_000);
-        /// assert!((0..20).all(|_| BUCKET.check(0).is_ok()));
-        /// assert!(BUCKET.check(0).is_err());
-        /// assert!(BUCKET.check(200).is_ok()); // one token per 200 ms
-        /// ```
-        pub fn token_bucket(capacity: u64, refill: Rate, hz: u64) -> Self {
-            Gcra::new(Quota::builder(refill).with_burst(capacity).at_hz(hz))
-        }
-    }
-
-    /// [`token_bucket`](Self::token_bucket), returning the error instead of
-    /// panicking.
-    pub fn try_token_bucket(capacity: u64, refill: Rate, hz: u64) -> Result<Self, QuotaError> {
-        Ok(Gcra::new(
-            Quota::builder(refill).with_burst(capacity).try_at_hz(hz)?,
-        ))
-    }
-
-    loom_const_fn! {
-        /// A leaky bucket with no burst: one cell per emission interval of
-        /// `rate`. As a meter use `check`; as a queue (shaper) use
-        /// [`reserve_n`](Self::reserve_n).
-        ///
-        /// # Panics
-        /// On an invalid rate; a compile error in `const` context. See
-        /// [`try_leaky_bucket`](Self::try_leaky_bucket).
-        ///
-        /// ```
-        /// use cellrate::{LeakyBucket, Rate, RateLimiter};
-        /// let meter = LeakyBucket::leaky_bucket(Rate::per_second(10), 1_000);
-        /// assert!(meter.check(0).is_ok());
-        /// assert!(meter.check(99).is_err());
-        /// assert!(meter.check(100).is_ok());
-        /// ```
-        pub fn leaky_bucket(rate: Rate, hz: u64) -> Self {
-            Gcra::new(Quota::builder(rate).with_burst(1).at_hz(hz))
-        }
-    }
-
-    /// [`leaky_bucket`](Self::leaky_bucket), returning the error instead of
-    /// panicking.
-    pub fn try_leaky_bucket(rate: Rate, hz: u64) -> Result<Self, QuotaError> {
-        Ok(Gcra::new(Quota::builder(rate).with_burst(1).try_at_hz(hz)?))
     }
 
     /// The quota in force (as re-expressed by the last `set_quota`).
@@ -400,7 +338,7 @@ impl Gcra {
     /// Replaces the quota at run time. Checks never block on it and each sees
     /// either the old quota or the new one whole, never a mix; a check that
     /// overlaps the call may decide with either. The client's debt is kept as
-    /// time (see the [module docs](self)). Returns the quota in force, which
+    /// time (see the [invariants](Self#invariants)). Returns the quota in force, which
     /// may be rounded toward admitting less if the new quota is not exact at
     /// this limiter's scale.
     ///
@@ -448,12 +386,31 @@ impl fmt::Debug for Gcra {
     }
 }
 
-/// A token bucket: [`Gcra`] built from a capacity and a refill rate with
-/// [`Gcra::token_bucket`]. See the [module docs](self) for the equivalence.
+/// A token bucket of `capacity` tokens refilled at `refill`: a [`Gcra`] whose
+/// burst is the capacity (see [the math](Gcra#the-math)).
+///
+/// ```
+/// use cellrate::{Quota, Rate, RateLimiter, TokenBucket};
+/// let (capacity, refill, hz) = (20, Rate::per_second(5), 1_000);
+/// let bucket = TokenBucket::new(Quota::builder(refill).with_burst(capacity).at_hz(hz));
+/// assert!((0..20).all(|_| bucket.check(0).is_ok()));
+/// assert!(bucket.check(0).is_err());
+/// assert!(bucket.check(200).is_ok()); // one token per 200 ms
+/// ```
 pub type TokenBucket = Gcra;
 
-/// A leaky bucket: [`Gcra`] with no burst, built with [`Gcra::leaky_bucket`];
-/// a meter through `check`, a queue through `reserve_n`.
+/// A leaky bucket draining at `rate`: a [`Gcra`] with a burst of 1 (the
+/// builder's default burst is the rate's cells, so set it); a meter through
+/// `check`, a queue (shaper) through [`reserve_n`](Gcra::reserve_n).
+///
+/// ```
+/// use cellrate::{LeakyBucket, Quota, Rate, RateLimiter};
+/// let (rate, hz) = (Rate::per_second(10), 1_000);
+/// let meter = LeakyBucket::new(Quota::builder(rate).with_burst(1).at_hz(hz));
+/// assert!(meter.check(0).is_ok());
+/// assert!(meter.check(99).is_err());
+/// assert!(meter.check(100).is_ok());
+/// ```
 pub type LeakyBucket = Gcra;
 
 #[cfg(feature = "defmt")]

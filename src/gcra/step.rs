@@ -1,8 +1,8 @@
 //! The one GCRA step, as pure functions over primitives, in serial time.
 //!
-//! Everything here works on sub-tick numbers (see [`quota`](crate::quota))
+//! Everything here works on sub-tick numbers (see [`Quota`](crate::Quota))
 //! modulo 2⁶³, and on **state words** that hold a TAT as `2·TAT + 1`
-//! (mod 2⁶⁴; see [the module docs](super#serial-time) for why and for the
+//! (mod 2⁶⁴; see [serial time](super::Gcra#serial-time) for why and for the
 //! proof that reading them is exact). `now` arrives as a word too
 //! ([`word`]), prepared before the state is read. `span` is the largest
 //! allowed `TAT − now` after an admission (`b·T` for a

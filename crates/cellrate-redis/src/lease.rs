@@ -42,14 +42,17 @@ use super::{Error, Outcome, RedisGcra, Request, Source};
 /// assert_eq!(cellrate_redis::lease::DEFAULT_MAX_CLIENTS, 65_536);
 /// ```
 pub const DEFAULT_MAX_CLIENTS: usize = 1 << 16;
-use cellrate::decision::Decision;
+use cellrate::Decision;
 
 #[derive(Clone, Debug)]
 enum Lease {
     /// `left` cells granted at `granted_at`.
     Cells { left: u64, granted_at: Instant },
     /// The server said no cell fits before `until`: deny locally till then.
-    Denied { until: Instant, outcome: Box<Outcome> },
+    Denied {
+        until: Instant,
+        outcome: Box<Outcome>,
+    },
 }
 
 /// A [`RedisGcra`] that leases `k` cells at a time per client. The policy's

@@ -8,10 +8,9 @@ use std::sync::Arc;
 use std::vec::Vec;
 
 use cellrate::compose::check_all;
-use cellrate::decision::{Decision, Denied};
 use cellrate::headers::Policy;
 use cellrate::keyed::{Entry, Hashed, KeyId, KeyedBox, LiveQuota, Overrides, Seed, Slot, WhenFull};
-use cellrate::{Quota, RateLimiter};
+use cellrate::{Decision, Denied, Quota, RateLimiter};
 
 #[cfg(feature = "redis")]
 use super::key::Part;

@@ -6,7 +6,7 @@
 //! exactly one written in code.
 //!
 //! ```
-//! use cellrate::time::StdClock;
+//! use cellrate::StdClock;
 //! use cellrate_tower::config::LayerConfig;
 //!
 //! let text = r#"
@@ -466,7 +466,7 @@ impl LayerConfig {
     /// `tiers[1].quota: …`, `keyless: …`.
     ///
     /// ```
-    /// use cellrate::time::StdClock;
+    /// use cellrate::StdClock;
     /// use cellrate_tower::config::LayerConfig;
     /// let c: LayerConfig = serde_json::from_str(r#"{
     ///     "key": {"client": "peer_ip"},
@@ -910,7 +910,7 @@ impl LayerConfig {
     /// `redis.target.standalone`).
     ///
     /// ```
-    /// use cellrate::time::StdClock;
+    /// use cellrate::StdClock;
     /// use cellrate_tower::config::LayerConfig;
     /// let c: LayerConfig = toml::from_str(r#"
     ///     key = { client = { header = "x-api-key" } }

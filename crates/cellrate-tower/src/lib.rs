@@ -4,7 +4,7 @@
 //! [`RateLimiter`](cellrate::RateLimiter).
 //!
 //! ```
-//! use cellrate::time::StdClock;
+//! use cellrate::StdClock;
 //! use cellrate_tower::{HeaderKey, KeyedTiers, RateLimitLayer, Route};
 //! use cellrate::Quota;
 //!
@@ -160,10 +160,8 @@ use http::header::{HeaderName, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::request::Parts;
 use http::{HeaderMap, Request, Response, StatusCode};
 
-use cellrate::decision::{Decision, Denied};
 use cellrate::headers::{self, PolicyState};
-use cellrate::time::ticks_to_duration;
-use cellrate::Clock;
+use cellrate::{ticks_to_duration, Clock, Decision, Denied};
 
 pub use backend::{
     Backend, Check, Fault, Global, KeyedTiers, Mode, Shaper, TierInfo, Verdict, MAX_TIERS,
@@ -215,7 +213,7 @@ impl Fields {
 /// 407 (a proxy's challenge is not the layer's to send).
 ///
 /// ```
-/// use cellrate::time::StdClock;
+/// use cellrate::StdClock;
 /// use cellrate_tower::{ConfigError, Global, HeaderKey, Keyless, RateLimitLayer};
 /// use cellrate::Quota;
 /// use http::StatusCode;
@@ -926,7 +924,7 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
     /// of a process its own. See the `cellrate-metrics` crate for the series.
     ///
     /// ```
-    /// use cellrate::time::StdClock;
+    /// use cellrate::StdClock;
     /// use cellrate_tower::{Global, PeerIp, RateLimitLayer};
     /// use cellrate::Quota;
     /// let layer = RateLimitLayer::builder(
@@ -974,7 +972,7 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
     ///
     /// ```
     /// # #[cfg(feature = "axum")] {
-    /// use cellrate::time::StdClock;
+    /// use cellrate::StdClock;
     /// use cellrate_tower::{Global, PeerIp, RateLimitLayer};
     /// use cellrate::Quota;
     /// let q = Quota::per_second(1_000_000).at_hz(StdClock::HZ); // bytes per second

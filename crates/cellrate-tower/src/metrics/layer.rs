@@ -11,7 +11,7 @@ use http::StatusCode;
 use std::string::String;
 
 use crate::{Mode, Verdict};
-use cellrate::decision::Denied;
+use cellrate::Denied;
 use cellrate_metrics::{describe, DECISIONS, HELD, REQUESTS};
 use std::borrow::ToOwned;
 
