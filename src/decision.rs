@@ -17,7 +17,6 @@ pub(crate) struct Usage {
 }
 
 impl Usage {
-    /// Usage already expressed in cells and ticks (no conversion needed).
     pub(crate) const fn counted(limit: u64, remaining: u64, reset_after: u64) -> Self {
         Usage {
             limit,
@@ -27,7 +26,7 @@ impl Usage {
             scale: 1,
         }
     }
-    /// Usage of a GCRA quota whose TAT is `until_full` sub-ticks ahead of now.
+    /// A GCRA quota's, whose TAT is `until_full` sub-ticks ahead of now.
     #[inline(always)]
     pub(crate) const fn gcra(quota: &Quota, until_full: u64) -> Self {
         Usage {
@@ -51,8 +50,8 @@ impl Usage {
     }
 }
 
-/// The accessors, `Debug` and `defmt::Format` shared by every result type
-/// that holds a [`Usage`] (and, for waits, a `wait` in sub-ticks).
+/// The accessors, `Debug` and `defmt::Format` of a result holding a
+/// [`Usage`] (and, for waits, a `wait` in sub-ticks).
 macro_rules! usage_accessors {
     ($ty:ident $(, $wait:ident: $wait_doc:literal)?) => {
         impl $ty {
@@ -60,13 +59,11 @@ macro_rules! usage_accessors {
             pub const fn limit(&self) -> u64 {
                 self.usage.limit
             }
-            /// Cells of cost 1 that would be admitted at the same `now`, after
-            /// what this result reports. Never negative.
+            /// Cells of cost 1 that would still be admitted at the same `now`.
             pub const fn remaining(&self) -> u64 {
                 self.usage.remaining()
             }
-            /// Ticks from `now` until the limiter is full again
-            /// (`remaining == limit`) if nothing more is admitted.
+            /// Ticks until the limiter is full again if nothing more is admitted.
             pub const fn reset_after(&self) -> u64 {
                 self.usage.reset_after()
             }
@@ -150,10 +147,9 @@ impl Decision {
             usage: Usage::counted(limit, remaining, reset_after),
         }
     }
-    /// The answer of a GCRA limiter of `quota` whose TAT lies `ahead`
-    /// sub-ticks (ticks × [`Quota::scale`]) past `now` after the request:
-    /// the numbers an in-process [`Gcra`](crate::Gcra) reports for the same
-    /// state, for a GCRA step evaluated elsewhere (a Redis script).
+    /// What a [`Gcra`](crate::Gcra) of `quota` reports when its TAT lies
+    /// `ahead` sub-ticks past `now` after the request, for a GCRA step
+    /// evaluated elsewhere (a Redis script).
     ///
     /// ```
     /// use cellrate::{Decision, Gcra, Quota, RateLimiter};
@@ -222,18 +218,14 @@ usage_accessors!(Snapshot, retry_after: "Ticks until one cell would be admitted 
 #[derive(Clone, Copy)]
 pub struct Limited(Seen);
 
-/// What a [`Limited`] holds: the quantities in a limiter's units, or, for
-/// GCRA, what the denying step saw, evaluated only when an accessor asks.
+/// What a [`Limited`] holds: raw quantities, or what a denying GCRA step
+/// saw, evaluated only when an accessor asks.
 #[derive(Clone, Copy)]
 enum Seen {
     /// The raw quantities and the wait in sub-ticks.
     Usage { usage: Usage, wait: u64 },
-    /// A denied GCRA step: the distance `d = state − now` in state-word
-    /// units (`2·debt`, even), the room `2·(span − cost·T)` it exceeded,
-    /// and the quota's limit, span, `T` and scale. Evaluated as
-    /// `debt = d / 2` and `wait = (d − room) / 2` (shifts, see
-    /// [`Gcra`](crate::Gcra#the-math)), so a refusal whose details nobody
-    /// reads stores the words it has and computes nothing.
+    /// A denied GCRA step: the distance `d = 2·debt` and the room
+    /// `2·(span − cost·T)` it exceeded, with the quota's numbers.
     Gcra {
         limit: u64,
         span: u64,
@@ -264,11 +256,9 @@ impl Limited {
             wait: retry_after,
         })
     }
-    /// The denial of a GCRA limiter of `quota` whose TAT lies `ahead`
-    /// sub-ticks past `now` (the request not charged), with `wait`
-    /// sub-ticks until the request fits: what an in-process
-    /// [`Gcra`](crate::Gcra) reports for the same state, for a GCRA step
-    /// evaluated elsewhere (a Redis script).
+    /// What a [`Gcra`](crate::Gcra) of `quota` reports when its TAT lies
+    /// `ahead` sub-ticks past `now` and the request fits after `wait`
+    /// sub-ticks, for a GCRA step evaluated elsewhere (a Redis script).
     ///
     /// ```
     /// use cellrate::{Denied, Gcra, Limited, Quota, RateLimiter};
@@ -287,8 +277,7 @@ impl Limited {
     pub(crate) const fn from_usage(usage: Usage, wait: u64) -> Self {
         Limited(Seen::Usage { usage, wait })
     }
-    /// The denial of a GCRA step of `quota` that saw the distance
-    /// `distance > room` (both in state-word units, even), kept as seen.
+    /// A denied GCRA step, kept as seen (`distance > room`, word units).
     #[inline(always)]
     pub(crate) const fn from_gcra_step(quota: &Quota, distance: u64, room: u64) -> Self {
         Limited(Seen::Gcra {
@@ -300,7 +289,6 @@ impl Limited {
             room,
         })
     }
-    /// The raw quantities and the wait (sub-ticks), evaluated now.
     #[inline]
     const fn evaluated(&self) -> (Usage, u64) {
         match self.0 {
@@ -347,13 +335,11 @@ impl Limited {
     pub const fn limit(&self) -> u64 {
         self.view().limit()
     }
-    /// Cells of cost 1 that would be admitted at the same `now`, after
-    /// what this result reports. Never negative.
+    /// Cells of cost 1 that would still be admitted at the same `now`.
     pub const fn remaining(&self) -> u64 {
         self.view().remaining()
     }
-    /// Ticks from `now` until the limiter is full again
-    /// (`remaining == limit`) if nothing more is admitted.
+    /// Ticks until the limiter is full again if nothing more is admitted.
     pub const fn reset_after(&self) -> u64 {
         self.view().reset_after()
     }
@@ -404,14 +390,9 @@ impl core::hash::Hash for Limited {
     }
 }
 
-/// Why a check did not admit.
-///
-/// A denial could be one struct (limit, retry after, reset after). It is an
-/// enum instead so that a cost that can never fit carries no
-/// retry time at all: the type makes a caller handle "never" apart from
-/// "later" (say, HTTP 413 rather than 429). [`Limited`] carries the struct's
-/// fields, and [`Denied::retry_after`] returns `None` only for
-/// [`CostTooLarge`](Denied::CostTooLarge).
+/// Why a check did not admit: [`Limited`] (later) or
+/// [`CostTooLarge`](Denied::CostTooLarge) (never, with no retry time), so a
+/// caller handles "never" apart from "later" (say, HTTP 413 rather than 429).
 ///
 /// ```
 /// use cellrate::{Denied, Gcra, Quota, RateLimiter};
@@ -481,13 +462,10 @@ impl fmt::Display for Denied {
 
 impl core::error::Error for Denied {}
 
-/// The shortfall of a denied GCRA step (`gcra::step::admit`) from its
-/// distance `d = 2·e` and the room `2·(span − increment)` it exceeded: the
-/// debt `e` and the wait `e − (span − increment)`, in that order. Run when a denial's
-/// details are read ([`Limited`] keeps `d` and the room), never in the step.
+/// The debt `e` and the wait `e − (span − increment)` of a denied GCRA step
+/// from its distance `d = 2·e` and room `2·(span − increment)`.
 #[inline(always)]
 pub(crate) const fn shortfall(d: u64, room: u64) -> (u64, u64) {
-    // d and room are even, d > room: (d − room)/2 = e − (span − increment).
     (d >> 1, (d - room) >> 1)
 }
 

@@ -9,17 +9,15 @@ use core::time::Duration;
 /// (see [serial time](crate::Gcra#serial-time)).
 pub const MAX_SPAN: u64 = 1 << 61;
 
-/// The guaranteed longest gap between two checks of one limiter, for any
-/// quota on a clock below 2³⁴ Hz, in seconds (2²⁸ s ≈ 8.5 years); a
-/// quota's own is [`Quota::horizon_ticks`].
+/// The guaranteed longest gap between two checks of one limiter, in
+/// seconds (2²⁸ s ≈ 8.5 years), for clocks below 2³⁴ Hz; see
+/// [`Quota::horizon_ticks`].
 pub const HORIZON_SECS: u64 = 1 << 28;
 
-/// `max_scale`'s budget: 2²⁹ s of ticks times the scale fit in 2⁶³, so the
-/// gap `2⁶² / scale` ticks is at least 2²⁸ s ([`HORIZON_SECS`]).
+/// 2²⁹ s of ticks times the scale fit in 2⁶³, so `2⁶² / scale` ≥ 2²⁸ s.
 const SCALE_BUDGET_SECS: u128 = 1 << 29;
 
-/// The longest gap between two checks, in sub-ticks: 2⁶², the half-range
-/// of serial time (`gcra::step`'s `AHEAD`, which a test there pins to it).
+/// The longest gap between two checks, in sub-ticks (`gcra::step::AHEAD`).
 pub(crate) const GAP: u64 = 1 << 62;
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
@@ -40,10 +38,9 @@ pub enum QuotaError {
     /// The emission interval does not fit in 64 bits, or `burst · T` exceeds
     /// [`MAX_SPAN`] sub-ticks.
     Overflow,
-    /// The rate is too fine for the tick frequency: representing it with
-    /// the longest gap between checks kept ([`HORIZON_SECS`]) would lose more
-    /// than 1 % of it. Use a slower rate, a coarser
-    /// unit of cost, or a faster tick.
+    /// Representing the rate at this tick frequency (keeping
+    /// [`HORIZON_SECS`]) would lose more than 1 % of it: use a slower rate,
+    /// a coarser unit of cost, or a faster tick.
     Unrepresentable,
 }
 
@@ -174,10 +171,8 @@ impl Rate {
     }
 }
 
-/// A rate with an optional burst, waiting for its tick frequency.
-///
-/// Made by [`Quota::per_second`] and friends; finished by [`at_hz`](Self::at_hz)
-/// (in `const` contexts) or [`try_at_hz`](Self::try_at_hz) (at run time).
+/// A rate with an optional burst, waiting for its tick frequency: made by
+/// [`Quota::per_second`] and friends, finished by [`at_hz`](Self::at_hz).
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[must_use = "a QuotaBuilder does nothing until `at_hz` or `try_at_hz` turns it into a Quota"]
@@ -187,8 +182,8 @@ pub struct QuotaBuilder {
 }
 
 impl QuotaBuilder {
-    /// Sets the burst: how many cells may be admitted at once from full.
-    /// Without it the burst is the rate's cells per period.
+    /// Sets the burst, the most cells admitted at once (default: the
+    /// rate's cells per period).
     pub const fn with_burst(self, burst: u64) -> Self {
         Self {
             rate: self.rate,
@@ -200,9 +195,8 @@ impl QuotaBuilder {
     ///
     /// # Panics
     ///
-    /// On an invalid quota, with [`QuotaError::as_str`]'s message. In a `const`
-    /// or `static` initialiser that panic is a compile error; for values known
-    /// only at run time use [`try_at_hz`](Self::try_at_hz).
+    /// On an invalid quota (a compile error in a `const`); see
+    /// [`try_at_hz`](Self::try_at_hz).
     ///
     /// ```
     /// use cellrate::Quota;
@@ -221,8 +215,7 @@ impl QuotaBuilder {
         }
     }
 
-    /// Builds the quota for a clock of `hz` ticks per second, or says what is
-    /// wrong with it.
+    /// [`at_hz`](Self::at_hz), returning the error instead of panicking.
     ///
     /// ```
     /// use cellrate::{Quota, QuotaError};
@@ -387,17 +380,13 @@ impl Quota {
         Self::from_fraction(num / g, den / g, burst, hz)
     }
 
-    /// Builds from `T = num/den` ticks (lowest terms), rounding `T` up when
-    /// `den` exceeds the scale bound ([`max_scale`]); the burst is kept as
-    /// asked.
+    /// From `T = num/den` ticks (lowest terms), `T` rounded up when `den`
+    /// exceeds [`max_scale`].
     const fn from_fraction(num: u128, den: u128, burst: u64, hz: u64) -> Result<Quota, QuotaError> {
         let bound = max_scale(hz);
         if den <= bound as u128 {
-            // Exact: T = num sub-ticks at scale den, span = burst·T.
             return Self::assemble(num, burst, den as u64, hz, true);
         }
-        // Rounded at the finest scale the gap allows: T·bound sub-ticks,
-        // rounded up.
         let Some(scaled) = num.checked_mul(bound as u128) else {
             return Err(QuotaError::Overflow);
         };
@@ -407,8 +396,7 @@ impl Quota {
         }
     }
 
-    /// Checks the bounds and fills in the span `burst · interval`.
-    /// `interval` is in sub-ticks.
+    /// Checks the bounds; `interval` is in sub-ticks.
     const fn assemble(
         interval: u128,
         burst: u64,
@@ -435,13 +423,9 @@ impl Quota {
         })
     }
 
-    /// This quota, re-expressed for a limiter whose clock runs at `hz` with
-    /// `scale` sub-ticks per tick: the burst kept, `T` rounded up when that
-    /// is not exact (so it never admits more than before), and refused with
-    /// [`QuotaError::Unrepresentable`] when rounding would lose more than 1 %
-    /// of this quota's rate. A limiter whose scale is fixed when it is made
-    /// ([`LiveQuota`](crate::keyed::LiveQuota), a keyed table) takes
-    /// quotas at its own scale.
+    /// This quota at `scale` sub-ticks per tick of a `hz` clock (for a
+    /// limiter whose scale is fixed): the burst kept, `T` rounded up, and
+    /// [`QuotaError::Unrepresentable`] past 1 % of loss.
     ///
     /// ```
     /// use cellrate::Quota;
@@ -469,8 +453,7 @@ impl Quota {
         }
     }
 
-    /// The burst: the most cells admitted at once from a full bucket, as asked
-    /// (rounding changes only the emission interval).
+    /// The burst: the most cells admitted at once, as asked.
     pub const fn burst(&self) -> u64 {
         self.burst
     }
@@ -498,9 +481,8 @@ impl Quota {
     pub const fn is_exact(&self) -> bool {
         self.exact
     }
-    /// The longest gap between two checks of one limiter (or one key of a
-    /// table) for which every answer is exact, in ticks: `2⁶² / scale`. It
-    /// is a gap, not a date: `now` may start anywhere and wrap past `2⁶⁴`.
+    /// The longest gap between two checks of one limiter for which every
+    /// answer is exact, in ticks: `2⁶² / scale` (a gap, not a date).
     ///
     /// ```
     /// use cellrate::Quota;
@@ -531,8 +513,7 @@ impl Quota {
     pub const fn emission_interval_ticks(&self) -> u64 {
         self.emission_interval.div_ceil(self.scale)
     }
-    /// Sub-ticks to whole ticks, rounding up. Not on the admit/deny path: the
-    /// results call it lazily.
+    /// Sub-ticks to whole ticks, rounding up (read lazily by the results).
     #[inline]
     pub(crate) const fn ticks_ceil(sub: u64, scale: u64) -> u64 {
         sub.div_ceil(scale)
@@ -547,8 +528,7 @@ impl Quota {
             (self.burst - 1) | ((self.exact as u64) << 63),
         ]
     }
-    /// Rebuilds a quota from [`variable_words`](Self::variable_words) and the
-    /// fixed scale and frequency of a limiter.
+    /// The inverse of [`variable_words`](Self::variable_words).
     #[cfg_attr(not(target_has_atomic = "64"), allow(dead_code))]
     pub(crate) const fn from_words(words: [u64; 3], fixed: &Quota) -> Quota {
         Quota {

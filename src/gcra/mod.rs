@@ -19,36 +19,28 @@ pub use self::algorithm::{GcraPrepared, GcraShortfall};
 pub use self::fixed::FixedGcra;
 pub use self::local::LocalGcra;
 
-/// The charge of `cost` cells in sub-ticks, `cost·T`, or the refusal of a
-/// cost above the burst. Computed before any critical section or CAS loop.
+/// The charge `cost·T` in sub-ticks, or the refusal of a cost above the burst.
 #[inline(always)]
 pub(crate) fn charge(quota: &Quota, cost: u64) -> Result<u64, Denied> {
     crate::algorithm::within_limit(cost, quota.burst())?;
-    // cost ≤ burst, so cost·T ≤ span fits (Quota invariant).
     Ok(cost * quota.emission_interval())
 }
 
-/// A denial with the state unchanged, owing `debt` sub-ticks, and `wait`
-/// sub-ticks before the same request would be accepted.
+/// A denial owing `debt` sub-ticks, fitting after `wait` sub-ticks.
 #[inline(always)]
 fn limited(quota: &Quota, debt: u64, wait: u64) -> Denied {
     Denied::Limited(Limited::from_usage(Usage::gcra(quota, debt), wait))
 }
 
-/// The denial of a step's [`Shortfall`](step::Shortfall).
 #[inline(always)]
 fn short(quota: &Quota, shortfall: step::Shortfall) -> Denied {
     limited(quota, shortfall.debt, shortfall.wait)
 }
 
-/// A lease's step ([`lease`](crate::lease)): take `g` cells at `now` (a
-/// state word), the largest `g ≤ most` with `g ≤ max(least, ⌊room /
-/// share⌋)`, where `room = ⌊(span − debt) / T⌋` is what the limiter holds.
-/// Denied (nothing taken) when `room < least`. Returns the new state, the
-/// cells taken and the room left. `least ≥ 1`, `share ≥ 1`.
-///
-/// One division by `T` (and one by `share`): this runs once per lease, not
-/// once per cell.
+/// A lease's step: take the largest `g ≤ most` with `g ≤ max(least,
+/// ⌊room / share⌋)` cells at `now` (a word), `room = ⌊(span − debt) / T⌋`;
+/// denied when `room < least`. Returns the state, the cells taken and the
+/// room left. Divides once per lease, not per cell.
 #[inline]
 pub(crate) fn take_up_to(
     quota: &Quota,
@@ -64,7 +56,6 @@ pub(crate) fn take_up_to(
     }
     let room = (quota.span() - debt) / quota.emission_interval();
     let taken = (room / share.max(1)).max(least).min(most.max(least));
-    // taken ≤ room, so debt + taken·T ≤ span: within reach.
     let new_state = step::later(now, debt + taken * quota.emission_interval());
     Ok((new_state, (taken, room - taken)))
 }
@@ -77,21 +68,11 @@ pub(crate) fn snapshot(quota: &Quota, state: u64, now: u64) -> Snapshot {
     Snapshot::from_usage(Usage::gcra(quota, debt), wait)
 }
 
-/// Shaping: the state after sending `cost` cells at the earliest conforming
-/// tick, if that tick is at most `max_wait` sub-ticks after `now` (a state
-/// word) and leaves the TAT within reach (at most [`MAX_SPAN`] sub-ticks
-/// ahead; a longer queue is refused with no finite wait).
-///
-/// The send time is rounded up to a whole tick (the caller can only send on a
-/// tick), and the state advances as a policer downstream would see it:
-/// `TAT ← max(TAT, send) + cost·T`. That rounding is the one division outside
-/// result accessors, and only when a wait is needed at `scale > 1`.
-///
-/// Departures are non-decreasing when `now` is: a reservation that waits
-/// departs at `TAT + cost·T − span` with the TAT left by the previous one,
-/// which is at least that one's departure plus `cost·T`.
-///
-/// [`MAX_SPAN`]: crate::MAX_SPAN
+/// Shaping: the state after sending `cost` cells at the earliest
+/// conforming whole tick, if that is at most `max_wait` sub-ticks after
+/// `now` (a word) and leaves the TAT within [`MAX_SPAN`](crate::MAX_SPAN);
+/// the state advances as a policer downstream sees it,
+/// `TAT ← max(TAT, send) + cost·T`.
 #[inline]
 pub(crate) fn reserve(
     quota: &Quota,
@@ -113,9 +94,8 @@ pub(crate) fn reserve(
     }
 }
 
-/// The state after giving back `cost` cells at `now` (a state word): the
-/// debt less `cost·T`, never below 0 (a full limiter cannot get fuller),
-/// and unchanged when already full.
+/// The state after giving back `cost` cells at `now` (a word): the debt
+/// less `cost·T`, never below 0.
 #[inline]
 pub(crate) fn refund(quota: &Quota, state: u64, now: u64, cost: u64) -> u64 {
     step::refund(state, now, cost.saturating_mul(quota.emission_interval()))
@@ -142,9 +122,8 @@ usage_accessors!(Reservation, send_after: "Ticks after `now` at which the cells 
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SetQuotaError {
-    /// Another `set_quota` on the same limiter was in progress (for example in
-    /// the thread an interrupt handler preempted). Retry later; never spin on
-    /// it from an interrupt handler.
+    /// Another `set_quota` on the same limiter was in progress (say, in the
+    /// thread an interrupt handler preempted): retry later, never spin.
     Busy,
     /// The quota cannot be expressed at this limiter's scale and frequency.
     Quota(QuotaError),
@@ -258,9 +237,6 @@ impl Gcra {
     /// ```
     #[inline(always)]
     pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        // The quota's phases (see [`Algorithm`]): the multiplications
-        // before the CAS loop or critical section, one subtract, compare and
-        // add inside it.
         self.shared.apply_n(now, cost)
     }
 
@@ -270,10 +246,9 @@ impl Gcra {
     }
 
     /// Shaping (the leaky bucket as a queue): reserves `cost` cells at the
-    /// earliest tick at which they conform, if that is at most `max_wait`
-    /// ticks after `now`. The reservation is consumed at once; send the cells
-    /// [`send_after`](Reservation::send_after) ticks from `now`. A reservation
-    /// that would wait longer is denied and stores nothing.
+    /// earliest tick they conform, if at most `max_wait` ticks after `now`;
+    /// send them [`send_after`](Reservation::send_after) ticks from `now`. A
+    /// longer wait is denied and stores nothing.
     ///
     /// ```
     /// use cellrate::{Gcra, Quota};
@@ -290,9 +265,8 @@ impl Gcra {
             .update(|state| reserve(&quota, state, now, cost, max_wait))
     }
 
-    /// Gives back `cost` cells at `now` (for example for a request that was
-    /// admitted but never sent). The limiter never becomes fuller than full.
-    /// Returns the state after the refund.
+    /// Gives back `cost` cells at `now` (a request admitted but never sent),
+    /// never beyond full; the state after.
     ///
     /// ```
     /// use cellrate::{Gcra, Quota};
@@ -305,16 +279,13 @@ impl Gcra {
         self.shared.refund_at(now, cost)
     }
 
-    /// Admits and returns the mark the cells were counted under (for a
-    /// [`Revocable`](crate::Revocable) receipt).
+    /// Admits and returns the cells' mark (for a [`Revocable`](crate::Revocable) receipt).
     #[inline]
     pub(crate) fn admit_marked(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
         self.shared.admit_marked(now, cost)
     }
 
-    /// Takes between `least` and `most` cells at `now` in one atomic step
-    /// (for [`lease`](crate::lease)): see [`take_up_to`]. Returns the cells
-    /// taken and the room left, or the denial of `least` cells.
+    /// [`take_up_to`] on the state word: the cells taken and the room left.
     pub(crate) fn take_up_to(
         &self,
         now: u64,
@@ -336,11 +307,9 @@ impl Gcra {
     }
 
     /// Replaces the quota at run time. Checks never block on it and each sees
-    /// either the old quota or the new one whole, never a mix; a check that
-    /// overlaps the call may decide with either. The client's debt is kept as
-    /// time (see the [invariants](Self#invariants)). Returns the quota in force, which
-    /// may be rounded toward admitting less if the new quota is not exact at
-    /// this limiter's scale.
+    /// the old quota or the new one whole; the debt is kept as time. Returns
+    /// the quota in force, rounded toward admitting less if it is not exact
+    /// at this limiter's scale.
     ///
     /// ```
     /// use cellrate::{Gcra, Quota};
