@@ -1,68 +1,40 @@
-//! A limiter as a pure function of one `u64` state word.
-//!
-//! Every algorithm in the crate keeps one client's state in one `u64` and
-//! shares its parameters (a [`Quota`](crate::Quota), a window length…) between many such
-//! words. [`Algorithm`] is that split: the parameters implement it, and the
-//! containers own the words and apply the steps with a compare-and-swap or
-//! inside a critical section: the shared limiters ([`Gcra`](crate::Gcra),
-//! [`FixedWindow`](crate::window::FixedWindow),
-//! [`SlidingWindow`](crate::window::SlidingWindow)) through one container
-//! over a shared state word, [`LocalGcra`](crate::LocalGcra) on a plain
-//! `u64`, and the keyed tables in their slots.
-//!
-//! # One step, in three phases
-//!
-//! 1. [`prepare`](Algorithm::prepare), before the state is read: everything
-//!    that depends on `now` and `cost` alone (GCRA: `now` in sub-ticks, the
-//!    charge `cost·T` and the room `span − cost·T`; a window: the window of
-//!    `now`). It refuses what no state can admit (a cost above the limit).
-//! 2. [`step`](Algorithm::step), inside the compare-and-swap loop or the
-//!    critical section: the new state and the decision, or a small
-//!    [`Shortfall`](Algorithm::Shortfall). Only this phase may run more than
-//!    once, and it is the only code between the load and the store.
-//! 3. [`denial`](Algorithm::denial), after the loop and only on a denial:
-//!    the [`Denied`] built from the shortfall (the wait, a division for the
-//!    sliding window, happens here).
-//!
-//! [`check`](Algorithm::check) is the three in order; a cost of 0 is a
-//! [`peek`](Algorithm::peek) and never reaches them.
-//!
-//! # Contract
-//!
-//! * [`NEW`](Algorithm::NEW) is the state of a client never seen: full quota.
-//! * [`check`](Algorithm::check) with `cost > 0` either admits and returns the
-//!   state to store, or denies and the caller stores nothing. With `cost == 0`
-//!   it returns the state unchanged (a peek).
-//! * `prepare` reads no state; `step` depends only on the state and what
-//!   `prepare` returned, so a container may run it again on a fresher state.
-//!   `step` admitting returns the state to store, which differs from the
-//!   state it was given (a cost above 0 always changes it; a container
-//!   stores it without testing); denying, nothing is stored.
-//! * [`is_idle`](Algorithm::is_idle) is true only when the state is
-//!   indistinguishable from `NEW` at `now` and at every later time (within
-//!   the longest gap between checks: GCRA's TATs are serial): a table may
-//!   then reuse the slot without giving the client anything back.
-//! * None of these panic or allocate, and `prepare` and `step` (the admit
-//!   path, and the deny path up to the refusal) take no division
-//!   instruction. A denial may divide when it is built:
-//!   [`SlidingWindow`](crate::SlidingWindow)'s `denial` divides once for
-//!   its `retry_after` (see [`sliding`](crate::window::sliding)); GCRA's and
-//!   the fixed window's never divide.
-//! * Every method is total over any `u64` state, including a word the
-//!   parameters did not write (say, saved under another limit without
-//!   `translate`): it never panics and never admits more than the quota
-//!   from it. GCRA reads an even word as a new client and an odd one as a
-//!   TAT (see [`gcra`](crate::gcra#serial-time)); the window quotas judge a
-//!   count above their limit as a full window, which the next window clears.
-//! * Every method depends on `now` only through differences between the
-//!   `now`s it sees (GCRA: modulo 2⁶³ sub-ticks, in serial order; the
-//!   windows: modulo their window, see [`window`](crate::window)), so any
-//!   clock works: one that starts anywhere, Unix time, one that wraps.
+//! [`Algorithm`] (the contract of a one-word limiter's steps) and
+//! [`Limiter`], the one container of a shared state word.
 
 use crate::sync::StateWord;
 use crate::{Decision, Denied, RateLimiter, Snapshot};
 
-/// The steps of a one-word rate limiter; see the [module docs](self).
+/// The steps of a rate limiter whose per-client state is one `u64`.
+///
+/// The parameters (a [`Quota`](crate::Quota), a window…) implement it; the
+/// containers ([`Limiter`], [`Gcra`](crate::Gcra), [`LocalGcra`](crate::LocalGcra),
+/// the keyed tables) own the words and apply the steps with a
+/// compare-and-swap or inside a critical section. A check runs in three
+/// phases:
+///
+/// 1. [`prepare`](Self::prepare), before the state is read: what depends on
+///    `now` and `cost` alone; it refuses a cost above the limit.
+/// 2. [`step`](Self::step), between the load and the store: the new state
+///    and the decision, or a small [`Shortfall`](Self::Shortfall). Only this
+///    phase may run more than once.
+/// 3. [`denial`](Self::denial), after the loop and only on a denial.
+///
+/// # Contract
+///
+/// * [`NEW`](Self::NEW) is the state of a client never seen: full quota.
+/// * `prepare` reads no state; `step` depends only on the state and what
+///   `prepare` returned. An admitting `step` returns a state that differs
+///   from the one it was given (a container stores it without testing);
+///   denying, nothing is stored.
+/// * [`is_idle`](Self::is_idle) is true only when the state is
+///   indistinguishable from `NEW` at `now` and later, so a table may reuse
+///   the slot.
+/// * Nothing panics or allocates; `prepare` and `step` never divide (a
+///   `denial` may).
+/// * Every method is total over any `u64` state, even one these parameters
+///   did not write, and never admits more than the quota from it.
+/// * Every method depends on `now` only through differences between the
+///   `now`s it sees, so any clock works (see [`Clock`](crate::Clock#any-clock)).
 ///
 /// ```
 /// use cellrate::{Algorithm, Quota};
@@ -123,23 +95,20 @@ pub trait Algorithm {
     /// The state at `now`, consuming nothing.
     fn peek(&self, state: u64, now: u64) -> Snapshot;
 
-    /// Whether `state` is, at `now` and ever after (within the longest gap
-    /// between checks, [`Quota::horizon_ticks`](crate::Quota::horizon_ticks) for GCRA), the same as
+    /// Whether `state` is, at `now` and ever after, the same as
     /// [`NEW`](Self::NEW).
     fn is_idle(&self, state: u64, now: u64) -> bool;
 
-    /// Where an admission at `now` that stored `stored` counted its cells:
-    /// what [`refund`](Self::refund) needs to give exactly those back (GCRA:
-    /// `now`; a window counter: the window the state was written in, which
-    /// a thread whose clock lags may find one ahead of `now`'s).
+    /// Where an admission at `now` that stored `stored` counted its cells,
+    /// for [`refund`](Self::refund) (GCRA: `now`; a window: the window the
+    /// state was written in).
     fn mark(&self, stored: u64, now: u64) -> u64;
 
     /// The mark of cells counted at `now` (a refund that has no receipt).
     fn mark_at(&self, now: u64) -> u64;
 
     /// The state after giving back `cost` cells counted under `mark`:
-    /// never fuller than full, and unchanged where those cells no longer
-    /// count (a window that has passed). Total over any state and mark.
+    /// never fuller than full, unchanged where those cells no longer count.
     ///
     /// ```
     /// use cellrate::{Algorithm, window::FixedWindowQuota};
@@ -152,12 +121,8 @@ pub trait Algorithm {
     /// ```
     fn refund(&self, state: u64, mark: u64, cost: u64) -> u64;
 
-    /// `state`, a word of these parameters, re-expressed for `new` at
-    /// `now`: what a container stores when its parameters are replaced
-    /// (`set_quota`). Every container that swaps the parameters of existing
-    /// words passes each word through this: a window's packing depends on
-    /// its limit, a TAT's units on the scale. Never admits more cells than
-    /// the word had counted.
+    /// `state` re-expressed for the parameters `new` at `now`, for
+    /// `set_quota`. Never admits more cells than the word had counted.
     ///
     /// ```
     /// use cellrate::{Algorithm, window::FixedWindowQuota};
@@ -168,21 +133,17 @@ pub trait Algorithm {
     fn translate(&self, state: u64, now: u64, new: &Self) -> u64;
 }
 
-/// Where a shared limiter's parameters live: in the limiter, fixed between
-/// `&mut self` reconfigurations (an [`Algorithm`] value), or in a
+/// Where a shared limiter's parameters live: fixed in the limiter, or in a
 /// [`QuotaCell`](crate::sync::QuotaCell) that `set_quota` replaces through
 /// `&self`.
 pub(crate) trait Params {
-    /// The parameters a check applies.
     type Algorithm: Algorithm;
-    /// A view of the parameters in force: a reference when they are fixed
-    /// (no copy: an out-of-line step reads them where they are), a copy
-    /// read whole from the [`QuotaCell`](crate::sync::QuotaCell) otherwise.
+    /// A reference when the parameters are fixed, a copy read whole from
+    /// the cell otherwise.
     type Current<'a>: core::ops::Deref<Target = Self::Algorithm>
     where
         Self: 'a;
-    /// The parameters in force, read once per operation before the state
-    /// word.
+    /// The parameters in force, read once per operation.
     fn current(&self) -> Self::Current<'_>;
 }
 
@@ -199,15 +160,10 @@ impl<A: Algorithm + Copy> Params for A {
 }
 
 /// The one container of the shared one-word limiters: parameters and one
-/// shared state word, updated by the [`Algorithm`] phases (prepare before
-/// the word is read, the step inside the compare-and-swap loop or critical
-/// section, the denial after it) and given cells back by its
-/// [`refund`](Algorithm::refund).
-///
+/// shared state word, updated by the [`Algorithm`] phases.
 /// [`FixedWindow`](crate::FixedWindow) and
 /// [`SlidingWindow`](crate::SlidingWindow) are this container over their
-/// quotas; [`Gcra`](crate::Gcra) is the same container over a quota that
-/// `set_quota` replaces through `&self`.
+/// quotas.
 ///
 /// ```
 /// use cellrate::{Limiter, RateLimiter, window::FixedWindowQuota};
@@ -223,31 +179,25 @@ pub struct Limiter<P> {
 
 impl<P> Limiter<P> {
     crate::sync::loom_const_fn! {
-        /// `params` with the state word at `state`.
         pub(crate) fn from_parts(params: P, state: u64) -> Self {
             Limiter { params, state: StateWord::new(state) }
         }
     }
 
-    /// The parameters' storage.
     #[inline(always)]
     pub(crate) fn params(&self) -> &P {
         &self.params
     }
 
-    /// The state word.
     #[inline(always)]
     pub(crate) fn state(&self) -> &StateWord {
         &self.state
     }
 }
 
-// Every method here is `pub(crate)`: the bound names a crate-private trait
-// (the parameters fixed or in a `QuotaCell`), never seen outside.
 #[allow(private_bounds)]
 impl<P: Params> Limiter<P> {
-    /// Admits `cost` cells at `now`: the decision and the mark the cells
-    /// were counted under ([`Algorithm::mark`]), or the denial.
+    /// Admits `cost` cells at `now`: the decision and the cells' mark.
     #[inline(always)]
     pub(crate) fn admit_marked(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
         let algorithm = self.params.current();
@@ -261,26 +211,22 @@ impl<P: Params> Limiter<P> {
         refund(&self.state, &*self.params.current(), mark, cost)
     }
 
-    /// Admits `cost` cells at `now`; see [`Limiter::check_n`].
     #[inline(always)]
     pub(crate) fn apply_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
         apply(&self.state, &*self.params.current(), now, cost).map(|(d, _)| d)
     }
 
-    /// The state at `now`, consuming nothing.
     #[inline]
     pub(crate) fn peek_at(&self, now: u64) -> Snapshot {
         self.params.current().peek(self.state.load(), now)
     }
 
-    /// Gives back `cost` cells counted at `now`; the state after, at `now`.
     pub(crate) fn refund_at(&self, now: u64, cost: u64) -> Snapshot {
         let algorithm = self.params.current();
         let state = refund(&self.state, &*algorithm, algorithm.mark_at(now), cost);
         algorithm.peek(state, now)
     }
 
-    /// Makes the limiter full, as new.
     pub(crate) fn clear(&self) {
         self.state.store(P::Algorithm::NEW)
     }
@@ -319,19 +265,15 @@ impl<A: Algorithm + Copy> Limiter<A> {
         self.apply_n(now, cost)
     }
 
-    /// Gives back `cost` cells counted at `now` (for example for a request
-    /// admitted but never served; see [`Algorithm::refund`]). The limiter
-    /// never becomes fuller than full. Returns the state after the refund.
+    /// Gives back `cost` cells counted at `now` (a request admitted but
+    /// never served), never beyond full; the state after.
     ///
     /// ```
-    /// use cellrate::window::{FixedWindow, SlidingWindow};
+    /// use cellrate::window::FixedWindow;
     /// let w = FixedWindow::new(10, 1_000);
     /// w.check_n(0, 10).unwrap();
     /// assert_eq!(w.refund_n(0, 3).remaining(), 3);
     /// assert_eq!(w.refund_n(0, 100).remaining(), 10);
-    /// let s = SlidingWindow::new(10, 1_000);
-    /// s.check_n(0, 10).unwrap();
-    /// assert_eq!(s.refund_n(0, 3).remaining(), 3);
     /// ```
     pub fn refund_n(&self, now: u64, cost: u64) -> Snapshot {
         self.refund_at(now, cost)
@@ -362,13 +304,9 @@ impl<A: Algorithm + Copy> Limiter<A> {
         self.clear()
     }
 
-    /// Replaces the parameters at `now`: the state is re-expressed for
-    /// them by [`Algorithm::translate`] (for the windows, the counts of the
-    /// window holding `now` are kept, at most the new limit, in the new
-    /// grid: a client that used 7 cells of this window has used 7 of the
-    /// new one, which ends where the new grid says). Returns the parameters
-    /// now in force (`quota`: it was checked when built, so nothing can
-    /// refuse it here).
+    /// Replaces the parameters at `now`, the state re-expressed by
+    /// [`Algorithm::translate`] (a window's count is kept, at most the new
+    /// limit). Returns `quota`.
     ///
     /// ```
     /// use cellrate::{RateLimiter, window::{FixedWindow, FixedWindowQuota}};
@@ -386,8 +324,6 @@ impl<A: Algorithm + Copy> Limiter<A> {
 }
 
 impl<A: Algorithm + Copy> RateLimiter for Limiter<A> {
-    // Always inlined, like the inherent method: a denial's details are then
-    // computed only if the caller reads them.
     #[inline(always)]
     fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
         self.apply_n(now, cost)
@@ -422,8 +358,7 @@ impl<A: Algorithm + Copy + defmt::Format> defmt::Format for Limiter<A> {
     }
 }
 
-/// `Err(CostTooLarge)` for a `cost` above `limit`, which no state admits
-/// (every algorithm's `prepare` refuses it first).
+/// `Err(CostTooLarge)` for a `cost` above `limit`.
 #[inline(always)]
 pub(crate) fn within_limit(cost: u64, limit: u64) -> Result<(), Denied> {
     if cost > limit {
@@ -433,8 +368,7 @@ pub(crate) fn within_limit(cost: u64, limit: u64) -> Result<(), Denied> {
 }
 
 /// The three phases of `algorithm` on one shared `word`: the decision and
-/// the state stored, or the denial. Any container of a shared state word
-/// (a [`Limiter`], a keyed table's overflow word) runs this.
+/// the state stored, or the denial.
 #[inline(always)]
 pub(crate) fn apply<A: Algorithm>(
     word: &StateWord,
@@ -450,17 +384,13 @@ pub(crate) fn apply<A: Algorithm>(
     apply_prepared(word, algorithm, &prepared)
 }
 
-/// [`apply`] from its second phase: `prepared` (what
-/// [`prepare`](Algorithm::prepare) returns for a cost above 0, or the same
-/// computed ahead of time) stepped on `word`, then the denial if any.
+/// [`apply`] from its second phase, for a cost above 0.
 #[inline(always)]
 pub(crate) fn apply_prepared<A: Algorithm>(
     word: &StateWord,
     algorithm: &A,
     prepared: &A::Prepared,
 ) -> Result<(Decision, u64), Denied> {
-    // A step that admits a cost above 0 changes the state (the contract):
-    // the one update stores it with no test for an unchanged value.
     let stepped = word.update(|state| {
         algorithm
             .step(state, prepared)
@@ -472,8 +402,7 @@ pub(crate) fn apply_prepared<A: Algorithm>(
     }
 }
 
-/// `algorithm`'s [`refund`](Algorithm::refund) of `cost` cells counted
-/// under `mark`, applied to one shared `word`: the state after.
+/// [`Algorithm::refund`] applied to one shared `word`: the state after.
 #[inline]
 pub(crate) fn refund<A: Algorithm>(word: &StateWord, algorithm: &A, mark: u64, cost: u64) -> u64 {
     let step = |state: u64| -> Result<(u64, u64), core::convert::Infallible> {

@@ -1,35 +1,12 @@
-//! What a check answers: [`Decision`] when admitted, [`Denied`] when not,
-//! [`Snapshot`] for a peek.
-//!
-//! # Lazy units
-//!
-//! A limiter decides in its own units (GCRA: sub-ticks, see
-//! [`quota`](crate::quota)). Converting to cells and whole ticks needs a
-//! division, and the admit/deny path has none; so results keep the raw
-//! quantities and convert when asked:
-//!
-//! ```text
-//! remaining   = slack / interval               (cells, rounded down)
-//! reset_after = ⌈until_full / scale⌉           (ticks, rounded up)
-//! retry_after = ⌈wait / scale⌉                 (ticks, rounded up)
-//! ```
-//!
-//! where `slack = span − (TAT − now)` is the room left, `until_full = TAT − now`
-//! the debt, and `wait` how far `now` must advance before the same cost fits.
-//!
-//! # Invariants
-//!
-//! `remaining() ≤ limit()` and is never negative (unsigned, and `slack` is
-//! computed saturating). `retry_after()` is exact for GCRA: checking the same
-//! cost alone at `now + retry_after` admits, one tick earlier denies.
-//! A cost larger than the limit is [`Denied::CostTooLarge`], which has no
-//! retry time at all.
+//! What a check answers: [`Decision`], [`Denied`]/[`Limited`], [`Snapshot`],
+//! all over one [`Usage`] of raw quantities, converted when read (see
+//! [`Decision`]).
 
 use core::fmt;
 
 use crate::quota::Quota;
 
-/// Raw quantities behind every result; see the [module docs](self).
+/// Raw quantities behind every result; see [`Decision`].
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Usage {
     pub(crate) limit: u64,
@@ -40,7 +17,6 @@ pub(crate) struct Usage {
 }
 
 impl Usage {
-    /// Usage already expressed in cells and ticks (no conversion needed).
     pub(crate) const fn counted(limit: u64, remaining: u64, reset_after: u64) -> Self {
         Usage {
             limit,
@@ -50,7 +26,7 @@ impl Usage {
             scale: 1,
         }
     }
-    /// Usage of a GCRA quota whose TAT is `until_full` sub-ticks ahead of now.
+    /// A GCRA quota's, whose TAT is `until_full` sub-ticks ahead of now.
     #[inline(always)]
     pub(crate) const fn gcra(quota: &Quota, until_full: u64) -> Self {
         Usage {
@@ -74,8 +50,8 @@ impl Usage {
     }
 }
 
-/// The accessors, `Debug` and `defmt::Format` shared by every result type
-/// that holds a [`Usage`] (and, for waits, a `wait` in sub-ticks).
+/// The accessors, `Debug` and `defmt::Format` of a result holding a
+/// [`Usage`] (and, for waits, a `wait` in sub-ticks).
 macro_rules! usage_accessors {
     ($ty:ident $(, $wait:ident: $wait_doc:literal)?) => {
         impl $ty {
@@ -83,13 +59,11 @@ macro_rules! usage_accessors {
             pub const fn limit(&self) -> u64 {
                 self.usage.limit
             }
-            /// Cells of cost 1 that would be admitted at the same `now`, after
-            /// what this result reports. Never negative.
+            /// Cells of cost 1 that would still be admitted at the same `now`.
             pub const fn remaining(&self) -> u64 {
                 self.usage.remaining()
             }
-            /// Ticks from `now` until the limiter is full again
-            /// (`remaining == limit`) if nothing more is admitted.
+            /// Ticks until the limiter is full again if nothing more is admitted.
             pub const fn reset_after(&self) -> u64 {
                 self.usage.reset_after()
             }
@@ -133,6 +107,22 @@ pub(crate) use usage_accessors;
 
 /// An admitted request: the quota's limit, what remains, and when it is full.
 ///
+/// A limiter decides in its own units (GCRA: sub-ticks, see [`Quota`]), and
+/// the admit/deny path has no division; so results keep the raw quantities
+/// and convert when an accessor is called:
+///
+/// ```text
+/// remaining   = slack / interval               (cells, rounded down)
+/// reset_after = ⌈until_full / scale⌉           (ticks, rounded up)
+/// retry_after = ⌈wait / scale⌉                 (ticks, rounded up)
+/// ```
+///
+/// where `slack = span − (TAT − now)` is the room left, `until_full = TAT −
+/// now` the debt, and `wait` how far `now` must advance before the same cost
+/// fits. `remaining() ≤ limit()`, never negative. `retry_after()` is exact
+/// for GCRA: checking the same cost alone at `now + retry_after` admits, one
+/// tick earlier denies.
+///
 /// ```
 /// use cellrate::{Gcra, Quota, RateLimiter};
 /// let gcra = Gcra::new(Quota::per_second(10).at_hz(1_000));
@@ -157,10 +147,9 @@ impl Decision {
             usage: Usage::counted(limit, remaining, reset_after),
         }
     }
-    /// The answer of a GCRA limiter of `quota` whose TAT lies `ahead`
-    /// sub-ticks (ticks × [`Quota::scale`]) past `now` after the request:
-    /// the numbers an in-process [`Gcra`](crate::Gcra) reports for the same
-    /// state, for a GCRA step evaluated elsewhere (a Redis script).
+    /// What a [`Gcra`](crate::Gcra) of `quota` reports when its TAT lies
+    /// `ahead` sub-ticks past `now` after the request, for a GCRA step
+    /// evaluated elsewhere (a Redis script).
     ///
     /// ```
     /// use cellrate::{Decision, Gcra, Quota, RateLimiter};
@@ -229,19 +218,14 @@ usage_accessors!(Snapshot, retry_after: "Ticks until one cell would be admitted 
 #[derive(Clone, Copy)]
 pub struct Limited(Seen);
 
-/// What a [`Limited`] holds: the quantities in a limiter's units, or, for
-/// GCRA, what the denying step saw, evaluated only when an accessor asks.
+/// What a [`Limited`] holds: raw quantities, or what a denying GCRA step
+/// saw, evaluated only when an accessor asks.
 #[derive(Clone, Copy)]
 enum Seen {
-    /// The raw quantities (see the [module docs](self)) and the wait in
-    /// sub-ticks.
+    /// The raw quantities and the wait in sub-ticks.
     Usage { usage: Usage, wait: u64 },
-    /// A denied GCRA step: the distance `d = state − now` in state-word
-    /// units (`2·debt`, even), the room `2·(span − cost·T)` it exceeded,
-    /// and the quota's limit, span, `T` and scale. Evaluated as
-    /// `debt = d / 2` and `wait = (d − room) / 2` (shifts, see
-    /// [`gcra`](crate::gcra#the-math)), so a refusal whose details nobody
-    /// reads stores the words it has and computes nothing.
+    /// A denied GCRA step: the distance `d = 2·debt` and the room
+    /// `2·(span − cost·T)` it exceeded, with the quota's numbers.
     Gcra {
         limit: u64,
         span: u64,
@@ -272,11 +256,9 @@ impl Limited {
             wait: retry_after,
         })
     }
-    /// The denial of a GCRA limiter of `quota` whose TAT lies `ahead`
-    /// sub-ticks past `now` (the request not charged), with `wait`
-    /// sub-ticks until the request fits: what an in-process
-    /// [`Gcra`](crate::Gcra) reports for the same state, for a GCRA step
-    /// evaluated elsewhere (a Redis script).
+    /// What a [`Gcra`](crate::Gcra) of `quota` reports when its TAT lies
+    /// `ahead` sub-ticks past `now` and the request fits after `wait`
+    /// sub-ticks, for a GCRA step evaluated elsewhere (a Redis script).
     ///
     /// ```
     /// use cellrate::{Denied, Gcra, Limited, Quota, RateLimiter};
@@ -295,8 +277,7 @@ impl Limited {
     pub(crate) const fn from_usage(usage: Usage, wait: u64) -> Self {
         Limited(Seen::Usage { usage, wait })
     }
-    /// The denial of a GCRA step of `quota` that saw the distance
-    /// `distance > room` (both in state-word units, even), kept as seen.
+    /// A denied GCRA step, kept as seen (`distance > room`, word units).
     #[inline(always)]
     pub(crate) const fn from_gcra_step(quota: &Quota, distance: u64, room: u64) -> Self {
         Limited(Seen::Gcra {
@@ -308,7 +289,6 @@ impl Limited {
             room,
         })
     }
-    /// The raw quantities and the wait (sub-ticks), evaluated now.
     #[inline]
     const fn evaluated(&self) -> (Usage, u64) {
         match self.0 {
@@ -355,13 +335,11 @@ impl Limited {
     pub const fn limit(&self) -> u64 {
         self.view().limit()
     }
-    /// Cells of cost 1 that would be admitted at the same `now`, after
-    /// what this result reports. Never negative.
+    /// Cells of cost 1 that would still be admitted at the same `now`.
     pub const fn remaining(&self) -> u64 {
         self.view().remaining()
     }
-    /// Ticks from `now` until the limiter is full again
-    /// (`remaining == limit`) if nothing more is admitted.
+    /// Ticks until the limiter is full again if nothing more is admitted.
     pub const fn reset_after(&self) -> u64 {
         self.view().reset_after()
     }
@@ -412,14 +390,9 @@ impl core::hash::Hash for Limited {
     }
 }
 
-/// Why a check did not admit.
-///
-/// A denial could be one struct (limit, retry after, reset after). It is an
-/// enum instead so that a cost that can never fit carries no
-/// retry time at all: the type makes a caller handle "never" apart from
-/// "later" (say, HTTP 413 rather than 429). [`Limited`] carries the struct's
-/// fields, and [`Denied::retry_after`] returns `None` only for
-/// [`CostTooLarge`](Denied::CostTooLarge).
+/// Why a check did not admit: [`Limited`] (later) or
+/// [`CostTooLarge`](Denied::CostTooLarge) (never, with no retry time), so a
+/// caller handles "never" apart from "later" (say, HTTP 413 rather than 429).
 ///
 /// ```
 /// use cellrate::{Denied, Gcra, Quota, RateLimiter};
@@ -489,13 +462,10 @@ impl fmt::Display for Denied {
 
 impl core::error::Error for Denied {}
 
-/// The shortfall of a denied GCRA step (`gcra::step::admit`) from its
-/// distance `d = 2·e` and the room `2·(span − increment)` it exceeded: the
-/// debt `e` and the wait `e − (span − increment)`, in that order. Run when a denial's
-/// details are read ([`Limited`] keeps `d` and the room), never in the step.
+/// The debt `e` and the wait `e − (span − increment)` of a denied GCRA step
+/// from its distance `d = 2·e` and room `2·(span − increment)`.
 #[inline(always)]
 pub(crate) const fn shortfall(d: u64, room: u64) -> (u64, u64) {
-    // d and room are even, d > room: (d − room)/2 = e − (span − increment).
     (d >> 1, (d - room) >> 1)
 }
 

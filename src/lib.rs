@@ -6,7 +6,7 @@
 //! * **Time is a number you supply.** Every check takes `now: u64`, ticks of a
 //!   monotonic clock at a frequency you declare in the [`Quota`], from any
 //!   origin: a counter from boot, one that wraps, Unix time (see
-//!   [`time`](crate::time#any-clock)). A [`Clock`] trait exists for
+//!   [`Clock`](crate::Clock#any-clock)). A [`Clock`] trait exists for
 //!   convenience wrappers; the limiters never read a clock.
 //! * **One state word per client.** [`Gcra`] keeps the theoretical arrival time
 //!   (TAT) in one `u64` and changes it with a single compare-and-swap: no locks,
@@ -35,7 +35,7 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `std` | [`StdClock`](time::StdClock), a monotonic nanosecond clock; `wait`, blocking and async waits for budget; [`SlidingLog`] uses a sequence lock (denials only read) instead of a critical section; `keyed::Seed::random`; implies `alloc` |
+//! | `std` | [`StdClock`], a monotonic nanosecond clock; `wait`, blocking and async waits for budget; [`SlidingLog`] uses a sequence lock (denials only read) instead of a critical section; `keyed::Seed::random`; implies `alloc` |
 //! | `alloc` | `keyed::KeyedBox`, a keyed table whose capacity is chosen at run time |
 //! | `embedded-hal` | `hal`: rate-limited SPI/I2C devices and a blocking wait with a `DelayNs` |
 //! | `embassy-time` | `embassy`: a clock over embassy's ticks and an async wait |
@@ -73,24 +73,24 @@ extern crate std;
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
-pub mod algorithm;
+mod algorithm;
 pub mod compose;
 #[cfg(feature = "serde")]
 pub mod config;
-pub mod decision;
+mod decision;
 mod divisor;
 #[cfg(feature = "embassy-time")]
 pub mod embassy;
 pub mod firmware;
-pub mod gcra;
+mod gcra;
 #[cfg(feature = "embedded-hal")]
 pub mod hal;
 pub mod keyed;
 pub mod lease;
 pub mod meter;
-pub mod quota;
+mod quota;
 pub mod sync;
-pub mod time;
+mod time;
 #[cfg(feature = "std")]
 pub mod wait;
 pub mod window;
@@ -98,9 +98,14 @@ pub mod window;
 pub use algorithm::{Algorithm, Limiter};
 pub use compose::{Adaptive, AnyLimiter, LimiterConfig, Metered, Revocable};
 pub use decision::{Decision, Denied, Limited, Snapshot};
-pub use gcra::{FixedGcra, Gcra, LeakyBucket, LocalGcra, Reservation, SetQuotaError, TokenBucket};
-pub use quota::{Quota, QuotaBuilder, QuotaError, Rate};
-pub use time::{Clock, ManualClock};
+pub use gcra::{
+    FixedGcra, Gcra, GcraPrepared, GcraShortfall, LeakyBucket, LocalGcra, Reservation,
+    SetQuotaError, TokenBucket,
+};
+pub use quota::{Quota, QuotaBuilder, QuotaError, Rate, HORIZON_SECS, MAX_SPAN};
+#[cfg(feature = "std")]
+pub use time::StdClock;
+pub use time::{duration_to_ticks, ticks_to_duration, Clock, ManualClock};
 pub use window::{
     BucketedWindow, BucketedWindowQuota, FixedWindow, FixedWindowQuota, SlidingLog, SlidingWindow,
     SlidingWindowQuota,

@@ -1,70 +1,23 @@
-//! Quotas: a rate and a burst, turned once into integer GCRA parameters.
-//!
-//! # The math
-//!
-//! A quota of `cells` per `period` on a clock of `hz` ticks per second has
-//! the emission interval `T = period · hz / cells` ticks (a rational number)
-//! and the tolerance `τ = (burst − 1) · T`. To keep `T` exact, time inside a
-//! limiter runs in **sub-ticks**: with `T = n/d` in lowest terms, one tick is
-//! `scale = d` sub-ticks, `emission_interval = n` and `span = burst · n`
-//! (`τ + T` in sub-ticks). Every check multiplies `now` by `scale`, never
-//! divides. For example 3 per 10 s at 1 MHz is `T = 10 000 000/3`: scale 3,
-//! emission interval 10 000 000.
-//!
-//! # Serial time: any clock, one limit
-//!
-//! `now` may come from any clock (any origin, Unix time, a counter that wraps
-//! past `2⁶⁴`): answers depend only on differences between the `now`s a
-//! limiter sees ([`gcra`](crate::gcra#serial-time)). The one limit is the
-//! **gap between two checks** of one limiter: while consecutive `now`s are at
-//! most [`Quota::horizon_ticks`] apart (`2⁶² / scale` ticks), every answer is
-//! exact. A quota is exact when its `scale` keeps at least [`HORIZON_SECS`]
-//! (about 8.5 years) in that gap, for clocks below `2³⁴` Hz. A rate whose
-//! scale would be larger is rounded: `T` is rounded **up**, so the limiter
-//! admits less than asked, never more. [`Quota::is_exact`] and
-//! [`Quota::effective_rate`] report it, and a rounding that would lose more
-//! than 1 % of the rate is refused with [`QuotaError::Unrepresentable`].
-//! Past the gap a full client may be refused until its debt, as read,
-//! drains; the limiter never admits more than the quota.
-//!
-//! # Rounding keeps the burst
-//!
-//! A rounded quota keeps the requested burst `b` (only `T` is rounded, to
-//! `T′ ≥ T`, and the span is `b·T′`). With non-decreasing `now` every stream
-//! it admits conforms to the exact quota. A `now` that steps back by `δ`
-//! behind the largest admitted `now` allows at most `E = (1 − T/T′)·δ` of
-//! extra tolerance, less than one cell for steps under `100·T`, and none for
-//! exact quotas. The same holds wherever a rounded GCRA is built
-//! (`set_quota`, keyed overrides, meters). The proofs and the tables of
-//! scales and gaps are in docs/design/quota.md in the repository.
-//!
-//! # Invariants
-//!
-//! For every `Quota` value: `scale ≥ 1`, `emission_interval ≥ 1`,
-//! `burst ≥ 1` is the burst asked for, and `span = burst · emission_interval
-//! ≤ 2⁶¹` ([`MAX_SPAN`], the reach of a state word). Hence
-//! `cost · emission_interval ≤ span` never overflows for `cost ≤ burst`,
-//! which is what lets the hot path skip overflow checks on that product.
+//! [`Quota`] and its builders; the contract is on [`Quota`], the proofs in
+//! docs/design/quota.md.
 
 use core::fmt;
 use core::time::Duration;
 
 /// The largest span `burst · T` (in sub-ticks) a quota accepts: 2⁶¹, the
 /// farthest ahead of `now` a state may be written and read back exactly
-/// (see [`gcra`](crate::gcra#serial-time)).
+/// (see [serial time](crate::Gcra#serial-time)).
 pub const MAX_SPAN: u64 = 1 << 61;
 
-/// The guaranteed longest gap between two checks of one limiter, for any
-/// quota on a clock below 2³⁴ Hz, in seconds (2²⁸ s ≈ 8.5 years); a
-/// quota's own is [`Quota::horizon_ticks`].
+/// The guaranteed longest gap between two checks of one limiter, in
+/// seconds (2²⁸ s ≈ 8.5 years), for clocks below 2³⁴ Hz; see
+/// [`Quota::horizon_ticks`].
 pub const HORIZON_SECS: u64 = 1 << 28;
 
-/// `max_scale`'s budget: 2²⁹ s of ticks times the scale fit in 2⁶³, so the
-/// gap `2⁶² / scale` ticks is at least 2²⁸ s ([`HORIZON_SECS`]).
+/// 2²⁹ s of ticks times the scale fit in 2⁶³, so `2⁶² / scale` ≥ 2²⁸ s.
 const SCALE_BUDGET_SECS: u128 = 1 << 29;
 
-/// The longest gap between two checks, in sub-ticks: 2⁶², the half-range
-/// of serial time (`gcra::step`'s `AHEAD`, which a test there pins to it).
+/// The longest gap between two checks, in sub-ticks (`gcra::step::AHEAD`).
 pub(crate) const GAP: u64 = 1 << 62;
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
@@ -85,10 +38,9 @@ pub enum QuotaError {
     /// The emission interval does not fit in 64 bits, or `burst · T` exceeds
     /// [`MAX_SPAN`] sub-ticks.
     Overflow,
-    /// The rate is too fine for the tick frequency: representing it with
-    /// the longest gap between checks kept ([`HORIZON_SECS`]) would lose more
-    /// than 1 % of it. Use a slower rate, a coarser
-    /// unit of cost, or a faster tick.
+    /// Representing the rate at this tick frequency (keeping
+    /// [`HORIZON_SECS`]) would lose more than 1 % of it: use a slower rate,
+    /// a coarser unit of cost, or a faster tick.
     Unrepresentable,
 }
 
@@ -219,10 +171,8 @@ impl Rate {
     }
 }
 
-/// A rate with an optional burst, waiting for its tick frequency.
-///
-/// Made by [`Quota::per_second`] and friends; finished by [`at_hz`](Self::at_hz)
-/// (in `const` contexts) or [`try_at_hz`](Self::try_at_hz) (at run time).
+/// A rate with an optional burst, waiting for its tick frequency: made by
+/// [`Quota::per_second`] and friends, finished by [`at_hz`](Self::at_hz).
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[must_use = "a QuotaBuilder does nothing until `at_hz` or `try_at_hz` turns it into a Quota"]
@@ -232,8 +182,8 @@ pub struct QuotaBuilder {
 }
 
 impl QuotaBuilder {
-    /// Sets the burst: how many cells may be admitted at once from full.
-    /// Without it the burst is the rate's cells per period.
+    /// Sets the burst, the most cells admitted at once (default: the
+    /// rate's cells per period).
     pub const fn with_burst(self, burst: u64) -> Self {
         Self {
             rate: self.rate,
@@ -245,9 +195,8 @@ impl QuotaBuilder {
     ///
     /// # Panics
     ///
-    /// On an invalid quota, with [`QuotaError::as_str`]'s message. In a `const`
-    /// or `static` initialiser that panic is a compile error; for values known
-    /// only at run time use [`try_at_hz`](Self::try_at_hz).
+    /// On an invalid quota (a compile error in a `const`); see
+    /// [`try_at_hz`](Self::try_at_hz).
     ///
     /// ```
     /// use cellrate::Quota;
@@ -266,8 +215,7 @@ impl QuotaBuilder {
         }
     }
 
-    /// Builds the quota for a clock of `hz` ticks per second, or says what is
-    /// wrong with it.
+    /// [`at_hz`](Self::at_hz), returning the error instead of panicking.
     ///
     /// ```
     /// use cellrate::{Quota, QuotaError};
@@ -285,8 +233,34 @@ impl QuotaBuilder {
 
 /// An emission interval and a tolerance in sub-ticks, ready for GCRA.
 ///
-/// See the [module docs](self) for the representation and the longest gap
-/// between two checks.
+/// # The math
+///
+/// A quota of `cells` per `period` on a clock of `hz` ticks per second has
+/// the emission interval `T = period · hz / cells` ticks (a rational number)
+/// and the tolerance `τ = (burst − 1) · T`. To keep `T` exact, time inside a
+/// limiter runs in **sub-ticks**: with `T = n/d` in lowest terms, one tick is
+/// `scale = d` sub-ticks, `emission_interval = n` and `span = burst · n`
+/// (`τ + T` in sub-ticks). Every check multiplies `now` by `scale`, never
+/// divides.
+///
+/// # The longest gap between checks
+///
+/// `now` may come from any clock (any origin, Unix time, a counter that
+/// wraps): answers depend only on differences (see
+/// [serial time](crate::Gcra#serial-time)). The one limit is the **gap
+/// between two checks** of one limiter, [`horizon_ticks`](Self::horizon_ticks)
+/// (`2⁶² / scale` ticks), at least [`HORIZON_SECS`] (about 8.5 years) for
+/// clocks below `2³⁴` Hz. A rate whose scale would break that is rounded:
+/// `T` is rounded **up** (the burst is kept), so the limiter admits less
+/// than asked, never more; [`is_exact`](Self::is_exact) and
+/// [`effective_rate`](Self::effective_rate) report it, and a rounding that
+/// would lose more than 1 % is refused with [`QuotaError::Unrepresentable`].
+///
+/// # Invariants
+///
+/// `scale ≥ 1`, `emission_interval ≥ 1`, `burst ≥ 1` as asked, and
+/// `span = burst · emission_interval ≤` [`MAX_SPAN`], so `cost · T` never
+/// overflows for `cost ≤ burst`.
 ///
 /// ```
 /// use cellrate::Quota;
@@ -406,17 +380,13 @@ impl Quota {
         Self::from_fraction(num / g, den / g, burst, hz)
     }
 
-    /// Builds from `T = num/den` ticks (lowest terms), rounding `T` up when
-    /// `den` exceeds the scale bound ([`max_scale`]); the burst is kept as
-    /// asked.
+    /// From `T = num/den` ticks (lowest terms), `T` rounded up when `den`
+    /// exceeds [`max_scale`].
     const fn from_fraction(num: u128, den: u128, burst: u64, hz: u64) -> Result<Quota, QuotaError> {
         let bound = max_scale(hz);
         if den <= bound as u128 {
-            // Exact: T = num sub-ticks at scale den, span = burst·T.
             return Self::assemble(num, burst, den as u64, hz, true);
         }
-        // Rounded at the finest scale the gap allows: T·bound sub-ticks,
-        // rounded up.
         let Some(scaled) = num.checked_mul(bound as u128) else {
             return Err(QuotaError::Overflow);
         };
@@ -426,8 +396,7 @@ impl Quota {
         }
     }
 
-    /// Checks the bounds and fills in the span `burst · interval`.
-    /// `interval` is in sub-ticks.
+    /// Checks the bounds; `interval` is in sub-ticks.
     const fn assemble(
         interval: u128,
         burst: u64,
@@ -454,13 +423,9 @@ impl Quota {
         })
     }
 
-    /// This quota, re-expressed for a limiter whose clock runs at `hz` with
-    /// `scale` sub-ticks per tick: the burst kept, `T` rounded up when that
-    /// is not exact (so it never admits more than before), and refused with
-    /// [`QuotaError::Unrepresentable`] when rounding would lose more than 1 %
-    /// of this quota's rate. A limiter whose scale is fixed when it is made
-    /// ([`LiveQuota`](crate::keyed::LiveQuota), a keyed table) takes
-    /// quotas at its own scale.
+    /// This quota at `scale` sub-ticks per tick of a `hz` clock (for a
+    /// limiter whose scale is fixed): the burst kept, `T` rounded up, and
+    /// [`QuotaError::Unrepresentable`] past 1 % of loss.
     ///
     /// ```
     /// use cellrate::Quota;
@@ -488,8 +453,7 @@ impl Quota {
         }
     }
 
-    /// The burst: the most cells admitted at once from a full bucket, as asked
-    /// (rounding changes only the emission interval).
+    /// The burst: the most cells admitted at once, as asked.
     pub const fn burst(&self) -> u64 {
         self.burst
     }
@@ -517,9 +481,8 @@ impl Quota {
     pub const fn is_exact(&self) -> bool {
         self.exact
     }
-    /// The longest gap between two checks of one limiter (or one key of a
-    /// table) for which every answer is exact, in ticks: `2⁶² / scale`. It
-    /// is a gap, not a date: `now` may start anywhere and wrap past `2⁶⁴`.
+    /// The longest gap between two checks of one limiter for which every
+    /// answer is exact, in ticks: `2⁶² / scale` (a gap, not a date).
     ///
     /// ```
     /// use cellrate::Quota;
@@ -550,8 +513,7 @@ impl Quota {
     pub const fn emission_interval_ticks(&self) -> u64 {
         self.emission_interval.div_ceil(self.scale)
     }
-    /// Sub-ticks to whole ticks, rounding up. Not on the admit/deny path: the
-    /// results call it lazily.
+    /// Sub-ticks to whole ticks, rounding up (read lazily by the results).
     #[inline]
     pub(crate) const fn ticks_ceil(sub: u64, scale: u64) -> u64 {
         sub.div_ceil(scale)
@@ -566,8 +528,7 @@ impl Quota {
             (self.burst - 1) | ((self.exact as u64) << 63),
         ]
     }
-    /// Rebuilds a quota from [`variable_words`](Self::variable_words) and the
-    /// fixed scale and frequency of a limiter.
+    /// The inverse of [`variable_words`](Self::variable_words).
     #[cfg_attr(not(target_has_atomic = "64"), allow(dead_code))]
     pub(crate) const fn from_words(words: [u64; 3], fixed: &Quota) -> Quota {
         Quota {

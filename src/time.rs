@@ -1,80 +1,43 @@
-//! Time as a number the caller supplies.
-//!
-//! Every limiter takes `now: u64`, ticks of a monotonic clock. The frequency
-//! of that clock (`hz`) is part of the [`Quota`](crate::Quota); the limiter
-//! never reads a clock by itself. [`Clock`] exists for convenience wrappers
-//! (blocking waits, throttled buses) that need to ask for the time.
-//!
-//! # Any clock
-//!
-//! A limiter reads only the differences between the `now`s it is given, so
-//! a clock may start anywhere and may wrap past `u64::MAX` to 0: a counter
-//! from boot (`StdClock`, a hardware timer), one that wraps, or Unix time
-//! in nanoseconds, microseconds or milliseconds, which every server of a
-//! fleet agrees on. The answers (decisions, `remaining`, `reset_after`,
-//! `retry_after`) are those the same traffic gets from tick 0:
-//!
-//! ```
-//! use cellrate::{Gcra, Quota, RateLimiter};
-//! use std::time::{SystemTime, UNIX_EPOCH};
-//!
-//! /// Unix time in nanoseconds, modulo 2⁶⁴ (the limiter reads differences).
-//! fn unix_ns() -> u64 {
-//!     let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-//!     since.as_nanos() as u64
-//! }
-//!
-//! let api = Gcra::new(Quota::per_second(7).at_hz(1_000_000_000));
-//! let now = unix_ns();
-//! assert!(api.check(now).is_ok());
-//! assert_eq!(api.peek(now).remaining(), 6);
-//! // One second later, on the same clock: full again.
-//! assert_eq!(api.peek(now + 1_000_000_000).remaining(), 7);
-//! ```
-//!
-//! The one limit is the **longest gap between two checks** of one limiter
-//! (or one key of a table), [`Quota::horizon_ticks`]: at least
-//! [`HORIZON_SECS`](crate::quota::HORIZON_SECS) (about 8.5 years) for every
-//! quota on a clock below 2³⁴ Hz. Past it, or after a step back by more than
-//! half of it, the limiter may deny more, never admit more (see
-//! [`gcra`](crate::gcra#serial-time)).
-//!
-//! The window counters ([`FixedWindow`](crate::window::FixedWindow),
-//! [`SlidingWindow`](crate::window::SlidingWindow)) align their windows to
-//! multiples of the window on the caller's clock: on Unix time, to the
-//! calendar (a window of 60 s starts on the minute). See
-//! [`window`](crate::window#any-clock) for what that means across a wrap.
-//!
-//! [`Quota::horizon_ticks`]: crate::Quota::horizon_ticks
-//!
-//! # Conversions
-//!
-//! [`ticks_to_duration`] and [`duration_to_ticks`] convert between ticks and
-//! [`Duration`] given a frequency, in 128-bit integer arithmetic:
-//!
-//! ```text
-//! duration = ⌈ticks · 10⁹ / hz⌉ ns        ticks = ⌈nanos · hz / 10⁹⌉
-//! ```
-//!
-//! Both round **up**, so a wait converted either way is never shorter than
-//! the true one, and both are exact whenever the result is a whole number of
-//! the target unit. Neither panics: a zero frequency or a result too large for
-//! the target type saturates to its maximum.
+//! [`Clock`] (its docs say what a `now` may be), two clocks and the
+//! tick/[`Duration`] conversions.
 
 use core::time::Duration;
 
 use crate::sync::{loom_const_fn, StateWord};
 
-/// A monotonic source of ticks.
+/// A monotonic source of ticks, for the convenience wrappers (blocking
+/// waits, throttled buses) that must ask for the time. The limiters never
+/// read a clock: every check takes `now`, ticks at the frequency declared in
+/// the [`Quota`](crate::Quota).
+///
+/// # Any clock
+///
+/// A limiter reads only the differences between the `now`s it is given, so
+/// a clock may start anywhere and may wrap past `u64::MAX` to 0: a counter
+/// from boot, a hardware timer, or Unix time, which every server of a fleet
+/// agrees on. The answers are those the same traffic gets from tick 0. The
+/// one limit is the longest gap between two checks of one limiter,
+/// [`Quota::horizon_ticks`](crate::Quota::horizon_ticks); past it the
+/// limiter may deny more, never admit more. The window counters align their
+/// windows to multiples of the window on the caller's clock (on Unix time,
+/// to the calendar).
 ///
 /// ```
-/// use cellrate::{Clock, ManualClock};
-/// fn elapsed(clock: &impl Clock, since: u64) -> u64 {
-///     clock.now() - since
+/// use cellrate::{Gcra, Quota, RateLimiter};
+/// use std::time::{SystemTime, UNIX_EPOCH};
+///
+/// /// Unix time in nanoseconds, modulo 2⁶⁴ (the limiter reads differences).
+/// fn unix_ns() -> u64 {
+///     let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+///     since.as_nanos() as u64
 /// }
-/// let clock = ManualClock::new(10);
-/// clock.advance(5);
-/// assert_eq!(elapsed(&clock, 10), 5);
+///
+/// let api = Gcra::new(Quota::per_second(7).at_hz(1_000_000_000));
+/// let now = unix_ns();
+/// assert!(api.check(now).is_ok());
+/// assert_eq!(api.peek(now).remaining(), 6);
+/// // One second later, on the same clock: full again.
+/// assert_eq!(api.peek(now + 1_000_000_000).remaining(), 7);
 /// ```
 pub trait Clock {
     /// The current tick count. Must never go backwards; it may wrap past
@@ -159,11 +122,12 @@ impl core::fmt::Debug for ManualClock {
 
 const NANOS: u128 = 1_000_000_000;
 
-/// `ticks` at `hz` as a [`Duration`], rounded up to the nanosecond;
-/// saturates at [`Duration::MAX`] (also for `hz == 0`).
+/// `ticks` at `hz` as a [`Duration`], `⌈ticks · 10⁹ / hz⌉` ns in 128-bit
+/// integers: rounded up (a wait converted is never shorter), exact when the
+/// result is whole; saturates at [`Duration::MAX`] (also for `hz == 0`).
 ///
 /// ```
-/// use cellrate::time::ticks_to_duration;
+/// use cellrate::ticks_to_duration;
 /// use core::time::Duration;
 /// assert_eq!(ticks_to_duration(32_768, 32_768), Duration::from_secs(1));
 /// assert_eq!(ticks_to_duration(1, 3), Duration::from_nanos(333_333_334));
@@ -181,10 +145,11 @@ pub const fn ticks_to_duration(ticks: u64, hz: u64) -> Duration {
     Duration::new(secs as u64, (nanos % NANOS) as u32)
 }
 
-/// `duration` as ticks at `hz`, rounded up; saturates at `u64::MAX`.
+/// `duration` as ticks at `hz`, `⌈nanos · hz / 10⁹⌉`: rounded up, exact
+/// when whole; saturates at `u64::MAX`.
 ///
 /// ```
-/// use cellrate::time::duration_to_ticks;
+/// use cellrate::duration_to_ticks;
 /// use core::time::Duration;
 /// assert_eq!(duration_to_ticks(Duration::from_millis(1), 32_768), 33); // 32.768 → 33
 /// assert_eq!(duration_to_ticks(Duration::from_secs(2), 1_000), 2_000);
@@ -213,8 +178,7 @@ mod std_clock {
     /// (`hz = 1_000_000_000`), over [`std::time::Instant`].
     ///
     /// ```
-    /// use cellrate::{Clock, Gcra, Quota, RateLimiter};
-    /// use cellrate::time::StdClock;
+    /// use cellrate::{Clock, Gcra, Quota, RateLimiter, StdClock};
     ///
     /// let clock = StdClock::new();
     /// let limiter = Gcra::new(Quota::per_second(10).at_hz(StdClock::HZ));

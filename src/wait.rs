@@ -81,7 +81,7 @@ fn book(gcra: &Gcra, now: u64, cost: u64, max_wait: u64) -> Result<Reservation, 
 /// the quota's ticks.
 ///
 /// ```
-/// use cellrate::time::StdClock;
+/// use cellrate::StdClock;
 /// use cellrate::wait::{wait_n, Jitter};
 /// use cellrate::{Gcra, Quota};
 /// let api = Gcra::new(Quota::per_second(1_000).with_burst(2).at_hz(StdClock::HZ));

@@ -198,8 +198,8 @@ proptest! {
             AlgorithmKind::SlidingWindow => Box::new(SlidingWindow::new(limit, window)),
             AlgorithmKind::SlidingLog => Box::new(SlidingLog::<16>::new(limit, window)),
             AlgorithmKind::BucketedWindow => Box::new(BucketedWindow::new(limit, window, n)),
-            AlgorithmKind::TokenBucket => Box::new(Gcra::token_bucket(burst.unwrap_or(limit), cellrate::Rate::per_ticks(limit, window), HZ)),
-            AlgorithmKind::LeakyBucket => Box::new(Gcra::leaky_bucket(cellrate::Rate::per_ticks(limit, window), HZ)),
+            AlgorithmKind::TokenBucket => Box::new(Gcra::new(Quota::per_ticks(limit, window).with_burst(burst.unwrap_or(limit)).at_hz(HZ))),
+            AlgorithmKind::LeakyBucket => Box::new(Gcra::new(Quota::per_ticks(limit, window).with_burst(1).at_hz(HZ))),
             AlgorithmKind::Gcra => Box::new(Gcra::new(Quota::per_ticks(limit, window).with_burst(burst.unwrap_or(limit)).at_hz(HZ))),
         };
         let mut now = 0;

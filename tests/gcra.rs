@@ -1,10 +1,9 @@
 //! Edge cases of the core, each named after the behaviour it pins down.
 use core::time::Duration;
 
-use cellrate::time::{duration_to_ticks, ticks_to_duration};
 use cellrate::{
-    Algorithm, Clock, Denied, Gcra, LocalGcra, ManualClock, Quota, QuotaError, Rate, RateLimiter,
-    SetQuotaError, TokenBucket,
+    duration_to_ticks, ticks_to_duration, Algorithm, Clock, Denied, Gcra, LeakyBucket, LocalGcra,
+    ManualClock, Quota, QuotaError, Rate, RateLimiter, SetQuotaError, TokenBucket,
 };
 
 const KHZ: u64 = 1_000;
@@ -251,7 +250,11 @@ fn set_quota_reports_a_bad_quota() {
 #[test]
 fn reserve_shapes_a_burst_into_the_rate() {
     // The leaky bucket as a queue: 20 requests at once leave one per 100 ms.
-    let shaper = Gcra::leaky_bucket(Rate::per_second(10), KHZ);
+    let shaper = LeakyBucket::new(
+        Quota::builder(Rate::per_second(10))
+            .with_burst(1)
+            .at_hz(KHZ),
+    );
     let departures: Vec<u64> = (0..20)
         .map(|_| shaper.reserve_n(0, 1, 10_000).unwrap().send_after())
         .collect();
@@ -297,7 +300,11 @@ fn reserve_sends_on_whole_ticks() {
 #[test]
 fn token_and_leaky_buckets_are_gcra() {
     // A token bucket of capacity 20 refilled at 5/s.
-    let bucket = TokenBucket::token_bucket(20, Rate::per_second(5), KHZ);
+    let bucket = TokenBucket::new(
+        Quota::builder(Rate::per_second(5))
+            .with_burst(20)
+            .at_hz(KHZ),
+    );
     assert_eq!(
         bucket.quota(),
         Quota::per_second(5).with_burst(20).at_hz(KHZ)
@@ -305,12 +312,21 @@ fn token_and_leaky_buckets_are_gcra() {
     assert!((0..20).all(|_| bucket.check(0).is_ok()));
     assert!(bucket.check(0).is_err());
     // A leaky bucket meter: no burst at all.
-    let meter = Gcra::leaky_bucket(Rate::per_second(5), KHZ);
+    let meter = LeakyBucket::new(Quota::builder(Rate::per_second(5)).with_burst(1).at_hz(KHZ));
     assert_eq!(meter.quota().burst(), 1);
     assert_eq!(meter.quota().tolerance(), 0);
-    assert!(Gcra::try_token_bucket(0, Rate::per_second(5), KHZ).is_err());
+    // Without `with_burst(1)` the builder's burst is the rate's cells.
+    assert_eq!(Quota::builder(Rate::per_second(5)).at_hz(KHZ).burst(), 5);
+    let zero_capacity = Quota::builder(Rate::per_second(5))
+        .with_burst(0)
+        .try_at_hz(KHZ);
+    assert!(zero_capacity.map(TokenBucket::new).is_err());
     assert_eq!(
-        Gcra::try_leaky_bucket(Rate::per_second(0), KHZ).err(),
+        Quota::builder(Rate::per_second(0))
+            .with_burst(1)
+            .try_at_hz(KHZ)
+            .map(LeakyBucket::new)
+            .err(),
         Some(QuotaError::ZeroRate)
     );
 }
@@ -431,7 +447,7 @@ fn limiters_work_through_the_trait_and_references() {
 #[cfg(feature = "std")]
 #[test]
 fn std_clock_is_monotonic_nanoseconds() {
-    let clock = cellrate::time::StdClock::new();
+    let clock = cellrate::StdClock::new();
     let a = clock.now();
     std::thread::sleep(Duration::from_millis(2));
     let b = clock.now();
@@ -503,7 +519,7 @@ fn a_burst_of_two_to_the_61_is_kept_whole() {
     // The largest span a quota accepts (MAX_SPAN = 2⁶¹ sub-ticks), all burst.
     let q = Quota::per_ticks(1 << 61, 1 << 61).at_hz(1_000);
     assert_eq!(q.burst(), 1 << 61);
-    assert_eq!(q.span(), cellrate::quota::MAX_SPAN);
+    assert_eq!(q.span(), cellrate::MAX_SPAN);
     let g = Gcra::new(q);
     assert_eq!(g.check(0).map(|d| d.limit()), Ok(1 << 61));
     // A whole burst again one gap (2⁶² ticks) later.
@@ -576,7 +592,7 @@ fn the_horizon_is_guaranteed_below_two_to_the_34_hz() {
         .flatten()
         {
             assert!(
-                q.horizon_ticks() as u128 >= (cellrate::quota::HORIZON_SECS as u128) * hz as u128,
+                q.horizon_ticks() as u128 >= (cellrate::HORIZON_SECS as u128) * hz as u128,
                 "{hz} Hz"
             );
         }

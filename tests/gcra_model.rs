@@ -462,7 +462,7 @@ proptest! {
             let mut policer = Ideal::new(spec.cells, spec.period_ns, spec.hz, spec.burst);
             // Sub-ticks to the policer's units: for an exact quota, T is
             // `interval/den` ticks and `emission_interval/scale` ticks alike.
-            let reach = cellrate::quota::MAX_SPAN as u128 * policer.den / quota.scale() as u128;
+            let reach = cellrate::MAX_SPAN as u128 * policer.den / quota.scale() as u128;
             let mut now = start;
             let mut last_departure = 0u64;
             for step in &steps {

@@ -85,3 +85,12 @@ fn every_distinct_user_key_is_a_client_of_its_own() {
     ids.dedup();
     assert_eq!(ids.len(), distinct);
 }
+
+#[test]
+fn narrow_keys_and_pairs_are_exact_and_wide_ones_fingerprinted() {
+    use cellrate::keyed::Key;
+    assert_eq!(<u32 as Key>::EXACT_BITS, 32);
+    assert_eq!(<(u32, u16) as Key>::EXACT_BITS, 48);
+    assert_eq!(<u64 as Key>::EXACT_BITS, 0);
+    assert_eq!((7u32, 3u16).exact(), (7 << 16) | 3);
+}

@@ -30,7 +30,7 @@ fn burst_then_idle(clock: &ManualClock, mut request: impl FnMut(u64) -> bool) ->
 fn token_bucket_admits_a_burst_within_its_capacity_and_refills_while_idle() {
     let clock = ManualClock::new(0);
     // Capacity 20, refilled at 5 per second.
-    let bucket = TokenBucket::token_bucket(20, Rate::per_second(5), HZ);
+    let bucket = TokenBucket::new(Quota::builder(Rate::per_second(5)).with_burst(20).at_hz(HZ));
     let (first, second) = burst_then_idle(&clock, |now| bucket.check(now).is_ok());
     assert_eq!((first, second), (20, 20));
 }
@@ -39,7 +39,7 @@ fn token_bucket_admits_a_burst_within_its_capacity_and_refills_while_idle() {
 fn leaky_bucket_meter_passes_only_the_steady_rate() {
     let clock = ManualClock::new(0);
     // 5 per second, no burst: one every 200 ms.
-    let meter = LeakyBucket::leaky_bucket(Rate::per_second(5), HZ);
+    let meter = LeakyBucket::new(Quota::builder(Rate::per_second(5)).with_burst(1).at_hz(HZ));
     let mut admitted_at = Vec::new();
     let (first, second) = burst_then_idle(&clock, |now| {
         let ok = meter.check(now).is_ok();
@@ -55,7 +55,7 @@ fn leaky_bucket_meter_passes_only_the_steady_rate() {
 #[test]
 fn leaky_bucket_shaper_gives_each_request_its_departure_at_the_steady_rate() {
     let clock = ManualClock::new(0);
-    let shaper = LeakyBucket::leaky_bucket(Rate::per_second(5), HZ);
+    let shaper = LeakyBucket::new(Quota::builder(Rate::per_second(5)).with_burst(1).at_hz(HZ));
     let mut departures = Vec::new();
     for _ in 0..20 {
         let now = clock.now();

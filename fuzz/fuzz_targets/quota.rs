@@ -7,8 +7,7 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use cellrate::quota::{HORIZON_SECS, MAX_SPAN};
-use cellrate::{Gcra, Quota};
+use cellrate::{Gcra, Quota, HORIZON_SECS, MAX_SPAN};
 use core::time::Duration;
 use libfuzzer_sys::fuzz_target;
 

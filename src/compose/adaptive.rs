@@ -63,35 +63,13 @@ impl Penalty {
 /// A limiter that tightens a client's effective limit after repeated
 /// denials and restores it after a good period.
 ///
-/// # The policy, exactly
-///
-/// The decorator keeps a **level** `p` (0 to `max_level`), a **strike**
-/// count and the time of the last denial.
-///
-/// 1. At the start of every check at `now`: if `now ≥ last_denial +
-///    good_period` (in serial order: `now − last_denial`, wrapping, is
-///    between `good_period` and 2⁶³), the level and strikes return to 0
-///    (fully restored).
-/// 2. A request of `cost` cells is charged `cost · 2^p` cells to the inner
-///    limiter; a charge above the inner limit is capped at the limit (so a
-///    request that fits at level 0 never becomes impossible: at worst it
-///    needs the whole quota). At level `p` the client thus gets `1/2^p` of
-///    the inner limit and of its rate.
-/// 3. Each denial (but not [`Denied::CostTooLarge`], a caller error) adds a
-///    strike and sets `last_denial = now`; when the strikes reach
-///    `strikes`, the level rises by one (up to `max_level`) and the strikes
-///    restart from 0.
-///
-/// Decisions and denials are reported in the client's effective units:
-/// `limit` and `remaining` are the inner ones divided by `2^p` (rounded
-/// down, the limit at least 1); `retry_after` and `reset_after` are the inner
-/// limiter's for the charged cost.
-///
-/// The inner limiter keeps all its guarantees. The penalty state is two
-/// words, each updated atomically; two denials racing a restore may leave a
-/// strike more or fewer than a strict serial order would (never a level
-/// above `max_level`), and the restore is measured from whichever denial
-/// stored its time last.
+/// At level `p` a request of `cost` cells is charged `cost · 2^p` (capped
+/// at the inner limit), so the client gets `1/2^p` of the limit and rate;
+/// every `strikes` denials (not [`Denied::CostTooLarge`]) raise the level
+/// by one up to `max_level`, and `good_period` ticks after the last denial
+/// it returns to 0. `limit` and `remaining` are reported in the client's
+/// units (divided by `2^p`). The policy in full, with its races, is in
+/// docs/design/composition.md.
 ///
 /// ```
 /// use cellrate::compose::{Adaptive, Penalty};

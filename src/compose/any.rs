@@ -314,7 +314,7 @@ enum Inner<const N: usize> {
 /// pick a small `N` (even 1) if you never configure a log.
 ///
 /// Every variant but the log is lock-free on targets with 64-bit CAS; the
-/// log takes a short lock (see [`window::log`](crate::window::log)): on a
+/// log takes a short lock (see [`SlidingLog`](crate::window::SlidingLog)): on a
 /// host enable the `std` feature, or provide a `critical-section`
 /// implementation, or the binary will not link.
 ///

@@ -8,7 +8,7 @@ use crate::sync::{QuotaCell, StateWord};
 use crate::{Algorithm, Decision, Denied, Limited, Quota, Snapshot};
 
 impl Quota {
-    /// `now` as a state word (see [`gcra`](crate::gcra#serial-time)): its
+    /// `now` as a state word (see [serial time](crate::Gcra#serial-time)): its
     /// sub-ticks `now · scale` modulo 2⁶⁴ (then 2⁶³), never saturated.
     #[inline(always)]
     pub(crate) const fn now_word(&self, now: u64) -> u64 {
@@ -52,7 +52,7 @@ impl Quota {
 }
 
 /// What [`Quota`]'s [`prepare`](Algorithm::prepare) computes: `now` as a
-/// state word (its sub-ticks, see [`gcra`](crate::gcra#serial-time)), the
+/// state word (its sub-ticks, see [serial time](crate::Gcra#serial-time)), the
 /// charge `cost·T` and the room `span − cost·T`.
 ///
 /// ```
@@ -107,7 +107,7 @@ impl Algorithm for Quota {
         })
     }
 
-    /// [`gcra::step::admit`](crate::gcra#the-math): a parity test, a
+    /// [`step::admit`](crate::Gcra#the-math): a parity test, a
     /// subtract, a compare and one add between the load and the store (and
     /// a sign test for a state that is not owing).
     #[inline(always)]

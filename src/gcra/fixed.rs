@@ -1,40 +1,4 @@
-//! [`FixedGcra`]: the shared GCRA limiter whose quota is fixed when it is
-//! built.
-//!
-//! Most limiters never change their quota: a `static` in firmware, a
-//! policer on a packet path. [`Gcra`](super::Gcra) lets `set_quota` replace
-//! its quota through `&self`, so every one of its operations first reads
-//! the quota whole from a cell that a writer may be rewriting (two
-//! sequence-locked copies on hosts, a critical section on bare metal).
-//! `FixedGcra` keeps the quota as a plain field that nothing writes after
-//! construction, so a check reads nothing shared but the state word.
-//!
-//! # Contract
-//!
-//! * The math, the state word and every answer are those of
-//!   [`Gcra`](super::Gcra) with the same quota: the same [`Algorithm`](crate::Algorithm)
-//!   phases of [`Quota`] (see the [module docs](super#the-math)) on the
-//!   same one `u64` state word of [`sync`](crate::sync) (one atomic on
-//!   targets with 64-bit compare-and-swap, a critical section elsewhere).
-//!   Given the same operations at the same `now`s, `FixedGcra` and `Gcra`
-//!   return equal results and hold equal state words.
-//! * The quota never changes: there is no `set_quota`. To change it, build
-//!   a new limiter (or use [`Gcra`](super::Gcra)).
-//! * [`check`](FixedGcra::check) applies a charge of one cell computed
-//!   once, in [`new`](FixedGcra::new) (`T` and the room `span − T`, as
-//!   [`prepare`](crate::Algorithm::prepare) computes them for a cost of 1), with
-//!   `Gcra`'s own step: before the state is loaded there is only `now`
-//!   brought to sub-ticks (one multiply). A denial loads the state word,
-//!   tests it and stores nothing, with no loop; an admission is one
-//!   compare-and-swap (a failed one is retried out of line), or one
-//!   critical section on targets without 64-bit compare-and-swap.
-//!   [`check_n`](FixedGcra::check_n) and the rest run `Gcra`'s code paths
-//!   on a quota that is a plain field.
-//! * The concurrency guarantee is `Gcra`'s: concurrent operations never
-//!   admit more than the same operations run one after another in the
-//!   order of their swaps (the loom models below check it).
-//! * [`new`](FixedGcra::new) is a `const fn`, so the limiter can live in a
-//!   `static` shared by thread mode and interrupt handlers.
+//! [`FixedGcra`]: the shared GCRA whose quota is fixed when it is built.
 
 use core::fmt;
 
@@ -49,15 +13,12 @@ use crate::RateLimiter;
 /// A GCRA limiter shared through `&self` whose quota is fixed at
 /// construction: [`Gcra`](super::Gcra) without `set_quota`.
 ///
-/// The same math, state word and answers as a `Gcra` with the same quota
-/// (given the same operations at the same `now`s, both return equal
-/// results), and the same guarantee under concurrency. What differs is the
-/// cost: a `Gcra` reads its quota whole from a cell that `set_quota` may be
-/// rewriting before each operation; here the quota is a plain field and
-/// [`check`](Self::check) applies a charge of one cell computed once, in
-/// [`new`](Self::new), so a denial loads the state word, compares and
-/// stores nothing. Lock-free where the target has 64-bit compare-and-swap,
-/// a short critical section where it has not (see [`sync`](crate::sync)).
+/// Given the same operations at the same `now`s, a `FixedGcra` and a `Gcra`
+/// with the same quota return equal results and hold equal state words,
+/// with the same guarantee under concurrency. The quota is a plain field
+/// and [`check`](Self::check) applies a charge of one cell computed once, in
+/// [`new`](Self::new), so a check reads nothing shared but the state word,
+/// and a denial loads it, compares and stores nothing.
 ///
 /// ```
 /// use cellrate::{FixedGcra, Quota, RateLimiter};
@@ -94,24 +55,11 @@ impl FixedGcra {
     }
 
     /// The quota, as given to [`new`](Self::new).
-    ///
-    /// ```
-    /// use cellrate::{FixedGcra, Quota};
-    /// let g = FixedGcra::new(Quota::per_second(10).with_burst(5).at_hz(1_000));
-    /// assert_eq!(g.quota().burst(), 5);
-    /// ```
     pub fn quota(&self) -> Quota {
         *self.shared.params()
     }
 
     /// Admits one cell at `now`; see [`Gcra::check`](super::Gcra::check).
-    ///
-    /// ```
-    /// use cellrate::{FixedGcra, Quota};
-    /// let g = FixedGcra::new(Quota::per_second(1).at_hz(1_000));
-    /// assert!(g.check(0).is_ok());
-    /// assert_eq!(g.check(400).unwrap_err().retry_after(), Some(600));
-    /// ```
     #[inline(always)]
     pub fn check(&self, now: u64) -> Result<Decision, Denied> {
         self.shared
@@ -119,44 +67,18 @@ impl FixedGcra {
             .check_one_kept(self.shared.state(), now, &self.one)
     }
 
-    /// Admits `cost` cells at `now`, or denies and stores nothing. A cost of
-    /// 0 is a peek; a cost above the burst is [`Denied::CostTooLarge`]. See
-    /// [`Gcra::check_n`](super::Gcra::check_n).
-    ///
-    /// ```
-    /// use cellrate::{FixedGcra, Quota};
-    /// let g = FixedGcra::new(Quota::per_second(1_000).with_burst(1_500).at_hz(1_000_000));
-    /// assert_eq!(g.check_n(0, 1_500).unwrap().remaining(), 0);
-    /// assert_eq!(g.check_n(0, 10).unwrap_err().retry_after(), Some(10_000));
-    /// ```
+    /// Admits `cost` cells at `now`; see [`Gcra::check_n`](super::Gcra::check_n).
     #[inline(always)]
     pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
         apply(self.shared.state(), self.shared.params(), now, cost).map(|(d, _)| d)
     }
 
     /// The state at `now`, consuming nothing.
-    ///
-    /// ```
-    /// use cellrate::{FixedGcra, Quota};
-    /// let g = FixedGcra::new(Quota::per_second(10).at_hz(1_000));
-    /// g.check_n(0, 4).unwrap();
-    /// assert_eq!(g.peek(0).remaining(), 6);
-    /// assert_eq!(g.peek(100).remaining(), 7);
-    /// ```
     pub fn peek(&self, now: u64) -> Snapshot {
         self.shared.peek_at(now)
     }
 
-    /// Shaping (the leaky bucket as a queue): reserves `cost` cells at the
-    /// earliest tick at which they conform, if that is at most `max_wait`
-    /// ticks after `now`; see [`Gcra::reserve_n`](super::Gcra::reserve_n).
-    ///
-    /// ```
-    /// use cellrate::{FixedGcra, Quota};
-    /// let g = FixedGcra::new(Quota::per_second(10).with_burst(2).at_hz(1_000));
-    /// let waits: Vec<u64> = (0..5).map(|_| g.reserve_n(0, 1, 250).map(|r| r.send_after()).unwrap_or(u64::MAX)).collect();
-    /// assert_eq!(waits, [0, 0, 100, 200, u64::MAX]); // the fifth would wait 300 > 250
-    /// ```
+    /// Shaping; see [`Gcra::reserve_n`](super::Gcra::reserve_n).
     pub fn reserve_n(&self, now: u64, cost: u64, max_wait: u64) -> Result<Reservation, Denied> {
         let quota = self.shared.params();
         let now = quota.now_word(now);
@@ -166,30 +88,12 @@ impl FixedGcra {
             .update(|state| reserve(quota, state, now, cost, max_wait))
     }
 
-    /// Gives back `cost` cells at `now` (for example for a request that was
-    /// admitted but never sent). The limiter never becomes fuller than full.
-    /// Returns the state after the refund.
-    ///
-    /// ```
-    /// use cellrate::{FixedGcra, Quota};
-    /// let g = FixedGcra::new(Quota::per_second(10).at_hz(1_000));
-    /// g.check_n(0, 10).unwrap();
-    /// assert_eq!(g.refund_n(0, 3).remaining(), 3);
-    /// assert_eq!(g.refund_n(0, 100).remaining(), 10);
-    /// ```
+    /// Gives back `cost` cells; see [`Gcra::refund_n`](super::Gcra::refund_n).
     pub fn refund_n(&self, now: u64, cost: u64) -> Snapshot {
         self.shared.refund_at(now, cost)
     }
 
     /// Makes the limiter full, as new.
-    ///
-    /// ```
-    /// use cellrate::{FixedGcra, Quota};
-    /// let g = FixedGcra::new(Quota::per_second(1).at_hz(1_000));
-    /// assert!(g.check(0).is_ok() && g.check(0).is_err());
-    /// g.reset();
-    /// assert!(g.check(0).is_ok());
-    /// ```
     pub fn reset(&self) {
         self.shared.clear()
     }

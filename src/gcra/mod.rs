@@ -1,59 +1,12 @@
-//! The generic cell rate algorithm: shared ([`Gcra`]) and single-owner
-//! ([`LocalGcra`]), and the token and leaky buckets it contains.
-//!
-//! # The math
-//!
-//! The state is the theoretical arrival time `TAT`. With the emission
-//! interval `T`, the burst `b` and the tolerance `τ = (b − 1)·T` of the
-//! [`Quota`], a request of `cost` cells at `now` is admitted iff
-//!
-//! ```text
-//! max(TAT, now) + cost·T − now ≤ τ + T                    (= b·T, the span)
-//! ```
-//!
-//! and then `TAT ← max(TAT, now) + cost·T`; a denial changes nothing. It runs
-//! in sub-ticks (`now · scale`, see [`quota`](crate::quota)) through the
-//! quota's [`Algorithm`](crate::Algorithm) phases: one multiply, adds, compares and one
-//! compare-and-swap, no division and no floating point. `remaining`,
-//! `retry_after` and `reset_after` follow from the same inequality and are
-//! converted only when read ([`decision`](crate::decision)). A
-//! [`TokenBucket`] of capacity `b` refilled every `T` is this GCRA; a
-//! [`LeakyBucket`] is the same with no burst, and [`Gcra::reserve_n`] is the
-//! leaky bucket as a queue (a shaper).
-//!
-//! # Serial time
-//!
-//! Answers depend only on differences between the `now`s a limiter sees, so
-//! any clock origin works, as does a counter that wraps past `2⁶⁴`. The state
-//! word is `2·TAT + 1 (mod 2⁶⁴)` (0 for a new or reset limiter, idle at every
-//! `now`), read in serial-number order (RFC 1982): a TAT ahead of `now` by
-//! less than 2⁶² sub-ticks is owed, anything else is idle. Every write leaves
-//! the TAT at most 2⁶¹ sub-ticks ([`MAX_SPAN`](crate::quota::MAX_SPAN))
-//! ahead, so two checks less than [`Quota::horizon_ticks`] apart are judged
-//! exactly as the GCRA of their differences; checks further apart may deny a
-//! full client until its debt, as read, drains, and never admit more than the
-//! quota. The theorem, its proof and the token-bucket equivalence are in
-//! docs/design/gcra.md in the repository.
-//!
-//! # Invariants
-//!
-//! * A new or [`reset`](Gcra::reset) limiter has the state 0: full at every
-//!   `now`.
-//! * A check admits only if the inequality holds for the TAT it replaces
-//!   (compare-and-swap), so concurrent checks never admit more than the same
-//!   checks run one after another in the order of their swaps.
-//! * A denied check, a peek and a check of cost 0 never store.
-//! * A `now` earlier than a previous one (by less than 2⁶¹ sub-ticks) can
-//!   deny more, never admit more.
-//! * [`set_quota`](Gcra::set_quota) keeps `TAT`: a client's debt is kept
-//!   **as time**, worth cells at the new `T`. Quotas are re-expressed at the
-//!   limiter's fixed scale and frequency, rounding toward admitting less.
+//! The generic cell rate algorithm: [`Gcra`] (its docs state the math and
+//! the contract), [`FixedGcra`], [`LocalGcra`], and the GCRA steps the
+//! containers share. The proofs are in docs/design/gcra.md.
 
 use core::fmt;
 
 use crate::algorithm::Limiter;
 use crate::decision::{usage_accessors, Decision, Denied, Limited, Snapshot, Usage};
-use crate::quota::{Quota, QuotaError, Rate};
+use crate::quota::{Quota, QuotaError};
 use crate::sync::{loom_const_fn, QuotaCell};
 use crate::RateLimiter;
 
@@ -62,39 +15,32 @@ mod fixed;
 mod local;
 pub(crate) mod step;
 
+pub use self::algorithm::{GcraPrepared, GcraShortfall};
 pub use self::fixed::FixedGcra;
 pub use self::local::LocalGcra;
 
-/// The charge of `cost` cells in sub-ticks, `cost·T`, or the refusal of a
-/// cost above the burst. Computed before any critical section or CAS loop.
+/// The charge `cost·T` in sub-ticks, or the refusal of a cost above the burst.
 #[inline(always)]
 pub(crate) fn charge(quota: &Quota, cost: u64) -> Result<u64, Denied> {
     crate::algorithm::within_limit(cost, quota.burst())?;
-    // cost ≤ burst, so cost·T ≤ span fits (Quota invariant).
     Ok(cost * quota.emission_interval())
 }
 
-/// A denial with the state unchanged, owing `debt` sub-ticks, and `wait`
-/// sub-ticks before the same request would be accepted.
+/// A denial owing `debt` sub-ticks, fitting after `wait` sub-ticks.
 #[inline(always)]
 fn limited(quota: &Quota, debt: u64, wait: u64) -> Denied {
     Denied::Limited(Limited::from_usage(Usage::gcra(quota, debt), wait))
 }
 
-/// The denial of a step's [`Shortfall`](step::Shortfall).
 #[inline(always)]
 fn short(quota: &Quota, shortfall: step::Shortfall) -> Denied {
     limited(quota, shortfall.debt, shortfall.wait)
 }
 
-/// A lease's step ([`lease`](crate::lease)): take `g` cells at `now` (a
-/// state word), the largest `g ≤ most` with `g ≤ max(least, ⌊room /
-/// share⌋)`, where `room = ⌊(span − debt) / T⌋` is what the limiter holds.
-/// Denied (nothing taken) when `room < least`. Returns the new state, the
-/// cells taken and the room left. `least ≥ 1`, `share ≥ 1`.
-///
-/// One division by `T` (and one by `share`): this runs once per lease, not
-/// once per cell.
+/// A lease's step: take the largest `g ≤ most` with `g ≤ max(least,
+/// ⌊room / share⌋)` cells at `now` (a word), `room = ⌊(span − debt) / T⌋`;
+/// denied when `room < least`. Returns the state, the cells taken and the
+/// room left. Divides once per lease, not per cell.
 #[inline]
 pub(crate) fn take_up_to(
     quota: &Quota,
@@ -110,7 +56,6 @@ pub(crate) fn take_up_to(
     }
     let room = (quota.span() - debt) / quota.emission_interval();
     let taken = (room / share.max(1)).max(least).min(most.max(least));
-    // taken ≤ room, so debt + taken·T ≤ span: within reach.
     let new_state = step::later(now, debt + taken * quota.emission_interval());
     Ok((new_state, (taken, room - taken)))
 }
@@ -123,21 +68,11 @@ pub(crate) fn snapshot(quota: &Quota, state: u64, now: u64) -> Snapshot {
     Snapshot::from_usage(Usage::gcra(quota, debt), wait)
 }
 
-/// Shaping: the state after sending `cost` cells at the earliest conforming
-/// tick, if that tick is at most `max_wait` sub-ticks after `now` (a state
-/// word) and leaves the TAT within reach (at most [`MAX_SPAN`] sub-ticks
-/// ahead; a longer queue is refused with no finite wait).
-///
-/// The send time is rounded up to a whole tick (the caller can only send on a
-/// tick), and the state advances as a policer downstream would see it:
-/// `TAT ← max(TAT, send) + cost·T`. That rounding is the one division outside
-/// result accessors, and only when a wait is needed at `scale > 1`.
-///
-/// Departures are non-decreasing when `now` is: a reservation that waits
-/// departs at `TAT + cost·T − span` with the TAT left by the previous one,
-/// which is at least that one's departure plus `cost·T`.
-///
-/// [`MAX_SPAN`]: crate::quota::MAX_SPAN
+/// Shaping: the state after sending `cost` cells at the earliest
+/// conforming whole tick, if that is at most `max_wait` sub-ticks after
+/// `now` (a word) and leaves the TAT within [`MAX_SPAN`](crate::MAX_SPAN);
+/// the state advances as a policer downstream sees it,
+/// `TAT ← max(TAT, send) + cost·T`.
 #[inline]
 pub(crate) fn reserve(
     quota: &Quota,
@@ -159,9 +94,8 @@ pub(crate) fn reserve(
     }
 }
 
-/// The state after giving back `cost` cells at `now` (a state word): the
-/// debt less `cost·T`, never below 0 (a full limiter cannot get fuller),
-/// and unchanged when already full.
+/// The state after giving back `cost` cells at `now` (a word): the debt
+/// less `cost·T`, never below 0.
 #[inline]
 pub(crate) fn refund(quota: &Quota, state: u64, now: u64, cost: u64) -> u64 {
     step::refund(state, now, cost.saturating_mul(quota.emission_interval()))
@@ -170,9 +104,9 @@ pub(crate) fn refund(quota: &Quota, state: u64, now: u64, cost: u64) -> u64 {
 /// A shaped send: when it may go, and the limiter's state after it.
 ///
 /// ```
-/// use cellrate::{Gcra, Quota};
+/// use cellrate::{LeakyBucket, Quota};
 /// // A leaky bucket as a queue: one cell every 100 ticks, up to 1 000 ticks of queueing.
-/// let shaper = Gcra::leaky_bucket(cellrate::Rate::per_ticks(1, 100), 1_000);
+/// let shaper = LeakyBucket::new(Quota::per_ticks(1, 100).with_burst(1).at_hz(1_000));
 /// let departures: Vec<u64> = (0..4).map(|_| shaper.reserve_n(0, 1, 1_000).unwrap().send_after()).collect();
 /// assert_eq!(departures, [0, 100, 200, 300]);
 /// ```
@@ -188,9 +122,8 @@ usage_accessors!(Reservation, send_after: "Ticks after `now` at which the cells 
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SetQuotaError {
-    /// Another `set_quota` on the same limiter was in progress (for example in
-    /// the thread an interrupt handler preempted). Retry later; never spin on
-    /// it from an interrupt handler.
+    /// Another `set_quota` on the same limiter was in progress (say, in the
+    /// thread an interrupt handler preempted): retry later, never spin.
     Busy,
     /// The quota cannot be expressed at this limiter's scale and frequency.
     Quota(QuotaError),
@@ -214,6 +147,45 @@ impl core::error::Error for SetQuotaError {}
 /// [`sync`](crate::sync)). `const`-constructible, so it can live in a `static`
 /// shared by thread mode and interrupt handlers.
 ///
+/// # The math
+///
+/// The state is the theoretical arrival time `TAT`. With the emission
+/// interval `T`, the burst `b` and the tolerance `τ = (b − 1)·T` of the
+/// [`Quota`], a request of `cost` cells at `now` is admitted iff
+///
+/// ```text
+/// max(TAT, now) + cost·T − now ≤ τ + T                    (= b·T, the span)
+/// ```
+///
+/// and then `TAT ← max(TAT, now) + cost·T`; a denial changes nothing. It runs
+/// in sub-ticks (`now · scale`, see [`Quota`]): one multiply, adds, compares
+/// and one compare-and-swap, no division. `remaining`, `retry_after` and
+/// `reset_after` follow from the same inequality and are converted only when
+/// read ([`Decision`]). A [`TokenBucket`] of capacity `b` refilled every `T`
+/// is this GCRA; a [`LeakyBucket`] is the same with no burst, and
+/// [`reserve_n`](Self::reserve_n) is the leaky bucket as a queue (a shaper).
+///
+/// # Serial time
+///
+/// Answers depend only on differences between the `now`s a limiter sees, so
+/// any clock origin works, as does a counter that wraps past `2⁶⁴`. The state
+/// word is `2·TAT + 1 (mod 2⁶⁴)` (0 for a new or reset limiter), read in
+/// serial-number order (RFC 1982): a TAT ahead of `now` by less than 2⁶²
+/// sub-ticks is owed, anything else is idle. Every write leaves the TAT at
+/// most [`MAX_SPAN`](crate::MAX_SPAN) sub-ticks ahead, so two checks less
+/// than [`Quota::horizon_ticks`] apart are judged exactly; checks further
+/// apart may deny a full client until its debt, as read, drains, and never
+/// admit more than the quota.
+///
+/// # Invariants
+///
+/// * Concurrent checks never admit more than the same checks run one after
+///   another in the order of their swaps; a denial, a peek and a check of
+///   cost 0 never store.
+/// * A `now` earlier than a previous one can deny more, never admit more.
+/// * [`set_quota`](Self::set_quota) keeps the TAT: a client's debt is kept
+///   **as time**, worth cells at the new `T`.
+///
 /// ```
 /// use cellrate::{Gcra, Quota, RateLimiter};
 /// static RADIO: Gcra = Gcra::new(Quota::per_minute(6).with_burst(2).at_hz(1_000));
@@ -234,61 +206,6 @@ impl Gcra {
         pub fn new(quota: Quota) -> Self {
             Gcra { shared: Limiter::from_parts(QuotaCell::new(quota), 0) }
         }
-    }
-
-    loom_const_fn! {
-        /// A token bucket holding up to `capacity` tokens, refilled at `refill`
-        /// (its cells per its period), on a clock of `hz` ticks per second.
-        ///
-        /// # Panics
-        /// On an invalid quota; a compile error in `const` context. See
-        /// [`try_token_bucket`](Self::try_token_bucket).
-        ///
-        /// ```
-        /// use cellrate::{Rate, RateLimiter, TokenBucket};
-        /// static BUCKET: TokenBucket = TokenBucket::token_bucket(20, Rate::per_second(5), 1_000);
-        /// assert!((0..20).all(|_| BUCKET.check(0).is_ok()));
-        /// assert!(BUCKET.check(0).is_err());
-        /// assert!(BUCKET.check(200).is_ok()); // one token per 200 ms
-        /// ```
-        pub fn token_bucket(capacity: u64, refill: Rate, hz: u64) -> Self {
-            Gcra::new(Quota::builder(refill).with_burst(capacity).at_hz(hz))
-        }
-    }
-
-    /// [`token_bucket`](Self::token_bucket), returning the error instead of
-    /// panicking.
-    pub fn try_token_bucket(capacity: u64, refill: Rate, hz: u64) -> Result<Self, QuotaError> {
-        Ok(Gcra::new(
-            Quota::builder(refill).with_burst(capacity).try_at_hz(hz)?,
-        ))
-    }
-
-    loom_const_fn! {
-        /// A leaky bucket with no burst: one cell per emission interval of
-        /// `rate`. As a meter use `check`; as a queue (shaper) use
-        /// [`reserve_n`](Self::reserve_n).
-        ///
-        /// # Panics
-        /// On an invalid rate; a compile error in `const` context. See
-        /// [`try_leaky_bucket`](Self::try_leaky_bucket).
-        ///
-        /// ```
-        /// use cellrate::{LeakyBucket, Rate, RateLimiter};
-        /// let meter = LeakyBucket::leaky_bucket(Rate::per_second(10), 1_000);
-        /// assert!(meter.check(0).is_ok());
-        /// assert!(meter.check(99).is_err());
-        /// assert!(meter.check(100).is_ok());
-        /// ```
-        pub fn leaky_bucket(rate: Rate, hz: u64) -> Self {
-            Gcra::new(Quota::builder(rate).with_burst(1).at_hz(hz))
-        }
-    }
-
-    /// [`leaky_bucket`](Self::leaky_bucket), returning the error instead of
-    /// panicking.
-    pub fn try_leaky_bucket(rate: Rate, hz: u64) -> Result<Self, QuotaError> {
-        Ok(Gcra::new(Quota::builder(rate).with_burst(1).try_at_hz(hz)?))
     }
 
     /// The quota in force (as re-expressed by the last `set_quota`).
@@ -320,9 +237,6 @@ impl Gcra {
     /// ```
     #[inline(always)]
     pub fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        // The quota's phases (see [`Algorithm`]): the multiplications
-        // before the CAS loop or critical section, one subtract, compare and
-        // add inside it.
         self.shared.apply_n(now, cost)
     }
 
@@ -332,10 +246,9 @@ impl Gcra {
     }
 
     /// Shaping (the leaky bucket as a queue): reserves `cost` cells at the
-    /// earliest tick at which they conform, if that is at most `max_wait`
-    /// ticks after `now`. The reservation is consumed at once; send the cells
-    /// [`send_after`](Reservation::send_after) ticks from `now`. A reservation
-    /// that would wait longer is denied and stores nothing.
+    /// earliest tick they conform, if at most `max_wait` ticks after `now`;
+    /// send them [`send_after`](Reservation::send_after) ticks from `now`. A
+    /// longer wait is denied and stores nothing.
     ///
     /// ```
     /// use cellrate::{Gcra, Quota};
@@ -352,9 +265,8 @@ impl Gcra {
             .update(|state| reserve(&quota, state, now, cost, max_wait))
     }
 
-    /// Gives back `cost` cells at `now` (for example for a request that was
-    /// admitted but never sent). The limiter never becomes fuller than full.
-    /// Returns the state after the refund.
+    /// Gives back `cost` cells at `now` (a request admitted but never sent),
+    /// never beyond full; the state after.
     ///
     /// ```
     /// use cellrate::{Gcra, Quota};
@@ -367,16 +279,13 @@ impl Gcra {
         self.shared.refund_at(now, cost)
     }
 
-    /// Admits and returns the mark the cells were counted under (for a
-    /// [`Revocable`](crate::Revocable) receipt).
+    /// Admits and returns the cells' mark (for a [`Revocable`](crate::Revocable) receipt).
     #[inline]
     pub(crate) fn admit_marked(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
         self.shared.admit_marked(now, cost)
     }
 
-    /// Takes between `least` and `most` cells at `now` in one atomic step
-    /// (for [`lease`](crate::lease)): see [`take_up_to`]. Returns the cells
-    /// taken and the room left, or the denial of `least` cells.
+    /// [`take_up_to`] on the state word: the cells taken and the room left.
     pub(crate) fn take_up_to(
         &self,
         now: u64,
@@ -398,11 +307,9 @@ impl Gcra {
     }
 
     /// Replaces the quota at run time. Checks never block on it and each sees
-    /// either the old quota or the new one whole, never a mix; a check that
-    /// overlaps the call may decide with either. The client's debt is kept as
-    /// time (see the [module docs](self)). Returns the quota in force, which
-    /// may be rounded toward admitting less if the new quota is not exact at
-    /// this limiter's scale.
+    /// the old quota or the new one whole; the debt is kept as time. Returns
+    /// the quota in force, rounded toward admitting less if it is not exact
+    /// at this limiter's scale.
     ///
     /// ```
     /// use cellrate::{Gcra, Quota};
@@ -448,12 +355,31 @@ impl fmt::Debug for Gcra {
     }
 }
 
-/// A token bucket: [`Gcra`] built from a capacity and a refill rate with
-/// [`Gcra::token_bucket`]. See the [module docs](self) for the equivalence.
+/// A token bucket of `capacity` tokens refilled at `refill`: a [`Gcra`] whose
+/// burst is the capacity (see [the math](Gcra#the-math)).
+///
+/// ```
+/// use cellrate::{Quota, Rate, RateLimiter, TokenBucket};
+/// let (capacity, refill, hz) = (20, Rate::per_second(5), 1_000);
+/// let bucket = TokenBucket::new(Quota::builder(refill).with_burst(capacity).at_hz(hz));
+/// assert!((0..20).all(|_| bucket.check(0).is_ok()));
+/// assert!(bucket.check(0).is_err());
+/// assert!(bucket.check(200).is_ok()); // one token per 200 ms
+/// ```
 pub type TokenBucket = Gcra;
 
-/// A leaky bucket: [`Gcra`] with no burst, built with [`Gcra::leaky_bucket`];
-/// a meter through `check`, a queue through `reserve_n`.
+/// A leaky bucket draining at `rate`: a [`Gcra`] with a burst of 1 (the
+/// builder's default burst is the rate's cells, so set it); a meter through
+/// `check`, a queue (shaper) through [`reserve_n`](Gcra::reserve_n).
+///
+/// ```
+/// use cellrate::{LeakyBucket, Quota, Rate, RateLimiter};
+/// let (rate, hz) = (Rate::per_second(10), 1_000);
+/// let meter = LeakyBucket::new(Quota::builder(rate).with_burst(1).at_hz(hz));
+/// assert!(meter.check(0).is_ok());
+/// assert!(meter.check(99).is_err());
+/// assert!(meter.check(100).is_ok());
+/// ```
 pub type LeakyBucket = Gcra;
 
 #[cfg(feature = "defmt")]

@@ -1,45 +1,15 @@
 //! The one GCRA step, as pure functions over primitives, in serial time.
 //!
-//! Everything here works on sub-tick numbers (see [`quota`](crate::quota))
-//! modulo 2⁶³, and on **state words** that hold a TAT as `2·TAT + 1`
-//! (mod 2⁶⁴; see [the module docs](super#serial-time) for why and for the
-//! proof that reading them is exact). `now` arrives as a word too
-//! ([`word`]), prepared before the state is read. `span` is the largest
-//! allowed `TAT − now` after an admission (`b·T` for a
-//! [`Quota`](crate::Quota) of burst `b` and emission interval `T`; a meter's
-//! bucket of `S` bytes uses `S·T`), at most [`REACH`], and `increment` the
-//! charge of the request (`cost·T`, at most `span`).
-//!
-//! The state is read at `now` as `e = (state − now).rotate_right(1)`
-//! ([`ahead`]): for a word GCRA wrote, `e = (TAT − now) mod 2⁶³`; for an
-//! even word (a new client, a `reset`) `e ≥ 2⁶³`. The TAT is **ahead** of
-//! `now` by `e` iff `e <` [`AHEAD`]; otherwise the state is **idle** (full).
-//! A request is admitted iff
-//!
-//! ```text
-//! debt + increment ≤ span          (debt = e if the TAT is ahead, else 0)
-//! ```
-//!
-//! and then `TAT ← now + debt + increment`. A denial changes nothing and
-//! reports a [`Shortfall`]: the debt it saw and the wait `debt + increment
-//! − span` in sub-ticks before the same request fits. The callers turn
-//! numbers into a [`Decision`](crate::Decision) or
-//! [`Denied`](crate::Denied) themselves, after the compare-and-swap or
-//! critical section (lazily).
-//!
-//! [`admit`] is the inequality in the form `e ≤ room` with
-//! `room = span − increment` computed before the state is read ([`room`]).
-//! Between the load and the swap there is a test of the word's low bit, a
-//! subtract and a compare (owing: the word plus `2·increment`), then, for a
-//! state that does not owe that much, a sign test (idle: `now` plus
-//! `2·increment`, which does not depend on the state). [`fits`] is the same
-//! admission in the debt form, `debt + increment ≤ span` with the debt
-//! selected without a branch (the meters' buckets on plain words, whose
-//! charge and span vary per packet and per bucket), and [`charged`] its
-//! arithmetic on a debt already read.
-//!
-//! Nothing here divides but [`reserve`], once, only to round a wait up to a
-//! whole tick when `scale > 1`.
+//! Numbers are sub-ticks modulo 2⁶³; a **state word** holds a TAT as
+//! `2·TAT + 1` (mod 2⁶⁴), and `now` arrives as a word too ([`word`]). The
+//! state is read at `now` as `e = (state − now).rotate_right(1)`
+//! ([`ahead`]): the TAT is ahead by `e` iff `e <` [`AHEAD`], else idle. A
+//! request is admitted iff `debt + increment ≤ span` (`span ≤` [`REACH`],
+//! `increment = cost·T ≤ span`), then `TAT ← now + debt + increment`.
+//! [`admit`] is that test as `e ≤ room`, `room = span − increment`
+//! prepared before the load; [`fits`] is the debt form the meters use.
+//! Nothing here divides but [`reserve`]. Why these forms, with the
+//! proofs and measurements: docs/design/gcra.md, "Serial time".
 
 /// How far ahead of `now` a TAT may be read: a state whose TAT is less
 /// than `AHEAD = 2⁶²` sub-ticks ahead of `now` (serial-number order, RFC
@@ -144,11 +114,8 @@ pub(crate) const fn room(span: u64, increment: u64) -> u64 {
     span - increment
 }
 
-/// A charge prepared for [`admit`] before the state is read: `increment`,
-/// and the doubles the step adds and compares in state-word units, so that
-/// between the load and the store nothing is shifted (on a 32-bit core a
-/// 64-bit shift is several instructions, which would sit in the critical
-/// section).
+/// A charge prepared for [`admit`] before the state is read, in word units,
+/// so nothing is shifted between the load and the store.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Charge {
@@ -161,7 +128,6 @@ pub(crate) struct Charge {
 }
 
 impl Charge {
-    /// `2·(span − increment)`: the room in state-word units.
     #[inline(always)]
     pub(crate) const fn room(&self) -> u64 {
         self.room
@@ -178,22 +144,11 @@ impl Charge {
     }
 }
 
-/// One step in the `room` form: the new state word and its debt
-/// `TAT′ − now`, or, denied, the distance `d = state − now` (in word
-/// units) that [`shortfall`] turns into the shortfall after the
-/// store was given up (out of a critical section). `now` is a word, and
-/// `charge` was prepared for `increment` and `room = span − increment`.
-///
-/// 1. `e ≤ room`: owing (or exactly at `now`), and the charge fits:
-///    `state + 2·increment`.
-/// 2. `e ≥ AHEAD`: idle: `now + 2·increment`.
-/// 3. Otherwise the TAT is more than `room` ahead: wait `e − room`.
-///
-/// [`ahead`]'s `e` is evaluated without the rotate: for a written (odd)
-/// word `d = state − now` is `2·e`, so case 1 is `d ≤ 2·room` and case 2
-/// `d ≥ 2⁶³`, and an even word is case 2; the parity test reads the word
-/// alone, beside the subtract (why this form and not the rotate:
-/// `docs/design/gcra.md`, "Serial time", with the measurements).
+/// One step: the new state word and its debt `TAT′ − now`, or, denied, the
+/// distance `d = state − now` (word units) that
+/// [`shortfall`](crate::decision::shortfall) reads later. Owing with
+/// `e ≤ room`: `state + 2·increment`; idle: `now + 2·increment`; else
+/// denied.
 #[inline(always)]
 pub(crate) const fn admit(state: u64, now: u64, charge: &Charge) -> Result<(u64, u64), u64> {
     // For a written (odd) word `d = 2·e`, so `e ≤ room ⇔ d ≤ 2·room` and
@@ -213,13 +168,8 @@ pub(crate) const fn admit(state: u64, now: u64, charge: &Charge) -> Result<(u64,
     }
 }
 
-/// [`admit`]'s admission alone, for a charge `increment ≤ span`: the new
-/// state word `now + debt + increment` if `debt + increment ≤ span`, else
-/// `None`. The form the meters' buckets take on plain words, with their
-/// own span `S·T` and a charge that varies per packet: the debt is
-/// selected without a branch, so a packet path that drops the shortfall
-/// compiles to one branch to its red exit (`docs/design/gcra.md`, "Serial
-/// time", has the forms measured).
+/// [`admit`]'s admission in the debt form (the meters' buckets): the word
+/// `now + debt + increment` if `debt + increment ≤ span`, else `None`.
 #[inline(always)]
 pub(crate) const fn fits(state: u64, now: u64, increment: u64, span: u64) -> Option<u64> {
     match charged(debt(state, now), increment, span) {
@@ -245,14 +195,11 @@ pub(crate) const fn charged(debt: u64, increment: u64, span: u64) -> Option<u64>
 /// `debt + interval − span`, floored at 0.
 #[inline(always)]
 pub(crate) const fn wait_for_one(debt: u64, interval: u64, span: u64) -> u64 {
-    // debt + interval − span, without a sum that could overflow
-    // (span ≥ interval).
     debt.saturating_sub(span - interval)
 }
 
 /// The state after giving back `give_back` sub-ticks at `now` (a word):
-/// the debt less `give_back`, never below 0 (a full limiter cannot get
-/// fuller); an idle state is left as it is.
+/// the debt less `give_back`, never below 0; an idle state is kept.
 #[inline(always)]
 pub(crate) const fn refund(state: u64, now: u64, give_back: u64) -> u64 {
     if is_idle(state, now) {
@@ -272,18 +219,10 @@ pub(crate) struct Reserved {
 }
 
 /// Shaping: send `increment` sub-ticks of cells at the earliest conforming
-/// time, if it is at most `max_wait` sub-ticks after `now` (a word).
-///
-/// The wait `debt + increment − span` (floored at 0) is rounded up to a
-/// multiple of `scale` (a whole tick: the caller can only send on a tick),
-/// and `TAT ← max(TAT, send) + increment`, i.e. the debt becomes
-/// `max(debt, wait) + increment`. A reservation that would leave the TAT
-/// more than [`REACH`] ahead of `now` is refused with no finite wait (its
-/// state could not be read back exactly). With `increment = 0` nothing is
-/// stored and the wait is reported as is. The rounding is this module's one
-/// division, and only when a wait is needed at `scale > 1`. `max_wait` must
-/// be a whole number of ticks in sub-ticks, so that
-/// `⌈wait/scale⌉ ≤ max_wait/scale ⇔ wait ≤ max_wait`.
+/// time, if at most `max_wait` (whole ticks, in sub-ticks) after `now`. The
+/// wait `debt + increment − span` is rounded up to a whole tick (the one
+/// division) and the debt becomes `max(debt, wait) + increment`; past
+/// [`REACH`] it is refused with no finite wait.
 #[inline(always)]
 pub(crate) fn reserve(
     state: u64,

@@ -16,22 +16,11 @@ pub(crate) mod sealed {
 /// A key of a keyed table: a client, an endpoint, a `(client, endpoint)` pair.
 ///
 /// Keys of at most 61 bits are stored exactly; wider keys as a 61-bit
-/// fingerprint of a keyed hash (see [`Seed`] and the [keyed module](crate::keyed)). Implemented for
-/// the integers, `char`, `bool`, strings, byte slices and arrays, references,
-/// pairs and triples of keys, and any `Hash` type wrapped in [`Hashed`].
-///
-/// ```
-/// use cellrate::keyed::Key;
-/// assert_eq!(<u32 as Key>::EXACT_BITS, 32);
-/// assert_eq!(<(u32, u16) as Key>::EXACT_BITS, 48); // a (client, endpoint) pair, exact
-/// assert_eq!(<u64 as Key>::EXACT_BITS, 0);         // fingerprinted
-/// assert_eq!((7u32, 3u16).exact(), (7 << 16) | 3);
-/// ```
-///
-/// # Keying by your own type
-///
-/// Derive `Hash` and wrap the key in [`Hashed`], or key by the field that
-/// identifies the client (an integer of at most 61 bits stays exact):
+/// fingerprint of a keyed hash (see [`Seed`]). Implemented for the integers,
+/// `char`, `bool`, strings, byte slices and arrays, references, pairs and
+/// triples of keys, and any `Hash` type wrapped in [`Hashed`]: derive `Hash`
+/// on your own type and wrap it, or key by the field that identifies the
+/// client (an integer of at most 61 bits stays exact):
 ///
 /// ```
 /// use cellrate::keyed::{Hashed, Keyed, Seed, WhenFull};
@@ -50,18 +39,10 @@ pub(crate) mod sealed {
 ///
 /// # Sealed
 ///
-/// Only this crate implements `Key`. A key's placement rests on promises
-/// the compiler cannot check (an exact value below `2^EXACT_BITS` that
-/// differs for different keys, or bytes that differ for different keys);
-/// an implementation that kept none of them would merge every client into
-/// one limiter without an error. So an implementation outside the crate
-/// does not compile, however complete:
-///
-/// ```compile_fail,E0277
-/// use cellrate::keyed::Key;
-/// struct MyId(u32);
-/// impl Key for MyId {} // error: `MyId: Sealed` is not satisfied
-/// ```
+/// Only this crate implements `Key`: a key's placement rests on promises
+/// the compiler cannot check, and a wrong implementation would merge
+/// clients silently. An implementation outside the crate does not compile,
+/// however complete:
 ///
 /// ```compile_fail,E0277
 /// use cellrate::keyed::{Key, KeyHasher};

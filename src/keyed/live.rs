@@ -1,27 +1,5 @@
 //! [`LiveQuota`]: a table's quota (or one key's override) that changes at
-//! run time, through `&self`, keeping every client's state.
-//!
-//! # Semantics: those of `Gcra::set_quota`
-//!
-//! A table's slots hold TATs in sub-ticks of the quota's scale. A new quota
-//! is re-expressed at the scale and frequency the `LiveQuota` was made with
-//! (rounding `T` up, toward admitting less; refused with
-//! [`QuotaError::Unrepresentable`](crate::QuotaError::Unrepresentable) past
-//! 1 %), and every client keeps its TAT: its debt is kept **as time**, so a
-//! client that owed `d` ticks still owes `d` ticks and is then judged by
-//! the new `T` and burst. No client is reset, none gets cells back from the
-//! change; a client never seen is full under the new quota.
-//!
-//! Each check reads the quota once, whole (the seqlocked cell of
-//! [`Gcra::set_quota`](crate::Gcra::set_quota): never a mix of two
-//! quotas, never a wait for a writer), and decides with it: a check that
-//! started before a change is decided entirely by the old quota, one that
-//! started after entirely by the new.
-//!
-//! Overrides change alone the same way: a table with
-//! `[(KeyId, LiveQuota); M]` (or a `Vec`) overrides sets one client's
-//! quota with [`LiveQuota::set_quota`] on its entry; the set of overridden
-//! keys is fixed when the table is made.
+//! run time.
 
 use crate::algorithm::Algorithm;
 use crate::gcra::SetQuotaError;
@@ -30,7 +8,13 @@ use crate::{Decision, Denied, Quota, Snapshot};
 
 /// A [`Quota`] that [`set_quota`](Self::set_quota) replaces while checks
 /// read it: the algorithm of a keyed table (or of an override) whose limits
-/// change at run time. See the [module docs](self).
+/// change at run time, with the semantics of
+/// [`Gcra::set_quota`](crate::Gcra::set_quota). A new quota is re-expressed
+/// at the scale and frequency the `LiveQuota` was made with (rounding `T`
+/// up); every client keeps its TAT, so its debt is kept **as time** and
+/// nobody gets cells back from the change. Each check reads the quota once,
+/// whole, and decides entirely by the old or entirely by the new one. The
+/// set of overridden keys is fixed when the table is made.
 ///
 /// ```
 /// use cellrate::keyed::{Keyed, KeyId, LiveQuota, Seed, WhenFull};

@@ -25,7 +25,7 @@
 //!   [`PROBE_WINDOW`] slots read per pass. When no slot is free or idle the
 //!   table's [`WhenFull`] policy decides.
 //! * Clocks: any origin, and a clock that wraps past `2⁶⁴` (states are
-//!   serial, see [`gcra`](crate::gcra#serial-time)). A key checked less often
+//!   serial, see [serial time](crate::Gcra#serial-time)). A key checked less often
 //!   than [`Quota::horizon_ticks`](crate::Quota::horizon_ticks) may be kept
 //!   rather than evicted. Exact keys from adversaries: prefer
 //!   [`WhenFull::Shared`] or `Deny` to `Admit`, or wrap them in [`Hashed`].

@@ -16,7 +16,7 @@ use std::vec::Vec;
 
 use super::Error;
 use cellrate::keyed::WhenFull;
-use cellrate::quota::Quota;
+use cellrate::Quota;
 
 /// What a check answers while Redis cannot.
 ///

@@ -11,7 +11,7 @@
 //! denies gives the earlier tiers their cells back, so a denied request
 //! consumes from none, as on Redis. Its clock is the microseconds since the
 //! policy was made (an `Instant`, taken modulo 2⁶⁴ like any clock: the
-//! tables read differences, see [`gcra`](cellrate::gcra#serial-time)).
+//! tables read differences, see [serial time](cellrate::Gcra#serial-time)).
 //!
 //! [`Backoff`] keeps when the last attempt failed: after a failure the
 //! first caller once the reconnect interval has passed claims the next
@@ -29,9 +29,8 @@ use std::vec::Vec;
 use super::fallback::{table_for, Fallback};
 use super::{Error, FailurePolicy, Outcome, RedisConfig, RedisPolicy, RedisTier, Source};
 use cellrate::compose::check_all;
-use cellrate::decision::{Decision, Denied, Limited};
 use cellrate::keyed::Seed;
-use cellrate::quota::Quota;
+use cellrate::{Decision, Denied, Limited, Quota};
 
 /// The failure policy in force, with the fallback's state.
 pub(crate) struct Degrade {

@@ -14,11 +14,9 @@ use std::sync::Mutex;
 use super::policy::{micros_up, on_server_clock, TierAlgorithm};
 use super::{Error, RedisConfig, RedisTier};
 use cellrate::compose::Revocable;
-use cellrate::decision::{Decision, Denied, Limited};
 use cellrate::keyed::{Entry, EntryReceipt, KeyedBox, Seed, WhenFull};
-use cellrate::quota::Quota;
 use cellrate::window::{BucketedWindowQuota, FixedWindowQuota, SlidingWindowQuota};
-use cellrate::{RateLimiter, Snapshot};
+use cellrate::{Decision, Denied, Limited, Quota, RateLimiter, Snapshot};
 
 /// A fallback table and, once its layer registered them, its
 /// `cellrate_keyed_*` series (shared by every limiter that shares it).

@@ -42,7 +42,7 @@ use super::{Error, Outcome, RedisGcra, Request, Source};
 /// assert_eq!(cellrate_redis::lease::DEFAULT_MAX_CLIENTS, 65_536);
 /// ```
 pub const DEFAULT_MAX_CLIENTS: usize = 1 << 16;
-use cellrate::decision::Decision;
+use cellrate::Decision;
 
 #[derive(Clone, Debug)]
 enum Lease {

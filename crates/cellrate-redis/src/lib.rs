@@ -66,7 +66,7 @@ use core::fmt;
 use std::string::String;
 
 use cellrate::compose::Tiers;
-use cellrate::decision::{Decision, Denied};
+use cellrate::{Decision, Denied};
 
 mod blocking;
 mod client;

@@ -12,9 +12,8 @@ use std::vec::Vec;
 
 use super::{Error, HZ, MAX_LOG_LIMIT, MAX_SCALE, MAX_SPAN_SUB_TICKS, MAX_TIERS};
 use cellrate::compose::{AlgorithmKind, LimiterConfig};
-use cellrate::decision::Denied;
-use cellrate::quota::Quota;
 use cellrate::window::{BucketedWindowQuota, FixedWindowQuota, SlidingWindowQuota};
+use cellrate::{Denied, Quota};
 
 /// The algorithm a [`RedisTier`] decides by, with its parameters on the
 /// server's microsecond clock ([`HZ`]): the in-process limiter built from

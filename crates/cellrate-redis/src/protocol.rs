@@ -13,8 +13,7 @@ use super::client::Check;
 use super::policy::TierAlgorithm;
 use super::scripts::{check_script, single_script, tiers_script};
 use super::{Error, Outcome, RedisPolicy, RedisTier};
-use cellrate::decision::{Decision, Denied, Limited};
-use cellrate::quota::Quota;
+use cellrate::{Decision, Denied, Limited, Quota};
 
 /// The most keys one check-script call carries (requests × tiers). A
 /// batch with more is split into several calls in one pipeline, so one

@@ -2,7 +2,7 @@
 //! `cargo run --example axum_quickstart --features axum`, then
 //! `curl -i -H 'x-api-key: alice' http://127.0.0.1:3000/`.
 use axum::{routing::get, Router};
-use cellrate::{time::StdClock, Quota};
+use cellrate::{Quota, StdClock};
 use cellrate_tower::{HeaderKey, KeyedTiers, RateLimitLayer};
 
 #[tokio::main]

@@ -99,7 +99,7 @@ mod from_file {
     use axum::routing::{get, put};
     use axum::Router;
     use cellrate::config::QuotaSpec;
-    use cellrate::time::StdClock;
+    use cellrate::StdClock;
     use cellrate_tower::config::LayerConfig;
     use cellrate_tower::{Reload, Reloader};
     use serde::Deserialize;

@@ -3,8 +3,8 @@
 use std::future::Future;
 
 use cellrate::compose::Tiers;
-use cellrate::decision::{Decision, Denied};
 use cellrate::Quota;
+use cellrate::{Decision, Denied};
 use cellrate_headers::Policy;
 
 #[cfg(feature = "redis")]

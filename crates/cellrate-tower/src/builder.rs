@@ -36,7 +36,7 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
     /// of a process its own. See the `cellrate-metrics` crate for the series.
     ///
     /// ```
-    /// use cellrate::time::StdClock;
+    /// use cellrate::StdClock;
     /// use cellrate_tower::{Global, PeerIp, RateLimitLayer};
     /// use cellrate::Quota;
     /// let layer = RateLimitLayer::builder(
@@ -84,7 +84,7 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
     ///
     /// ```
     /// # #[cfg(feature = "axum")] {
-    /// use cellrate::time::StdClock;
+    /// use cellrate::StdClock;
     /// use cellrate_tower::{Global, PeerIp, RateLimitLayer};
     /// use cellrate::Quota;
     /// let q = Quota::per_second(1_000_000).at_hz(StdClock::HZ); // bytes per second

@@ -5,7 +5,7 @@
 //! written in code.
 //!
 //! ```
-//! use cellrate::time::StdClock;
+//! use cellrate::StdClock;
 //! use cellrate_tower::config::LayerConfig;
 //!
 //! let text = r#"

@@ -15,7 +15,7 @@ use crate::BuildError;
 /// 407 (a proxy's challenge is not the layer's to send).
 ///
 /// ```
-/// use cellrate::time::StdClock;
+/// use cellrate::StdClock;
 /// use cellrate_tower::{BuildError, Global, HeaderKey, Keyless, RateLimitLayer};
 /// use cellrate::Quota;
 /// use http::StatusCode;

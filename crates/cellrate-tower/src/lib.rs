@@ -4,7 +4,7 @@
 //! Redis, or any [`RateLimiter`](cellrate::RateLimiter).
 //!
 //! ```
-//! use cellrate::time::StdClock;
+//! use cellrate::StdClock;
 //! use cellrate_tower::{HeaderKey, KeyedTiers, RateLimitLayer, Route};
 //! use cellrate::Quota;
 //!

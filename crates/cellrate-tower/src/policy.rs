@@ -2,7 +2,7 @@
 //! when its burst does not refill in whole seconds, its rate policy
 //! `"<tier>/rate"` (see `docs/design/tower.md`).
 
-use cellrate::decision::{Decision, Denied};
+use cellrate::{Decision, Denied};
 use cellrate_headers as headers;
 use http::HeaderValue;
 

@@ -17,7 +17,7 @@ use cellrate_config::ConfigError as Error;
 /// [`RateLimitLayer::reloader`] (features `tower` and `serde`).
 ///
 /// ```
-/// use cellrate::time::StdClock;
+/// use cellrate::StdClock;
 /// use cellrate_tower::config::LayerConfig;
 ///
 /// let read = |text: &str| -> LayerConfig { toml::from_str(text).unwrap() };
@@ -106,7 +106,7 @@ pub struct Reloader<C, B: Reload = KeyedTiers> {
 /// Sealed. Code that serves either names the backend as a parameter:
 ///
 /// ```
-/// use cellrate::time::StdClock;
+/// use cellrate::StdClock;
 /// use cellrate_tower::config::LayerConfig;
 /// use cellrate_tower::{Reload, Reloader};
 ///

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use ::tower::Service;
-use cellrate::time::ticks_to_duration;
+use cellrate::ticks_to_duration;
 use cellrate::Clock;
 use http::header::{HeaderValue, WWW_AUTHENTICATE};
 use http::request::Parts;

@@ -2,7 +2,7 @@
 //! inserted into the response (`RateLimit-Policy`, `RateLimit`,
 //! `X-RateLimit-*`, `Retry-After`).
 
-use cellrate::decision::{Decision, Denied};
+use cellrate::{Decision, Denied};
 use cellrate_headers::{self as headers, PolicyState};
 use http::header::{HeaderValue, RETRY_AFTER};
 use http::HeaderMap;

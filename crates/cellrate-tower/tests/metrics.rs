@@ -287,7 +287,7 @@ fn a_bad_limiter_name_is_refused() {
 #[cfg(feature = "redis")]
 #[tokio::test]
 async fn redis_errors_and_failure_mode() {
-    use cellrate::time::StdClock;
+    use cellrate::StdClock;
     use cellrate_redis::{AsyncRedisGcra, FailurePolicy, RedisConfig, RedisPolicy, Target};
     use cellrate_tower::RedisAsync;
     use std::time::Duration;
@@ -355,7 +355,7 @@ async fn redis_errors_and_failure_mode() {
 #[cfg(all(feature = "redis", feature = "serde"))]
 #[tokio::test]
 async fn redis_fallback_tables_are_published() {
-    use cellrate::time::StdClock;
+    use cellrate::StdClock;
     use cellrate_tower::config::LayerConfig;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -762,7 +762,7 @@ async fn peer_ip_without_connect_info_is_a_server_error_logged_once() {
 /// refusal's seen from the end of the queue), `Retry-After` within `t`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delayed_and_refused_answers_keep_t_within_w() {
-    use cellrate::time::StdClock;
+    use cellrate::StdClock;
     let quota = Quota::per_second(50).with_burst(1).at_hz(StdClock::HZ);
     let layer = RateLimitLayer::builder(
         Route,

@@ -19,9 +19,8 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use cellrate::time::Clock;
 use cellrate::window::{FixedWindow, SlidingWindow};
-use cellrate::{ManualClock, Quota};
+use cellrate::{Clock, ManualClock, Quota};
 use cellrate_tower::{
     Backend, Extract, Global, HeaderKey, KeyError, KeyPart, KeyedTiers, Part, RateLimitLayer,
     RequestKey, RouteName, Shaper,

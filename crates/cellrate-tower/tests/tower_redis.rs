@@ -16,8 +16,7 @@ use std::time::{Duration, Instant};
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
-use cellrate::time::StdClock;
-use cellrate::Quota;
+use cellrate::{Quota, StdClock};
 use cellrate_redis::{
     AsyncRedisGcra, FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, RedisTier, Target,
 };

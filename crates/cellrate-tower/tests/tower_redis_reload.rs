@@ -24,7 +24,7 @@ use reload_model::{call, ok_service, rules, tiers_toml, Model, Quotas, Rules};
 
 use std::time::{Duration, Instant};
 
-use cellrate::time::StdClock;
+use cellrate::StdClock;
 use cellrate_tower::config::LayerConfig;
 use http::StatusCode;
 use proptest::prelude::*;

@@ -378,10 +378,7 @@ mod loopback {
             .build()
             .unwrap();
         let layer = rules(SLOW.0, false)
-            .build(
-                cellrate::time::StdClock::new(),
-                cellrate::time::StdClock::HZ,
-            )
+            .build(cellrate::StdClock::new(), cellrate::StdClock::HZ)
             .unwrap();
         let reloader = layer.reloader();
         let router = axum::Router::new()

@@ -1,7 +1,7 @@
 //! One limiter that every request shares ([`Global`]), and the GCRA that
 //! can also shape ([`Shaper`]).
 
-use cellrate::decision::{Decision, Denied};
+use cellrate::{Decision, Denied};
 use cellrate::{Quota, RateLimiter};
 
 use super::{Backend, Check, TierInfo, Verdict};

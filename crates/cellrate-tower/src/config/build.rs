@@ -16,7 +16,7 @@ impl LayerConfig {
     /// `tiers[1].quota: …`, `keyless: …`.
     ///
     /// ```
-    /// use cellrate::time::StdClock;
+    /// use cellrate::StdClock;
     /// use cellrate_tower::config::LayerConfig;
     /// let c: LayerConfig = serde_json::from_str(r#"{
     ///     "key": {"client": "peer_ip"},

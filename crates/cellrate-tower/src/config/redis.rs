@@ -119,7 +119,7 @@ impl LayerConfig {
     /// `redis.target.standalone`).
     ///
     /// ```
-    /// use cellrate::time::StdClock;
+    /// use cellrate::StdClock;
     /// use cellrate_tower::config::LayerConfig;
     /// let c: LayerConfig = toml::from_str(r#"
     ///     key = { client = { header = "x-api-key" } }

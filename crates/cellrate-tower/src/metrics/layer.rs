@@ -7,7 +7,7 @@ use ::metrics::Counter;
 use http::StatusCode;
 
 use crate::{Mode, Verdict};
-use cellrate::decision::Denied;
+use cellrate::Denied;
 use cellrate_metrics::{describe, DECISIONS, HELD, REQUESTS};
 use std::borrow::ToOwned;
 
