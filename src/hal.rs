@@ -84,6 +84,7 @@ pub enum Cost {
 /// assert_eq!(e.kind(), ErrorKind::Other);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ThrottleError<E> {
     /// The limiter denied the transaction; the bus was not touched.
     Limited(Denied),

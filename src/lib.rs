@@ -98,10 +98,7 @@ pub mod window;
 pub use algorithm::{Algorithm, Limiter};
 pub use compose::{Adaptive, AnyLimiter, LimiterConfig, Metered, Revocable};
 pub use decision::{Decision, Denied, Limited, Snapshot};
-pub use gcra::{
-    FixedGcra, Gcra, GcraPrepared, GcraShortfall, LeakyBucket, LocalGcra, Reservation,
-    SetQuotaError, TokenBucket,
-};
+pub use gcra::{FixedGcra, Gcra, LeakyBucket, LocalGcra, Reservation, SetQuotaError, TokenBucket};
 pub use quota::{Quota, QuotaBuilder, QuotaError, Rate, HORIZON_SECS, MAX_SPAN};
 #[cfg(feature = "std")]
 pub use time::StdClock;

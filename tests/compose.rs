@@ -1,7 +1,8 @@
 //! Composition: tuples, `Metered`, `Adaptive`, `AnyLimiter` and its
 //! reconfiguration.
 use cellrate::compose::{
-    Adaptive, AlgorithmKind, AnyLimiter, ConfigError, LimiterConfig, Metered, Penalty, Revocable,
+    Adaptive, AlgorithmKind, AnyLimiter, LimiterConfig, LimiterConfigError, Metered, Penalty,
+    Revocable,
 };
 use cellrate::window::{BucketedWindow, FixedWindow, SlidingLog, SlidingWindow, WindowError};
 use cellrate::{Denied, Gcra, Quota, QuotaError, RateLimiter};
@@ -191,7 +192,8 @@ proptest! {
         let bucketed = kind == AlgorithmKind::BucketedWindow;
         let buckets = bucketed.then_some(n);
         let window = if bucketed { window * n as u64 } else { window };
-        let config = LimiterConfig { algorithm: kind, limit, window, burst, buckets, hz: HZ };
+        let mut config = LimiterConfig::new(kind, limit, window, HZ);
+        (config.burst, config.buckets) = (burst, buckets);
         let any: AnyLimiter<16> = AnyLimiter::from_config(config).unwrap();
         let concrete: Box<dyn RateLimiter> = match kind {
             AlgorithmKind::FixedWindow => Box::new(FixedWindow::new(limit, window)),
@@ -201,6 +203,7 @@ proptest! {
             AlgorithmKind::TokenBucket => Box::new(Gcra::new(Quota::per_ticks(limit, window).with_burst(burst.unwrap_or(limit)).at_hz(HZ))),
             AlgorithmKind::LeakyBucket => Box::new(Gcra::new(Quota::per_ticks(limit, window).with_burst(1).at_hz(HZ))),
             AlgorithmKind::Gcra => Box::new(Gcra::new(Quota::per_ticks(limit, window).with_burst(burst.unwrap_or(limit)).at_hz(HZ))),
+            other => panic!("no model for {other}"),
         };
         let mut now = 0;
         for (dt, cost) in steps {
@@ -248,73 +251,79 @@ fn invalid_configurations_are_clear_errors() {
     let err = |c| AnyLimiter::<8>::from_config(c).err();
     assert_eq!(
         err(cfg(FixedWindow, 0, 10)),
-        Some(ConfigError::Window(WindowError::ZeroLimit))
+        Some(LimiterConfigError::Window(WindowError::ZeroLimit))
     );
     assert_eq!(
         err(cfg(SlidingWindow, 5, 0)),
-        Some(ConfigError::Window(WindowError::ZeroWindow))
+        Some(LimiterConfigError::Window(WindowError::ZeroWindow))
     );
     assert_eq!(
         err(cfg(SlidingLog, 9, 10)),
-        Some(ConfigError::Window(WindowError::LimitTooLarge { max: 8 }))
+        Some(LimiterConfigError::Window(WindowError::LimitTooLarge {
+            max: 8
+        }))
     );
     assert_eq!(
         err(cfg(Gcra, 0, 10)),
-        Some(ConfigError::Quota(QuotaError::ZeroRate))
+        Some(LimiterConfigError::Quota(QuotaError::ZeroRate))
     );
     assert_eq!(
         err(cfg(TokenBucket, 5, 10).with_burst(0)),
-        Some(ConfigError::Quota(QuotaError::ZeroBurst))
+        Some(LimiterConfigError::Quota(QuotaError::ZeroBurst))
     );
     assert_eq!(
         err(cfg(LeakyBucket, 5, 10).with_burst(2)),
-        Some(ConfigError::BurstNotSupported(LeakyBucket))
+        Some(LimiterConfigError::BurstNotSupported(LeakyBucket))
     );
     assert_eq!(
         err(cfg(FixedWindow, 5, 10).with_burst(7)),
-        Some(ConfigError::BurstNotSupported(FixedWindow))
+        Some(LimiterConfigError::BurstNotSupported(FixedWindow))
     );
     assert_eq!(
         err(LimiterConfig::new(Gcra, 5, 10, 0)),
-        Some(ConfigError::ZeroHz)
+        Some(LimiterConfigError::ZeroHz)
     );
     // The bucketed window: a bucket count, required, dividing the window,
     // and only for it.
     assert_eq!(
         err(cfg(BucketedWindow, 5, 60)),
-        Some(ConfigError::BucketsRequired)
+        Some(LimiterConfigError::BucketsRequired)
     );
     assert_eq!(
         err(cfg(BucketedWindow, 5, 60).with_buckets(7)),
-        Some(ConfigError::Window(WindowError::UnevenBuckets))
+        Some(LimiterConfigError::Window(WindowError::UnevenBuckets))
     );
     assert_eq!(
         err(cfg(BucketedWindow, 5, 60).with_buckets(0)),
-        Some(ConfigError::Window(WindowError::ZeroBuckets))
+        Some(LimiterConfigError::Window(WindowError::ZeroBuckets))
     );
     assert_eq!(
         err(cfg(BucketedWindow, 256, 60).with_buckets(6)),
-        Some(ConfigError::Window(WindowError::LimitTooLarge { max: 255 }))
+        Some(LimiterConfigError::Window(WindowError::LimitTooLarge {
+            max: 255
+        }))
     );
     assert_eq!(
         err(cfg(BucketedWindow, 5, 60).with_buckets(6).with_burst(6)),
-        Some(ConfigError::BurstNotSupported(BucketedWindow))
+        Some(LimiterConfigError::BurstNotSupported(BucketedWindow))
     );
     assert_eq!(
         err(cfg(FixedWindow, 5, 60).with_buckets(6)),
-        Some(ConfigError::BucketsNotSupported(FixedWindow))
+        Some(LimiterConfigError::BucketsNotSupported(FixedWindow))
     );
     assert_eq!(
         "bucketed_window".parse::<AlgorithmKind>(),
         Ok(BucketedWindow)
     );
-    assert!(ConfigError::BucketsRequired.to_string().contains("bucket"));
-    assert!(ConfigError::BucketsNotSupported(Gcra)
+    assert!(LimiterConfigError::BucketsRequired
+        .to_string()
+        .contains("bucket"));
+    assert!(LimiterConfigError::BucketsNotSupported(Gcra)
         .to_string()
         .contains("gcra"));
     assert_eq!(
         "token-bucket".parse::<AlgorithmKind>(),
-        Err(ConfigError::UnknownAlgorithm)
+        Err(LimiterConfigError::UnknownAlgorithm)
     );
     // A failed reconfiguration changes nothing.
     let mut l = AnyLimiter::<8>::from_config(cfg(FixedWindow, 5, 100)).unwrap();
@@ -323,7 +332,7 @@ fn invalid_configurations_are_clear_errors() {
     assert_eq!(l.config().algorithm, FixedWindow);
     assert_eq!(l.peek(0).remaining(), 3);
     // Every error has a message.
-    assert!(ConfigError::UnknownAlgorithm
+    assert!(LimiterConfigError::UnknownAlgorithm
         .to_string()
         .contains("sliding_window"));
 }

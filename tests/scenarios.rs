@@ -117,14 +117,9 @@ fn config() -> impl Strategy<Value = LimiterConfig> {
             } else {
                 window
             };
-            LimiterConfig {
-                algorithm,
-                limit,
-                window,
-                burst,
-                buckets,
-                hz: HZ,
-            }
+            let mut config = LimiterConfig::new(algorithm, limit, window, HZ);
+            (config.burst, config.buckets) = (burst, buckets);
+            config
         })
 }
 

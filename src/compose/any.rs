@@ -24,6 +24,7 @@ use crate::{Decision, Denied, Gcra, Quota, QuotaError, RateLimiter, SetQuotaErro
     serde(rename_all = "snake_case")
 )]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum AlgorithmKind {
     /// [`FixedWindow`]: `limit` per aligned window.
     FixedWindow,
@@ -71,12 +72,12 @@ impl AlgorithmKind {
 }
 
 impl FromStr for AlgorithmKind {
-    type Err = ConfigError;
-    fn from_str(s: &str) -> Result<Self, ConfigError> {
+    type Err = LimiterConfigError;
+    fn from_str(s: &str) -> Result<Self, LimiterConfigError> {
         AlgorithmKind::ALL
             .into_iter()
             .find(|k| k.as_str() == s)
-            .ok_or(ConfigError::UnknownAlgorithm)
+            .ok_or(LimiterConfigError::UnknownAlgorithm)
     }
 }
 
@@ -109,6 +110,7 @@ impl fmt::Display for AlgorithmKind {
     serde(try_from = "LimiterFields")
 )]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct LimiterConfig {
     /// Which algorithm.
     pub algorithm: AlgorithmKind,
@@ -160,48 +162,49 @@ impl LimiterConfig {
     /// accepts, 2³² − 1).
     ///
     /// ```
-    /// use cellrate::compose::{AlgorithmKind, ConfigError, LimiterConfig};
+    /// use cellrate::compose::{AlgorithmKind, LimiterConfigError, LimiterConfig};
     /// use cellrate::QuotaError;
     /// let c = LimiterConfig::new(AlgorithmKind::Gcra, 10, 1_000, 1_000).with_burst(0);
-    /// assert_eq!(c.validate(), Err(ConfigError::Quota(QuotaError::ZeroBurst)));
+    /// assert_eq!(c.validate(), Err(LimiterConfigError::Quota(QuotaError::ZeroBurst)));
     /// assert!(LimiterConfig::new(AlgorithmKind::SlidingLog, 1_000, 1_000, 1_000).validate().is_ok());
     /// ```
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), LimiterConfigError> {
         if self.hz == 0 {
-            return Err(ConfigError::ZeroHz);
+            return Err(LimiterConfigError::ZeroHz);
         }
         if self.buckets.is_some() && self.algorithm != AlgorithmKind::BucketedWindow {
-            return Err(ConfigError::BucketsNotSupported(self.algorithm));
+            return Err(LimiterConfigError::BucketsNotSupported(self.algorithm));
         }
         match self.algorithm {
             AlgorithmKind::FixedWindow => {
                 self.window_burst_ok()?;
-                FixedWindowQuota::try_new(self.limit, self.window).map_err(ConfigError::Window)?;
+                FixedWindowQuota::try_new(self.limit, self.window)
+                    .map_err(LimiterConfigError::Window)?;
             }
             AlgorithmKind::SlidingWindow => {
                 self.window_burst_ok()?;
                 SlidingWindowQuota::try_new(self.limit, self.window)
-                    .map_err(ConfigError::Window)?;
+                    .map_err(LimiterConfigError::Window)?;
             }
             AlgorithmKind::SlidingLog => {
                 self.window_burst_ok()?;
                 if self.limit > u64::from(u32::MAX) {
-                    return Err(ConfigError::Window(WindowError::LimitTooLarge {
+                    return Err(LimiterConfigError::Window(WindowError::LimitTooLarge {
                         max: u64::from(u32::MAX),
                     }));
                 }
                 // The window and a zero limit, as any log checks them.
                 SlidingLog::<1>::try_new(self.limit.min(1), self.window)
-                    .map_err(ConfigError::Window)?;
+                    .map_err(LimiterConfigError::Window)?;
                 if self.limit == 0 {
-                    return Err(ConfigError::Window(WindowError::ZeroLimit));
+                    return Err(LimiterConfigError::Window(WindowError::ZeroLimit));
                 }
             }
             AlgorithmKind::BucketedWindow => {
                 self.window_burst_ok()?;
-                let buckets = self.buckets.ok_or(ConfigError::BucketsRequired)?;
+                let buckets = self.buckets.ok_or(LimiterConfigError::BucketsRequired)?;
                 BucketedWindowQuota::try_new(self.limit, self.window, buckets)
-                    .map_err(ConfigError::Window)?;
+                    .map_err(LimiterConfigError::Window)?;
             }
             AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket | AlgorithmKind::Gcra => {
                 self.quota()?;
@@ -222,11 +225,11 @@ impl LimiterConfig {
     /// let leaky = LimiterConfig::new(AlgorithmKind::LeakyBucket, 10, 1_000, 1_000);
     /// assert_eq!(leaky.quota().unwrap().burst(), 1);
     /// ```
-    pub fn quota(&self) -> Result<Quota, ConfigError> {
+    pub fn quota(&self) -> Result<Quota, LimiterConfigError> {
         let burst = match (self.algorithm, self.burst) {
             (AlgorithmKind::LeakyBucket, None | Some(1)) => 1,
             (AlgorithmKind::LeakyBucket, Some(_)) => {
-                return Err(ConfigError::BurstNotSupported(self.algorithm))
+                return Err(LimiterConfigError::BurstNotSupported(self.algorithm))
             }
             (_, Some(b)) => b,
             (_, None) => self.limit,
@@ -234,14 +237,14 @@ impl LimiterConfig {
         Quota::per_ticks(self.limit, self.window)
             .with_burst(burst)
             .try_at_hz(self.hz)
-            .map_err(ConfigError::Quota)
+            .map_err(LimiterConfigError::Quota)
     }
 
-    fn window_burst_ok(&self) -> Result<(), ConfigError> {
+    fn window_burst_ok(&self) -> Result<(), LimiterConfigError> {
         match self.burst {
             None => Ok(()),
             Some(b) if b == self.limit => Ok(()),
-            Some(_) => Err(ConfigError::BurstNotSupported(self.algorithm)),
+            Some(_) => Err(LimiterConfigError::BurstNotSupported(self.algorithm)),
         }
     }
 }
@@ -250,7 +253,7 @@ impl LimiterConfig {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum ConfigError {
+pub enum LimiterConfigError {
     /// The window parameters are invalid (zero, too large for the state word
     /// or the log's capacity, or `limit × window` overflows).
     Window(WindowError),
@@ -270,27 +273,27 @@ pub enum ConfigError {
     ZeroHz,
 }
 
-impl fmt::Display for ConfigError {
+impl fmt::Display for LimiterConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::Window(e) => write!(f, "invalid window limiter: {e}"),
-            ConfigError::Quota(e) => write!(f, "invalid bucket quota: {e}"),
-            ConfigError::BurstNotSupported(k) => {
+            LimiterConfigError::Window(e) => write!(f, "invalid window limiter: {e}"),
+            LimiterConfigError::Quota(e) => write!(f, "invalid bucket quota: {e}"),
+            LimiterConfigError::BurstNotSupported(k) => {
                 write!(f, "{k} takes no separate burst")
             }
-            ConfigError::UnknownAlgorithm => f.write_str(
+            LimiterConfigError::UnknownAlgorithm => f.write_str(
                 "unknown algorithm (expected fixed_window, sliding_window, sliding_log, bucketed_window, token_bucket, leaky_bucket or gcra)",
             ),
-            ConfigError::BucketsRequired => {
+            LimiterConfigError::BucketsRequired => {
                 f.write_str("bucketed_window needs a bucket count (buckets)")
             }
-            ConfigError::BucketsNotSupported(k) => write!(f, "{k} takes no bucket count"),
-            ConfigError::ZeroHz => f.write_str("the clock frequency is zero"),
+            LimiterConfigError::BucketsNotSupported(k) => write!(f, "{k} takes no bucket count"),
+            LimiterConfigError::ZeroHz => f.write_str("the clock frequency is zero"),
         }
     }
 }
 
-impl core::error::Error for ConfigError {}
+impl core::error::Error for LimiterConfigError {}
 
 // An explicit byte tag: dispatch is a byte load and a jump, with no decoding
 // of a niche in some variant's fields.
@@ -353,56 +356,56 @@ impl<const N: usize> AnyLimiter<N> {
     /// Builds the limiter `config` describes, full.
     ///
     /// ```
-    /// use cellrate::compose::{AlgorithmKind, AnyLimiter, ConfigError, LimiterConfig};
+    /// use cellrate::compose::{AlgorithmKind, AnyLimiter, LimiterConfigError, LimiterConfig};
     /// use cellrate::window::WindowError;
     /// let bad = LimiterConfig::new(AlgorithmKind::SlidingLog, 100, 1_000, 1_000);
     /// assert_eq!(AnyLimiter::<64>::from_config(bad).err(),
-    ///            Some(ConfigError::Window(WindowError::LimitTooLarge { max: 64 })));
+    ///            Some(LimiterConfigError::Window(WindowError::LimitTooLarge { max: 64 })));
     /// let bad = LimiterConfig::new(AlgorithmKind::LeakyBucket, 10, 1_000, 1_000).with_burst(5);
     /// assert!(AnyLimiter::<64>::from_config(bad).is_err());
     /// ```
-    pub fn from_config(config: LimiterConfig) -> Result<Self, ConfigError> {
+    pub fn from_config(config: LimiterConfig) -> Result<Self, LimiterConfigError> {
         Ok(AnyLimiter {
             inner: Self::build(&config)?,
             config,
         })
     }
 
-    fn build(config: &LimiterConfig) -> Result<Inner<N>, ConfigError> {
+    fn build(config: &LimiterConfig) -> Result<Inner<N>, LimiterConfigError> {
         if config.hz == 0 {
-            return Err(ConfigError::ZeroHz);
+            return Err(LimiterConfigError::ZeroHz);
         }
         if config.buckets.is_some() && config.algorithm != AlgorithmKind::BucketedWindow {
-            return Err(ConfigError::BucketsNotSupported(config.algorithm));
+            return Err(LimiterConfigError::BucketsNotSupported(config.algorithm));
         }
         Ok(match config.algorithm {
             AlgorithmKind::FixedWindow => {
                 config.window_burst_ok()?;
                 Inner::Fixed(FixedWindow::with_quota(
                     FixedWindowQuota::try_new(config.limit, config.window)
-                        .map_err(ConfigError::Window)?,
+                        .map_err(LimiterConfigError::Window)?,
                 ))
             }
             AlgorithmKind::SlidingWindow => {
                 config.window_burst_ok()?;
                 Inner::Sliding(SlidingWindow::with_quota(
                     SlidingWindowQuota::try_new(config.limit, config.window)
-                        .map_err(ConfigError::Window)?,
+                        .map_err(LimiterConfigError::Window)?,
                 ))
             }
             AlgorithmKind::SlidingLog => {
                 config.window_burst_ok()?;
                 Inner::Log(
                     SlidingLog::try_new(config.limit, config.window)
-                        .map_err(ConfigError::Window)?,
+                        .map_err(LimiterConfigError::Window)?,
                 )
             }
             AlgorithmKind::BucketedWindow => {
                 config.window_burst_ok()?;
-                let buckets = config.buckets.ok_or(ConfigError::BucketsRequired)?;
+                let buckets = config.buckets.ok_or(LimiterConfigError::BucketsRequired)?;
                 Inner::Bucketed(BucketedWindow::with_quota(
                     BucketedWindowQuota::try_new(config.limit, config.window, buckets)
-                        .map_err(ConfigError::Window)?,
+                        .map_err(LimiterConfigError::Window)?,
                 ))
             }
             AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket | AlgorithmKind::Gcra => {
@@ -432,7 +435,11 @@ impl<const N: usize> AnyLimiter<N> {
     /// l.reconfigure(10, LimiterConfig::new(AlgorithmKind::Gcra, 20, 1_000, 1_000)).unwrap();
     /// assert_eq!(l.peek(10).remaining(), 16);
     /// ```
-    pub fn reconfigure(&mut self, now: u64, config: LimiterConfig) -> Result<(), ConfigError> {
+    pub fn reconfigure(
+        &mut self,
+        now: u64,
+        config: LimiterConfig,
+    ) -> Result<(), LimiterConfigError> {
         let fresh = Self::build(&config)?;
         match (&mut self.inner, fresh) {
             (Inner::Fixed(w), Inner::Fixed(new)) => {
@@ -446,7 +453,7 @@ impl<const N: usize> AnyLimiter<N> {
             }
             (Inner::Log(log), Inner::Log(_)) => log
                 .set_limit(config.limit, config.window)
-                .map_err(ConfigError::Window)?,
+                .map_err(LimiterConfigError::Window)?,
             (Inner::Gcra(g), Inner::Gcra(new)) => match g.set_quota(new.quota()) {
                 Ok(_) => {}
                 // Unreachable with `&mut self`; a quota that cannot be
@@ -603,8 +610,8 @@ fn default_hz() -> u64 {
 
 #[cfg(feature = "serde")]
 impl TryFrom<LimiterFields> for LimiterConfig {
-    type Error = ConfigError;
-    fn try_from(f: LimiterFields) -> Result<Self, ConfigError> {
+    type Error = LimiterConfigError;
+    fn try_from(f: LimiterFields) -> Result<Self, LimiterConfigError> {
         let mut config = LimiterConfig::new(f.algorithm, f.limit, f.window, f.hz);
         config.burst = f.burst;
         config.buckets = f.buckets;

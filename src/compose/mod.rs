@@ -61,7 +61,7 @@ mod metered;
 mod tiers;
 
 pub use self::adaptive::{Adaptive, Penalty};
-pub use self::any::{AlgorithmKind, AnyLimiter, ConfigError, LimiterConfig};
+pub use self::any::{AlgorithmKind, AnyLimiter, LimiterConfig, LimiterConfigError};
 pub use self::metered::{MeterStats, Metered};
 pub use self::tiers::{check_all, refusing, tightest, AllTiers, Tiers};
 

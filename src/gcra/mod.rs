@@ -15,7 +15,6 @@ mod fixed;
 mod local;
 pub(crate) mod step;
 
-pub use self::algorithm::{GcraPrepared, GcraShortfall};
 pub use self::fixed::FixedGcra;
 pub use self::local::LocalGcra;
 
@@ -121,6 +120,7 @@ usage_accessors!(Reservation, send_after: "Ticks after `now` at which the cells 
 /// Why [`Gcra::set_quota`] changed nothing.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SetQuotaError {
     /// Another `set_quota` on the same limiter was in progress (say, in the
     /// thread an interrupt handler preempted): retry later, never spin.

@@ -135,6 +135,7 @@ impl<S: CellSource + ?Sized> CellSource for alloc::sync::Arc<S> {
 /// ```
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct LeasePolicy {
     min_cells: u64,
     max_cells: u64,

@@ -2,7 +2,7 @@
 //! RFC 2698 ([`TrTcm`]) and RFC 4115 ([`TrTcm4115`]), with bytes as cost.
 //!
 //! Each bucket of `S` bytes refilled at `R` bytes per second is a GCRA (see
-//! [`gcra`](crate::gcra)) with `T = 1/R` per byte and a theoretical arrival
+//! [`Gcra`](crate::Gcra)) with `T = 1/R` per byte and a theoretical arrival
 //! time `TAT`: it holds `B` bytes iff `max(TAT, now) + B·T − now ≤ S·T`, and
 //! taking them sets `TAT ← max(TAT, now) + B·T`. The rates are converted
 //! once through [`Quota`](crate::Quota): no division and no floating point

@@ -73,7 +73,7 @@ impl<const N: usize> Ring<N> {
 /// `cost − 1` has expired at `now`; `remaining` is the number of expired
 /// slots, `retry_after` the ticks until slot `cost − 1` expires (exact) and
 /// `reset_after` until the newest does. Expiries are in serial time (as
-/// [`gcra`](crate::gcra#serial-time) keeps TATs), so `now` may start
+/// [`Gcra`](crate::Gcra#serial-time) keeps TATs), so `now` may start
 /// anywhere and wrap past `2⁶⁴`; the window is at most 2⁶¹ ticks, and the
 /// answers are exact while two checks are at most 2⁶² ticks apart (past
 /// that the log denies more until it drains, never admits more).

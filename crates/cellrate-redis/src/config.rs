@@ -28,6 +28,7 @@ use cellrate::Quota;
 /// assert!(matches!(cfg.failure(), FailurePolicy::Fallback(q) if q.len() == 1));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FailurePolicy {
     /// Admit everything (availability over protection).
     Open,
@@ -49,6 +50,7 @@ pub enum FailurePolicy {
 /// assert_eq!(cfg.timeout(), Duration::from_millis(50));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RedisConfig {
     pub(super) failure: FailurePolicy,
     pub(super) timeout: Duration,
@@ -142,6 +144,7 @@ impl RedisConfig {
 /// # let _ = (t, c);
 /// ```
 #[derive(Clone)]
+#[non_exhaustive]
 pub enum Target {
     /// A standalone server (or a primary).
     Standalone(::redis::Client),

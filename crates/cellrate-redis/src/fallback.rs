@@ -59,7 +59,7 @@ pub(crate) fn table_for(
     let (cap, full) = (config.fallback_capacity, config.fallback_when_full);
     let limit = q.burst();
     let window = || micros_up(q.span().div_ceil(q.scale().max(1)), q.hz()).map(|(w, _)| w);
-    let bad = |e| Error::Config(cellrate::compose::ConfigError::Window(e));
+    let bad = |e| Error::Config(cellrate::compose::LimiterConfigError::Window(e));
     Ok(match tier.algorithm() {
         TierAlgorithm::Gcra => {
             let (q, _) = on_server_clock(q)?;

@@ -195,7 +195,7 @@ pub enum Error {
     /// Scopes given do not match the tiers made `per_scope`.
     ScopeMismatch,
     /// A tier's configuration is invalid.
-    Config(cellrate::compose::ConfigError),
+    Config(cellrate::compose::LimiterConfigError),
     /// Two tiers of a policy could share a key (the same name, or a
     /// per-scope tier `n` and a tier named `n:…`).
     DuplicateTier,
@@ -263,6 +263,7 @@ impl From<::redis::RedisError> for Error {
 /// assert_eq!(o.source(), Source::FailOpen);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Source {
     /// Decided by the script on the Redis server.
     Redis,

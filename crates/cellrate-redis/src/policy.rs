@@ -233,7 +233,7 @@ impl RedisTier {
     pub fn from_config(name: impl Into<String>, config: &LimiterConfig) -> Result<Self, Error> {
         config.validate().map_err(Error::Config)?;
         let (limit, window, hz) = (config.limit, config.window, config.hz);
-        let window_err = |e| Error::Config(cellrate::compose::ConfigError::Window(e));
+        let window_err = |e| Error::Config(cellrate::compose::LimiterConfigError::Window(e));
         let (algorithm, window_us, exact) = match config.algorithm {
             AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket | AlgorithmKind::Gcra => {
                 return Self::new(name, config.quota().map_err(Error::Config)?);
@@ -267,6 +267,12 @@ impl RedisTier {
                 }
                 let (w, exact) = micros_up(window, hz)?;
                 (TierAlgorithm::SlidingLog { limit, window: w }, w, exact)
+            }
+            // An algorithm the core gains before this crate has a step for it.
+            _ => {
+                return Err(Error::Config(
+                    cellrate::compose::LimiterConfigError::UnknownAlgorithm,
+                ))
             }
         };
         let name = name.into();

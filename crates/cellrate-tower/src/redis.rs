@@ -100,10 +100,11 @@ fn verdict(counters: &FallbackCounters, result: Result<Outcome, Error>) -> Verdi
         Ok(outcome) => {
             counters.record(outcome.source());
             let mode = match outcome.source() {
-                Source::Redis | Source::Lease => Mode::Normal,
                 Source::Fallback => Mode::Fallback,
                 Source::FailOpen => Mode::FailOpen,
                 Source::FailClosed => Mode::FailClosed,
+                // Redis itself, a lease, or a source added later.
+                _ => Mode::Normal,
             };
             Verdict::decided(*outcome.tiers(), mode)
         }

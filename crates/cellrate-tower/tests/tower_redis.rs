@@ -195,6 +195,7 @@ async fn run(
                 // The fields announce the fallback quotas that decided.
                 assert_eq!(announced(&r.headers), [(20, 60), (6, 60)], "{name}");
             }
+            other => panic!("no expectation for {other:?}"),
         }
     }
     if let FailurePolicy::Fallback(_) = failure {
