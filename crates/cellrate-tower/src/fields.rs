@@ -3,13 +3,13 @@
 /// Which rate-limit header families a response carries.
 ///
 /// `RateLimit-Policy` and `RateLimit` (IETF draft, see
-/// [`headers`](cellrate::headers#fields)) list every tier: `q` its burst,
+/// [`cellrate_headers`](cellrate_headers#fields)) list every tier: `q` its burst,
 /// `w` the time to refill it, `r` the cells left, `t` the seconds until it
 /// is full again; a tier whose burst does not refill in whole seconds also
 /// lists its rate policy `"<tier>/rate"`. `X-RateLimit-Limit`/`-Remaining`/
-/// `-Reset` describe the tightest tier ([`cellrate_headers::tightest`]).
+/// `-Reset` describe the tightest tier ([`cellrate::compose::tightest`]).
 /// `Retry-After` is the refusing tier's wait
-/// ([`cellrate_headers::refusing`]), in whole seconds rounded up, at
+/// ([`cellrate::compose::refusing`]), in whole seconds rounded up, at
 /// least 1. What they say under a Redis outage and in the delaying mode is
 /// explained in `docs/design/tower.md`.
 ///

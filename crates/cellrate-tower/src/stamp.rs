@@ -154,8 +154,9 @@ pub(crate) fn stamp(
 
 /// Inserts the rate-limit fields for one outcome of any backend into
 /// `map`: `results` has one entry per tier of `tiers` (a Redis
-/// `Outcome::results()`, [`Tiers::results`](cellrate::compose::Tiers::results),
-/// [`Verdict::results`](crate::Verdict::results)), all counted at `tiers[0].hz`. On a refusal it
+/// [`Tiers::results`](cellrate::compose::Tiers::results) of a Redis
+/// `Outcome`, of a [`Verdict`](crate::Verdict) or of in-process tiers), all
+/// counted at `tiers[0].hz`. On a refusal it
 /// also inserts `Retry-After`.
 ///
 /// ```
