@@ -25,6 +25,12 @@
 //!   the first few batches are denials) and sliding log (64 per s: its value
 //!   holds one expiry per cell, so a larger limit costs more per check),
 //!   each ÷ the same `incr_expire` baseline.
+//! * in the interleaved comparison only, `sliding_log denied`: the server's
+//!   time per **denied** check of a full sliding log (one check of cost
+//!   `limit` fills it, a 60 s window keeps it full) at limits 100, 1 000 and
+//!   4 096, from `INFO commandstats` (`usec_per_call` of `EVALSHA` over 300
+//!   checks after `CONFIG RESETSTAT`), in µs, and the largest ÷ the
+//!   smallest limit's: what a check costs as the log grows.
 //! * in the interleaved comparison only, the *script floor*: `INCR` (and
 //!   `PEXPIRE` on a new key) inside one `EVALSHA` call, single and 64 per
 //!   pipeline, ÷ the same baseline: the least an atomic script-based
@@ -229,6 +235,55 @@ fn floor_pipeline(sha: &str, keys: &[String]) -> redis::Pipeline {
     p
 }
 
+/// The limits of the denied-log rows.
+const LOG_LIMITS: [u64; 3] = [100, 1_000, 4_096];
+
+/// `usec_per_call` of `EVALSHA` in `INFO commandstats`.
+fn evalsha_usec(conn: &mut redis::Connection) -> f64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    info.lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .and_then(|l| l.split(',').find_map(|f| f.strip_prefix("usec_per_call=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// Full sliding logs of each of [`LOG_LIMITS`] (60 s windows), and the
+/// client each holds.
+fn full_logs(url: &str) -> Vec<(u64, RedisGcra)> {
+    LOG_LIMITS
+        .iter()
+        .map(|&limit| {
+            let c = LimiterConfig::new(AlgorithmKind::SlidingLog, limit, 60_000, 1_000);
+            let prefix = format!("bench-log-{limit}-{}", std::process::id());
+            let policy =
+                RedisPolicy::new(prefix, vec![RedisTier::from_config("log", &c).unwrap()]).unwrap();
+            let rl = RedisGcra::new(
+                Target::standalone(url).unwrap(),
+                policy,
+                RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_secs(2)),
+            )
+            .unwrap();
+            let _ = rl.try_check_n("full", None, limit).unwrap();
+            (limit, rl)
+        })
+        .collect()
+}
+
+/// Server µs per denied check of each full log, one figure per log.
+fn denied_log_usec(conn: &mut redis::Connection, logs: &[(u64, RedisGcra)]) -> Vec<f64> {
+    logs.iter()
+        .map(|(_, rl)| {
+            let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(conn).unwrap();
+            for _ in 0..300 {
+                let o = rl.try_check_n("full", None, 1).unwrap();
+                assert!(!o.tiers().is_admitted(), "the log is full");
+            }
+            evalsha_usec(conn)
+        })
+        .collect()
+}
+
 /// The interleaved comparison (see the module docs).
 fn interleaved(
     limiter: &RedisGcra,
@@ -237,7 +292,10 @@ fn interleaved(
     window_keys: &[String],
     asynch: &Async,
     windows: &[(&'static str, RedisGcra)],
+    logs: &[(u64, RedisGcra)],
 ) {
+    let mut log_usec: Vec<Vec<f64>> = logs.iter().map(|_| Vec::new()).collect();
+    let mut log_spread = Vec::new();
     let mut per_alg: Vec<(Vec<f64>, Vec<f64>)> =
         windows.iter().map(|_| Default::default()).collect();
     let (async_keys, async_window_keys) = (Arc::new(keys.to_vec()), Arc::new(window_keys.to_vec()));
@@ -311,6 +369,11 @@ fn interleaved(
             piped_r.push(batch_w / base_w);
             single_r.push(one_w / base_one);
         }
+        let usec = denied_log_usec(conn, logs);
+        for (all, u) in log_usec.iter_mut().zip(&usec) {
+            all.push(*u);
+        }
+        log_spread.push(usec[usec.len() - 1] / usec[0]);
         let ours_async = rate(150, BATCH, || asynch.ours(&async_keys));
         let base_async = rate(150, BATCH, || asynch.baseline(&async_window_keys));
         concurrent.push(ours_async / base_async);
@@ -337,6 +400,16 @@ fn interleaved(
     ] {
         paired::report(&format!("{name}, decisions/s"), &mut ratios);
     }
+    for ((limit, _), mut usec) in logs.iter().zip(log_usec) {
+        paired::report(
+            &format!("sliding_log denied, limit {limit}, server µs per check"),
+            &mut usec,
+        );
+    }
+    paired::report(
+        "sliding_log denied, limit 4096 ÷ limit 100, server µs per check",
+        &mut log_spread,
+    );
     for ((alg, _), (mut single_r, mut piped_r)) in windows.iter().zip(per_alg) {
         paired::report(
             &format!("single, {alg} ÷ incr_expire, decisions/s"),
@@ -393,6 +466,7 @@ fn paired_ratios() {
     let mut s = setup(&url);
     let asynch = Async::new(&url, s.limiter.policy().clone());
     let windows = window_limiters(&url);
+    let logs = full_logs(&url);
     interleaved(
         &s.limiter,
         &mut s.conn,
@@ -400,6 +474,7 @@ fn paired_ratios() {
         &s.window_keys,
         &asynch,
         &windows,
+        &logs,
     );
 }
 

@@ -22,8 +22,9 @@
 //! * **All or nothing.** Every tier of a request is judged before any is
 //!   charged: a request denied by one tier consumes from none. Nothing is
 //!   written before every request of the call is decided; each changed key
-//!   is written once and expires (`SET … PX`) within a millisecond after
-//!   its state stops mattering (an expired key reads as full). A cost of 0
+//!   is written once (`SET … PX`; a sliding log's changed slots and header
+//!   by offset, then `PEXPIRE`) and expires within a millisecond after its
+//!   state stops mattering (an expired key reads as full). A cost of 0
 //!   writes nothing (a peek); a cost that can never fit is a denial without
 //!   a round trip.
 //! * **Never more than asked.** A tier keeps the burst (or limit) asked;
@@ -44,6 +45,15 @@
 //!   (another type, another algorithm's value) is reported, never
 //!   overwritten: the checks that use it fail with [`Error::CorruptKey`]
 //!   whatever the failure policy, every other check is decided normally.
+//! * **Stored state.** Internal, but never misread: a GCRA key holds its
+//!   TAT, a window key a string led by its algorithm's letter (`F`, `S`,
+//!   `B`), a sliding-log key a ring: a 65-byte header (`Lr`, the ring's
+//!   size, its head, a hint of the expired prefix, the newest expiry) and
+//!   one 16-digit expiry per cell, read and written by offset
+//!   (`GETRANGE`/`SETRANGE`), so a check costs the same at any limit. A
+//!   log key of the earlier layout (a comma list of expiries, `L<e>,…`) is
+//!   **unreadable**: its checks fail with [`Error::CorruptKey`] until it
+//!   expires, at most one window after its last admission (or delete it).
 //! * **Failures.** Each call has a deadline, connect included
 //!   ([`RedisConfig::with_timeout`]). While Redis fails, the
 //!   [`FailurePolicy`] answers: admit, deny, or decide per client on
@@ -138,9 +148,10 @@ pub const MAX_SPAN_SUB_TICKS: u64 = 1 << 52;
 /// ```
 pub const MAX_SCALE: u64 = 1 << 14;
 
-/// The largest limit of a sliding-log tier on Redis: its value holds one
-/// expiry time per cell of the window (at most 17 digits each), read and
-/// written whole by every check of the client.
+/// The largest limit of a sliding-log tier on Redis: its ring holds one
+/// 16-digit expiry per cell (64 KiB at this limit). A check reads the
+/// ring's header and only the slots it needs, so its cost does not grow
+/// with the limit; an admission of `cost` cells writes `cost` slots.
 ///
 /// ```
 /// use cellrate::compose::{AlgorithmKind, LimiterConfig};

@@ -11,7 +11,10 @@ use std::vec::Vec;
 
 use super::client::Check;
 use super::policy::TierAlgorithm;
-use super::scripts::{check_script, single_script, tiers_script};
+use super::scripts::{
+    bucketed_script, check_script, fixed_script, log_script, single_script, sliding_script,
+    tiers_script,
+};
 use super::{Error, Outcome, RedisPolicy, RedisTier};
 use cellrate::{Decision, Denied, Limited, Quota};
 
@@ -33,7 +36,9 @@ impl RedisPolicy {
     /// One script call deciding `requests` (already validated, each cost
     /// within every burst) in order, and the script it needs: the single
     /// script for one request of a one-tier GCRA policy; else the check
-    /// script (all tiers GCRA) or the tiers script, with the keys written
+    /// script (all tiers GCRA), the one-tier script of a policy's one window
+    /// tier, or the tiers script (the last two take the same arguments and
+    /// give the same reply), with the keys written
     /// straight into the command through one reused buffer, then the
     /// policy's arguments and the costs.
     pub(crate) fn check_cmd(
@@ -50,7 +55,17 @@ impl RedisPolicy {
             cmd.arg(*cost).arg(&tier_args(tier)[1..]);
             return (script, cmd);
         }
-        let script = if gcra { check_script() } else { tiers_script() };
+        let script = match (gcra, self.tiers()) {
+            (true, _) => check_script(),
+            (false, [tier]) => match tier.algorithm() {
+                TierAlgorithm::FixedWindow(_) => fixed_script(),
+                TierAlgorithm::SlidingWindow(_) => sliding_script(),
+                TierAlgorithm::BucketedWindow(_) => bucketed_script(),
+                TierAlgorithm::SlidingLog { .. } => log_script(),
+                TierAlgorithm::Gcra => tiers_script(),
+            },
+            (false, _) => tiers_script(),
+        };
         cmd.arg(script.get_hash())
             .arg(requests.len() * self.tiers().len());
         for &(client, scope, _) in requests {

@@ -544,3 +544,90 @@ fn the_async_client_decides_every_algorithm_like_in_process() {
         }
     }
 }
+
+/// A sliding log whose limit is larger than the chunks its script reads
+/// (16, 32, … slots from the header's hint) decides like the in-process
+/// log, alone and beside a GCRA tier (the tiers script), and a log written
+/// under another limit is re-laid, keeping its newest expiries: the next
+/// answers are those of a log that kept the same cells.
+#[test]
+#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
+fn a_long_sliding_log_decides_like_in_process() {
+    let url = standalone();
+    for (limit, window_ms) in [(40, 30), (200, 25)] {
+        for seed in [3u64, 11] {
+            let log = tier(AlgorithmKind::SlidingLog, limit, window_ms, 0);
+            let target = Target::standalone(&url).unwrap();
+            let limit_u = log.limit();
+            let policy = RedisPolicy::new(unique("longlog"), vec![log.clone()]).unwrap();
+            let rl = on(target, policy);
+            let mut next = rng(seed);
+            let reference = SlidingLog::<256>::new(limit_u, window_ms * 1_000);
+            for _ in 0..300 {
+                let cost = [1, 1, 1, 2, 0, 5, limit_u / 3][(next() % 7) as usize];
+                let o = rl.try_check_n("c", None, cost).unwrap();
+                let now = o.server_time().unwrap();
+                assert_eq!(
+                    seen(&o.tiers().results()[0]),
+                    seen(&reference.check_n(now, cost)),
+                    "limit {limit}: cost {cost} at {now}"
+                );
+                if next().is_multiple_of(4) {
+                    thread::sleep(Duration::from_micros(next() % 4_000));
+                }
+            }
+        }
+    }
+    // Beside a GCRA tier that admits everything (the tiers script), in
+    // batches: the log's answers, in order.
+    let log = tier(AlgorithmKind::SlidingLog, 40, 30, 0);
+    let gcra = RedisTier::new(
+        "gcra",
+        Quota::per_second(1_000_000).with_burst(1_000).at_hz(1_000),
+    )
+    .unwrap();
+    let policy = RedisPolicy::new(unique("loggcra"), vec![log.clone(), gcra]).unwrap();
+    let rl = on(Target::standalone(&url).unwrap(), policy);
+    let reference = local(&log);
+    let requests: Vec<(&str, Option<&str>, u64)> =
+        (0..12).map(|i| ("c", None, 1 + i % 3)).collect();
+    for _ in 0..20 {
+        for (o, &(_, _, cost)) in rl
+            .try_check_batch(&requests)
+            .unwrap()
+            .into_iter()
+            .zip(&requests)
+        {
+            let o = o.unwrap();
+            let now = o.server_time().unwrap();
+            assert_eq!(
+                seen(&o.tiers().results()[0]),
+                seen(&reference.check_n(now, cost)),
+                "beside GCRA: cost {cost} at {now}"
+            );
+        }
+        thread::sleep(Duration::from_millis(4));
+    }
+    // A log written under limit 40, then checked under limit 20: its newest
+    // expiries kept, as the in-process `set_limit`.
+    let prefix = unique("relay");
+    let mut reference = SlidingLog::<64>::new(40, 60_000_000);
+    for (limit, checks) in [(40, 30), (20, 8)] {
+        let t = tier(AlgorithmKind::SlidingLog, limit, 60_000, 0);
+        reference.set_limit(limit, 60_000_000).unwrap();
+        let rl = on(
+            Target::standalone(&url).unwrap(),
+            RedisPolicy::new(&*prefix, vec![t]).unwrap(),
+        );
+        for i in 0..checks {
+            let cost = [1, 2, 0][i % 3];
+            let o = rl.try_check_n("c", None, cost).unwrap();
+            let now = o.server_time().unwrap();
+            assert_eq!(
+                seen(&o.tiers().results()[0]),
+                seen(&reference.check_n(now, cost)),
+                "limit {limit}: check {i}, cost {cost} at {now}"
+            );
+        }
+    }
+}

@@ -1,6 +1,6 @@
--- cellrate: what the two batch scripts share (after common.lua, before
--- check.lua or tiers.lua): their arguments, one read of every key, and one
--- write of every changed key.
+-- cellrate: what the batch scripts share (after common.lua and gcra.lua,
+-- before check.lua, tiers.lua or one_batch.lua): their arguments, one read
+-- of every key, and one write of every changed key.
 --
 -- KEYS: m per request (request r's tier i is key (r - 1)*m + i).
 -- ARGV: m, then `width` numbers per tier, then one cost per request, or a
@@ -45,32 +45,52 @@ local state, bad, bads, order, tier_of = {}, {}, {}, {}, {}
 -- set) by `read` at that scale (0 when absent), a key of any other tier i
 -- by `parse(raw, i)` (its state or nil; nothing read when absent). A key
 -- that reads as absent but holds another type is unreadable: one EXISTS
--- when some read as absent, and TYPE only if one of them exists. Returns
--- whether any key is unreadable.
-local function read_keys(now, m, scales, parse)
-  local raws = call('MGET', unpack(KEYS))
-  local absent, foreign = {}, {}
-  for j = 1, #KEYS do
-    if not raws[j] then absent[#absent + 1] = KEYS[j] end
+-- when some read as absent, and TYPE only if one of them exists. A tier
+-- with `loads[i]` reads its own keys instead (they are left out of the
+-- MGET): `loads[i](key)` is the state, nil when absent, false when
+-- unreadable. Returns whether any key is unreadable.
+local function read_keys(now, m, scales, parse, loads)
+  local fetched, at = KEYS, nil
+  if loads then
+    fetched, at = {}, {}
+    for j = 1, #KEYS do
+      if not loads[(j - 1) % m + 1] then
+        fetched[#fetched + 1] = KEYS[j]
+        at[j] = #fetched
+      end
+    end
   end
-  if #absent > 0 and call('EXISTS', unpack(absent)) > 0 then
-    for _, k in ipairs(absent) do
-      if call('TYPE', k)['ok'] ~= 'none' then foreign[k] = true end
+  local raws, foreign = nil, {}
+  if #fetched > 0 then
+    raws = call('MGET', unpack(fetched))
+    local absent = {}
+    for j = 1, #fetched do
+      if not raws[j] then absent[#absent + 1] = fetched[j] end
+    end
+    if #absent > 0 and call('EXISTS', unpack(absent)) > 0 then
+      for _, k in ipairs(absent) do
+        if call('TYPE', k)['ok'] ~= 'none' then foreign[k] = true end
+      end
     end
   end
   local any = false
   for j = 1, #KEYS do
-    local key, raw = KEYS[j], raws[j]
+    local key = KEYS[j]
     if state[key] == nil and not bad[key] then
       local i = (j - 1) % m + 1
       local st = nil
-      if foreign[key] then
-        st = false
-      elseif scales[i] then
-        st = 0
-        if raw then st = read(raw, now, scales[i]) or false end
-      elseif raw then
-        st = parse(raw, i) or false
+      if at and not at[j] then
+        st = loads[i](key)
+      else
+        local raw = raws[at and at[j] or j]
+        if foreign[key] then
+          st = false
+        elseif scales[i] then
+          st = 0
+          if raw then st = read(raw, now, scales[i]) or false end
+        elseif raw then
+          st = parse(raw, i) or false
+        end
       end
       if st == false then
         bad[key], any = true, true

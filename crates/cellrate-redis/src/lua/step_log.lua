@@ -1,67 +1,237 @@
--- The sliding log step (window/log.rs): the expiry times (recorded time
--- + W, microseconds) of the last `limit` admitted cells, oldest first. A
--- cell counts until its expiry, so at most `limit` cells lie in any W
--- consecutive microseconds. With P of them pending at now (expiry > now),
--- the log reads as limit - P expired slots and then the P pending ones:
---   admit <=> cost <= limit - P;  retry_after = slot[cost] - now
--- and an admission records `cost` cells expiring at max(now + W, newest).
--- Stored: 'L<e1>,<e2>,...' (pending expiries only, at most `limit`).
+-- The sliding log step (window/log.rs): the in-process ring, on the server.
+-- The expiry times (recorded time + W, microseconds) of the last `limit`
+-- admitted cells, oldest first, in a ring of `limit` slots (0: an empty
+-- slot, expired at every now). A cell counts until its expiry, so at most
+-- `limit` cells lie in any W consecutive microseconds. The ring is sorted,
+-- so the expired slots are a prefix; with `free` of them at now:
+--   admit <=> cost <= free;  retry_after = slot[cost - 1] - now
+--   remaining = free;        reset_after = newest - now (0 once passed)
+-- (slots numbered from 0, the oldest) and an admission overwrites the
+-- `cost` oldest slots with max(now + W, newest) and moves the head past
+-- them, as the in-process log does.
+--
+-- Stored: one string, a header of 65 bytes, then `cap` slots of 16 decimal
+-- digits each (physical order; a slot past the end of the string is
+-- empty, so a new ring grows from physical slot 0):
+--   'Lr' cap(5) head(5) known(5) last(16) next(16) newest(16)
+-- cap: the ring's size (the limit it was written under); head: the
+-- physical slot of the oldest; newest = slot[cap - 1]; known, last, next:
+-- a hint whose fields are copies of slots, last = slot[known - 1] (0 when
+-- known = 0) and next = slot[known]. So newest <= now gives free = cap,
+-- and last <= now < next gives free = known, without reading a slot;
+-- otherwise the slots from the hint on (backwards if the clock stepped
+-- back) are read in chunks of 16, 32, 64, ... up to the boundary.
+--
+-- Cost: a check reads the header (one GETRANGE) and, when the hint does
+-- not answer, the slots between the hint and the boundary (a denial of
+-- `cost` at most `cost` of them); an admission writes its `cost` slots
+-- and the header (SETRANGE) and the expiry (PEXPIRE), a new ring one SET
+-- ... PX. Nothing is proportional to the limit except an admission of a
+-- cost that large, and a ring of another size (the limit changed), read
+-- whole and re-laid with its newest min(count, limit) expiries kept (its
+-- checks read it whole until an admission rewrites it). A value that does
+-- not start with a well-formed header (another algorithm's, the comma
+-- list of expiries earlier versions wrote, anything else) is unreadable;
+-- a slot that does not read as a number counts as never expiring.
 -- Params: p[1] = limit, p[2] = W (us).
 local log = {}
+local LOG_HEAD, SLOT = 65, 16
+local HEAD_PATTERN = '^Lr(' .. string.rep('%d', 5) .. ')(' .. string.rep('%d', 5) .. ')('
+  .. string.rep('%d', 5) .. ')(' .. string.rep('%d', 16) .. ')(' .. string.rep('%d', 16)
+  .. ')(' .. string.rep('%d', 16) .. ')'
 
-function log.parse(raw)
-  if raw == 'L' then return {} end
-  local list = string.match(raw, '^L([%d,]+)$')
-  if not list or string.find(list, ',,', 1, true) or string.sub(list, -1) == ',' then
+-- `x` in `width` digits, zero-padded (x < 10^width).
+local function padded(x, width)
+  local s = memo[x] or num(x)
+  return string.rep('0', width - #s) .. s
+end
+
+-- Slot j (0-based) of `text`, read from the ring: 0 past its end.
+local function decode(text, j)
+  local o = j * SLOT
+  if o >= #text then return 0 end
+  if o + SLOT > #text then return TWO53 end
+  return tonumber(string.sub(text, o + 1, o + SLOT)) or TWO53
+end
+
+-- Reads the `n` physical slots from `first` (not wrapping) into the cache,
+-- keeping what the cache holds (slots changed in this call).
+local function load_range(st, first, n)
+  local text = ''
+  if st.stored then
+    local o = LOG_HEAD + first * SLOT
+    text = call('GETRANGE', st.key, o, o + n * SLOT - 1)
+  end
+  local s = st.slots
+  for j = 0, n - 1 do
+    if s[first + j] == nil then s[first + j] = decode(text, j) end
+  end
+end
+
+-- Reads the logical slots [from, from + n) (clipped to the ring).
+local function fetch(st, from, n)
+  local cap = st.cap
+  if from + n > cap then n = cap - from end
+  if n <= 0 then return end
+  local first = (st.head + from) % cap
+  if first + n <= cap then
+    load_range(st, first, n)
+  else
+    load_range(st, first, cap - first)
+    load_range(st, 0, n - (cap - first))
+  end
+end
+
+-- The expiry at logical slot i (0 the oldest).
+local function slot_at(st, i)
+  local ph = (st.head + i) % st.cap
+  local x = st.slots[ph]
+  if x == nil then
+    fetch(st, i, 1)
+    x = st.slots[ph]
+  end
+  return x
+end
+
+-- How many slots have expired at now (see the header's hint).
+local function expired_count(st, now)
+  local cap, known = st.cap, st.known
+  if st.newest <= now then return cap end
+  if st.next > now and st.last <= now then return known end
+  local c = 16
+  if st.next <= now then
+    -- Slots up to `known` have expired; slot cap - 1 has not.
+    local lo = known + 1
+    while lo < cap do
+      fetch(st, lo, c)
+      local hi = lo + c
+      if hi > cap then hi = cap end
+      for i = lo, hi - 1 do
+        if slot_at(st, i) > now then return i end
+      end
+      lo, c = hi, c * 2
+    end
+    return cap
+  end
+  -- Slot known - 1 has not expired (the clock stepped back).
+  local hi = known - 1
+  while hi > 0 do
+    local lo = hi - c
+    if lo < 0 then lo = 0 end
+    fetch(st, lo, hi - lo)
+    for i = hi - 1, lo, -1 do
+      if slot_at(st, i) <= now then return i + 1 end
+    end
+    hi, c = lo, c * 2
+  end
+  return 0
+end
+
+-- A ring of another size, re-laid for `limit` slots: its newest
+-- min(count, limit) expiries, oldest first, empty slots before them.
+local function relay(st, limit)
+  local text = call('GETRANGE', st.key, LOG_HEAD, -1)
+  local cap, kept = st.cap, {}
+  for i = 0, cap - 1 do
+    local x = decode(text, (st.head + i) % cap)
+    if x > 0 then kept[#kept + 1] = x end
+  end
+  local k = #kept
+  if k > limit then k = limit end
+  local s = {}
+  for i = 0, limit - 1 do
+    local j = i - (limit - k)
+    s[i] = 0
+    if j >= 0 then s[i] = kept[#kept - k + 1 + j] end
+  end
+  return {key = st.key, cap = limit, head = 0, known = 0, last = 0, next = s[0],
+    newest = s[limit - 1], slots = s, stored = false, from = 0, dirty = limit}
+end
+
+-- The ring's header (one GETRANGE), its slots read when needed; nil when
+-- the key is absent, false when it holds no ring.
+function log.load(key, p)
+  local h = redis.pcall('GETRANGE', key, 0, LOG_HEAD - 1)
+  if type(h) == 'table' then return false end
+  if h == '' then
+    if call('EXISTS', key) == 1 then return false end
     return nil
   end
-  local ex = {}
-  local last = 0
-  for x in string.gmatch(list, '[^,]+') do
-    local e = field(x)
-    if not e or e < last then return nil end
-    ex[#ex + 1] = e
-    last = e
-  end
-  return ex
+  local cap, head, known, last, nxt, newest = string.match(h, HEAD_PATTERN)
+  if not cap then return false end
+  cap, head, known = tonumber(cap), tonumber(head), tonumber(known)
+  last, nxt, newest = tonumber(last), tonumber(nxt), tonumber(newest)
+  if cap < 1 or head >= cap or known >= cap then return false end
+  local s = {}
+  if known > 0 then s[(head + known - 1) % cap] = last end
+  s[(head + known) % cap] = nxt
+  s[(head + cap - 1) % cap] = newest
+  local st = {key = key, cap = cap, head = head, known = known, last = last, next = nxt,
+    newest = newest, slots = s, stored = true, from = 0, dirty = 0}
+  if cap ~= p[1] then return relay(st, p[1]) end
+  return st
 end
 
--- The pending expiries at now (at most the newest `limit`).
+-- The ring at now (a new one when absent), with `free` set.
 function log.view(st, now, p)
-  local v = {now = now}
-  if not st then return v end
-  local first = #st - p[1] + 1
-  if first < 1 then first = 1 end
-  for i = first, #st do
-    if st[i] > now then v[#v + 1] = st[i] end
+  if not st then
+    st = {cap = p[1], head = 0, known = 0, last = 0, next = 0, newest = 0, slots = {},
+      stored = false, from = 0, dirty = 0}
   end
-  return v
+  st.now = now
+  st.free = expired_count(st, now)
+  return st
 end
 
-function log.fits(v, cost, p) return cost <= p[1] - #v end
+function log.fits(v, cost, p) return cost <= v.free end
 
-function log.wait(v, cost, p)
-  -- Slot `cost` (1-based) of the ring is pending entry cost - (limit - P).
-  return v[cost - (p[1] - #v)] - v.now
-end
+function log.wait(v, cost, p) return slot_at(v, cost - 1) - v.now end
 
 function log.numbers(v, p)
-  local n = #v
-  if n == 0 then return p[1], 0 end
-  return p[1] - n, v[n] - v.now
+  if v.newest <= v.now then return v.free, 0 end
+  return v.free, v.newest - v.now
 end
 
 function log.charge(v, cost, p)
+  local cap, free = v.cap, v.free
   local at = v.now + p[2]
-  local n = #v
-  if n > 0 and v[n] > at then at = v[n] end
-  for i = 1, cost do v[n + i] = at end
+  if v.newest > at then at = v.newest end
+  -- The hint after the head moves past the `cost` oldest slots: the
+  -- expired slots left and the first that has not expired.
+  local last, nxt = 0, at
+  if free > cost then last = slot_at(v, free - 1) end
+  if free < cap then nxt = slot_at(v, free) end
+  local s, h = v.slots, v.head
+  for i = 0, cost - 1 do s[(h + i) % cap] = at end
+  if v.dirty == 0 then v.from = h end
+  v.dirty = v.dirty + cost
+  if v.dirty > cap then v.dirty = cap end
+  v.head = (h + cost) % cap
+  v.known, v.last, v.next, v.newest, v.free = free - cost, last, nxt, at, free - cost
+end
+
+-- The slots [first, first + n) as stored text.
+local function slot_text(s, first, n)
+  local parts = {}
+  for j = 0, n - 1 do parts[j + 1] = padded(s[first + j], SLOT) end
+  return table.concat(parts)
 end
 
 function log.store(key, v, now, p)
-  local parts = {}
-  for i = 1, #v do parts[i] = num(v[i]) end
-  local left = 0
-  if #v > 0 then left = v[#v] - now end
-  put(key, 'L' .. table.concat(parts, ','), left)
+  local cap, s = v.cap, v.slots
+  local header = 'Lr' .. padded(v.cap, 5) .. padded(v.head, 5) .. padded(v.known, 5)
+    .. padded(v.last, SLOT) .. padded(v.next, SLOT) .. padded(v.newest, SLOT)
+  local px = num(floor((v.newest - now) / 1000) + 1)
+  if not v.stored then
+    -- A new or re-laid ring: written from physical slot 0.
+    call('SET', key, header .. slot_text(s, 0, v.from + v.dirty), 'PX', px)
+    return
+  end
+  local first, n = v.from, v.dirty
+  local head_part = n
+  if first + n > cap then head_part = cap - first end
+  call('SETRANGE', key, LOG_HEAD + first * SLOT, slot_text(s, first, head_part))
+  if head_part < n then call('SETRANGE', key, LOG_HEAD, slot_text(s, 0, n - head_part)) end
+  call('SETRANGE', key, 0, header)
+  call('PEXPIRE', key, px)
 end

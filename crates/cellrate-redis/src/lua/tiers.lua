@@ -1,8 +1,9 @@
 -- cellrate tiers check: n >= 1 requests of a policy of m tiers, each tier
 -- with its own algorithm, decided in order at one server time (batch.lua:
--- keys, costs, all or nothing, unreadable keys).
+-- keys, costs, all or nothing, unreadable keys). A policy of one window
+-- tier runs its algorithm's one-tier script (one.lua) instead.
 -- ARGV after m: per tier its kind and three parameters:
---   0 GCRA:            interval, span, scale   (common.lua)
+--   0 GCRA:            interval, span, scale   (gcra.lua)
 --   1 fixed window:    limit, W, 0             (step_fixed.lua)
 --   2 sliding window:  limit, W, 0             (step_sliding.lua)
 --   3 bucketed window: limit, b, N             (step_bucketed.lua)
@@ -21,38 +22,20 @@ if not params then return redis.error_reply('cellrate: bad tiers arguments') end
 local kinds = {}
 for i = 1, m do kinds[i] = table.remove(params[i], 1) end
 local steps = {[1] = fixed, [2] = sliding, [3] = bucketed, [4] = log}
--- One request of a one-tier window policy (the common call): the same
--- decision and reply without the batch machinery (no MGET, EXISTS or
--- per-key tables). A key of another type, or a value this step cannot
--- read, is reported bad and left as it is.
-if m == 1 and n == 1 and kinds[1] ~= 0 then
-  local key, p, s, cost = KEYS[1], params[1], steps[kinds[1]], costs[1]
-  local raw = redis.pcall('GET', key)
-  if type(raw) == 'table' then return {now, 0, 0, 0, 0, 1} end
-  local st = nil
-  if raw then
-    st = s.parse(raw)
-    if not st then return {now, 0, 0, 0, 0, 1} end
-  end
-  local v = s.view(st, now, p)
-  local fit, wait = s.fits(v, cost, p), 0
-  if fit then
-    if cost > 0 then
-      s.charge(v, cost, p)
-      s.store(key, v, now, p)
-    end
-  else
-    wait = s.wait(v, cost, p)
-  end
-  local x, y = s.numbers(v, p)
-  return {now, fit and 1 or 0, x, y, wait}
-end
 -- A key's state: GCRA's TAT - now in sub-ticks, or its window step's.
 local scales = {}
 for i = 1, m do
   if kinds[i] == 0 then scales[i] = params[i][3] end
 end
-local unreadable = read_keys(now, m, scales, function(raw, i) return steps[kinds[i]].parse(raw) end)
+-- A sliding log reads its own keys (its header, then the slots it needs).
+local loads = nil
+for i = 1, m do
+  if kinds[i] == 4 then
+    loads = loads or {}
+    loads[i] = function(key) return log.load(key, params[i]) end
+  end
+end
+local unreadable = read_keys(now, m, scales, function(raw, i) return steps[kinds[i]].parse(raw) end, loads)
 local out, fits, views = {now}, {}, {}
 for r = 1, n do
   local cost, k0 = costs[r], (r - 1) * m
