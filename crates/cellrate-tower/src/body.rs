@@ -31,6 +31,12 @@ use super::live::Shared;
 use super::{Backend, Check, Part, RequestKey, Verdict};
 use cellrate::Clock;
 
+use crate::announce::Announce;
+
+/// What a metered request's response needs: the meter, and how to answer
+/// its refusal.
+pub(crate) type Metering = Option<(Arc<Meter>, Arc<Announce>)>;
+
 /// The error a metered request body ends with once the backend refuses a
 /// frame: the body went over the rate limit (the client gets 429 or 413).
 ///

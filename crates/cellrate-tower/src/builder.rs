@@ -188,3 +188,24 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
         })
     }
 }
+
+impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayer<E, B, C> {
+    /// Starts a layer that keys requests with `extract`, decides with
+    /// `backend`, and reads the time from `clock` (whose ticks the backend's
+    /// quotas count).
+    pub fn builder(extract: E, backend: B, clock: C) -> RateLimitBuilder<E, B, C> {
+        RateLimitBuilder {
+            extract,
+            backend,
+            clock,
+            weigh: None,
+            keyless: Keyless::Reject(StatusCode::BAD_REQUEST),
+            fields: Fields::Both,
+            delay: None,
+            challenge: None,
+            charge_body: false,
+            #[cfg(feature = "metrics")]
+            metrics_name: "default".into(),
+        }
+    }
+}

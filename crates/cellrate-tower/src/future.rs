@@ -8,13 +8,41 @@ use std::future::Future;
 use std::sync::Arc;
 
 use ::tower::Service;
+use http::header::HeaderValue;
 use http::{Request, Response, StatusCode};
 
 use crate::announce::Announce;
-use crate::live::Metering;
-use crate::service::{body_for, plain, Slot};
+use crate::body::Metering;
 use crate::stamp::Stamp;
 use crate::Verdict;
+
+/// A place in the delaying queue (type-erased).
+pub(crate) type Slot = Box<dyn Send + Sync>;
+
+pub(crate) fn plain<B: From<&'static str>>(
+    status: StatusCode,
+    body: &'static str,
+    stamp: Stamp,
+) -> Response<B> {
+    let mut r = Response::new(B::from(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    stamp.apply(r.headers_mut());
+    r
+}
+
+pub(crate) fn body_for(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::TOO_MANY_REQUESTS => "rate limited\n",
+        StatusCode::PAYLOAD_TOO_LARGE => "request too large for the rate limit\n",
+        StatusCode::SERVICE_UNAVAILABLE => "rate limiter unavailable\n",
+        StatusCode::BAD_REQUEST => "invalid rate-limit key\n",
+        _ => "internal error\n",
+    }
+}
 
 pin_project_lite::pin_project! {
     /// The response future of [`RateLimit`].

@@ -6,10 +6,9 @@ use std::sync::Arc;
 
 use ::tower::Layer;
 use cellrate::Clock;
-use http::StatusCode;
 
 use crate::live::Shared;
-use crate::{Backend, Extract, Fields, Keyless, RateLimit, RateLimitBuilder};
+use crate::{Backend, Extract, RateLimit};
 
 /// The [`Layer`]: wraps a service in a [`RateLimit`].
 pub struct RateLimitLayer<E, B, C> {
@@ -33,24 +32,6 @@ impl<E, B, C> fmt::Debug for RateLimitLayer<E, B, C> {
 }
 
 impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitLayer<E, B, C> {
-    /// Starts a layer that keys requests with `extract`, decides with
-    /// `backend`, and reads the time from `clock` (whose ticks the backend's
-    /// quotas count).
-    pub fn builder(extract: E, backend: B, clock: C) -> RateLimitBuilder<E, B, C> {
-        RateLimitBuilder {
-            extract,
-            backend,
-            clock,
-            weigh: None,
-            keyless: Keyless::Reject(StatusCode::BAD_REQUEST),
-            fields: Fields::Both,
-            delay: None,
-            challenge: None,
-            charge_body: false,
-            #[cfg(feature = "metrics")]
-            metrics_name: "default".into(),
-        }
-    }
     /// The backend in force (e.g. to read a Redis backend's counters); a
     /// [`Reloader`](crate::Reloader) may replace it, so this is a handle to the one in force
     /// now.

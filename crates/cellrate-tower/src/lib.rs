@@ -88,6 +88,11 @@ mod value;
 /// Without axum there is no body meter: nothing is ever refused mid-body.
 #[cfg(not(feature = "axum"))]
 mod body {
+    /// A metered request's meter and how to answer its refusal: none here.
+    pub(crate) type Metering = Option<(
+        std::sync::Arc<Meter>,
+        std::sync::Arc<super::announce::Announce>,
+    )>;
     pub(super) struct Meter;
     impl Meter {
         pub(super) fn refused(&self) -> Option<super::Verdict> {

@@ -7,9 +7,7 @@ use http::request::Parts;
 use http::HeaderValue;
 
 use crate::announce::Announce;
-#[cfg(feature = "serde")]
-use crate::config;
-use crate::{body, Backend, Fields, Keyless, RequestKey};
+use crate::{Backend, Fields, Keyless, RequestKey};
 
 pub(crate) type Weigh = dyn Fn(&Parts) -> u64 + Send + Sync;
 
@@ -63,17 +61,14 @@ pub(crate) struct Shared<E, B, C> {
     /// The header families (what a reload announces with).
     #[cfg_attr(not(feature = "serde"), allow(dead_code))]
     pub(crate) fields: Fields,
-    /// The configuration a [`Reloader`] applies changes to, if the layer
-    /// was built from one; its lock serializes reloads (never taken by a
-    /// request).
+    /// The configuration a [`Reloader`](crate::Reloader) applies changes
+    /// to, if the layer was built from one (the configuration's own type,
+    /// which the layer does not know); its lock serializes reloads (never
+    /// taken by a request).
     #[cfg(feature = "serde")]
-    pub(crate) applied: std::sync::Mutex<Option<config::Applied>>,
+    pub(crate) applied: std::sync::Mutex<Option<Box<dyn std::any::Any + Send>>>,
     /// The `limiter` label of the layer's series (what a reload registers
     /// new tiers' series under).
     #[cfg(all(feature = "metrics", feature = "serde"))]
     pub(crate) metrics_name: String,
 }
-
-/// What a metered request's response needs: the meter, and how to answer
-/// its refusal.
-pub(crate) type Metering = Option<(Arc<body::Meter>, Arc<Announce>)>;

@@ -4,6 +4,8 @@
 use std::sync::{Arc, MutexGuard};
 
 use super::config::ConfigKey;
+use std::any::Any;
+
 use super::config::{Applied, LayerConfig};
 use super::live::{Live, Shared};
 use super::{Backend, KeyedTiers, RateLimitLayer, TierInfo};
@@ -268,7 +270,7 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> RateLimitLayer<ConfigKey, B, C
 }
 
 impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
-    fn lock(&self) -> MutexGuard<'_, Option<Applied>> {
+    fn lock(&self) -> MutexGuard<'_, Option<Box<dyn Any + Send>>> {
         // A reload that panicked left the rules it had swapped in (or the
         // old ones): either is whole, so the lock's poison is not a state.
         self.shared
@@ -280,7 +282,7 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
     /// The configuration in force (with the overrides set at run time).
     /// A layer not built from a configuration has none: an empty one.
     pub fn config(&self) -> LayerConfig {
-        match &*self.lock() {
+        match applied(&self.lock()) {
             Some(a) => a.config.clone(),
             None => LayerConfig {
                 key: super::config::KeyConfig {
@@ -317,7 +319,7 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
         quota: Option<QuotaSpec>,
     ) -> Result<(), Error> {
         let mut applied = self.lock();
-        let Some(mut next) = applied.as_ref().map(|a| a.config.clone()) else {
+        let Some(mut next) = self::applied(&applied).map(|a| a.config.clone()) else {
             return Err(not_configured());
         };
         let Some(t) = next.tiers.iter_mut().find(|t| t.name == tier) else {
@@ -347,10 +349,10 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
 
     fn apply_locked(
         &self,
-        applied: &mut Option<Applied>,
+        applied: &mut Option<Box<dyn Any + Send>>,
         config: &LayerConfig,
     ) -> Result<(), Error> {
-        let Some(Applied { config: old, hz }) = applied.as_ref() else {
+        let Some(Applied { config: old, hz }) = self::applied(applied) else {
             return Err(not_configured());
         };
         let hz = *hz;
@@ -380,12 +382,18 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
             backend: Arc::new(backend),
             announces,
         }));
-        *applied = Some(Applied {
+        *applied = Some(Box::new(Applied {
             config: config.clone(),
             hz,
-        });
+        }));
         Ok(())
     }
+}
+
+/// The configuration a layer was built from, as its builder left it in
+/// the layer (type-erased there: the layer does not know configurations).
+fn applied(slot: &Option<Box<dyn Any + Send>>) -> Option<&Applied> {
+    slot.as_ref()?.downcast_ref()
 }
 
 fn not_configured() -> Error {

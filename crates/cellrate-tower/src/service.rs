@@ -9,15 +9,16 @@ use std::sync::Arc;
 use ::tower::Service;
 use cellrate::ticks_to_duration;
 use cellrate::Clock;
-use http::header::{HeaderValue, WWW_AUTHENTICATE};
+use http::header::WWW_AUTHENTICATE;
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
 
 use crate::announce::Announce;
 #[cfg(feature = "axum")]
 use crate::body;
-use crate::future::{Checking, ResponseFuture, Sleeping, State};
-use crate::live::{Metering, Shared};
+use crate::body::Metering;
+use crate::future::{body_for, plain, Checking, ResponseFuture, Sleeping, Slot, State};
+use crate::live::Shared;
 use crate::stamp::Stamp;
 use crate::{Backend, Check, Extract, KeyError, Keyless, Part, RequestKey, Verdict};
 
@@ -61,31 +62,6 @@ impl<S: fmt::Debug, E, B, C> fmt::Debug for RateLimit<S, E, B, C> {
     }
 }
 
-pub(crate) fn plain<B: From<&'static str>>(
-    status: StatusCode,
-    body: &'static str,
-    stamp: Stamp,
-) -> Response<B> {
-    let mut r = Response::new(B::from(body));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    stamp.apply(r.headers_mut());
-    r
-}
-
-pub(crate) fn body_for(status: StatusCode) -> &'static str {
-    match status {
-        StatusCode::TOO_MANY_REQUESTS => "rate limited\n",
-        StatusCode::PAYLOAD_TOO_LARGE => "request too large for the rate limit\n",
-        StatusCode::SERVICE_UNAVAILABLE => "rate limiter unavailable\n",
-        StatusCode::BAD_REQUEST => "invalid rate-limit key\n",
-        _ => "internal error\n",
-    }
-}
-
 /// Takes a place in the delaying queue, or `None` if it is full.
 pub(crate) struct QueueSlot<E, B, C> {
     pub(crate) shared: Arc<Shared<E, B, C>>,
@@ -98,9 +74,6 @@ impl<E, B, C> Drop for QueueSlot<E, B, C> {
         }
     }
 }
-
-/// A place in the delaying queue (type-erased).
-pub(crate) type Slot = Box<dyn Send + Sync>;
 
 impl<S, E, B, C, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, E, B, C>
 where

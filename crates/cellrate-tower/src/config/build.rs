@@ -89,10 +89,10 @@ impl LayerConfig {
             _ => Error::new("tiers", e),
         })?;
         if let Ok(mut applied) = layer.shared.applied.lock() {
-            *applied = Some(Applied {
+            *applied = Some(Box::new(Applied {
                 config: self.clone(),
                 hz,
-            });
+            }));
         }
         Ok(layer)
     }
