@@ -12,19 +12,10 @@
 //!
 //! # The math
 //!
-//! The cost of a transaction is chosen by [`Cost`]: one cell per transaction,
-//! or one cell per word moved (`Σ len` over its operations; a full-duplex
-//! transfer moves `max(read, write)` words, as the clock runs once for both).
-//! Under [`Cost::Words`] a transaction that moves no words costs nothing and
-//! is never refused.
-//!
-//! [`wait_n`] sleeps `retry_after` ticks, converted to nanoseconds at the
-//! declared frequency and rounded **up** (`⌈ticks · 10⁹ / hz⌉`, see
-//! [`ticks_to_duration`]), so that when it
-//! wakes the same cost fits, unless another user of the limiter took the
-//! room meanwhile, in which case it sleeps again. A wait longer than one
-//! `delay_ns` call can express (`u32::MAX` ns ≈ 4.29 s) is split into calls
-//! of at most [`MAX_DELAY_NS`] each.
+//! [`Cost::Words`] charges `Σ len` over a transaction's operations (a
+//! full-duplex transfer `max(read, write)`); zero words cost nothing.
+//! [`wait_n`] sleeps `⌈retry_after · 10⁹ / hz⌉` ns ([`ticks_to_duration`]),
+//! in calls of at most [`MAX_DELAY_NS`], and checks again.
 //!
 //! # Invariants
 //!
@@ -32,10 +23,8 @@
 //! * An admitted transaction consumes its cost even if the inner device then
 //!   fails: the bus was used. The inner error comes back as
 //!   [`ThrottleError::Bus`], untouched.
-//! * [`wait_n`] returns `Ok` only with an admitted decision, and returns at
-//!   once with [`Denied::CostTooLarge`] for a cost that can never fit; it
-//!   never calls `delay_ns(0)` and never asks one call for more than
-//!   [`MAX_DELAY_NS`].
+//! * [`wait_n`] returns `Ok` only admitted, at once for
+//!   [`Denied::CostTooLarge`]; it never calls `delay_ns(0)`.
 //!
 //! [embedded-hal 1.0]: https://docs.rs/embedded-hal/1.0.0
 //! [`SpiDevice`]: embedded_hal::spi::SpiDevice
@@ -50,8 +39,7 @@ use embedded_hal::{i2c, spi};
 use crate::time::ticks_to_duration;
 use crate::{Clock, Decision, Denied, RateLimiter};
 
-/// The longest single `delay_ns` call [`wait_n`] makes: 1 s, well inside
-/// `u32` and any delay implementation's own arithmetic.
+/// The longest single `delay_ns` call [`wait_n`] makes: 1 s.
 pub const MAX_DELAY_NS: u32 = 1_000_000_000;
 
 /// What one transaction costs.
@@ -143,8 +131,7 @@ impl<E: spi::Error> spi::Error for ThrottleError<E> {
     }
 }
 
-/// As for SPI: [`Other`](i2c::ErrorKind::Other) when limited, the inner
-/// kind otherwise.
+/// As for SPI.
 impl<E: i2c::Error> i2c::Error for ThrottleError<E> {
     fn kind(&self) -> i2c::ErrorKind {
         match self {
@@ -254,12 +241,9 @@ impl<D, L: RateLimiter, C: Clock> Throttled<D, L, C> {
     }
 }
 
-/// A bus device that **waits** for its budget: each transaction first
-/// blocks in [`wait_n`] (sleeping with a [`DelayNs`]) until the limiter
-/// admits it, then runs. The only errors are the inner bus errors
-/// ([`ThrottleError::Bus`]) and a transaction larger than the burst, which
-/// could never run ([`Denied::CostTooLarge`] in [`ThrottleError::Limited`]).
-/// Built with [`Throttled::paced`].
+/// A bus device that **waits** in [`wait_n`] until the limiter admits each
+/// transaction (built with [`Throttled::paced`]). Its errors: the inner bus
+/// errors and [`Denied::CostTooLarge`] in [`ThrottleError::Limited`].
 ///
 /// ```
 /// use cellrate::hal::{Cost, Throttled};
@@ -576,11 +560,8 @@ pub fn sleep_ticks<D: DelayNs + ?Sized>(delay: &mut D, ticks: u64, hz: u64) {
 /// each `retry_after` it is told. `clock` must be the clock the limiter's
 /// quota counts, running at `hz` ticks per second.
 ///
-/// Returns the admitting decision, or at once [`Denied::CostTooLarge`] for a
-/// cost that can never fit. If other users of a shared limiter keep taking
-/// the room it was waiting for, it waits again: it returns only admitted.
-/// The clock must advance while `delay` sleeps (a real timer and a real
-/// delay do), or this never returns.
+/// Returns only admitted, or at once [`Denied::CostTooLarge`]. The clock
+/// must advance while `delay` sleeps, or this never returns.
 ///
 /// ```
 /// use cellrate::hal::wait_n;
@@ -614,10 +595,7 @@ where
     loop {
         match limiter.check_n(clock.now(), cost) {
             Ok(decision) => return Ok(decision),
-            Err(Denied::Limited(limited)) => {
-                // retry_after ≥ 1 whenever a check is denied, so time moves.
-                sleep_ticks(delay, limited.retry_after().max(1), hz)
-            }
+            Err(Denied::Limited(limited)) => sleep_ticks(delay, limited.retry_after().max(1), hz),
             Err(never @ Denied::CostTooLarge { .. }) => return Err(never),
         }
     }
