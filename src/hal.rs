@@ -353,182 +353,90 @@ fn i2c_words(operations: &[i2c::Operation<'_>]) -> usize {
         .fold(0, usize::saturating_add)
 }
 
-impl<D: spi::ErrorType, L, C> spi::ErrorType for Throttled<D, L, C> {
-    type Error = ThrottleError<D::Error>;
+/// The SPI and I2C device traits for a wrapper (`Throttled`, `Paced`): each
+/// transaction passes the wrapper's `admit` (its cost in words), then runs
+/// on the inner device.
+macro_rules! bus_impls {
+    ($ty:ident<D, L, C $(, $t:ident: $tb:path)?>) => {
+        impl<D: spi::ErrorType, L, C $(, $t)?> spi::ErrorType for $ty<D, L, C $(, $t)?> {
+            type Error = ThrottleError<D::Error>;
+        }
+
+        impl<W, D, L, C $(, $t)?> spi::SpiDevice<W> for $ty<D, L, C $(, $t)?>
+        where
+            W: Copy + 'static,
+            D: spi::SpiDevice<W>,
+            L: RateLimiter,
+            C: Clock,
+            $($t: $tb,)?
+        {
+            fn transaction(&mut self, operations: &mut [spi::Operation<'_, W>]) -> Result<(), Self::Error> {
+                self.admit(spi_words(operations))?;
+                self.inner_mut().transaction(operations).map_err(ThrottleError::Bus)
+            }
+
+            fn read(&mut self, buf: &mut [W]) -> Result<(), Self::Error> {
+                self.admit(buf.len())?;
+                self.inner_mut().read(buf).map_err(ThrottleError::Bus)
+            }
+
+            fn write(&mut self, buf: &[W]) -> Result<(), Self::Error> {
+                self.admit(buf.len())?;
+                self.inner_mut().write(buf).map_err(ThrottleError::Bus)
+            }
+
+            fn transfer(&mut self, read: &mut [W], write: &[W]) -> Result<(), Self::Error> {
+                self.admit(read.len().max(write.len()))?;
+                self.inner_mut().transfer(read, write).map_err(ThrottleError::Bus)
+            }
+
+            fn transfer_in_place(&mut self, buf: &mut [W]) -> Result<(), Self::Error> {
+                self.admit(buf.len())?;
+                self.inner_mut().transfer_in_place(buf).map_err(ThrottleError::Bus)
+            }
+        }
+
+        impl<D: i2c::ErrorType, L, C $(, $t)?> i2c::ErrorType for $ty<D, L, C $(, $t)?> {
+            type Error = ThrottleError<D::Error>;
+        }
+
+        impl<A, D, L, C $(, $t)?> i2c::I2c<A> for $ty<D, L, C $(, $t)?>
+        where
+            A: i2c::AddressMode,
+            D: i2c::I2c<A>,
+            L: RateLimiter,
+            C: Clock,
+            $($t: $tb,)?
+        {
+            fn transaction(
+                &mut self,
+                address: A,
+                operations: &mut [i2c::Operation<'_>],
+            ) -> Result<(), Self::Error> {
+                self.admit(i2c_words(operations))?;
+                self.inner_mut().transaction(address, operations).map_err(ThrottleError::Bus)
+            }
+
+            fn read(&mut self, address: A, read: &mut [u8]) -> Result<(), Self::Error> {
+                self.admit(read.len())?;
+                self.inner_mut().read(address, read).map_err(ThrottleError::Bus)
+            }
+
+            fn write(&mut self, address: A, write: &[u8]) -> Result<(), Self::Error> {
+                self.admit(write.len())?;
+                self.inner_mut().write(address, write).map_err(ThrottleError::Bus)
+            }
+
+            fn write_read(&mut self, address: A, write: &[u8], read: &mut [u8]) -> Result<(), Self::Error> {
+                self.admit(write.len().saturating_add(read.len()))?;
+                self.inner_mut().write_read(address, write, read).map_err(ThrottleError::Bus)
+            }
+        }
+    };
 }
 
-impl<W, D, L, C> spi::SpiDevice<W> for Throttled<D, L, C>
-where
-    W: Copy + 'static,
-    D: spi::SpiDevice<W>,
-    L: RateLimiter,
-    C: Clock,
-{
-    fn transaction(&mut self, operations: &mut [spi::Operation<'_, W>]) -> Result<(), Self::Error> {
-        self.admit(spi_words(operations))?;
-        self.inner
-            .transaction(operations)
-            .map_err(ThrottleError::Bus)
-    }
-
-    fn read(&mut self, buf: &mut [W]) -> Result<(), Self::Error> {
-        self.admit(buf.len())?;
-        self.inner.read(buf).map_err(ThrottleError::Bus)
-    }
-
-    fn write(&mut self, buf: &[W]) -> Result<(), Self::Error> {
-        self.admit(buf.len())?;
-        self.inner.write(buf).map_err(ThrottleError::Bus)
-    }
-
-    fn transfer(&mut self, read: &mut [W], write: &[W]) -> Result<(), Self::Error> {
-        self.admit(read.len().max(write.len()))?;
-        self.inner.transfer(read, write).map_err(ThrottleError::Bus)
-    }
-
-    fn transfer_in_place(&mut self, buf: &mut [W]) -> Result<(), Self::Error> {
-        self.admit(buf.len())?;
-        self.inner
-            .transfer_in_place(buf)
-            .map_err(ThrottleError::Bus)
-    }
-}
-
-impl<D: i2c::ErrorType, L, C> i2c::ErrorType for Throttled<D, L, C> {
-    type Error = ThrottleError<D::Error>;
-}
-
-impl<A, D, L, C> i2c::I2c<A> for Throttled<D, L, C>
-where
-    A: i2c::AddressMode,
-    D: i2c::I2c<A>,
-    L: RateLimiter,
-    C: Clock,
-{
-    fn transaction(
-        &mut self,
-        address: A,
-        operations: &mut [i2c::Operation<'_>],
-    ) -> Result<(), Self::Error> {
-        self.admit(i2c_words(operations))?;
-        self.inner
-            .transaction(address, operations)
-            .map_err(ThrottleError::Bus)
-    }
-
-    fn read(&mut self, address: A, read: &mut [u8]) -> Result<(), Self::Error> {
-        self.admit(read.len())?;
-        self.inner.read(address, read).map_err(ThrottleError::Bus)
-    }
-
-    fn write(&mut self, address: A, write: &[u8]) -> Result<(), Self::Error> {
-        self.admit(write.len())?;
-        self.inner.write(address, write).map_err(ThrottleError::Bus)
-    }
-
-    fn write_read(&mut self, address: A, write: &[u8], read: &mut [u8]) -> Result<(), Self::Error> {
-        self.admit(write.len().saturating_add(read.len()))?;
-        self.inner
-            .write_read(address, write, read)
-            .map_err(ThrottleError::Bus)
-    }
-}
-
-impl<D: spi::ErrorType, L, C, T> spi::ErrorType for Paced<D, L, C, T> {
-    type Error = ThrottleError<D::Error>;
-}
-
-impl<W, D, L, C, T> spi::SpiDevice<W> for Paced<D, L, C, T>
-where
-    W: Copy + 'static,
-    D: spi::SpiDevice<W>,
-    L: RateLimiter,
-    C: Clock,
-    T: DelayNs,
-{
-    fn transaction(&mut self, operations: &mut [spi::Operation<'_, W>]) -> Result<(), Self::Error> {
-        self.admit(spi_words(operations))?;
-        self.throttled
-            .inner
-            .transaction(operations)
-            .map_err(ThrottleError::Bus)
-    }
-
-    fn read(&mut self, buf: &mut [W]) -> Result<(), Self::Error> {
-        self.admit(buf.len())?;
-        self.throttled.inner.read(buf).map_err(ThrottleError::Bus)
-    }
-
-    fn write(&mut self, buf: &[W]) -> Result<(), Self::Error> {
-        self.admit(buf.len())?;
-        self.throttled.inner.write(buf).map_err(ThrottleError::Bus)
-    }
-
-    fn transfer(&mut self, read: &mut [W], write: &[W]) -> Result<(), Self::Error> {
-        self.admit(read.len().max(write.len()))?;
-        self.throttled
-            .inner
-            .transfer(read, write)
-            .map_err(ThrottleError::Bus)
-    }
-
-    fn transfer_in_place(&mut self, buf: &mut [W]) -> Result<(), Self::Error> {
-        self.admit(buf.len())?;
-        self.throttled
-            .inner
-            .transfer_in_place(buf)
-            .map_err(ThrottleError::Bus)
-    }
-}
-
-impl<D: i2c::ErrorType, L, C, T> i2c::ErrorType for Paced<D, L, C, T> {
-    type Error = ThrottleError<D::Error>;
-}
-
-impl<A, D, L, C, T> i2c::I2c<A> for Paced<D, L, C, T>
-where
-    A: i2c::AddressMode,
-    D: i2c::I2c<A>,
-    L: RateLimiter,
-    C: Clock,
-    T: DelayNs,
-{
-    fn transaction(
-        &mut self,
-        address: A,
-        operations: &mut [i2c::Operation<'_>],
-    ) -> Result<(), Self::Error> {
-        self.admit(i2c_words(operations))?;
-        self.throttled
-            .inner
-            .transaction(address, operations)
-            .map_err(ThrottleError::Bus)
-    }
-
-    fn read(&mut self, address: A, read: &mut [u8]) -> Result<(), Self::Error> {
-        self.admit(read.len())?;
-        self.throttled
-            .inner
-            .read(address, read)
-            .map_err(ThrottleError::Bus)
-    }
-
-    fn write(&mut self, address: A, write: &[u8]) -> Result<(), Self::Error> {
-        self.admit(write.len())?;
-        self.throttled
-            .inner
-            .write(address, write)
-            .map_err(ThrottleError::Bus)
-    }
-
-    fn write_read(&mut self, address: A, write: &[u8], read: &mut [u8]) -> Result<(), Self::Error> {
-        self.admit(write.len().saturating_add(read.len()))?;
-        self.throttled
-            .inner
-            .write_read(address, write, read)
-            .map_err(ThrottleError::Bus)
-    }
-}
+bus_impls!(Throttled<D, L, C>);
+bus_impls!(Paced<D, L, C, T: DelayNs>);
 
 /// Sleeps `ticks` ticks of a `hz` clock with `delay`, rounding up to the
 /// nanosecond, in calls of at most [`MAX_DELAY_NS`].
