@@ -12,19 +12,10 @@
 //!
 //! # The math
 //!
-//! The cost of a transaction is chosen by [`Cost`]: one cell per transaction,
-//! or one cell per word moved (`Σ len` over its operations; a full-duplex
-//! transfer moves `max(read, write)` words, as the clock runs once for both).
-//! Under [`Cost::Words`] a transaction that moves no words costs nothing and
-//! is never refused.
-//!
-//! [`wait_n`] sleeps `retry_after` ticks, converted to nanoseconds at the
-//! declared frequency and rounded **up** (`⌈ticks · 10⁹ / hz⌉`, see
-//! [`ticks_to_duration`]), so that when it
-//! wakes the same cost fits, unless another user of the limiter took the
-//! room meanwhile, in which case it sleeps again. A wait longer than one
-//! `delay_ns` call can express (`u32::MAX` ns ≈ 4.29 s) is split into calls
-//! of at most [`MAX_DELAY_NS`] each.
+//! [`Cost::Words`] charges `Σ len` over a transaction's operations (a
+//! full-duplex transfer `max(read, write)`); zero words cost nothing.
+//! [`wait_n`] sleeps `⌈retry_after · 10⁹ / hz⌉` ns ([`ticks_to_duration`]),
+//! in calls of at most [`MAX_DELAY_NS`], and checks again.
 //!
 //! # Invariants
 //!
@@ -32,10 +23,8 @@
 //! * An admitted transaction consumes its cost even if the inner device then
 //!   fails: the bus was used. The inner error comes back as
 //!   [`ThrottleError::Bus`], untouched.
-//! * [`wait_n`] returns `Ok` only with an admitted decision, and returns at
-//!   once with [`Denied::CostTooLarge`] for a cost that can never fit; it
-//!   never calls `delay_ns(0)` and never asks one call for more than
-//!   [`MAX_DELAY_NS`].
+//! * [`wait_n`] returns `Ok` only admitted, at once for
+//!   [`Denied::CostTooLarge`]; it never calls `delay_ns(0)`.
 //!
 //! [embedded-hal 1.0]: https://docs.rs/embedded-hal/1.0.0
 //! [`SpiDevice`]: embedded_hal::spi::SpiDevice
@@ -50,8 +39,7 @@ use embedded_hal::{i2c, spi};
 use crate::time::ticks_to_duration;
 use crate::{Clock, Decision, Denied, RateLimiter};
 
-/// The longest single `delay_ns` call [`wait_n`] makes: 1 s, well inside
-/// `u32` and any delay implementation's own arithmetic.
+/// The longest single `delay_ns` call [`wait_n`] makes: 1 s.
 pub const MAX_DELAY_NS: u32 = 1_000_000_000;
 
 /// What one transaction costs.
@@ -143,8 +131,7 @@ impl<E: spi::Error> spi::Error for ThrottleError<E> {
     }
 }
 
-/// As for SPI: [`Other`](i2c::ErrorKind::Other) when limited, the inner
-/// kind otherwise.
+/// As for SPI.
 impl<E: i2c::Error> i2c::Error for ThrottleError<E> {
     fn kind(&self) -> i2c::ErrorKind {
         match self {
@@ -254,12 +241,9 @@ impl<D, L: RateLimiter, C: Clock> Throttled<D, L, C> {
     }
 }
 
-/// A bus device that **waits** for its budget: each transaction first
-/// blocks in [`wait_n`] (sleeping with a [`DelayNs`]) until the limiter
-/// admits it, then runs. The only errors are the inner bus errors
-/// ([`ThrottleError::Bus`]) and a transaction larger than the burst, which
-/// could never run ([`Denied::CostTooLarge`] in [`ThrottleError::Limited`]).
-/// Built with [`Throttled::paced`].
+/// A bus device that **waits** in [`wait_n`] until the limiter admits each
+/// transaction (built with [`Throttled::paced`]). Its errors: the inner bus
+/// errors and [`Denied::CostTooLarge`] in [`ThrottleError::Limited`].
 ///
 /// ```
 /// use cellrate::hal::{Cost, Throttled};
@@ -369,182 +353,90 @@ fn i2c_words(operations: &[i2c::Operation<'_>]) -> usize {
         .fold(0, usize::saturating_add)
 }
 
-impl<D: spi::ErrorType, L, C> spi::ErrorType for Throttled<D, L, C> {
-    type Error = ThrottleError<D::Error>;
+/// The SPI and I2C device traits for a wrapper (`Throttled`, `Paced`): each
+/// transaction passes the wrapper's `admit` (its cost in words), then runs
+/// on the inner device.
+macro_rules! bus_impls {
+    ($ty:ident<D, L, C $(, $t:ident: $tb:path)?>) => {
+        impl<D: spi::ErrorType, L, C $(, $t)?> spi::ErrorType for $ty<D, L, C $(, $t)?> {
+            type Error = ThrottleError<D::Error>;
+        }
+
+        impl<W, D, L, C $(, $t)?> spi::SpiDevice<W> for $ty<D, L, C $(, $t)?>
+        where
+            W: Copy + 'static,
+            D: spi::SpiDevice<W>,
+            L: RateLimiter,
+            C: Clock,
+            $($t: $tb,)?
+        {
+            fn transaction(&mut self, operations: &mut [spi::Operation<'_, W>]) -> Result<(), Self::Error> {
+                self.admit(spi_words(operations))?;
+                self.inner_mut().transaction(operations).map_err(ThrottleError::Bus)
+            }
+
+            fn read(&mut self, buf: &mut [W]) -> Result<(), Self::Error> {
+                self.admit(buf.len())?;
+                self.inner_mut().read(buf).map_err(ThrottleError::Bus)
+            }
+
+            fn write(&mut self, buf: &[W]) -> Result<(), Self::Error> {
+                self.admit(buf.len())?;
+                self.inner_mut().write(buf).map_err(ThrottleError::Bus)
+            }
+
+            fn transfer(&mut self, read: &mut [W], write: &[W]) -> Result<(), Self::Error> {
+                self.admit(read.len().max(write.len()))?;
+                self.inner_mut().transfer(read, write).map_err(ThrottleError::Bus)
+            }
+
+            fn transfer_in_place(&mut self, buf: &mut [W]) -> Result<(), Self::Error> {
+                self.admit(buf.len())?;
+                self.inner_mut().transfer_in_place(buf).map_err(ThrottleError::Bus)
+            }
+        }
+
+        impl<D: i2c::ErrorType, L, C $(, $t)?> i2c::ErrorType for $ty<D, L, C $(, $t)?> {
+            type Error = ThrottleError<D::Error>;
+        }
+
+        impl<A, D, L, C $(, $t)?> i2c::I2c<A> for $ty<D, L, C $(, $t)?>
+        where
+            A: i2c::AddressMode,
+            D: i2c::I2c<A>,
+            L: RateLimiter,
+            C: Clock,
+            $($t: $tb,)?
+        {
+            fn transaction(
+                &mut self,
+                address: A,
+                operations: &mut [i2c::Operation<'_>],
+            ) -> Result<(), Self::Error> {
+                self.admit(i2c_words(operations))?;
+                self.inner_mut().transaction(address, operations).map_err(ThrottleError::Bus)
+            }
+
+            fn read(&mut self, address: A, read: &mut [u8]) -> Result<(), Self::Error> {
+                self.admit(read.len())?;
+                self.inner_mut().read(address, read).map_err(ThrottleError::Bus)
+            }
+
+            fn write(&mut self, address: A, write: &[u8]) -> Result<(), Self::Error> {
+                self.admit(write.len())?;
+                self.inner_mut().write(address, write).map_err(ThrottleError::Bus)
+            }
+
+            fn write_read(&mut self, address: A, write: &[u8], read: &mut [u8]) -> Result<(), Self::Error> {
+                self.admit(write.len().saturating_add(read.len()))?;
+                self.inner_mut().write_read(address, write, read).map_err(ThrottleError::Bus)
+            }
+        }
+    };
 }
 
-impl<W, D, L, C> spi::SpiDevice<W> for Throttled<D, L, C>
-where
-    W: Copy + 'static,
-    D: spi::SpiDevice<W>,
-    L: RateLimiter,
-    C: Clock,
-{
-    fn transaction(&mut self, operations: &mut [spi::Operation<'_, W>]) -> Result<(), Self::Error> {
-        self.admit(spi_words(operations))?;
-        self.inner
-            .transaction(operations)
-            .map_err(ThrottleError::Bus)
-    }
-
-    fn read(&mut self, buf: &mut [W]) -> Result<(), Self::Error> {
-        self.admit(buf.len())?;
-        self.inner.read(buf).map_err(ThrottleError::Bus)
-    }
-
-    fn write(&mut self, buf: &[W]) -> Result<(), Self::Error> {
-        self.admit(buf.len())?;
-        self.inner.write(buf).map_err(ThrottleError::Bus)
-    }
-
-    fn transfer(&mut self, read: &mut [W], write: &[W]) -> Result<(), Self::Error> {
-        self.admit(read.len().max(write.len()))?;
-        self.inner.transfer(read, write).map_err(ThrottleError::Bus)
-    }
-
-    fn transfer_in_place(&mut self, buf: &mut [W]) -> Result<(), Self::Error> {
-        self.admit(buf.len())?;
-        self.inner
-            .transfer_in_place(buf)
-            .map_err(ThrottleError::Bus)
-    }
-}
-
-impl<D: i2c::ErrorType, L, C> i2c::ErrorType for Throttled<D, L, C> {
-    type Error = ThrottleError<D::Error>;
-}
-
-impl<A, D, L, C> i2c::I2c<A> for Throttled<D, L, C>
-where
-    A: i2c::AddressMode,
-    D: i2c::I2c<A>,
-    L: RateLimiter,
-    C: Clock,
-{
-    fn transaction(
-        &mut self,
-        address: A,
-        operations: &mut [i2c::Operation<'_>],
-    ) -> Result<(), Self::Error> {
-        self.admit(i2c_words(operations))?;
-        self.inner
-            .transaction(address, operations)
-            .map_err(ThrottleError::Bus)
-    }
-
-    fn read(&mut self, address: A, read: &mut [u8]) -> Result<(), Self::Error> {
-        self.admit(read.len())?;
-        self.inner.read(address, read).map_err(ThrottleError::Bus)
-    }
-
-    fn write(&mut self, address: A, write: &[u8]) -> Result<(), Self::Error> {
-        self.admit(write.len())?;
-        self.inner.write(address, write).map_err(ThrottleError::Bus)
-    }
-
-    fn write_read(&mut self, address: A, write: &[u8], read: &mut [u8]) -> Result<(), Self::Error> {
-        self.admit(write.len().saturating_add(read.len()))?;
-        self.inner
-            .write_read(address, write, read)
-            .map_err(ThrottleError::Bus)
-    }
-}
-
-impl<D: spi::ErrorType, L, C, T> spi::ErrorType for Paced<D, L, C, T> {
-    type Error = ThrottleError<D::Error>;
-}
-
-impl<W, D, L, C, T> spi::SpiDevice<W> for Paced<D, L, C, T>
-where
-    W: Copy + 'static,
-    D: spi::SpiDevice<W>,
-    L: RateLimiter,
-    C: Clock,
-    T: DelayNs,
-{
-    fn transaction(&mut self, operations: &mut [spi::Operation<'_, W>]) -> Result<(), Self::Error> {
-        self.admit(spi_words(operations))?;
-        self.throttled
-            .inner
-            .transaction(operations)
-            .map_err(ThrottleError::Bus)
-    }
-
-    fn read(&mut self, buf: &mut [W]) -> Result<(), Self::Error> {
-        self.admit(buf.len())?;
-        self.throttled.inner.read(buf).map_err(ThrottleError::Bus)
-    }
-
-    fn write(&mut self, buf: &[W]) -> Result<(), Self::Error> {
-        self.admit(buf.len())?;
-        self.throttled.inner.write(buf).map_err(ThrottleError::Bus)
-    }
-
-    fn transfer(&mut self, read: &mut [W], write: &[W]) -> Result<(), Self::Error> {
-        self.admit(read.len().max(write.len()))?;
-        self.throttled
-            .inner
-            .transfer(read, write)
-            .map_err(ThrottleError::Bus)
-    }
-
-    fn transfer_in_place(&mut self, buf: &mut [W]) -> Result<(), Self::Error> {
-        self.admit(buf.len())?;
-        self.throttled
-            .inner
-            .transfer_in_place(buf)
-            .map_err(ThrottleError::Bus)
-    }
-}
-
-impl<D: i2c::ErrorType, L, C, T> i2c::ErrorType for Paced<D, L, C, T> {
-    type Error = ThrottleError<D::Error>;
-}
-
-impl<A, D, L, C, T> i2c::I2c<A> for Paced<D, L, C, T>
-where
-    A: i2c::AddressMode,
-    D: i2c::I2c<A>,
-    L: RateLimiter,
-    C: Clock,
-    T: DelayNs,
-{
-    fn transaction(
-        &mut self,
-        address: A,
-        operations: &mut [i2c::Operation<'_>],
-    ) -> Result<(), Self::Error> {
-        self.admit(i2c_words(operations))?;
-        self.throttled
-            .inner
-            .transaction(address, operations)
-            .map_err(ThrottleError::Bus)
-    }
-
-    fn read(&mut self, address: A, read: &mut [u8]) -> Result<(), Self::Error> {
-        self.admit(read.len())?;
-        self.throttled
-            .inner
-            .read(address, read)
-            .map_err(ThrottleError::Bus)
-    }
-
-    fn write(&mut self, address: A, write: &[u8]) -> Result<(), Self::Error> {
-        self.admit(write.len())?;
-        self.throttled
-            .inner
-            .write(address, write)
-            .map_err(ThrottleError::Bus)
-    }
-
-    fn write_read(&mut self, address: A, write: &[u8], read: &mut [u8]) -> Result<(), Self::Error> {
-        self.admit(write.len().saturating_add(read.len()))?;
-        self.throttled
-            .inner
-            .write_read(address, write, read)
-            .map_err(ThrottleError::Bus)
-    }
-}
+bus_impls!(Throttled<D, L, C>);
+bus_impls!(Paced<D, L, C, T: DelayNs>);
 
 /// Sleeps `ticks` ticks of a `hz` clock with `delay`, rounding up to the
 /// nanosecond, in calls of at most [`MAX_DELAY_NS`].
@@ -576,11 +468,8 @@ pub fn sleep_ticks<D: DelayNs + ?Sized>(delay: &mut D, ticks: u64, hz: u64) {
 /// each `retry_after` it is told. `clock` must be the clock the limiter's
 /// quota counts, running at `hz` ticks per second.
 ///
-/// Returns the admitting decision, or at once [`Denied::CostTooLarge`] for a
-/// cost that can never fit. If other users of a shared limiter keep taking
-/// the room it was waiting for, it waits again: it returns only admitted.
-/// The clock must advance while `delay` sleeps (a real timer and a real
-/// delay do), or this never returns.
+/// Returns only admitted, or at once [`Denied::CostTooLarge`]. The clock
+/// must advance while `delay` sleeps, or this never returns.
 ///
 /// ```
 /// use cellrate::hal::wait_n;
@@ -614,10 +503,7 @@ where
     loop {
         match limiter.check_n(clock.now(), cost) {
             Ok(decision) => return Ok(decision),
-            Err(Denied::Limited(limited)) => {
-                // retry_after ≥ 1 whenever a check is denied, so time moves.
-                sleep_ticks(delay, limited.retry_after().max(1), hz)
-            }
+            Err(Denied::Limited(limited)) => sleep_ticks(delay, limited.retry_after().max(1), hz),
             Err(never @ Denied::CostTooLarge { .. }) => return Err(never),
         }
     }

@@ -16,16 +16,10 @@
 //!   `until_ready_with_jitter` does): it spreads a thundering herd, and can
 //!   only send later, never above the rate.
 //!
-//! A cost above the burst can never be booked: [`Denied::CostTooLarge`] at
-//! once. A bounded wait (`max_wait`) that would wait longer books nothing
-//! and returns the [`Denied::Limited`] with the wait it would have needed.
-//! An async wait dropped before it resolves gives its cells back
-//! ([`Gcra::refund_n`]) so the budget is not lost.
-//!
-//! The time is the caller's [`Clock`] (ticks at the quota's frequency); the
-//! blocking wait sleeps with `std::thread::sleep` unless given a sleeper
-//! ([`wait_n_with`]), the async one with the sleep of whatever runtime
-//! it is given ([`wait_n_async`]).
+//! A cost above the burst is [`Denied::CostTooLarge`] at once; a wait
+//! longer than `max_wait` books nothing and returns the [`Denied::Limited`]
+//! it would have needed; an async wait dropped before it resolves gives its
+//! cells back ([`Gcra::refund_n`]). The time is the caller's [`Clock`].
 
 use core::time::Duration;
 use std::hash::{BuildHasher, Hasher};
@@ -71,9 +65,22 @@ impl Jitter {
     }
 }
 
-/// Books `cost` cells at `now` within `max_wait` ticks.
-fn book(gcra: &Gcra, now: u64, cost: u64, max_wait: u64) -> Result<Reservation, Denied> {
-    gcra.reserve_n(now, cost, max_wait)
+/// Books `cost` cells now within `max_wait`: the reservation and the pause
+/// (its wait plus the jitter).
+fn book<C: Clock + ?Sized>(
+    gcra: &Gcra,
+    clock: &C,
+    cost: u64,
+    max_wait: Option<Duration>,
+    jitter: Jitter,
+) -> Result<(Reservation, Duration), Denied> {
+    let hz = gcra.quota().hz();
+    let max = max_wait.map_or(u64::MAX, |d| duration_to_ticks(d, hz));
+    let r = gcra.reserve_n(clock.now(), cost, max)?;
+    Ok((
+        r,
+        ticks_to_duration(r.send_after(), hz).saturating_add(jitter.sample()),
+    ))
 }
 
 /// Blocks until `cost` cells of `gcra` may be sent, sleeping with
@@ -125,10 +132,7 @@ pub fn wait_n_with<C: Clock + ?Sized>(
     jitter: Jitter,
     mut sleep: impl FnMut(Duration),
 ) -> Result<Reservation, Denied> {
-    let hz = gcra.quota().hz();
-    let max = max_wait.map_or(u64::MAX, |d| duration_to_ticks(d, hz));
-    let r = book(gcra, clock.now(), cost, max)?;
-    let pause = ticks_to_duration(r.send_after(), hz).saturating_add(jitter.sample());
+    let (r, pause) = book(gcra, clock, cost, max_wait, jitter)?;
     if !pause.is_zero() {
         sleep(pause);
     }
@@ -151,10 +155,9 @@ impl<C: Clock + ?Sized> Drop for Refund<'_, C> {
     }
 }
 
-/// Waits in an async task until `cost` cells of `gcra` may be sent (see the
-/// [module docs](self)), sleeping with the runtime's own timer: `sleep` is
-/// called once with the pause (e.g. `tokio::time::sleep`). Dropped before
-/// it resolves, it gives the cells back.
+/// Waits in an async task until `cost` cells of `gcra` may be sent, calling
+/// the runtime's `sleep` once with the pause. Dropped before it resolves,
+/// it gives the cells back.
 ///
 /// ```
 /// use cellrate::wait::{wait_n_async, Jitter};
@@ -188,10 +191,7 @@ where
     S: FnOnce(Duration) -> F,
     F: core::future::Future<Output = ()>,
 {
-    let hz = gcra.quota().hz();
-    let max = max_wait.map_or(u64::MAX, |d| duration_to_ticks(d, hz));
-    let r = book(gcra, clock.now(), cost, max)?;
-    let pause = ticks_to_duration(r.send_after(), hz).saturating_add(jitter.sample());
+    let (r, pause) = book(gcra, clock, cost, max_wait, jitter)?;
     if !pause.is_zero() {
         let mut guard = Refund {
             gcra,

@@ -1,4 +1,4 @@
-//! The occupancy table in the `keyed` module docs is this test's output.
+//! The occupancy table in docs/design/keyed.md is this test's output.
 //!
 //! Placement is deterministic (fixed seed, keys `0..n` offered in steps,
 //! as `benches/keyed.rs` offers them), so the figures are exact for this
@@ -44,13 +44,9 @@ fn the_module_docs_show_this_occupancy_curve() {
         ));
     }
     print!("{table}");
-    let docs: String = include_str!("../src/keyed/mod.rs")
-        .lines()
-        .filter_map(|l| l.strip_prefix("//! ").or_else(|| l.strip_prefix("//!")))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let docs = include_str!("../docs/design/keyed.md");
     assert!(
         docs.contains(&table),
-        "the `keyed` module docs no longer show the occupancy this table reaches:\n{table}"
+        "docs/design/keyed.md no longer shows the occupancy this table reaches:\n{table}"
     );
 }

@@ -158,3 +158,14 @@ mod tiers {
         }
     }
 }
+
+#[test]
+fn refund_gives_window_cells_back_to_a_key() {
+    let w: Keyed<FixedWindowQuota, 4> = Keyed::new(
+        FixedWindowQuota::new(3, 100),
+        WhenFull::Deny,
+        Seed::new(1, 2),
+    );
+    w.check_n(&1u32, 10, 3).unwrap();
+    assert_eq!(w.refund_n(&1u32, 20, 2).remaining(), 2);
+}

@@ -100,9 +100,8 @@ impl fmt::Display for AlgorithmKind {
 /// ```
 ///
 /// With feature `serde` it reads and writes these fields (`hz` defaults to
-/// `config::DEFAULT_HZ`, 10⁹), and reading checks what
-/// [`validate`](Self::validate) checks, so a bad file fails where it is
-/// read (see the `config` module).
+/// `config::DEFAULT_HZ`) and reading checks what [`validate`](Self::validate)
+/// checks.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[cfg_attr(
     feature = "serde",
@@ -295,8 +294,6 @@ impl fmt::Display for LimiterConfigError {
 
 impl core::error::Error for LimiterConfigError {}
 
-// An explicit byte tag: dispatch is a byte load and a jump, with no decoding
-// of a niche in some variant's fields.
 #[repr(u8)]
 enum Inner<const N: usize> {
     Fixed(FixedWindow),
@@ -309,17 +306,12 @@ enum Inner<const N: usize> {
 /// Any of the crate's limiters, chosen by a [`LimiterConfig`] at run time
 /// and reconfigurable in place.
 ///
-/// `N` is the capacity of the [`SlidingLog`] variant, fixed at compile time
-/// (default 64): a sliding-log configuration with `limit > N` is refused with
-/// [`WindowError::LimitTooLarge`]. The log is stored inline, so an
-/// `AnyLimiter<N>` is about `8·N + 32` bytes whichever algorithm it runs,
-/// and at least the bucketed window's ~120 bytes (its precomputed masks);
-/// pick a small `N` (even 1) if you never configure a log.
-///
-/// Every variant but the log is lock-free on targets with 64-bit CAS; the
-/// log takes a short lock (see [`SlidingLog`](crate::window::SlidingLog)): on a
-/// host enable the `std` feature, or provide a `critical-section`
-/// implementation, or the binary will not link.
+/// `N` is the capacity of the [`SlidingLog`] variant (default 64; a larger
+/// log limit is [`WindowError::LimitTooLarge`]). The log is stored inline,
+/// so an `AnyLimiter<N>` is about `8·N + 32` bytes (at least ~120) whatever
+/// it runs: pick a small `N` if you never configure a log. Every variant but
+/// the log is lock-free on targets with 64-bit CAS; the log needs the `std`
+/// feature or a `critical-section` implementation to link on a host.
 ///
 /// ```
 /// use cellrate::compose::{AlgorithmKind, AnyLimiter, LimiterConfig};
@@ -331,11 +323,9 @@ enum Inner<const N: usize> {
 ///
 /// # Reconfiguration
 ///
-/// [`reconfigure`](Self::reconfigure) takes `&mut self`: the next check uses
-/// the new configuration. (A limiter shared by `&self` is reconfigured by
-/// whoever owns it, e.g. behind the lock or in the table that holds it; a
-/// shared [`Gcra`] can also change its quota through `&self` with
-/// [`Gcra::set_quota`].) What happens to the state:
+/// [`reconfigure`](Self::reconfigure) takes `&mut self` (a shared [`Gcra`]
+/// changes its quota through `&self` with [`Gcra::set_quota`]). What
+/// happens to the state:
 ///
 /// | from → to | state kept |
 /// |---|---|
@@ -361,8 +351,6 @@ impl<const N: usize> AnyLimiter<N> {
     /// let bad = LimiterConfig::new(AlgorithmKind::SlidingLog, 100, 1_000, 1_000);
     /// assert_eq!(AnyLimiter::<64>::from_config(bad).err(),
     ///            Some(LimiterConfigError::Window(WindowError::LimitTooLarge { max: 64 })));
-    /// let bad = LimiterConfig::new(AlgorithmKind::LeakyBucket, 10, 1_000, 1_000).with_burst(5);
-    /// assert!(AnyLimiter::<64>::from_config(bad).is_err());
     /// ```
     pub fn from_config(config: LimiterConfig) -> Result<Self, LimiterConfigError> {
         Ok(AnyLimiter {
@@ -508,9 +496,7 @@ impl<const N: usize> AnyLimiter<N> {
     }
 }
 
-/// The sliding log's check, out of line: inlined, its ring code would grow
-/// the dispatch that the one-word limiters' checks share (it slowed the
-/// GCRA arm measurably in `benches/family.rs`).
+/// The sliding log's check, out of line (docs/design/composition.md).
 #[inline(never)]
 fn log_check<const N: usize>(log: &SlidingLog<N>, now: u64, cost: u64) -> Result<Decision, Denied> {
     log.check_n(now, cost)

@@ -5,14 +5,10 @@ use crate::decision::{Decision, Denied};
 
 use super::Revocable;
 
-/// One result per tier of an all-or-nothing check, in the tiers' order: at
-/// most `N` of them. The one per-tier answer of the crate family: tuples
-/// and arrays of tiers return it, and the Redis backend and the HTTP layer
-/// carry it in their answers.
-///
-/// Admitted iff every result is `Ok`. When denied, the tiers that would
-/// have admitted hold a [`Decision`] of their unchanged state and the
-/// others a [`Denied`].
+/// One result per tier of an all-or-nothing check, in the tiers' order (at
+/// most `N`): what tuples, arrays, the Redis backend and the HTTP layer
+/// report. Admitted iff every result is `Ok`; when denied, the tiers that
+/// would have admitted hold a [`Decision`] of their unchanged state.
 ///
 /// ```
 /// use cellrate::compose::Tiers;
@@ -154,23 +150,12 @@ impl<L: Revocable, const N: usize> AllTiers<N> for [L; N] {
     }
 }
 
-/// All or nothing over a run-time number of tiers: the one implementation
-/// behind arrays of tiers, the HTTP layer's keyed tiers and the Redis
-/// fallback. Decides `cost` at `now` like a tuple's `check_n` and writes one
-/// result per tier into `results`, as [`AllTiers::check_tiers`] reports
-/// them (see the [module docs](super#every-tiers-numbers-tiers)); returns
-/// how many tiers it checked: as many as `tiers` yields and `results` holds
-/// (a tier beyond `results` is not asked). Admitted iff every written result
-/// is `Ok`.
-///
-/// The tiers come from any iterator of [`Revocable`] limiters, so each can
-/// be made when it is reached (a keyed table's [`Entry`](crate::keyed::Entry)
-/// hashes its key once, when it is made). Each tier is charged in turn;
-/// at a denial the earlier tiers are revoked, last first, and report their
-/// state after the revocation, then the later tiers are asked with
-/// [`probe_n`](Revocable::probe_n). No receipt is stored: each one stays
-/// in the frame of the call that charged its tier, one frame per charged
-/// tier.
+/// All or nothing over a run-time number of tiers (arrays of tiers, the
+/// HTTP layer's keyed tiers, the Redis fallback): decides `cost` at `now`
+/// like a tuple's `check_n`, writes one result per tier into `results` (see
+/// the [module docs](super#every-tiers-numbers-tiers)) and returns how many
+/// it wrote (a tier beyond `results` is not asked). Each tier is made when
+/// reached, so a keyed [`Entry`](crate::keyed::Entry) hashes its key once.
 ///
 /// ```
 /// use cellrate::compose::check_all;
@@ -199,13 +184,10 @@ where
     all_or_nothing(&mut tiers.into_iter(), now, cost, results)
 }
 
-/// The index of the refusing result among several tiers' results: of the
-/// denials, the one that asks for the longest wait (a request must wait for
-/// every tier that denied it; a cost that can never fit counts as the longest
-/// wait); the first such on ties. `None` if every tier admitted.
-///
-/// [`Tiers::refused`] answers with it, in process and on Redis alike, so
-/// `Retry-After` means the same for either backend.
+/// The index of the refusing result: of the denials, the one with the
+/// longest wait (a cost that can never fit counts as longest), the first on
+/// ties; `None` if every tier admitted. [`Tiers::refused`] answers with it,
+/// in process and on Redis alike.
 ///
 /// ```
 /// use cellrate::compose::refusing;

@@ -13,14 +13,10 @@
 //!
 //! # Quotas: two forms
 //!
-//! A [`QuotaSpec`] is what a file says about a quota, before a tick
-//! frequency is chosen; [`QuotaSpec::quota`] builds the [`Quota`]. Both
-//! forms read into the same value, and either may appear wherever a quota
-//! is expected (a string is read as the human form, a table/object as the
-//! structured one). A binary format that does not describe itself
-//! (`is_human_readable()` false, such as postcard) cannot tell a reader
-//! which form follows, so there every quota is written and read in the
-//! structured form, whatever the field asks for:
+//! Both forms read into the same [`QuotaSpec`] wherever a quota is expected
+//! (a string is the human form, a table/object the structured one). A
+//! binary format (`is_human_readable()` false, such as postcard) always
+//! writes and reads the structured form:
 //!
 //! | structured | human |
 //! |---|---|
@@ -55,30 +51,22 @@
 //! blanks  = *(" " | TAB)      blanks1 = 1*(" " | TAB)
 //! ```
 //!
-//! Lower case only; the clauses come in this order, each at most once. A
-//! unit word is read whole (`"10sec"` is 10 s, `"10secs"` is an error).
-//! Written back ([`Display`](core::fmt::Display)), a spec takes its
-//! canonical spelling: the short unit name, the count only when it is not
-//! 1, the clauses it has: `"100/min, burst 20"`, `"3/10s, hz 1000"`,
-//! `"1/250 ticks"`.
+//! Lower case only; clauses in this order, each at most once; a unit word
+//! is read whole (`"10sec"` is 10 s, `"10secs"` an error).
+//! [`Display`](core::fmt::Display) writes the canonical spelling: short unit
+//! name, count only when not 1 (`"3/10s, hz 1000"`).
 //!
 //! ## Tick frequency
 //!
-//! A spec's own `hz` wins; without it the quota is built at the frequency
-//! of its context: the `hz` argument of [`QuotaSpec::quota`] (or of the
-//! `cellrate-config` builders), the layer's clock in `cellrate-tower`. A bare [`Quota`] read on its own (its own
-//! `Deserialize`) uses [`DEFAULT_HZ`], the nanosecond clock of
-//! [`StdClock`](crate::time::StdClock).
+//! A spec's own `hz` wins; else the context's (the `hz` argument of
+//! [`QuotaSpec::quota`], the layer's clock in `cellrate-tower`). A bare
+//! [`Quota`] read on its own uses [`DEFAULT_HZ`].
 //!
 //! # From a spec to a quota
 //!
-//! The rate becomes a [`Rate`] and then a [`Quota`] through
-//! [`Quota::from_rate`]: the emission interval is exact in sub-ticks where
-//! the longest-gap bound allows and otherwise rounded toward admitting less,
-//! as [`Quota`] does. A quota written back ([`QuotaSpec::from_quota`]) reads
-//! back as the same emission interval, burst and frequency. The arithmetic
-//! is in docs/design/quota.md in the repository.
-//!
+//! Through [`Rate`] and [`Quota::from_rate`], rounded as [`Quota`] rounds
+//! (docs/design/quota.md). [`QuotaSpec::from_quota`] reads back as the same
+//! emission interval, burst and frequency.
 pub mod human;
 
 use core::fmt;
@@ -270,8 +258,6 @@ impl QuotaSpec {
     /// use cellrate::config::QuotaSpec;
     /// use cellrate::QuotaError;
     /// assert_eq!(QuotaSpec::new(0, "s".parse().unwrap()).check(), Err(QuotaError::ZeroRate));
-    /// assert_eq!("1/s, burst 0".parse::<QuotaSpec>().map_err(|e| e.to_string()),
-    ///            Err("quota: the burst is zero".into()));
     /// ```
     pub fn check(&self) -> Result<(), QuotaError> {
         if self.rate == 0 {
@@ -293,11 +279,8 @@ impl QuotaSpec {
     ///
     /// ```
     /// use cellrate::config::QuotaSpec;
-    /// let spec: QuotaSpec = "3/10s".parse().unwrap();
-    /// let q = spec.quota(1_000_000).unwrap();
+    /// let q = "3/10s".parse::<QuotaSpec>().unwrap().quota(1_000_000).unwrap();
     /// assert_eq!((q.scale(), q.emission_interval()), (3, 10_000_000)); // exactly 10/3 s
-    /// let own: QuotaSpec = "3/10s, hz 1000".parse().unwrap();
-    /// assert_eq!(own.quota(1_000_000).unwrap().hz(), 1_000);
     /// ```
     pub fn quota(&self, default_hz: u64) -> Result<Quota, QuotaError> {
         self.check()?;
@@ -327,7 +310,6 @@ impl QuotaSpec {
             burst: Some(quota.burst()),
             hz: Some(hz),
         };
-        // Same T (interval/scale ticks), burst and frequency.
         let same = |spec: &QuotaSpec| match spec.quota(hz) {
             Ok(q) => {
                 q.burst() == quota.burst()
@@ -411,7 +393,6 @@ impl FromStr for QuotaSpec {
     /// ```
     /// use cellrate::config::{ParseError, QuotaSpec};
     /// use cellrate::QuotaError;
-    /// assert!("5000/h, burst 100".parse::<QuotaSpec>().is_ok());
     /// assert_eq!("5/s, burst 0".parse::<QuotaSpec>(), Err(ParseError::Invalid(QuotaError::ZeroBurst)));
     /// ```
     fn from_str(s: &str) -> Result<Self, ParseError> {
@@ -478,6 +459,19 @@ impl Serialize for Structured {
     }
 }
 
+impl Structured {
+    fn checked<E: de::Error>(self) -> Result<QuotaSpec, E> {
+        let spec = QuotaSpec {
+            rate: self.rate,
+            per: self.per,
+            burst: self.burst,
+            hz: self.hz,
+        };
+        spec.check().map_err(E::custom)?;
+        Ok(spec)
+    }
+}
+
 impl From<QuotaSpec> for Structured {
     fn from(s: QuotaSpec) -> Self {
         Structured {
@@ -505,17 +499,7 @@ impl<'de> Deserialize<'de> for QuotaSpec {
     /// Either form; refuses what [`QuotaSpec::check`] refuses.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         if !d.is_human_readable() {
-            // A binary format cannot say which form follows: it carries
-            // the structured one.
-            let s = Structured::deserialize(d)?;
-            let spec = QuotaSpec {
-                rate: s.rate,
-                per: s.per,
-                burst: s.burst,
-                hz: s.hz,
-            };
-            spec.check().map_err(de::Error::custom)?;
-            return Ok(spec);
+            return Structured::deserialize(d)?.checked();
         }
         struct V;
         impl<'de> Visitor<'de> for V {
@@ -529,15 +513,7 @@ impl<'de> Deserialize<'de> for QuotaSpec {
                 v.parse().map_err(E::custom)
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<QuotaSpec, A::Error> {
-                let s = Structured::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                let spec = QuotaSpec {
-                    rate: s.rate,
-                    per: s.per,
-                    burst: s.burst,
-                    hz: s.hz,
-                };
-                spec.check().map_err(de::Error::custom)?;
-                Ok(spec)
+                Structured::deserialize(de::value::MapAccessDeserializer::new(map))?.checked()
             }
         }
         d.deserialize_any(V)
@@ -557,8 +533,6 @@ impl<'de> Deserialize<'de> for Quota {
     ///
     /// ```
     /// use cellrate::Quota;
-    /// let q: Quota = serde_json::from_str(r#""10/s, burst 5, hz 1000""#).unwrap();
-    /// assert_eq!(q, Quota::per_second(10).with_burst(5).at_hz(1_000));
     /// let q: Quota = serde_json::from_str(r#"{"rate": 10, "per": "s"}"#).unwrap();
     /// assert_eq!(q, Quota::per_second(10).at_hz(cellrate::config::DEFAULT_HZ));
     /// ```

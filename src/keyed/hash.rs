@@ -22,15 +22,10 @@
 //!   per table, or chosen by the caller) a client cannot search for a
 //!   collision offline.
 //!
-//! SipHash is the pseudo-random function of Aumasson and Bernstein,
-//! "SipHash: a fast short-input PRF" (INDOCRYPT 2012); the 1-3 round variant
-//! is the one Rust's standard `HashMap` uses. The `siphasher` crate computes
-//! it; the tests check it against the paper's reference vectors and
-//! against 1 024 recorded outputs (`siphash_vectors.txt`), which pin
-//! every key's placement.
-//!
-//! Why the home hash of exact keys may be cheaper than SipHash is argued
-//! in docs/design/keyed.md in the repository.
+//! SipHash-1-3 (Aumasson and Bernstein, INDOCRYPT 2012, as in Rust's
+//! `HashMap`) comes from `siphasher`; the tests pin it to the paper's vectors
+//! and 1 024 recorded outputs (`siphash_vectors.txt`). Why exact keys may use
+//! the cheaper home hash is argued in docs/design/keyed.md.
 //!
 //! # Invariants
 //!
@@ -125,22 +120,17 @@ const fn fold(a: u64, b: u64) -> u64 {
     m as u64 ^ (m >> 64) as u64
 }
 
-/// The home hash of an exact key: two rounds of a keyed folded multiply,
-/// `h₁ = fold(x ⊕ a₀, m₀)`, `h = fold(h₁ ⊕ a₁, m₁)`, with keys derived from
-/// the seed (odd multipliers). About 8 instructions instead of SipHash's ~90;
-/// see the [module docs](self) for what this gives up and why it is enough.
+/// The home hash of an exact key (see the [module docs](self)): about 8
+/// instructions instead of SipHash's ~90.
 #[inline(always)]
 pub(crate) const fn home_word(seed: &Seed, word: u64) -> u64 {
     let [a0, m0, a1, m1] = seed.mix;
     fold(fold(word ^ a0, m0) ^ a1, m1)
 }
 
-/// The streaming SipHash-1-3-128 of a key's bytes (the `siphasher`
-/// crate's), counting the bytes written.
-///
-/// [`Key::feed`](super::Key::feed) writes a key's bytes to it; it
-/// implements [`Hasher`], so that any `Hash` type wrapped in
-/// [`Hashed`](super::Hashed) writes itself.
+/// The streaming SipHash-1-3-128 of a key's bytes, counting the bytes
+/// written; a [`Hasher`], so a `Hash` type in [`Hashed`](super::Hashed)
+/// writes itself.
 #[derive(Clone, Copy)]
 pub struct KeyHasher {
     sip: SipHasher13,

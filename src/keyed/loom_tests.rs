@@ -1,7 +1,5 @@
-//! loom models of the slot protocol. Each slot is one loom mutex around its
-//! 128-bit value, so every load and compare-and-swap is one atomic step, as
-//! on the real 128-bit atomic; loom explores every interleaving of those
-//! steps (bounded preemptions).
+//! loom models of the slot protocol: each slot is one loom mutex around
+//! its 128-bit value, so every load and compare-and-swap is one atomic step.
 
 extern crate std;
 
@@ -21,8 +19,7 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     model_with(2, f)
 }
 
-/// [`model`] with at least `bound` preemptions (`LOOM_MAX_PREEMPTIONS` may
-/// raise it).
+/// [`model`] with at least `bound` preemptions.
 fn model_with(bound: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(0).max(bound));
@@ -30,7 +27,6 @@ fn model_with(bound: usize, f: impl Fn() + Sync + Send + 'static) {
 }
 
 fn quota(burst: u64) -> Quota {
-    // One cell per 1 000 ticks.
     Quota::per_second(1).with_burst(burst).at_hz(HZ)
 }
 
@@ -39,8 +35,7 @@ fn tat(t: u64) -> u64 {
     crate::gcra::step::word(t)
 }
 
-/// Every LIVE key in the table, with its TAT (decoded from the state word
-/// `2·TAT + 1`; scale 1).
+/// Every LIVE key in the table with its TAT (scale 1).
 fn live<S: Storage>(t: &KeyedTable<Quota, S>) -> Vec<(u64, u64)> {
     t.slots
         .slots()
@@ -61,8 +56,7 @@ fn assert_no_claims<S: Storage>(t: &KeyedTable<Quota, S>) {
     }
 }
 
-/// Two checks of one new key at once, burst 1: exactly one is admitted and
-/// the key ends with exactly one slot.
+/// Two checks of one new key at once, burst 1: one admitted, one slot.
 #[test]
 fn same_new_key_from_two_threads() {
     model(|| {
@@ -103,9 +97,8 @@ fn different_keys_do_not_touch_each_other() {
     });
 }
 
-/// Two inserts of one key race while their clocks disagree on whether the
-/// first slot of the window is idle, so they pick *different* slots: the
-/// resolution must still leave one copy and admit once (burst 1).
+/// Two inserts of one key whose clocks disagree on which slot is idle:
+/// one copy, one admission (burst 1).
 #[test]
 fn inserts_racing_for_different_slots_leave_one_copy() {
     model(|| {
@@ -129,11 +122,8 @@ fn inserts_racing_for_different_slots_leave_one_copy() {
     });
 }
 
-/// An eviction races a check of the evicted key. Key A has spent its burst
-/// of 2 at tick 0 and is idle again at 2 000, when A checks again and a new
-/// key B needs A's slot (the only one). Exactly one of them is admitted, the
-/// slot ends with the admitted key owing, and B never sees A's state (B's
-/// decision is a fresh client's: 1 of 2 left).
+/// An eviction races a check of the evicted, idle key A: exactly one is
+/// admitted, and B never sees A's state.
 #[test]
 fn eviction_races_a_check_of_the_evicted_key() {
     model(|| {
@@ -153,10 +143,7 @@ fn eviction_races_a_check_of_the_evicted_key() {
     });
 }
 
-/// The same across the wrap of the tick counter: A is charged 500 ticks
-/// before the wrap and owes until 1 500 after it; B's insert and A's check
-/// run 500 ticks after the wrap. B is denied in every interleaving and A's
-/// debt stays (its TAT, 2 500 after the wrap, read back modulo 2⁶³).
+/// The same across the wrap of the tick counter: A's debt stays, B is denied.
 #[test]
 fn a_debtor_keeps_its_slot_across_the_wrap() {
     model(|| {
@@ -176,9 +163,7 @@ fn a_debtor_keeps_its_slot_across_the_wrap() {
     });
 }
 
-/// A debtor is never evicted: key A owes until 2 000 while B tries to insert
-/// at 1 000 and A checks at 1 000 at the same time (burst 2, so A's check is
-/// admitted). B is denied in every interleaving and A's debt stays.
+/// A debtor is never evicted.
 #[test]
 fn a_debtor_keeps_its_slot() {
     model(|| {
@@ -195,8 +180,7 @@ fn a_debtor_keeps_its_slot() {
     });
 }
 
-/// No over-admission on one hot key: two threads each try two checks with a
-/// burst of 3 at the same tick; exactly 3 are admitted.
+/// No over-admission on one hot key: 4 checks, burst 3, 3 admitted.
 #[test]
 fn hot_key_is_not_over_admitted() {
     model(|| {
@@ -211,10 +195,8 @@ fn hot_key_is_not_over_admitted() {
     });
 }
 
-/// Three threads: two inserts of one key with disagreeing clocks and an
-/// insert of another key, all competing for two slots (one held by an idle
-/// key). Key 5 is admitted once and has one copy; key 6, if it got a slot,
-/// holds exactly its own charge; nothing is left half-claimed.
+/// Two inserts of one key with disagreeing clocks and an insert of another
+/// key compete for two slots: one copy each, own charges only, no claim left.
 #[test]
 fn three_inserts_compete_for_two_slots() {
     model(|| {
@@ -247,13 +229,8 @@ fn three_inserts_compete_for_two_slots() {
     });
 }
 
-/// The ABA race that rules out updating the state word alone (see "Why one
-/// 128-bit compare-and-swap" in `docs/design/keyed.md`), run against the real
-/// table: key A holds the only slot with state NEW (committed, not yet
-/// charged), A is checked while B, a new key, evicts it (A is idle). In
-/// every interleaving exactly one of them is admitted and the slot ends
-/// holding the admitted key with exactly its own charge: A's check never
-/// lands in B's state.
+/// The ABA race that rules out updating the state word alone (docs/design/keyed.md,
+/// "Why one 128-bit compare-and-swap"): A's check never lands in B's state.
 #[test]
 fn a_check_of_an_evicted_key_never_writes_the_new_keys_state() {
     model(|| {
@@ -276,12 +253,7 @@ fn a_check_of_an_evicted_key_never_writes_the_new_keys_state() {
     });
 }
 
-/// Statistics stay true when an insert races an eviction (a key inserted
-/// uncharged must not look idle, be evicted before its first charge, then
-/// be inserted again and counted twice). One slot, two new keys
-/// at the same tick, burst 1: one key gets the slot and is admitted, the
-/// other finds the window full (`Deny`). `inserted` counts the distinct
-/// keys that got a slot (the admitted one), and no slot was reused.
+/// An insert races an eviction: `inserted` counts distinct keys, no reuse.
 #[test]
 fn inserted_counts_each_key_once_when_an_insert_races_an_eviction() {
     model(|| {
@@ -299,14 +271,8 @@ fn inserted_counts_each_key_once_when_an_insert_races_an_eviction() {
     });
 }
 
-/// A lookup races the eviction of the key it found. Four slots, one
-/// window: C owes (slot 0, the home slot), A is idle at 1 000 (slot 1, found
-/// by the walk past the home slot). A is checked at
-/// 1 000 while a new key B is inserted at 1 000 and may evict A from the
-/// same slot. Both are admitted as fresh clients, each key has one copy
-/// holding exactly its own charge (a stale check of A never lands in B's
-/// state), C is untouched, and `inserted − reused` is the number of keys
-/// the table holds.
+/// A lookup races the eviction of the key it found (walked past the home
+/// slot): one copy per key, own charges only, `inserted − reused` held keys.
 #[test]
 fn a_lookup_races_the_eviction_of_its_key() {
     model(|| {
@@ -342,14 +308,8 @@ fn a_lookup_races_the_eviction_of_its_key() {
     });
 }
 
-/// A slot is reused twice while a lookup of its first owner is in flight:
-/// A is idle in slot 0, its home slot; another thread inserts B at 1 000 (evicting
-/// A from slot 0), then checks A at 2 000, when B is idle, so A may come
-/// back into the very slot it was evicted from. Meanwhile A is checked at
-/// 1 000 from a stale view. Whatever the interleaving, A ends with one copy
-/// and exactly its two charges from 1 000 and 2 000 or, if the stale
-/// check came after A's return, one charge at 2 000 and a denial; B, if it
-/// is still there, holds exactly its own charge.
+/// A slot is reused twice while a stale lookup of its first owner is in
+/// flight: A ends with one copy and TAT 3 000; B holds its own charge.
 #[test]
 fn a_lookup_races_the_reuse_of_the_same_slot() {
     model(|| {
@@ -370,9 +330,6 @@ fn a_lookup_races_the_reuse_of_the_same_slot() {
         let b_id = KeyId::exact(2, 32).0;
         let a_copies: Vec<_> = l.iter().filter(|(k, _)| *k == a_id).collect();
         assert_eq!(a_copies.len(), 1, "{l:?}");
-        // Either both of A's checks were admitted (TAT 1 000 → 2 000 →
-        // 3 000) or the stale one came after A's return at 2 000 and was
-        // denied; A's TAT is 3 000 either way.
         assert_eq!(a_copies[0].1, 3_000, "{l:?} stale {stale:?}");
         for (k, state) in &l {
             if *k == b_id {
@@ -384,15 +341,8 @@ fn a_lookup_races_the_reuse_of_the_same_slot() {
     });
 }
 
-/// A model of the design this table does *not* use, kept to show why: the
-/// key word and the state word as two 8-byte atomics, a check that
-/// re-validates the key word and then compare-and-swaps the state word
-/// alone, and an eviction that first moves the state word to a poison value
-/// (so that the key word only changes through a state-word transition).
-/// Loom finds the interleaving in which a check of the evicted key A, having
-/// read A's state `NEW`, compare-and-swaps it after B took the slot with the
-/// same state `NEW`: A's charge lands in B's state. If this model ever
-/// stopped panicking, the 8-byte protocol would deserve a second look.
+/// The rejected split design (docs/design/keyed.md, "Why one 128-bit
+/// compare-and-swap"): loom must find A's charge landing in B's state.
 #[test]
 #[should_panic(expected = "stale check wrote another key's state")]
 fn rejected_split_words_protocol_lets_a_stale_check_write_another_keys_state() {
@@ -428,8 +378,6 @@ fn rejected_split_words_protocol_lets_a_stale_check_write_another_keys_state() {
                 false
             }
         });
-        // Check A: read the key, the state, the key again, then CAS the
-        // state word alone.
         let mut charged_a = false;
         loop {
             if slot.key.load(SeqCst) != A {
@@ -467,16 +415,8 @@ fn rejected_split_words_protocol_lets_a_stale_check_write_another_keys_state() {
     });
 }
 
-/// The best 8-byte protocol found for a key word beside a state word (see
-/// "Why one 128-bit compare-and-swap" in `docs/design/keyed.md`): state values only
-/// ever grow in a slot, across owners too. An eviction takes an idle state
-/// `s` (its TAT strictly below `now`) through a BUSY value, writes the new
-/// key, and starts the new owner at `s + 2` (the next TAT: a state is the
-/// word `2·TAT + 1`), which is still idle, so the new owner is a fresh
-/// client. A check reads the key, the state, the key again, and
-/// compare-and-swaps the state alone. A stale check of the old owner holds a
-/// value at most `s`, which the slot never holds again, so its
-/// compare-and-swap fails; unless something *lowers* a state.
+/// The monotone 8-byte protocol of docs/design/keyed.md ("Why one 128-bit
+/// compare-and-swap").
 mod monotone_split {
     use super::*;
     use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
@@ -501,17 +441,13 @@ mod monotone_split {
             }
         }
 
-        /// Applies `step` to `key`'s state: `None` when the slot is not
-        /// `key`'s (or `step` declines), else whether the compare-and-swap
-        /// landed.
+        /// Applies `step` if the slot is `key`'s; whether the CAS landed.
         pub(super) fn update(&self, key: u64, step: impl Fn(u64) -> Option<u64>) -> bool {
             loop {
                 if self.key.load(SeqCst) != key {
                     return false;
                 }
                 let state = self.state.load(SeqCst);
-                // BUSY: the slot is changing owner; the key was idle, so a
-                // real table would look for it elsewhere.
                 if state & BUSY != 0 || self.key.load(SeqCst) != key {
                     return false;
                 }
@@ -528,8 +464,6 @@ mod monotone_split {
             }
         }
 
-        /// Evicts the owner if its state is idle at `now` with room for a
-        /// strictly larger idle start, and installs `key` there.
         pub(super) fn evict(&self, q: &Quota, now: u64, key: u64) -> bool {
             let state = self.state.load(SeqCst);
             if state & BUSY != 0 || !q.is_idle(state + 2, now) {
@@ -558,12 +492,7 @@ mod monotone_split {
     }
 }
 
-/// The monotone 8-byte protocol without refunds keeps keys apart: key A owes
-/// one cell (TAT 1 000, burst 2) and is checked at 0 while an evictor, at
-/// 1 001, takes A's slot for B and checks B at 0 and at 1 000. In every
-/// interleaving A's check either lands before the eviction (and then A owes,
-/// so the eviction fails) or finds the slot gone; it never lands in B's
-/// state.
+/// The monotone protocol without refunds keeps keys apart.
 #[test]
 fn monotone_split_protocol_without_refunds_keeps_keys_apart() {
     use monotone_split::*;
@@ -588,21 +517,13 @@ fn monotone_split_protocol_without_refunds_keeps_keys_apart() {
     });
 }
 
-/// The same protocol once a state can be *lowered*: A is charged and then
-/// refunded at 0 (as a tuple of entries does when the other tier denies), while a
-/// check of A at 0 may read the charged value 1 000. A is idle again, an
-/// evictor takes the slot for B at tick 1, and B is charged and refunded at
-/// 1 000, which leaves B at exactly TAT 1 000. Loom finds the interleaving in
-/// which A's stale compare-and-swap, expecting 1 000, lands in B's state.
-/// This is why the keyed table keeps one 16-byte unit per slot: its states
-/// are lowered by refunds (`refund_n`, a tuple revoking an entry), and the window
-/// limiters' packed states wrap, so no state sequence is monotone.
+/// The monotone protocol once a refund lowers a state: loom must find A's
+/// stale compare-and-swap landing in B's state.
 #[test]
 #[should_panic(expected = "stale check wrote another key's state")]
 fn monotone_split_protocol_with_a_refund_lets_a_stale_check_write_another_keys_state() {
     use monotone_split::*;
-    // The interleaving needs three preemptions: the refunder after its
-    // charge, the checker after its reads, and back.
+    // Needs three preemptions.
     model_with(3, || {
         let q = quota(2);
         let slot = Arc::new(Split::new(A, Quota::NEW));
@@ -633,10 +554,8 @@ fn monotone_split_protocol_with_a_refund_lets_a_stale_check_write_another_keys_s
     });
 }
 
-/// Two threads check a tuple of two tables' entries (compose's
-/// all-or-nothing rule) whose second tier has room for one: exactly one is
-/// admitted, and the first tier ends charged for exactly that one (the
-/// denied request's charge was refunded through the entry).
+/// Two threads check a tuple of two tables' entries, second tier room for
+/// one: one admitted, the first tier charged for exactly that one.
 #[test]
 fn a_tuple_of_entries_charges_only_what_it_admitted() {
     model(|| {
@@ -650,8 +569,6 @@ fn a_tuple_of_entries_charges_only_what_it_admitted() {
             WhenFull::Deny,
             Seed::new(3, 4),
         ));
-        // Both keys in place first, so the model explores the charges and
-        // the refund rather than the insert protocol.
         global.check(&1u32, 0).unwrap();
         endpoint.check(&(1u32, 1u16), 0).unwrap();
         let handles: Vec<_> = (0..2)

@@ -33,22 +33,11 @@
 //! # Occupancy and memory
 //!
 //! A table takes `16 · capacity` bytes plus a small header, allocated once.
-//! Keys offered in steps to 131 072 slots (`tests/keyed_occupancy.rs`
-//! computes this table and fails if it changes):
-//!
-//! | keys offered per slot | keys tracked | slots used | bytes per tracked key |
-//! |---|---|---|---|
-//! | 0.50 | 99.96 % | 50.0 % | 32.0 |
-//! | 0.70 | 99.28 % | 69.5 % | 23.0 |
-//! | 0.76 | 98.59 % | 74.9 % | 21.4 |
-//! | 0.90 | 95.29 % | 85.8 % | 18.7 |
-//! | 1.00 | 91.46 % | 91.5 % | 17.5 |
-//! | 1.10 | 86.69 % | 95.4 % | 16.8 |
-//!
-//! Size a table at 1.3 slots per key when nearly every key must be tracked,
-//! 2 when every key must be, counting the clients *owing* at once.
-//! [`KeyedTable::entry`] makes one key a limiter of its own ([`Entry`]) that
-//! [`compose`](crate::compose)'s tuples combine all or nothing.
+//! Size it at 1.3 slots per key when nearly every key must be tracked, 2
+//! when every key must be, counting the clients *owing* at once (the
+//! measured curve is in docs/design/keyed.md). [`KeyedTable::entry`] makes
+//! one key a limiter of its own ([`Entry`]) that [`compose`](crate::compose)'s
+//! tuples combine all or nothing.
 //!
 //! # Example: per client and per (client, endpoint)
 //!

@@ -1,8 +1,6 @@
-//! The table: its fields, constructors, the check, peek and refund of one
-//! key, the full-window policy applied and the statistics read. Finding and
-//! inserting keys is in [`probe`](super::probe); the policy's and the
-//! statistics' types are in [`policy`](super::policy) and
-//! [`stats`](super::stats), which import nothing of the table.
+//! The table: fields, constructors, check, peek and refund of one key, the
+//! full-window policy and statistics. Finding and inserting keys is in
+//! [`probe`](super::probe).
 
 use super::hash::Seed;
 use super::key::{identify, Key, KeyId};
@@ -288,8 +286,6 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         now: u64,
         cost: u64,
     ) -> Result<Decision, Denied> {
-        // No receipt: the marks are the unit type, so the admit and deny
-        // paths carry nothing more than the decision.
         self.check_id_marked(id, hash, now, cost, |_, _| (), |_| ())
             .map(|(d, ())| d)
     }
@@ -344,9 +340,8 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                     Err(answer) => return answer.map(|(d, charged)| (d, other(charged))),
                 },
             };
-            // `check` (the algorithm's prepare, step and denial in order)
-            // inside the loop: hoisting `prepare` out of it measured slower
-            // on a hot key (docs/design/keyed.md).
+            // `check` stays inside the loop (docs/design/keyed.md, "The
+            // algorithm's phases inside the slot loop").
             if let Some(result) = slots[index].update(LIVE | id.0, value, |state| {
                 let (next, d) = algorithm.check(state, now, cost)?;
                 Ok((next, (d, next)))
@@ -377,21 +372,15 @@ impl<S: Storage, O: Overrides<Quota>> KeyedTable<Quota, S, O> {
 }
 
 impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
-    /// Gives back `cost` cells to `key` counted at `now` (for example when
-    /// a request admitted here is denied by another tier; see
-    /// [`Algorithm::refund`]). A key not in the table, or already full, is
-    /// left as it is.
+    /// Gives back `cost` cells to `key` counted at `now` (see
+    /// [`Algorithm::refund`]); a key not in the table is left as it is.
     ///
     /// ```
     /// use cellrate::keyed::{Keyed, Seed, WhenFull};
-    /// use cellrate::window::FixedWindowQuota;
     /// use cellrate::Quota;
     /// let t: Keyed<Quota, 4> = Keyed::new(Quota::per_second(2).at_hz(1_000), WhenFull::Deny, Seed::new(1, 2));
     /// t.check_n(&1u32, 0, 2).unwrap();
     /// assert_eq!(t.refund_n(&1u32, 0, 1).remaining(), 1);
-    /// let w: Keyed<FixedWindowQuota, 4> = Keyed::new(FixedWindowQuota::new(3, 100), WhenFull::Deny, Seed::new(1, 2));
-    /// w.check_n(&1u32, 10, 3).unwrap();
-    /// assert_eq!(w.refund_n(&1u32, 20, 2).remaining(), 2);
     /// ```
     pub fn refund_n<K: Key + ?Sized>(&self, key: &K, now: u64, cost: u64) -> Snapshot {
         let (id, hash) = identify(key, &self.seed);
@@ -528,9 +517,8 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         }
     }
 
-    /// Counts the slots by what they hold at `now` (one read of each slot;
-    /// concurrent checks may move slots between counts). Changes nothing: it
-    /// exists for statistics, not for correctness.
+    /// Counts the slots by what they hold at `now` (one read of each slot,
+    /// not a snapshot: concurrent checks may move slots between counts).
     ///
     /// See [`Occupancy`] for an example.
     pub fn occupancy(&self, now: u64) -> Occupancy {

@@ -5,23 +5,21 @@
 //! compare-and-swap and spends them locally**, with no atomic operation on
 //! its fast path. What it has not spent goes back ([`Gcra::refund_n`]) when
 //! the lease lapses (older than the policy's `lifetime`, or idle longer than
+//! the lease lapses (older than the policy's `lifetime`, or idle longer than
 //! `idle`), on [`release`](Leased::release), and on drop. [`LeasedMeter`]
-//! does the same for the packet meters: bytes leased from each shared bucket
-//! of a [`Flow`](crate::meter::Flow). Handles are plain values (no allocation, no thread-local,
-//! no clock); any clock works, as states and deadlines are compared in
-//! serial order.
+//! does the same for the packet meters' buckets. Handles are plain values
+//! (no allocation, no thread-local, no clock); deadlines are serial, so any
+//! clock works.
 //!
 //! # Lease size and denials
 //!
-//! A handle's target size starts at the policy's
-//! [`min_cells`](LeasePolicy::with_min), doubles when a lease is used up
-//! before its deadline, and falls to what was used when one lapses, never
-//! above [`max_cells`](LeasePolicy::new). One take is at most
-//! `⌊room / share⌋` of the `room` cells the shared limiter holds (never less
-//! than the cost at hand; [`with_share`](LeasePolicy::with_share), about the
-//! number of workers), so near the limit leases shrink to the cost. A handle
-//! is denied when the cells in hand and the shared room together fall short
-//! of the cost; it keeps its cells, and every denial asks the shared limiter.
+//! A handle's target size starts at [`min_cells`](LeasePolicy::with_min),
+//! doubles when a lease is used up before its deadline and falls to what was
+//! used when one lapses, never above [`max_cells`](LeasePolicy::new). One
+//! take is at most `⌊room / share⌋` of the shared room (never less than the
+//! cost at hand), so near the limit leases shrink to the cost. A handle is
+//! denied when its cells and the shared room together fall short; it keeps
+//! its cells.
 //!
 //! # The bound
 //!
@@ -38,8 +36,7 @@
 //! * **Stalls**: a worker that stops holding `h ≤ k` cells costs the others at
 //!   most those `h` cells, once; their sustained rate is never lower.
 //!
-//! The proofs and the stall analysis are in docs/design/lease.md in the
-//! repository.
+//! The proofs and the stall analysis are in docs/design/lease.md.
 //!
 //! # Example
 //!
@@ -145,10 +142,7 @@ pub struct LeasePolicy {
 }
 
 /// The longest `lifetime` and `idle` a [`LeasePolicy`] keeps: 2⁶² ticks
-/// (146 years at 1 GHz). A lease's deadline is compared with `now` in
-/// serial order (`deadline − now` as a signed number), which is exact for
-/// deadlines less than 2⁶³ ticks ahead, so `now` may come from any clock,
-/// Unix time or a counter that wraps past `2⁶⁴` included.
+/// (146 years at 1 GHz), so that serial comparison of deadlines is exact.
 ///
 /// ```
 /// use cellrate::lease::{LeasePolicy, MAX_LEASE_TICKS};
@@ -209,9 +203,8 @@ impl LeasePolicy {
         self
     }
 
-    /// One take claims at most `⌊room / share⌋` of the `room` cells the
-    /// shared limiter holds (never less than the cost at hand). About the
-    /// number of workers is a good value.
+    /// One take claims at most `⌊room / share⌋` of the shared room (never
+    /// less than the cost at hand); about the number of workers.
     pub const fn with_share(mut self, share: u64) -> Self {
         self.share = if share == 0 { 1 } else { share };
         self

@@ -1,16 +1,8 @@
 //! How a limiter's state is shared: the place that chooses native atomics,
-//! critical sections or loom for one 64-bit word, for a quota under
-//! `set_quota`, for state larger than a word, and for the keyed tables'
-//! 128-bit slot word and counters.
-//!
-//! | file | what |
-//! |---|---|
-//! | `loom.rs` | the loom facade: `atomic` (loom's atomics in models, `core`'s otherwise), `loom_const_fn!`, and the cfg predicates, spelled once |
-//! | `word.rs` | `StateWord`: `load`, `store`, `update`, `compare_exchange`, `fetch_add` |
-//! | `seq.rs` | `Seq`: the one sequence-lock core, under `QuotaCell`'s copies and `Guarded` |
-//! | `quota_cell.rs` | `QuotaCell`: the quota `set_quota` replaces |
-//! | `seqlock.rs` | `Guarded`: state larger than a word |
-//! | `pair.rs` | `PairWord` (a keyed slot's 128-bit word: load, compare-and-swap) and `Counter` (relaxed statistics) |
+//! critical sections or loom for one 64-bit word (`StateWord`), a quota
+//! under `set_quota` (`QuotaCell`), state larger than a word (`Guarded`)
+//! and the keyed tables' 128-bit slot word (`PairWord`). Each file opens
+//! with its own contract.
 //!
 //! | target | state word | quota under `set_quota` |
 //! |---|---|---|
@@ -24,20 +16,12 @@
 //!
 //! # Why not `portable-atomic`'s `AtomicU64` on Cortex-M3/M4/M7?
 //!
-//! On thumbv7m/thumbv7em `portable_atomic::AtomicU64` falls back to a global
-//! spin lock, also with its `critical-section` feature. A thread holding it
-//! that is interrupted by a handler touching the same atomic spins forever.
-//! A `critical_section` instead masks interrupts for the few instructions of
-//! the update, so an interrupt handler and thread mode can share a limiter
-//! with neither deadlock nor lost update. The critical section covers only a
-//! load, the GCRA arithmetic (adds, compares, one multiply; no division, no
-//! loop) and a store.
-//!
-//! The binary, never this library, chooses the critical-section
-//! implementation (`cortex-m`'s `critical-section-single-core`, a HAL's
-//! multi-core one, `riscv`'s `critical-section-single-hart`, or `std`'s on a
-//! host). This crate never enables portable-atomic's single-core assumption
-//! (`…-assume-single-core`).
+//! There it falls back to a global spin lock (also with its
+//! `critical-section` feature), which an interrupt handler touching the same
+//! atomic spins on forever. A `critical_section` masks interrupts for the
+//! update's few instructions (a load, adds, compares, one multiply, a
+//! store). The binary chooses its implementation; this crate never enables
+//! portable-atomic's `…-assume-single-core`.
 //!
 //! # Invariants
 //!

@@ -69,22 +69,17 @@ impl<const N: usize> Ring<N> {
 /// consecutive ticks, from the expiry ticks of the last `limit` admitted
 /// cells in a ring of `N` slots (`8·N + 40` bytes).
 ///
-/// With the ring sorted oldest first, `cost` cells are admitted iff slot
-/// `cost − 1` has expired at `now`; `remaining` is the number of expired
-/// slots, `retry_after` the ticks until slot `cost − 1` expires (exact) and
-/// `reset_after` until the newest does. Expiries are in serial time (as
-/// [`Gcra`](crate::Gcra#serial-time) keeps TATs), so `now` may start
-/// anywhere and wrap past `2⁶⁴`; the window is at most 2⁶¹ ticks, and the
-/// answers are exact while two checks are at most 2⁶² ticks apart (past
+/// `cost` cells are admitted iff the `cost`-th oldest slot has expired at
+/// `now`; `retry_after` is exact. Expiries are in serial time (as
+/// [`Gcra`](crate::Gcra#serial-time) keeps TATs): `now` may wrap past `2⁶⁴`,
+/// and answers are exact while two checks are at most 2⁶² ticks apart (past
 /// that the log denies more until it drains, never admits more).
 ///
 /// **Not lock-free**: with `std` the ring sits behind a sequence lock (a
-/// denial, a peek and a `cost == 0` check take no lock; a writer preempted
-/// mid-write delays the others); without `std` every operation runs in one
-/// [`critical_section::with`], so thread mode and interrupt handlers can
-/// share a log. Prefer [`SlidingWindow`](super::SlidingWindow) or
-/// [`Gcra`](crate::Gcra) for heavily shared state. `const`-constructible
-/// for `static`s.
+/// denial, a peek and a `cost == 0` check take no lock); without `std` every
+/// operation runs in one [`critical_section::with`], so interrupt handlers
+/// can share a log. Prefer [`SlidingWindow`](super::SlidingWindow) or
+/// [`Gcra`](crate::Gcra) for heavily shared state.
 ///
 /// ```
 /// use cellrate::{RateLimiter, window::SlidingLog};
