@@ -139,7 +139,7 @@ fn reloads_on_redis_decide_as_the_model() {
                             prop_assert!(
                                 policy.starts_with(&format!(
                                     "\"key\";q={};",
-                                    QUOTAS.burst(rules.default)
+                                    rules.key_burst(&QUOTAS, client)
                                 )),
                                 "{}",
                                 policy
