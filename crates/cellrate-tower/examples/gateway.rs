@@ -27,12 +27,14 @@
 //! curl -H 'authorization: Bearer change-me' http://127.0.0.1:8080/admin/config
 //! ```
 //!
-//! The next request of that client is decided by the new quota (its debt
-//! kept as time: see `cellrate_tower::Reloader`). No token: 401 with a
-//! `WWW-Authenticate` challenge; a wrong one: 403; a body that is not a
-//! quota (`"500/min"`, `"10/s, burst 20"`) or an unknown tier: 400 with the
-//! reason. An override set this way lasts until the file is next reloaded
-//! (the file is the source of truth): write it into the file to keep it.
+//! The next request of that client is decided, and announced, by the new
+//! quota (its debt kept as time: see `cellrate_tower::Reloader`). No token:
+//! 401 with a `WWW-Authenticate` challenge; a wrong one: 403; a body that
+//! is not a quota (`"500/min"`, `"10/s, burst 20"`) or an unknown tier: 400
+//! with the reason; a DELETE of an override the client does not have: 404.
+//! An override set this way outlives reloads of the file while its tier is
+//! in the file (over the file's override of that client, if any); the log
+//! line of each reload says which were kept and which dropped.
 //!
 //! With `--redis` the limits live in Redis, so a fleet of gateways shares
 //! them: the rules come from `examples/gateway-redis.toml` (unless
@@ -101,7 +103,7 @@ mod from_file {
     use cellrate::config::QuotaSpec;
     use cellrate::StdClock;
     use cellrate_tower::config::LayerConfig;
-    use cellrate_tower::{Reload, Reloader};
+    use cellrate_tower::{OverrideError, Reload, Reloader};
     use serde::Deserialize;
 
     /// What the file holds.
@@ -231,11 +233,11 @@ mod from_file {
             Err(e) => return eprintln!("reload ({why}) refused, rules unchanged: {e}"),
         };
         match admin.reloader.apply(&file.limits) {
-            Ok(()) => {
+            Ok(report) => {
                 if let Ok(mut t) = admin.token.write() {
                     *t = file.admin.token;
                 }
-                eprintln!("reloaded {} ({why})", path.display());
+                eprintln!("reloaded {} ({why}); {report}", path.display());
             }
             Err(e) => eprintln!(
                 "reload ({why}) refused, rules unchanged: {}: limits.{e}",
@@ -330,7 +332,8 @@ mod from_file {
         }
     }
 
-    /// `DELETE /admin/overrides/{tier}/{client}`: back to the tier's quota.
+    /// `DELETE /admin/overrides/{tier}/{client}`: back to the tier's quota
+    /// (404 if there is no such override).
     async fn remove_override<B: Reload>(
         State(admin): State<Arc<Admin<B>>>,
         UrlPath((tier, client)): UrlPath<(String, String)>,
@@ -341,6 +344,9 @@ mod from_file {
         }
         match admin.reloader.set_override(&tier, &client, None) {
             Ok(()) => StatusCode::NO_CONTENT.into_response(),
+            Err(e @ (OverrideError::NoTier(_) | OverrideError::NoOverride { .. })) => {
+                (StatusCode::NOT_FOUND, format!("{e}\n")).into_response()
+            }
             Err(e) => refused(e),
         }
     }

@@ -11,9 +11,22 @@ use crate::stamp::{stamp, Stamp};
 use crate::value::RateTable;
 use crate::{BuildError, Fault, Fields, Mode, TierInfo, Verdict, MAX_TIERS};
 
+/// What a client with an override is announced in one tier: its quota's
+/// policy, and the whole `RateLimit-Policy` value when the group has this
+/// one tier (made once per override, as the tiers' own value is).
+pub(crate) struct SlotPolicy {
+    info: TierInfo,
+    rate: Option<RatePolicy>,
+    policy: Option<HeaderValue>,
+}
+
 /// What every request of a layer shares, besides the key and the backend.
 pub(crate) struct Announce {
     pub(crate) names: Vec<String>,
+    /// The tiers, as their own quotas announce them.
+    tiers: Vec<TierInfo>,
+    /// Per tier, what each of its override slots announces.
+    slots: Vec<Vec<Option<SlotPolicy>>>,
     pub(crate) rates: Vec<Option<RatePolicy>>,
     pub(crate) fallback_rates: Vec<Option<RatePolicy>>,
     /// The shared `RateLimit` values of a one-tier layer.
@@ -38,11 +51,13 @@ impl Announce {
     }
 
     /// What a layer announces for `tiers` (and, when the backend has a
-    /// fallback mode, `fallback`), checked as [`RateLimitBuilder::build`]
-    /// documents.
+    /// fallback mode, `fallback`; for a client with an override, the
+    /// quota of its slot in `overrides`, the backend's slots by tier),
+    /// checked as [`RateLimitBuilder::build`] documents.
     pub(crate) fn new(
         tiers: &[TierInfo],
         fallback: Option<Vec<TierInfo>>,
+        overrides: &[Vec<Option<TierInfo>>],
         fields: Fields,
         metrics_name: &str,
     ) -> Result<Self, BuildError> {
@@ -68,8 +83,29 @@ impl Announce {
                 (policy_value(&f), rate_policies(&f))
             }
         };
+        let slots = tiers
+            .iter()
+            .map(|t| {
+                let of_tier = overrides.iter().find(|slots| {
+                    slots
+                        .iter()
+                        .flatten()
+                        .any(|s| s.name == t.name && s.hz == hz)
+                });
+                of_tier
+                    .map(|slots| {
+                        slots
+                            .iter()
+                            .map(|s| s.as_ref().map(|s| slot_policy(s, tiers.len() == 1)))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            })
+            .collect();
         Ok(Announce {
             names: tiers.iter().map(|t| t.name.clone()).collect(),
+            tiers: tiers.to_vec(),
+            slots,
             rates: rate_policies(tiers),
             fallback_rates,
             table: if fields.ietf() {
@@ -119,19 +155,27 @@ impl Announce {
             }
             _ => {}
         }
-        let (policy, rates, table) = match verdict.mode() {
-            Mode::Fallback => (self.fallback_policy.as_ref(), &self.fallback_rates, None),
-            _ => (self.policy.as_ref(), &self.rates, self.table.as_ref()),
+        let s = match verdict.mode() {
+            Mode::Fallback => stamp(
+                &self.names,
+                &self.fallback_rates,
+                self.hz,
+                self.fallback_policy.as_ref(),
+                results,
+                self.fields,
+                None,
+            ),
+            _ if verdict.is_overridden() => self.overridden(verdict),
+            _ => stamp(
+                &self.names,
+                &self.rates,
+                self.hz,
+                self.policy.as_ref(),
+                results,
+                self.fields,
+                self.table.as_ref(),
+            ),
         };
-        let s = stamp(
-            &self.names,
-            rates,
-            self.hz,
-            policy,
-            results,
-            self.fields,
-            table,
-        );
         let status = if admitted {
             StatusCode::OK
         } else if cellrate::compose::refusing(results)
@@ -144,20 +188,84 @@ impl Announce {
         };
         (status, s)
     }
+
+    /// The fields of a verdict in which overrides decided some tiers: each
+    /// such tier announced with the quota that decided it (its slot's, when
+    /// that quota's burst is the decision's limit; else the tier's own).
+    fn overridden(&self, verdict: &Verdict) -> Stamp {
+        let results = verdict.tiers().results();
+        let own = |i: usize| -> Option<&SlotPolicy> {
+            let slot = self
+                .slots
+                .get(i)?
+                .get(verdict.override_slot(i)?)?
+                .as_ref()?;
+            let limit = match results.get(i)? {
+                Ok(d) => d.limit(),
+                Err(d) => d.limit(),
+            };
+            (slot.info.limit == limit).then_some(slot)
+        };
+        if let (1, Some(slot)) = (results.len(), own(0)) {
+            let rates = core::slice::from_ref(&slot.rate);
+            let policy = slot.policy.as_ref();
+            return stamp(
+                &self.names,
+                rates,
+                self.hz,
+                policy,
+                results,
+                self.fields,
+                None,
+            );
+        }
+        let mut tiers = self.tiers.clone();
+        let mut rates = self.rates.clone();
+        for (i, (tier, rate)) in tiers.iter_mut().zip(&mut rates).enumerate() {
+            if let Some(slot) = own(i) {
+                *tier = slot.info.clone();
+                *rate = slot.rate.clone();
+            }
+        }
+        let policy = policy_value(&tiers);
+        stamp(
+            &self.names,
+            &rates,
+            self.hz,
+            policy.as_ref(),
+            results,
+            self.fields,
+            None,
+        )
+    }
+}
+
+/// What the client of an override slot whose quota is `info` is announced
+/// in its tier; with its whole policy value if the tier is `alone` in its
+/// group.
+fn slot_policy(info: &TierInfo, alone: bool) -> SlotPolicy {
+    let one = core::slice::from_ref(info);
+    SlotPolicy {
+        info: info.clone(),
+        rate: rate_policies(one).pop().flatten(),
+        policy: if alone { policy_value(one) } else { None },
+    }
 }
 
 /// What each group of tiers announces (the first with the backend's
-/// `fallback` tiers), checked as [`RateLimitBuilder::build`]
+/// `fallback` tiers; its clients with overrides with the quotas of their
+/// slots in `overrides`), checked as [`RateLimitBuilder::build`]
 /// documents.
 pub(crate) fn announces(
     groups: Vec<Vec<TierInfo>>,
     mut fallback: Option<Vec<TierInfo>>,
+    overrides: &[Vec<Option<TierInfo>>],
     fields: Fields,
     metrics_name: &str,
 ) -> Result<Vec<Arc<Announce>>, BuildError> {
     let mut announces = Vec::new();
     for tiers in groups {
-        let announce = Announce::new(&tiers, fallback.take(), fields, metrics_name)?;
+        let announce = Announce::new(&tiers, fallback.take(), overrides, fields, metrics_name)?;
         announces.push(Arc::new(announce));
     }
     if announces.is_empty() {

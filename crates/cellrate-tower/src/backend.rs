@@ -51,6 +51,8 @@ pub struct Verdict {
     tiers: Tiers<MAX_TIERS>,
     mode: Mode,
     fault: Option<Fault>,
+    /// Per tier, `slot + 1` of the override that decided it, or 0.
+    overrides: [u16; MAX_TIERS],
 }
 
 /// Why a backend could not decide (answered without internal detail).
@@ -70,6 +72,7 @@ impl Verdict {
             tiers,
             mode,
             fault: None,
+            overrides: [0; MAX_TIERS],
         }
     }
     /// The verdict of one tier.
@@ -85,7 +88,40 @@ impl Verdict {
             tiers: Tiers::default(),
             mode: Mode::Normal,
             fault: Some(fault),
+            overrides: [0; MAX_TIERS],
         }
+    }
+    /// This verdict, its tier `tier` (an index into its results) decided
+    /// by the quota of that tier's override slot `slot` (see
+    /// [`Backend::override_slots`]): the fields then announce that quota.
+    /// A slot past [`u16::MAX`] − 1 or a tier past the results is ignored.
+    ///
+    /// ```
+    /// use cellrate_tower::{Mode, Verdict};
+    /// use cellrate::compose::Tiers;
+    /// use cellrate::Decision;
+    /// let v = Verdict::decided(Tiers::from_slice(&[Ok(Decision::new(500, 499, 120))]).unwrap(), Mode::Normal);
+    /// assert_eq!(v.override_slot(0), None);
+    /// assert_eq!(v.with_override(0, 3).override_slot(0), Some(3));
+    /// ```
+    pub fn with_override(mut self, tier: usize, slot: usize) -> Self {
+        if let (Some(mark), Ok(slot)) = (self.overrides.get_mut(tier), u16::try_from(slot)) {
+            if tier < self.tiers.results().len() && slot < u16::MAX {
+                *mark = slot + 1;
+            }
+        }
+        self
+    }
+    /// The override slot whose quota decided tier `tier`, if an override did.
+    pub fn override_slot(&self, tier: usize) -> Option<usize> {
+        match self.overrides.get(tier) {
+            Some(&mark) if mark > 0 => Some(usize::from(mark - 1)),
+            _ => None,
+        }
+    }
+    /// Whether an override decided some tier.
+    pub(crate) fn is_overridden(&self) -> bool {
+        self.overrides != [0; MAX_TIERS]
     }
     /// Every tier's result.
     pub const fn tiers(&self) -> &Tiers<MAX_TIERS> {
@@ -179,6 +215,13 @@ pub trait Backend: Send + Sync + 'static {
     /// tier decides every request.
     fn groups(&self) -> Vec<Vec<TierInfo>> {
         std::vec![self.tiers()]
+    }
+    /// Each tier's override slots, in the order of [`tiers`](Self::tiers):
+    /// the quota each slot gives its client (`None`: a free slot), which a
+    /// verdict that names the slot ([`Verdict::with_override`]) is
+    /// announced with. None for a backend without per-client quotas.
+    fn override_slots(&self) -> Vec<Vec<Option<TierInfo>>> {
+        Vec::new()
     }
     /// The group of [`groups`](Self::groups) that decides `key`.
     fn group(&self, key: &RequestKey<'_>) -> usize {

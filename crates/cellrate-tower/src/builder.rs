@@ -141,6 +141,7 @@ impl<E: Extract, B: Backend, C: Clock + Send + Sync + 'static> RateLimitBuilder<
         let announces = announces(
             self.backend.groups(),
             self.backend.fallback_tiers(),
+            &self.backend.override_slots(),
             self.fields,
             metrics_name,
         )?;

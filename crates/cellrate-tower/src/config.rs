@@ -46,7 +46,7 @@
 //! | `tiers[i].capacity` | live keys the tier's table holds, ≥ 1 | required |
 //! | `tiers[i].overrides` | a table `client key → quota`: that client's own quota in this tier (scope `"client"` only) | none |
 //! | `tiers[i].routes` | the matched routes (`["/search", "/orders/{id}"]`) this tier decides, with `key.endpoint = "route"`; a request on another route is decided by the tiers without `routes` (at least one). In process only: on Redis, give each group of routes its own layer (tiers of one name under one prefix share their state on the server) | every route |
-//! | `tiers[i].max_overrides` | clients that can ever have an override in the tier, counting those added at run time, 1 to 4 096 | 64 |
+//! | `tiers[i].max_overrides` | clients that can have an override in the tier at a time, counting those set at run time, 1 to 4 096 | 64 |
 //! | `fields` | `"ietf"`, `"legacy"`, `"both"`, `"neither"` ([`Fields`]) | `"both"` |
 //! | `keyless` | `{ reject = <a 4xx status but 407> }`, `"shared"` ([`Keyless`]) | `{ reject = 400 }` |
 //! | `challenge` | `{ scheme = "Bearer", realm = "api" }`: the `WWW-Authenticate` a keyless 401 carries ([`RateLimitBuilder::challenge`](super::RateLimitBuilder::challenge)); required with `reject = 401` | none |
@@ -55,7 +55,10 @@
 //! | `redis` | a [`RedisRules`] table: the tiers live in Redis (`LayerConfig::build_redis`, feature `redis`) | none (in process) |
 //!
 //! A layer built from a config can take a new one at run time, keeping
-//! every client's state: see [`Reloader`](super::Reloader).
+//! every client's state and the overrides set at run time while their tier
+//! lives: see [`Reloader`](super::Reloader). A client with an override is
+//! decided and announced (`RateLimit-Policy` and every other field) by its
+//! own quota in that tier.
 //!
 //! A request is decided, all or nothing, by the tiers of its route: those
 //! whose `routes` name it and those without `routes`, in the file's
@@ -133,10 +136,10 @@ pub struct LayerTier {
     /// `client`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub overrides: BTreeMap<String, QuotaSpec>,
-    /// How many clients can ever have an override in this tier, counting
-    /// the ones added at run time ([`Reloader`](super::Reloader));
-    /// default [`DEFAULT_MAX_OVERRIDES`]. A client keeps its slot once it
-    /// had one.
+    /// How many clients can have an override in this tier at a time,
+    /// counting the ones set at run time ([`Reloader`](super::Reloader));
+    /// default [`DEFAULT_MAX_OVERRIDES`]. Removing an override frees its
+    /// slot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_overrides: Option<usize>,
     /// The matched routes (`key.endpoint = "route"`) this tier decides;

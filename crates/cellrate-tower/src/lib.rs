@@ -122,7 +122,7 @@ pub use redis::{
     FallbackCounters, FallbackStats, RedisAsync, RedisBackend, RedisBlocking, RedisClient,
 };
 #[cfg(feature = "serde")]
-pub use reload::{Reload, Reloader};
+pub use reload::{Dropped, OverrideError, Reload, Reloaded, Reloader, Why};
 pub use service::RateLimit;
 pub use stamp::insert_fields;
 

@@ -148,9 +148,15 @@ pub(super) struct RedisPlan {
     pub(super) policy: cellrate_redis::RedisPolicy,
     pub(super) failure: cellrate_redis::FailurePolicy,
     /// By client key (as the backend reads it from a request), the policy
-    /// with that client's overrides.
-    pub(super) overrides: Vec<(String, cellrate_redis::RedisPolicy)>,
+    /// with that client's overrides, and its `(tier, slot)`s.
+    pub(super) overrides: Vec<OwnPlan>,
+    /// Each tier's override slots.
+    pub(super) slots: Vec<Vec<Option<TierInfo>>>,
 }
+
+/// A client's key, its policy with its overrides, and its `(tier, slot)`s.
+#[cfg(feature = "serde")]
+pub(super) type OwnPlan = (String, cellrate_redis::RedisPolicy, Vec<(usize, usize)>);
 
 type Pending = Pin<Box<dyn Future<Output = Verdict> + Send>>;
 
@@ -270,9 +276,35 @@ pub struct RedisBackend<L: RedisClient> {
     limiter: Arc<L>,
     /// The clients with quotas of their own (a configuration's overrides),
     /// by client key: a limiter each, over the same connection and
-    /// fallback tables, for the same keys on the server.
-    overrides: HashMap<String, Arc<L>>,
+    /// fallback tables, for the same keys on the server, and its slot in
+    /// each tier it overrides.
+    overrides: HashMap<String, Own<L>>,
+    /// Each tier's override slots.
+    slots: Vec<Vec<Option<TierInfo>>>,
     counters: Arc<FallbackCounters>,
+}
+
+/// A client with quotas of its own: its limiter, and per tier `slot + 1`
+/// of its override there (0: the tier's own quota).
+struct Own<L> {
+    limiter: Arc<L>,
+    slots: [u16; super::MAX_TIERS],
+}
+
+/// `verdict` with the tiers of the client's overrides marked (`slots`),
+/// when Redis decided it (in its failure mode the tiers' fallback quotas
+/// decide every client).
+fn own_verdict(verdict: Verdict, slots: &[u16; super::MAX_TIERS]) -> Verdict {
+    if verdict.mode() != Mode::Normal || verdict.fault_kind().is_some() {
+        return verdict;
+    }
+    let mut verdict = verdict;
+    for (tier, &mark) in slots.iter().enumerate() {
+        if mark > 0 {
+            verdict = verdict.with_override(tier, usize::from(mark - 1));
+        }
+    }
+    verdict
 }
 
 /// The blocking [`RedisGcra`] as a backend: each check runs on tokio's
@@ -316,6 +348,7 @@ impl<L: RedisClient> RedisBackend<L> {
         RedisBackend {
             limiter: Arc::new(limiter),
             overrides: HashMap::new(),
+            slots: Vec::new(),
             counters: Arc::default(),
         }
     }
@@ -330,13 +363,21 @@ impl<L: RedisClient> RedisBackend<L> {
                 .with_policy(plan.policy, plan.failure.clone())?,
         );
         let mut overrides = HashMap::with_capacity(plan.overrides.len());
-        for (client, policy) in plan.overrides {
+        for (client, policy, marks) in plan.overrides {
             let own = limiter.with_policy(policy, plan.failure.clone())?;
-            overrides.insert(client, Arc::new(own));
+            let mut slots = [0; super::MAX_TIERS];
+            for (tier, slot) in marks {
+                if let (Some(mark), Ok(slot)) = (slots.get_mut(tier), u16::try_from(slot + 1)) {
+                    *mark = slot;
+                }
+            }
+            let limiter = Arc::new(own);
+            overrides.insert(client, Own { limiter, slots });
         }
         Ok(RedisBackend {
             limiter,
             overrides,
+            slots: plan.slots,
             counters: Arc::clone(&self.counters),
         })
     }
@@ -365,8 +406,20 @@ impl<L: RedisClient> Backend for RedisBackend<L> {
     fn check(&self, key: &RequestKey<'_>, _now: u64, cost: u64) -> Check<Pending> {
         let client: String = owned(key.client());
         let scope: Option<String> = key.scope().map(owned);
-        let limiter = Arc::clone(self.overrides.get(&client).unwrap_or(&self.limiter));
-        Check::Pending(limiter.verdict(client, scope, cost, Arc::clone(&self.counters)))
+        let counters = Arc::clone(&self.counters);
+        match self.overrides.get(&client) {
+            None => {
+                Check::Pending(Arc::clone(&self.limiter).verdict(client, scope, cost, counters))
+            }
+            Some(own) => {
+                let slots = own.slots;
+                let pending = Arc::clone(&own.limiter).verdict(client, scope, cost, counters);
+                Check::Pending(Box::pin(async move { own_verdict(pending.await, &slots) }))
+            }
+        }
+    }
+    fn override_slots(&self) -> Vec<Vec<Option<TierInfo>>> {
+        self.slots.clone()
     }
     #[cfg(feature = "metrics")]
     fn register_metrics(&mut self, limiter: &str) {

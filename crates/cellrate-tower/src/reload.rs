@@ -6,6 +6,9 @@ use std::sync::{Arc, MutexGuard};
 use super::config::ConfigKey;
 use std::any::Any;
 
+use std::collections::BTreeMap;
+
+use super::backend::keyed::Epoch;
 use super::config::{Applied, LayerConfig};
 use super::live::{Live, Shared};
 use super::{Backend, KeyedTiers, RateLimitLayer, TierInfo};
@@ -64,11 +67,20 @@ use cellrate_config::ConfigError as Error;
 /// * a tier only in the new configuration starts with an empty table; a
 ///   tier only in the old one is dropped when the last request that read
 ///   it is answered;
-/// * an override only in the new configuration binds that client to one of
-///   the tier's `max_overrides` slots (for the tier's life: a slot never
-///   passes to another client, so a check never reads another client's
-///   quota); an override the new configuration drops makes that client
-///   follow the tier's default quota again;
+/// * an override only in the new configuration gives that client one of
+///   the tier's `max_overrides` slots; an override the new configuration
+///   drops makes that client follow the tier's default quota again and
+///   frees its slot. A freed slot passes to another client only once every
+///   request decided by rules from before the freeing reload is answered,
+///   so a check never reads another client's quota (a reload that needs
+///   more slots than are free is refused with the override's place);
+/// * the overrides set at run time ([`set_override`](Self::set_override))
+///   are laid over the new configuration while their tier is in it
+///   (scoped `client`, with a slot for them), over its override of the
+///   same client if it has one; the answer, [`Reloaded`], says which were
+///   kept and which dropped and why (the tier removed, no longer scoped
+///   `client`, no slot left). An override removed at run time is gone
+///   until a configuration names it again;
 /// * the tier order, and so the order of the `RateLimit` fields, is the new
 ///   one.
 ///
@@ -90,7 +102,8 @@ use cellrate_config::ConfigError as Error;
 /// # The switch
 ///
 /// Every request reads the rules in force with one lock-free load and is
-/// decided and announced by them; a kept tier's quota switches whole,
+/// decided and announced by them (a client with an override is announced
+/// its override's quota in that tier); a kept tier's quota switches whole,
 /// with [`Gcra::set_quota`](cellrate::Gcra::set_quota) semantics: a
 /// client's debt is kept as time (its TAT), nobody is reset and nobody
 /// gets cells back from the change. So no schedule of reloads lets a
@@ -147,13 +160,22 @@ mod sealed {
             config: &LayerConfig,
             old: &LayerConfig,
             hz: u64,
+            epoch: Epoch,
         ) -> Result<Self::Plan, Error>;
-        /// The groups of tiers (and the fallback tiers) the plan's backend
-        /// will have.
-        fn announced(plan: &Self::Plan) -> (Vec<Vec<TierInfo>>, Option<Vec<TierInfo>>);
+        /// The groups of tiers (and the fallback tiers, and each tier's
+        /// override slots) the plan's backend will have.
+        fn announced(plan: &Self::Plan) -> Announced;
         /// The backend of the plan, its series carried from `self`.
         fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self;
     }
+
+    /// What a backend's tiers announce: the groups, the fallback tiers and
+    /// each tier's override slots.
+    pub type Announced = (
+        Vec<Vec<TierInfo>>,
+        Option<Vec<TierInfo>>,
+        Vec<Vec<Option<TierInfo>>>,
+    );
 
     /// The plans of a [`KeyedTiers`] reload (not nameable outside the crate).
     pub struct KeyedPlan(
@@ -164,18 +186,25 @@ mod sealed {
 
 impl sealed::Reload for KeyedTiers {
     type Plan = sealed::KeyedPlan;
-    fn plan(&self, config: &LayerConfig, _old: &LayerConfig, hz: u64) -> Result<Self::Plan, Error> {
+    fn plan(
+        &self,
+        config: &LayerConfig,
+        _old: &LayerConfig,
+        hz: u64,
+        epoch: Epoch,
+    ) -> Result<Self::Plan, Error> {
         if config.redis.is_some() {
             return Err(fixed("redis"));
         }
-        let plans = config.plan_tiers(hz, Some(self))?;
+        let plans = config.plan_tiers(hz, Some(self), epoch)?;
         Ok(sealed::KeyedPlan(plans, config.routes()?))
     }
-    fn announced(plan: &Self::Plan) -> (Vec<Vec<TierInfo>>, Option<Vec<TierInfo>>) {
+    fn announced(plan: &Self::Plan) -> sealed::Announced {
         let all: Vec<TierInfo> = plan.0.iter().map(|p| p.info()).collect();
         (
             crate::backend::keyed::Routes::groups_of(plan.1.as_ref(), all),
             None,
+            plan.0.iter().map(|p| p.override_infos()).collect(),
         )
     }
     fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self {
@@ -193,7 +222,13 @@ impl sealed::Reload for KeyedTiers {
 #[cfg(feature = "redis")]
 impl sealed::Reload for super::RedisAsync {
     type Plan = super::RedisAsync;
-    fn plan(&self, config: &LayerConfig, old: &LayerConfig, hz: u64) -> Result<Self::Plan, Error> {
+    fn plan(
+        &self,
+        config: &LayerConfig,
+        old: &LayerConfig,
+        hz: u64,
+        _epoch: Epoch,
+    ) -> Result<Self::Plan, Error> {
         let (Some(new), Some(was)) = (&config.redis, &old.redis) else {
             return Err(fixed("redis"));
         };
@@ -211,8 +246,8 @@ impl sealed::Reload for super::RedisAsync {
         let plan = config.redis_policy(hz)?;
         self.reconfigured(plan).map_err(|e| Error::new("redis", e))
     }
-    fn announced(plan: &Self::Plan) -> (Vec<Vec<TierInfo>>, Option<Vec<TierInfo>>) {
-        (plan.groups(), plan.fallback_tiers())
+    fn announced(plan: &Self::Plan) -> sealed::Announced {
+        (plan.groups(), plan.fallback_tiers(), plan.override_slots())
     }
     fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self {
         // The failure counters and series are shared; a new fallback table
@@ -301,42 +336,76 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
     }
 
     /// Makes `config` the rules in force, keeping every client's state
-    /// (see [`Reloader`]); all or nothing: an error names the
-    /// place of the first problem and changes nothing.
-    pub fn apply(&self, config: &LayerConfig) -> Result<(), Error> {
+    /// (see [`Reloader`]), with the overrides set at run time laid over it
+    /// while their tier lives; all or nothing: an error names the place of
+    /// the first problem and changes nothing. The answer says what became
+    /// of the run-time overrides.
+    pub fn apply(&self, config: &LayerConfig) -> Result<Reloaded, Error> {
         let mut applied = self.lock();
-        self.apply_locked(&mut applied, config)
+        let Some(state) = applied_mut(&mut applied) else {
+            return Err(not_configured());
+        };
+        let (next, runtime, report) = lay_over(config, &state.runtime);
+        self.apply_locked(state, &next)?;
+        state.runtime = runtime;
+        Ok(report)
     }
 
     /// Sets (`Some`) or removes (`None`: the client follows the tier's
     /// default quota again) the override of one client in one tier, as
     /// [`apply`](Self::apply) with the configuration in force changed in
-    /// that one place; every other client and tier is untouched.
+    /// that one place; every other client and tier is untouched. An
+    /// override set here outlives later [`apply`](Self::apply)s while its
+    /// tier lives (see [`Reloaded`]); removing one frees its slot, and
+    /// removing one the client does not have is
+    /// [`OverrideError::NoOverride`].
     pub fn set_override(
         &self,
         tier: &str,
         client: &str,
         quota: Option<QuotaSpec>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), OverrideError> {
         let mut applied = self.lock();
-        let Some(mut next) = self::applied(&applied).map(|a| a.config.clone()) else {
-            return Err(not_configured());
+        let Some(state) = applied_mut(&mut applied) else {
+            return Err(OverrideError::Refused(not_configured()));
         };
+        let mut next = state.config.clone();
         let Some(t) = next.tiers.iter_mut().find(|t| t.name == tier) else {
-            return Err(Error::new(
-                "tiers",
-                format_args!("no tier is named {tier:?}"),
-            ));
+            return Err(OverrideError::NoTier(tier.into()));
         };
-        match quota {
+        match &quota {
             Some(q) => {
-                t.overrides.insert(String::from(client), q);
+                t.overrides.insert(String::from(client), *q);
             }
             None => {
-                t.overrides.remove(client);
+                if t.overrides.remove(client).is_none() {
+                    return Err(OverrideError::NoOverride {
+                        tier: tier.into(),
+                        client: client.into(),
+                    });
+                }
             }
         }
-        self.apply_locked(&mut applied, &next)
+        self.apply_locked(state, &next)
+            .map_err(OverrideError::Refused)?;
+        match quota {
+            Some(q) => {
+                state
+                    .runtime
+                    .entry(tier.into())
+                    .or_default()
+                    .insert(client.into(), q);
+            }
+            None => {
+                if let Some(clients) = state.runtime.get_mut(tier) {
+                    clients.remove(client);
+                    if clients.is_empty() {
+                        state.runtime.remove(tier);
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The `limiter` label of the layer's series ("" without `metrics`).
@@ -347,15 +416,11 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
         ""
     }
 
-    fn apply_locked(
-        &self,
-        applied: &mut Option<Box<dyn Any + Send>>,
-        config: &LayerConfig,
-    ) -> Result<(), Error> {
-        let Some(Applied { config: old, hz }) = self::applied(applied) else {
-            return Err(not_configured());
-        };
-        let hz = *hz;
+    /// Makes `config` (the run-time overrides already in it) the rules in
+    /// force.
+    fn apply_locked(&self, state: &mut Applied, config: &LayerConfig) -> Result<(), Error> {
+        let epoch = state.epoch();
+        let old = &state.config;
         unchanged(&config.key, &old.key, "key")?;
         unchanged(&config.fields, &old.fields, "fields")?;
         unchanged(&config.keyless, &old.keyless, "keyless")?;
@@ -366,11 +431,12 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
             return Err(Error::new("tiers", super::BuildError::NoTiers));
         }
         let current = self.shared.live.load_full();
-        let plan = current.backend.plan(config, old, hz)?;
-        let (groups, fallback) = B::announced(&plan);
+        let plan = current.backend.plan(config, old, state.hz, epoch)?;
+        let (groups, fallback, overrides) = B::announced(&plan);
         let announces = super::announce::announces(
             groups.clone(),
             fallback,
+            &overrides,
             self.shared.fields,
             self.metrics_name(),
         )
@@ -378,22 +444,206 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
         // Checked: from here on nothing fails.
         let backend = current.backend.commit(plan, self.metrics_name());
         debug_assert_eq!(backend.groups(), groups);
-        self.shared.live.store(Arc::new(Live {
+        drop(current);
+        let replaced: Arc<dyn Any + Send + Sync> = self.shared.live.swap(Arc::new(Live {
             backend: Arc::new(backend),
             announces,
         }));
-        *applied = Some(Box::new(Applied {
-            config: config.clone(),
-            hz,
-        }));
+        state.retire(Arc::downgrade(&replaced));
+        state.config = config.clone();
         Ok(())
     }
 }
+
+/// `config` with the overrides set at run time (`runtime`) laid over it:
+/// each kept while its tier is there, scoped `client` and has a slot for
+/// it (it takes the place of the configuration's override of the same
+/// client); the overrides kept, and what became of them.
+fn lay_over(config: &LayerConfig, runtime: &Runtime) -> (LayerConfig, Runtime, Reloaded) {
+    let mut next = config.clone();
+    let mut kept = Runtime::new();
+    let mut report = Reloaded::default();
+    for (tier, clients) in runtime {
+        let Some(at) = next.tiers.iter().position(|t| &t.name == tier) else {
+            for client in clients.keys() {
+                report.dropped.push(Dropped {
+                    tier: tier.clone(),
+                    client: client.clone(),
+                    why: Why::TierRemoved,
+                });
+            }
+            continue;
+        };
+        for (client, quota) in clients {
+            let t = &mut next.tiers[at];
+            let slots = t
+                .max_overrides
+                .unwrap_or(super::config::DEFAULT_MAX_OVERRIDES);
+            let why = if t.scope != super::config::TierScope::Client {
+                Some(Why::NotPerClient)
+            } else if !t.overrides.contains_key(client) && t.overrides.len() >= slots {
+                Some(Why::NoSlot)
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                report.dropped.push(Dropped {
+                    tier: tier.clone(),
+                    client: client.clone(),
+                    why,
+                });
+                continue;
+            }
+            t.overrides.insert(client.clone(), *quota);
+            kept.entry(tier.clone())
+                .or_default()
+                .insert(client.clone(), *quota);
+            report.kept.push((tier.clone(), client.clone()));
+        }
+    }
+    (next, kept, report)
+}
+
+/// The overrides set at run time, by tier and client.
+type Runtime = BTreeMap<String, BTreeMap<String, QuotaSpec>>;
+
+/// What a reload ([`Reloader::apply`]) did with the overrides set at run
+/// time ([`Reloader::set_override`]): they outlive reloads while their tier
+/// does, each laid over the new configuration (over its override of the
+/// same client, if it has one). Its `Display` is one line for a log.
+///
+/// ```
+/// use cellrate::StdClock;
+/// use cellrate_tower::config::LayerConfig;
+/// use cellrate_tower::Why;
+///
+/// let read = |tiers: &str| -> LayerConfig {
+///     toml::from_str(&format!("key = {{ client = {{ header = \"x-api-key\" }} }}\n{tiers}")).unwrap()
+/// };
+/// let both = r#"tiers = [{ name = "key", quota = "100/min", capacity = 64 },
+///                        { name = "burst", quota = "10/s", capacity = 64 }]"#;
+/// let layer = read(both).build(StdClock::new(), StdClock::HZ).unwrap();
+/// let reloader = layer.reloader();
+/// reloader.set_override("key", "acct_123", Some("500/min".parse().unwrap())).unwrap();
+/// reloader.set_override("burst", "acct_123", Some("50/s".parse().unwrap())).unwrap();
+///
+/// // The file is reloaded without the "burst" tier.
+/// let report = reloader.apply(&read(r#"tiers = [{ name = "key", quota = "200/min", capacity = 64 }]"#)).unwrap();
+/// assert_eq!(report.kept, [("key".to_string(), "acct_123".to_string())]);
+/// assert_eq!(report.dropped[0].why, Why::TierRemoved);
+/// assert_eq!(
+///     report.to_string(),
+///     "run-time overrides kept: key/acct_123; dropped: burst/acct_123 (its tier was removed)"
+/// );
+/// assert_eq!(reloader.config().tiers[0].overrides["acct_123"].to_string(), "500/min");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reloaded {
+    /// The run-time overrides in force after the reload, as `(tier, client)`.
+    pub kept: Vec<(String, String)>,
+    /// The run-time overrides the reload dropped, and why.
+    pub dropped: Vec<Dropped>,
+}
+
+/// A run-time override that a reload dropped: that client follows the
+/// new configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Dropped {
+    /// Its tier's name.
+    pub tier: String,
+    /// The client.
+    pub client: String,
+    /// Why.
+    pub why: Why,
+}
+
+/// Why a reload dropped a run-time override.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Why {
+    /// The new configuration has no tier of that name.
+    TierRemoved,
+    /// The tier is no longer scoped `client` (only such a tier has
+    /// overrides).
+    NotPerClient,
+    /// The tier's `max_overrides` slots are taken by the configuration's
+    /// own overrides and the run-time ones kept before it (in client order).
+    NoSlot,
+}
+
+impl core::fmt::Display for Why {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Why::TierRemoved => "its tier was removed",
+            Why::NotPerClient => "its tier is no longer scoped \"client\"",
+            Why::NoSlot => "no override slot left in its tier",
+        })
+    }
+}
+
+impl core::fmt::Display for Reloaded {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.kept.is_empty() && self.dropped.is_empty() {
+            return f.write_str("no run-time overrides");
+        }
+        f.write_str("run-time overrides kept: ")?;
+        if self.kept.is_empty() {
+            f.write_str("none")?;
+        }
+        for (i, (tier, client)) in self.kept.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            write!(f, "{sep}{tier}/{client}")?;
+        }
+        for (i, d) in self.dropped.iter().enumerate() {
+            let sep = if i == 0 { "; dropped: " } else { ", " };
+            write!(f, "{sep}{}/{} ({})", d.tier, d.client, d.why)?;
+        }
+        Ok(())
+    }
+}
+
+/// Why [`Reloader::set_override`] changed nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OverrideError {
+    /// No tier has this name.
+    NoTier(String),
+    /// The client has no override in the tier to remove.
+    NoOverride {
+        /// The tier.
+        tier: String,
+        /// The client.
+        client: String,
+    },
+    /// The rules with the change are refused (the place and the reason,
+    /// as [`Reloader::apply`] says them).
+    Refused(Error),
+}
+
+impl core::fmt::Display for OverrideError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            OverrideError::NoTier(tier) => write!(f, "tiers: no tier is named {tier:?}"),
+            OverrideError::NoOverride { tier, client } => {
+                write!(f, "tier {tier:?} has no override for client {client:?}")
+            }
+            OverrideError::Refused(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for OverrideError {}
 
 /// The configuration a layer was built from, as its builder left it in
 /// the layer (type-erased there: the layer does not know configurations).
 fn applied(slot: &Option<Box<dyn Any + Send>>) -> Option<&Applied> {
     slot.as_ref()?.downcast_ref()
+}
+
+fn applied_mut(slot: &mut Option<Box<dyn Any + Send>>) -> Option<&mut Applied> {
+    slot.as_mut()?.downcast_mut()
 }
 
 fn not_configured() -> Error {

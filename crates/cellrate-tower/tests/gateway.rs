@@ -326,6 +326,54 @@ fn gateway_reloads_its_file() {
     assert!(wait_for_limit(&addr, "finn", "9"), "no reload on change");
 }
 
+/// An override set through the admin endpoint is announced to its client
+/// and outlives a reload of the file (its tier kept); removing one the
+/// client does not have is 404.
+#[test]
+fn gateway_admin_override_outlives_a_reload() {
+    let file = TempFile::new("keep", DRIVE_RULES);
+    let (guard, addr) = start_with(
+        &["--config", file.path(), "127.0.0.1:0"],
+        None,
+        &[("CELLRATE_GATEWAY_POLL_MS", "0")],
+    );
+    let path = "/admin/overrides/key/frank";
+    let r = admin(&addr, "PUT", path, Some("t0ken"), "100/s");
+    assert_eq!(r.status, 204, "{}", r.body);
+    let r = get(&addr, "/users", Some("frank"));
+    assert_eq!(
+        r.headers["ratelimit-policy"],
+        r#""key";q=100;w=1, "endpoint";q=3;w=60"#
+    );
+    assert!(r.headers["ratelimit"].starts_with(r#""key";r=99;t=1, "#));
+    file.write(&DRIVE_RULES.replace("\"10/min\"", "\"9/min\""));
+    let ok = Command::new("kill")
+        .args(["-HUP", &guard.0.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    assert!(wait_for_limit(&addr, "finn", "9"), "no reload on SIGHUP");
+    assert_eq!(key_q(&addr, "frank"), "100");
+    let r = admin(&addr, "DELETE", path, Some("t0ken"), "");
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(key_q(&addr, "frank"), "9");
+    let r = admin(&addr, "DELETE", path, Some("t0ken"), "");
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert_eq!(
+        r.body,
+        "tier \"key\" has no override for client \"frank\"\n"
+    );
+    let r = admin(
+        &addr,
+        "DELETE",
+        "/admin/overrides/nope/frank",
+        Some("t0ken"),
+        "",
+    );
+    assert_eq!(r.status, 404, "{}", r.body);
+}
+
 /// The server of `CELLRATE_REDIS_URL` and a key prefix no other run uses.
 #[cfg(feature = "redis")]
 fn redis_url_and_prefix(name: &str) -> (String, String) {

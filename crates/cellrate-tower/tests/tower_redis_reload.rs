@@ -139,7 +139,7 @@ fn reloads_on_redis_decide_as_the_model() {
                             prop_assert!(
                                 policy.starts_with(&format!(
                                     "\"key\";q={};",
-                                    QUOTAS.burst(rules.default)
+                                    rules.key_burst(&QUOTAS, client)
                                 )),
                                 "{}",
                                 policy
@@ -345,4 +345,82 @@ async fn reloads_under_load_on_redis_stay_within_the_bound() {
         assert!(n >= floor, "client {c}: only {n} admitted in {elapsed} ms");
     }
     assert!(switches > 50, "{switches} reloads");
+}
+
+/// One GET of `/` with `x-api-key: key` over loopback HTTP: the status
+/// and the fields, lower-cased names.
+#[cfg(feature = "axum")]
+async fn http_get(addr: &str, key: &str) -> std::collections::HashMap<String, String> {
+    use std::io::{Read, Write};
+    let (addr, key) = (addr.to_string(), key.to_string());
+    tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(
+            s,
+            "GET / HTTP/1.1\r\nHost: {addr}\r\nx-api-key: {key}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let head = text.split("\r\n\r\n").next().unwrap();
+        let mut lines = head.lines();
+        let mut fields = std::collections::HashMap::new();
+        let status = lines.next().unwrap().split(' ').nth(1).unwrap().to_string();
+        fields.insert("status".to_string(), status);
+        for (k, v) in lines.filter_map(|l| l.split_once(": ")) {
+            fields.insert(k.to_ascii_lowercase(), v.to_string());
+        }
+        fields
+    })
+    .await
+    .unwrap()
+}
+
+/// On Redis, over loopback HTTP: a client overridden to 200/min on a tier
+/// of 50/min is announced its own quota beside its own `r`, the others the
+/// tier's; the override set at run time outlives a reload of the rules
+/// (and the reload says so), and removing it brings the tier's back.
+#[cfg(feature = "axum")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
+async fn an_override_is_announced_and_kept_on_redis() {
+    let (url, prefix) = (redis_env::standalone(), redis_env::unique("own"));
+    let layer = one_tier(&url, &prefix, "50/min")
+        .build_redis(StdClock::new(), StdClock::HZ)
+        .unwrap();
+    let reloader = layer.reloader();
+    let router = axum::Router::new()
+        .route("/", axum::routing::get(|| async { "ok" }))
+        .layer(layer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    reloader
+        .set_override("key", "bob", Some("200/min".parse().unwrap()))
+        .unwrap();
+    let bob = http_get(&addr, "bob").await;
+    assert_eq!(bob["status"], "200");
+    assert_eq!(bob["ratelimit-policy"], r#""key";q=200;w=60"#);
+    assert_eq!(bob["ratelimit"], r#""key";r=199;t=1"#);
+    assert_eq!(bob["x-ratelimit-limit"], "200");
+    let eve = http_get(&addr, "eve").await;
+    assert_eq!(eve["ratelimit-policy"], r#""key";q=50;w=60"#);
+    assert_eq!(eve["ratelimit"], r#""key";r=49;t=2"#);
+
+    let report = reloader.apply(&one_tier(&url, &prefix, "60/min")).unwrap();
+    assert_eq!(report.to_string(), "run-time overrides kept: key/bob");
+    let bob = http_get(&addr, "bob").await;
+    assert_eq!(bob["ratelimit-policy"], r#""key";q=200;w=60"#);
+    assert!(bob["ratelimit"].starts_with(r#""key";r=198;"#), "{bob:?}");
+    assert_eq!(
+        http_get(&addr, "eve").await["ratelimit-policy"],
+        r#""key";q=60;w=60"#
+    );
+    reloader.set_override("key", "bob", None).unwrap();
+    let bob = http_get(&addr, "bob").await;
+    assert_eq!(bob["ratelimit-policy"], r#""key";q=60;w=60"#);
+    assert_eq!(bob["x-ratelimit-limit"], "60");
 }

@@ -111,13 +111,11 @@ proptest! {
                         if !want {
                             prop_assert_eq!(got.status(), StatusCode::TOO_MANY_REQUESTS);
                         }
-                        // The fields announce the rules in force.
+                        // The fields announce the rules in force, as they
+                        // apply to this client.
                         let policy = got.headers()["ratelimit-policy"].to_str().unwrap();
                         prop_assert!(
-                            policy.starts_with(&format!(
-                                "\"key\";q={};",
-                                QUOTAS.burst(rules.default)
-                            )),
+                            policy.starts_with(&format!("\"key\";q={};", rules.key_burst(&QUOTAS, client))),
                             "{}",
                             policy
                         );
@@ -252,16 +250,22 @@ async fn a_bad_reload_keeps_the_old_rules() {
             "{text}"
         );
     }
-    // Override slots: one, bound to "a" for the tier's life.
+    // Override slots: one, held by one client at a time.
     reloader
         .set_override("key", "a", Some("5/min".parse().unwrap()))
         .unwrap();
     reloader.set_override("key", "a", None).unwrap();
-    assert!(reloader
+    reloader
         .set_override("key", "b", Some("5/min".parse().unwrap()))
-        .unwrap_err()
-        .to_string()
-        .starts_with("tiers[0].overrides.b: every one of the tier's 1 override slots is taken"));
+        .unwrap();
+    assert_eq!(
+        reloader
+            .set_override("key", "c", Some("5/min".parse().unwrap()))
+            .unwrap_err()
+            .to_string(),
+        "tiers[0].overrides: 2 overrides, more than max_overrides (1)"
+    );
+    reloader.set_override("key", "b", None).unwrap();
     assert_eq!(
         reloader
             .set_override("nope", "a", None)
@@ -320,6 +324,39 @@ mod loopback {
                 writer: s,
             }
         }
+        /// One request's status and fields, lower-cased names.
+        fn get_fields(&mut self, key: &str) -> std::collections::HashMap<String, String> {
+            write!(
+                self.writer,
+                "GET / HTTP/1.1\r\nHost: test\r\nx-api-key: {key}\r\n\r\n"
+            )
+            .unwrap();
+            let mut status = String::new();
+            self.reader.read_line(&mut status).unwrap();
+            let mut fields = std::collections::HashMap::new();
+            fields.insert(
+                "status".to_string(),
+                status.split(' ').nth(1).unwrap().to_string(),
+            );
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                self.reader.read_line(&mut line).unwrap();
+                if line == "\r\n" {
+                    break;
+                }
+                if let Some((k, v)) = line.split_once(':') {
+                    let (k, v) = (k.to_ascii_lowercase(), v.trim().to_string());
+                    if k == "content-length" {
+                        length = v.parse().unwrap();
+                    }
+                    fields.insert(k, v);
+                }
+            }
+            let mut body = vec![0; length];
+            self.reader.read_exact(&mut body).unwrap();
+            fields
+        }
         fn get(&mut self, key: &str) -> u16 {
             write!(
                 self.writer,
@@ -346,6 +383,81 @@ mod loopback {
             self.reader.read_exact(&mut body).unwrap();
             code
         }
+    }
+
+    /// The fields of a client with an override are its override's, over
+    /// loopback HTTP: `RateLimit-Policy` with `RateLimit` and
+    /// `X-RateLimit-*`, in a layer of one tier (the override's value made
+    /// once) and of two (written per request); the other clients keep the
+    /// tiers' own.
+    #[test]
+    fn an_override_is_announced_over_http() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let serve = |layer: cellrate_tower::RateLimitLayer<_, _, _>| {
+            let router = axum::Router::new()
+                .route("/", axum::routing::get(|| async { "ok" }))
+                .layer(layer);
+            let listener = rt
+                .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+                .unwrap();
+            let addr = listener.local_addr().unwrap().to_string();
+            rt.spawn(async move {
+                let _ = axum::serve(listener, router).await;
+            });
+            addr
+        };
+        let one = read(
+            "key = { client = { header = \"x-api-key\" } }\n\
+             tiers = [{ name = \"key\", quota = \"100/min\", capacity = 64 }]",
+        )
+        .build(cellrate::StdClock::new(), cellrate::StdClock::HZ)
+        .unwrap();
+        let reloader = one.reloader();
+        let addr = serve(one);
+        reloader
+            .set_override("key", "frank", Some("100/s".parse().unwrap()))
+            .unwrap();
+        let frank = Conn::new(&addr).get_fields("frank");
+        assert_eq!(frank["ratelimit-policy"], r#""key";q=100;w=1"#);
+        assert_eq!(frank["ratelimit"], r#""key";r=99;t=1"#);
+        assert_eq!(frank["x-ratelimit-limit"], "100");
+        assert_eq!(frank["x-ratelimit-remaining"], "99");
+        let other = Conn::new(&addr).get_fields("gina");
+        assert_eq!(other["ratelimit-policy"], r#""key";q=100;w=60"#);
+        assert_eq!(other["ratelimit"], r#""key";r=99;t=1"#);
+        // Same burst, another rate: told apart all the same.
+        reloader
+            .set_override("key", "frank", Some("100/h".parse().unwrap()))
+            .unwrap();
+        let frank = Conn::new(&addr).get_fields("frank");
+        assert_eq!(frank["ratelimit-policy"], r#""key";q=100;w=3600"#);
+        assert_eq!(frank["x-ratelimit-limit"], "100");
+
+        let two = read(
+            "key = { client = { header = \"x-api-key\" } }\n\
+             [[tiers]]\nname = \"key\"\nquota = \"100/min\"\ncapacity = 64\n\
+             overrides = { frank = \"500/min\" }\n\
+             [[tiers]]\nname = \"burst\"\nquota = \"50/s, burst 10\"\ncapacity = 64\n",
+        )
+        .build(cellrate::StdClock::new(), cellrate::StdClock::HZ)
+        .unwrap();
+        let addr = serve(two);
+        let frank = Conn::new(&addr).get_fields("frank");
+        assert_eq!(
+            frank["ratelimit-policy"],
+            r#""key";q=500;w=60, "burst";q=10;w=1, "burst/rate";q=50;w=1"#
+        );
+        assert!(
+            frank["ratelimit"].starts_with(r#""key";r=499;t=1, "#),
+            "{:?}",
+            frank
+        );
+        let other = Conn::new(&addr).get_fields("gina");
+        assert!(other["ratelimit-policy"].starts_with(r#""key";q=100;w=60, "#));
     }
 
     /// Two quotas the rules swing between, in ms: (interval, burst).
@@ -481,4 +593,134 @@ fn new_overrides_must_all_fit() {
     reloader
         .apply(&text("a = \"6/min\", b = \"5/min\""))
         .unwrap();
+}
+
+/// Run-time overrides outlive reloads while their tier lives: a reload
+/// that changes the tier's quota keeps them (over the file's override of
+/// the same client), one that removes the tier drops them, and says so.
+#[tokio::test]
+async fn run_time_overrides_outlive_reloads() {
+    use cellrate_tower::Why;
+    let clock = Arc::new(ManualClock::new(0));
+    let rules = |key: &str, extra: bool| {
+        let mut text = format!(
+            "key = {{ client = {{ header = \"x-api-key\" }} }}\n\
+             [[tiers]]\nname = \"key\"\nquota = \"{key}\"\ncapacity = 64\n\
+             overrides = {{ frank = \"6/min\" }}\n"
+        );
+        if extra {
+            text += "[[tiers]]\nname = \"extra\"\nquota = \"10/s\"\ncapacity = 64\n";
+        }
+        read(&text)
+    };
+    let layer = rules("100/min", true)
+        .build(TestClock(clock.clone()), 1_000)
+        .unwrap();
+    let reloader = layer.reloader();
+    let mut svc = layer.layer(ok_service());
+    reloader
+        .set_override("key", "frank", Some("500/min".parse().unwrap()))
+        .unwrap();
+    reloader
+        .set_override("extra", "gina", Some("50/s".parse().unwrap()))
+        .unwrap();
+    let report = reloader.apply(&rules("200/min", true)).unwrap();
+    assert_eq!(
+        report.to_string(),
+        "run-time overrides kept: extra/gina, key/frank"
+    );
+    let r = call(&mut svc, "frank").await;
+    assert_eq!(r.headers()["x-ratelimit-limit"], "10"); // the extra tier is the tightest
+    assert!(r.headers()["ratelimit-policy"]
+        .to_str()
+        .unwrap()
+        .starts_with(r#""key";q=500;w=60, "#));
+    let report = reloader.apply(&rules("200/min", false)).unwrap();
+    assert_eq!(report.kept, [("key".to_string(), "frank".to_string())]);
+    assert_eq!(report.dropped.len(), 1);
+    assert_eq!(
+        (report.dropped[0].tier.as_str(), report.dropped[0].why),
+        ("extra", Why::TierRemoved)
+    );
+    assert_eq!(
+        report.to_string(),
+        "run-time overrides kept: key/frank; dropped: extra/gina (its tier was removed)"
+    );
+    let r = call(&mut svc, "frank").await;
+    assert_eq!(r.headers()["ratelimit-policy"], r#""key";q=500;w=60"#);
+    assert_eq!(r.headers()["x-ratelimit-limit"], "500");
+    // Removed: frank follows the tier's quota; the file's override of frank
+    // comes back with the next reload of the file.
+    reloader.set_override("key", "frank", None).unwrap();
+    let r = call(&mut svc, "frank").await;
+    assert_eq!(r.headers()["ratelimit-policy"], r#""key";q=200;w=60"#);
+    assert_eq!(
+        reloader
+            .apply(&rules("200/min", false))
+            .unwrap()
+            .to_string(),
+        "no run-time overrides"
+    );
+    let r = call(&mut svc, "frank").await;
+    assert_eq!(r.headers()["ratelimit-policy"], r#""key";q=6;w=60"#);
+}
+
+/// Removing an override frees its slot: with 63 of a tier's 64 slots held,
+/// 1 000 clients in turn get an override through the last one and lose it,
+/// each announced its own quota while it has it; removing an override the
+/// client does not have is its own error.
+#[tokio::test]
+async fn removing_an_override_frees_its_slot() {
+    use cellrate_tower::OverrideError;
+    let clock = Arc::new(ManualClock::new(0));
+    let layer = read(
+        r#"
+        key = { client = { header = "x-api-key" } }
+        tiers = [{ name = "key", quota = "100/min", capacity = 4096 }]
+        "#,
+    )
+    .build(TestClock(clock.clone()), 1_000_000)
+    .unwrap();
+    let reloader = layer.reloader();
+    let mut svc = layer.layer(ok_service());
+    let spec = |n: u64| -> QuotaSpec { format!("{n}/min").parse().unwrap() };
+    for i in 0..63 {
+        reloader
+            .set_override("key", &format!("held{i}"), Some(spec(200 + i)))
+            .unwrap();
+    }
+    for i in 0..1_000u64 {
+        let client = format!("c{i}");
+        reloader
+            .set_override("key", &client, Some(spec(300 + i)))
+            .unwrap_or_else(|e| panic!("cycle {i}: {e}"));
+        let r = call(&mut svc, &client).await;
+        let policy = r.headers()["ratelimit-policy"].to_str().unwrap();
+        assert!(
+            policy.starts_with(&format!("\"key\";q={};", 300 + i)),
+            "{policy}"
+        );
+        assert_eq!(
+            r.headers()["x-ratelimit-limit"],
+            (300 + i).to_string().as_str()
+        );
+        reloader.set_override("key", &client, None).unwrap();
+        let r = call(&mut svc, &client).await;
+        assert_eq!(r.headers()["ratelimit-policy"], r#""key";q=100;w=60"#);
+    }
+    // The held ones kept theirs.
+    let r = call(&mut svc, "held7").await;
+    let policy = r.headers()["ratelimit-policy"].to_str().unwrap();
+    assert!(policy.starts_with(r#""key";q=207;"#), "{policy}");
+    assert_eq!(
+        reloader.set_override("key", "c0", None),
+        Err(OverrideError::NoOverride {
+            tier: "key".into(),
+            client: "c0".into()
+        })
+    );
+    assert_eq!(
+        reloader.set_override("nope", "c0", None),
+        Err(OverrideError::NoTier("nope".into()))
+    );
 }

@@ -20,18 +20,39 @@ pub(crate) enum Scope {
 }
 
 /// A tier's per-client quotas that change at run time: at most `capacity`
-/// clients, each bound to one slot for the tier's life (a slot is never
-/// given to another client, so a check that found its client's slot reads
-/// that client's quota, whatever a reload does meanwhile). A slot's key
-/// word is `0` (free; every slot after it is free too) or `id + 1`; it is
-/// written once, after its quota, by the one reloader at a time.
+/// clients at a time, each in a slot of its own. A slot's key word is `0`
+/// (never used; every slot after it is unused too), `id + 1` (bound to
+/// that client) or [`RETIRED`] (freed); only the reloader, one at a time,
+/// writes it, a bound slot's quota before its key word.
+///
+/// A check that found its client's slot reads that client's quota, whatever
+/// a reload does meanwhile: a freed slot is given to another client only
+/// once every request that could have found it bound is answered. The
+/// reloader says when that is with [`Epoch`]: a slot freed while the rules
+/// of generation `g` were in force is given again once no rules of a
+/// generation `≤ g` are read by any request.
 pub(crate) struct LiveOverrides {
     slots: Box<[OverrideSlot]>,
 }
 
+/// The key word of a freed slot (no client's: an id has 62 bits).
+const RETIRED: u64 = u64::MAX;
+
 struct OverrideSlot {
     key: AtomicU64,
     quota: LiveQuota,
+    /// The generation of the rules in force when the slot was freed
+    /// (written and read by the reloader only).
+    retired_at: AtomicU64,
+}
+
+/// Which rules a reload replaces, and the oldest that requests still read:
+/// the generation of the rules in force (each reload makes the next one),
+/// and the oldest generation some request may still be deciding by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Epoch {
+    pub(crate) current: u64,
+    pub(crate) oldest: u64,
 }
 
 // Reloads are made from a configuration (feature `serde`).
@@ -43,61 +64,89 @@ impl LiveOverrides {
                 .map(|_| OverrideSlot {
                     key: AtomicU64::new(0),
                     quota: LiveQuota::new(default),
+                    retired_at: AtomicU64::new(0),
                 })
                 .collect(),
         }
     }
-    /// How many clients can ever have an override.
+    /// How many clients can have an override at a time.
     pub(crate) fn capacity(&self) -> usize {
         self.slots.len()
     }
-    /// The bound clients.
-    fn bound(&self) -> impl Iterator<Item = &OverrideSlot> {
+    /// The slots that are or were in use.
+    fn used(&self) -> impl Iterator<Item = (usize, &OverrideSlot)> {
         self.slots
             .iter()
-            .take_while(|s| s.key.load(Ordering::Acquire) != 0)
+            .enumerate()
+            .take_while(|(_, s)| s.key.load(Ordering::Acquire) != 0)
     }
-    /// Whether `id` has a slot.
-    pub(crate) fn is_bound(&self, id: KeyId) -> bool {
+    /// The slot of `id`, if it has one.
+    #[inline]
+    pub(crate) fn slot_of(&self, id: KeyId) -> Option<usize> {
         let word = id.get() + 1;
-        self.bound().any(|s| s.key.load(Ordering::Acquire) == word)
+        self.used()
+            .find(|(_, s)| s.key.load(Ordering::Acquire) == word)
+            .map(|(i, _)| i)
     }
-    /// How many clients have a slot.
-    pub(crate) fn bound_count(&self) -> usize {
-        self.bound().count()
+    /// The slot each of `ids` will hold once a reload with these overrides
+    /// (and no others) is committed at `epoch`: its own if it has one, else
+    /// a slot freed long enough ago (see [`LiveOverrides`]), else the first
+    /// never used. `Err(i)`: `ids[i]` finds no slot.
+    pub(crate) fn assign(&self, ids: &[KeyId], epoch: Epoch) -> Result<Vec<usize>, usize> {
+        let mut free = self
+            .used()
+            .filter(|(_, s)| {
+                s.key.load(Ordering::Acquire) == RETIRED
+                    && s.retired_at.load(Ordering::Relaxed) < epoch.oldest
+            })
+            .map(|(i, _)| i)
+            .chain(
+                self.slots
+                    .iter()
+                    .enumerate()
+                    .skip_while(|(_, s)| s.key.load(Ordering::Acquire) != 0)
+                    .map(|(i, _)| i),
+            );
+        let mut taken = Vec::with_capacity(ids.len());
+        for (n, &id) in ids.iter().enumerate() {
+            match self.slot_of(id).or_else(|| free.next()) {
+                Some(slot) => taken.push(slot),
+                None => return Err(n),
+            }
+        }
+        Ok(taken)
     }
-    /// Sets the quotas of one reload, already re-expressed at the tier's
-    /// scale (checked first: a slot for every id): `overrides` are
-    /// bound (a new client takes the first free slot, its quota written
-    /// before its key word), and every other bound client follows
-    /// `default`. Only the reloader (one at a time) calls this.
-    fn apply(&self, overrides: &[(KeyId, Quota)], default: Quota) {
-        for slot in self.bound() {
+    /// Commits one reload's overrides, `(slot, id, quota)` as
+    /// [`assign`](Self::assign) placed them, quotas already at the tier's
+    /// scale: each client's quota is written before its key word; a bound
+    /// client not among them follows `default` and its slot is freed at
+    /// `epoch`. Only the reloader (one at a time) calls this.
+    fn apply(&self, overrides: &[(usize, KeyId, Quota)], default: Quota, epoch: Epoch) {
+        for (_, slot) in self.used() {
             let word = slot.key.load(Ordering::Acquire);
-            match overrides.iter().find(|(id, _)| id.get() + 1 == word) {
-                Some(&(_, q)) => {
-                    let _ = slot.quota.set_quota(q);
-                }
-                None => {
-                    let _ = slot.quota.set_quota(default);
-                }
+            if word != RETIRED && !overrides.iter().any(|&(_, id, _)| id.get() + 1 == word) {
+                let _ = slot.quota.set_quota(default);
+                slot.retired_at.store(epoch.current, Ordering::Relaxed);
+                slot.key.store(RETIRED, Ordering::Release);
             }
         }
-        for &(id, q) in overrides {
-            let word = id.get() + 1;
-            if self.bound().any(|s| s.key.load(Ordering::Acquire) == word) {
-                continue;
-            }
-            let Some(free) = self
-                .slots
-                .iter()
-                .find(|s| s.key.load(Ordering::Acquire) == 0)
-            else {
-                continue; // the slots were counted first: unreachable
+        for &(i, id, q) in overrides {
+            let Some(slot) = self.slots.get(i) else {
+                continue; // placed by `assign`: unreachable
             };
-            let _ = free.quota.set_quota(q);
-            free.key.store(word, Ordering::Release);
+            let _ = slot.quota.set_quota(q);
+            slot.key.store(id.get() + 1, Ordering::Release);
         }
+    }
+    /// What each slot gives its client in tier `name` (`None`: free).
+    fn infos(&self, name: &str) -> Vec<Option<TierInfo>> {
+        self.slots
+            .iter()
+            .map(|s| match s.key.load(Ordering::Acquire) {
+                0 | RETIRED => None,
+                _ => Some(TierInfo::from_quota(name, &s.quota.quota())),
+            })
+            .collect()
     }
 }
 
@@ -109,7 +158,7 @@ impl Overrides<LiveQuota> for LiveOverrides {
             match slot.key.load(Ordering::Acquire) {
                 0 => return None,
                 w if w == word => return Some(&slot.quota),
-                _ => {}
+                _ => {} // another client's, or freed
             }
         }
         None
@@ -151,11 +200,15 @@ impl KeyedTier {
     pub(crate) fn quota(&self) -> Quota {
         self.table.algorithm().quota()
     }
+    /// What each override slot gives its client.
+    pub(crate) fn override_infos(&self) -> Vec<Option<TierInfo>> {
+        self.table.overrides().infos(&self.name)
+    }
     /// Sets the default quota and the overrides (both already re-expressed
-    /// at the table's scale and checked).
-    pub(crate) fn apply(&self, default: Quota, overrides: &[(KeyId, Quota)]) {
+    /// at the table's scale, checked and placed in their slots), at `epoch`.
+    pub(crate) fn apply(&self, default: Quota, overrides: &[(usize, KeyId, Quota)], epoch: Epoch) {
         let _ = self.table.algorithm().set_quota(default);
-        self.table.overrides().apply(overrides, default);
+        self.table.overrides().apply(overrides, default, epoch);
     }
 }
 
@@ -187,10 +240,48 @@ pub struct KeyedTiers {
     /// Which tiers decide which route, when some tiers are limited to
     /// some routes (a configuration's `tiers[i].routes`).
     pub(crate) routes: Option<Routes>,
+    /// How a verdict learns which tiers an override decided, per tier.
+    pub(crate) probes: Vec<Probe>,
+    /// Whether some tier has overrides (some probe is not `None`).
+    pub(crate) overridden: bool,
     /// Each tier's table as metrics, once registered (a reload carries a
     /// kept tier's over).
     #[cfg(feature = "metrics")]
     pub(crate) metrics: Vec<Arc<cellrate_metrics::KeyedMetrics>>,
+}
+
+/// How a check learns whether an override decided a tier, so that its
+/// fields announce that override's quota.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// No client has an override: the tier's own quota decided.
+    None,
+    /// No override has the tier's burst (or each that has it is the tier's
+    /// quota): a decision whose limit is this burst was the tier's own,
+    /// any other is looked up.
+    Unless(u64),
+    /// Every decision is looked up.
+    Always,
+}
+
+impl Probe {
+    /// The probe of a tier of `default` quota whose overrides are `quotas`.
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    pub(crate) fn new(default: Quota, mut quotas: impl Iterator<Item = Quota>) -> Self {
+        let burst = default.burst();
+        let mut any = false;
+        for q in quotas.by_ref() {
+            any = true;
+            if q.burst() == burst && q != default {
+                return Probe::Always;
+            }
+        }
+        if any {
+            Probe::Unless(burst)
+        } else {
+            Probe::None
+        }
+    }
 }
 
 /// The tiers of each route: group 0 (the tiers limited to no route) for a
@@ -258,6 +349,8 @@ impl KeyedTiers {
             tiers: Vec::new(),
             when_full: WhenFull::Deny,
             routes: None,
+            probes: Vec::new(),
+            overridden: false,
             #[cfg(feature = "metrics")]
             metrics: Vec::new(),
         }
@@ -294,6 +387,7 @@ impl KeyedTiers {
             scope,
             self.when_full,
         )));
+        self.probes.push(Probe::None);
         Ok(self)
     }
     /// A tier keyed by the client.
@@ -337,18 +431,61 @@ impl KeyedTiers {
     /// assert_eq!(refused.tiers().results()[0].unwrap().remaining(), 9); // not charged
     /// ```
     pub fn decide(&self, key: &RequestKey<'_>, now: u64, cost: u64) -> Verdict {
-        let tiers = match &self.routes {
+        let members = self
+            .routes
+            .as_ref()
+            .map(|routes| routes.groups[self.route_group(routes, key)].as_slice());
+        let tiers = match members {
             None => {
                 let tiers = self.tiers.iter().map(|tier| Self::entry(tier, key));
                 Tiers::check_all(tiers, now, cost)
             }
-            Some(routes) => {
-                let members = &routes.groups[self.route_group(routes, key)];
+            Some(members) => {
                 let tiers = members.iter().map(|&i| Self::entry(&self.tiers[i], key));
                 Tiers::check_all(tiers, now, cost)
             }
         };
-        Verdict::decided(tiers, Mode::Normal)
+        let verdict = Verdict::decided(tiers, Mode::Normal);
+        if self.overridden {
+            self.mark_overrides(verdict, key, members)
+        } else {
+            verdict
+        }
+    }
+
+    /// `verdict` with each tier that `key`'s override decided marked with
+    /// its slot. A tier's [`Probe`] spares the lookup (a second hash of the
+    /// key) when the decision's limit shows the tier's own quota decided.
+    fn mark_overrides(
+        &self,
+        mut verdict: Verdict,
+        key: &RequestKey<'_>,
+        members: Option<&[usize]>,
+    ) -> Verdict {
+        let results = *verdict.tiers();
+        for (position, result) in results.results().iter().enumerate() {
+            let index = members.map_or(Some(position), |m| m.get(position).copied());
+            let (Some(tier), Some(probe)) = (
+                index.and_then(|i| self.tiers.get(i)),
+                index.and_then(|i| self.probes.get(i)),
+            ) else {
+                continue;
+            };
+            let limit = match result {
+                Ok(d) => d.limit(),
+                Err(d) => d.limit(),
+            };
+            match *probe {
+                Probe::None => continue,
+                Probe::Unless(burst) if burst == limit => continue,
+                _ => {}
+            }
+            let id = tier.table.key_id(&Hashed(key.client()));
+            if let Some(slot) = tier.table.overrides().slot_of(id) {
+                verdict = verdict.with_override(position, slot);
+            }
+        }
+        verdict
     }
 
     /// The group of `key`'s route (its endpoint).
@@ -403,6 +540,9 @@ impl Backend for KeyedTiers {
     }
     fn groups(&self) -> Vec<Vec<TierInfo>> {
         Routes::groups_of(self.routes.as_ref(), self.tiers())
+    }
+    fn override_slots(&self) -> Vec<Vec<Option<TierInfo>>> {
+        self.tiers.iter().map(|t| t.override_infos()).collect()
     }
     fn group(&self, key: &RequestKey<'_>) -> usize {
         match &self.routes {

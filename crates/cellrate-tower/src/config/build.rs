@@ -39,7 +39,7 @@ impl LayerConfig {
             ));
         }
         let key = self.checked_key()?;
-        let plan = self.plan_tiers(hz, None)?;
+        let plan = self.plan_tiers(hz, None, Default::default())?;
         let routes = self.routes()?;
         let tiers = KeyedTiers::committed(plan, self.when_full, routes);
         self.layer(key, tiers, clock, hz)
@@ -89,10 +89,7 @@ impl LayerConfig {
             _ => Error::new("tiers", e),
         })?;
         if let Ok(mut applied) = layer.shared.applied.lock() {
-            *applied = Some(Box::new(Applied {
-                config: self.clone(),
-                hz,
-            }));
+            *applied = Some(Box::new(Applied::new(self.clone(), hz)));
         }
         Ok(layer)
     }

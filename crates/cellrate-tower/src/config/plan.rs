@@ -5,14 +5,53 @@
 use std::sync::Arc;
 
 use super::{KeySource, LayerConfig, QuotaSpec, TierScope, DEFAULT_MAX_OVERRIDES, MAX_OVERRIDES};
+use crate::backend::keyed::{Epoch, Probe};
 use crate::{KeyedTiers, Part};
 use cellrate_config::ConfigError as Error;
 
 /// The configuration a layer was built from (and reloaded to), and the
-/// frequency of its clock that every quota of it is read at.
+/// frequency of its clock that every quota of it is read at; what the
+/// reloader keeps between reloads.
 pub(crate) struct Applied {
+    /// The rules in force: the last configuration applied, with the
+    /// overrides set at run time laid over it.
     pub(crate) config: LayerConfig,
     pub(crate) hz: u64,
+    /// The overrides set at run time, by tier and client.
+    pub(crate) runtime:
+        std::collections::BTreeMap<String, std::collections::BTreeMap<String, QuotaSpec>>,
+    /// The generation of the rules in force (the layer's first are 0).
+    pub(crate) generation: u64,
+    /// The rules a reload replaced, by generation, while a request may
+    /// still read them.
+    pub(crate) retired: Vec<(u64, std::sync::Weak<dyn std::any::Any + Send + Sync>)>,
+}
+
+impl Applied {
+    pub(crate) fn new(config: LayerConfig, hz: u64) -> Self {
+        Applied {
+            config,
+            hz,
+            runtime: Default::default(),
+            generation: 0,
+            retired: Vec::new(),
+        }
+    }
+    /// The generation in force and the oldest some request may still read
+    /// (the replaced rules no request reads any more are forgotten).
+    pub(crate) fn epoch(&mut self) -> Epoch {
+        self.retired.retain(|(_, rules)| rules.strong_count() > 0);
+        let oldest = self.retired.iter().map(|&(g, _)| g).min();
+        Epoch {
+            current: self.generation,
+            oldest: oldest.map_or(self.generation, |g| g.min(self.generation)),
+        }
+    }
+    /// The rules of the generation in force were replaced by the next.
+    pub(crate) fn retire(&mut self, rules: std::sync::Weak<dyn std::any::Any + Send + Sync>) {
+        self.retired.push((self.generation, rules));
+        self.generation += 1;
+    }
 }
 
 /// A tier table, kept from the rules in force or new.
@@ -30,17 +69,32 @@ impl Planned {
     }
 }
 
-/// One tier of a checked configuration, its quotas at its table's scale.
+/// One tier of a checked configuration, its quotas at its table's scale,
+/// each override placed in its slot.
 pub(crate) struct TierPlan {
     tier: Planned,
     default: cellrate::Quota,
-    overrides: Vec<(cellrate::keyed::KeyId, cellrate::Quota)>,
+    overrides: Vec<(usize, cellrate::keyed::KeyId, cellrate::Quota)>,
+    /// The generation of the rules in force, which the committed rules
+    /// replace.
+    epoch: Epoch,
 }
 
 impl TierPlan {
     /// What the tier announces once committed.
     pub(crate) fn info(&self) -> crate::TierInfo {
         crate::TierInfo::from_quota(&self.tier.tier().name, &self.default)
+    }
+    /// What each of its override slots will give its client.
+    pub(crate) fn override_infos(&self) -> Vec<Option<crate::TierInfo>> {
+        let table = &self.tier.tier().table;
+        let mut infos = vec![None; table.overrides().capacity()];
+        for &(slot, _, q) in &self.overrides {
+            if let Some(info) = infos.get_mut(slot) {
+                *info = Some(crate::TierInfo::from_quota(&self.tier.tier().name, &q));
+            }
+        }
+        infos
     }
     /// Sets the tier's quotas (each switches on its own, whole) and hands
     /// its table on.
@@ -49,7 +103,7 @@ impl TierPlan {
             Planned::Kept(t) => t,
             Planned::New(t) => Arc::from(t),
         };
-        tier.apply(self.default, &self.overrides);
+        tier.apply(self.default, &self.overrides, self.epoch);
         tier
     }
 }
@@ -61,10 +115,16 @@ impl KeyedTiers {
         when_full: cellrate::keyed::WhenFull,
         routes: Option<crate::backend::keyed::Routes>,
     ) -> Self {
+        let probes: Vec<Probe> = plans
+            .iter()
+            .map(|p| Probe::new(p.default, p.overrides.iter().map(|&(_, _, q)| q)))
+            .collect();
         KeyedTiers {
             tiers: plans.into_iter().map(|p| p.commit()).collect(),
             when_full,
             routes,
+            overridden: probes.iter().any(|p| *p != Probe::None),
+            probes,
             #[cfg(feature = "metrics")]
             metrics: Vec::new(),
         }
@@ -128,12 +188,14 @@ impl LayerConfig {
 
     /// Every tier checked and made ready at `hz`: a tier of `old` with the
     /// same name keeps its table (its scope, capacity and override slots
-    /// must then be the same), the others get new tables. Nothing in `old`
-    /// changes until the plans are committed.
+    /// must then be the same), the others get new tables; the overrides
+    /// are placed in slots as `epoch` allows. Nothing in `old` changes until
+    /// the plans are committed.
     pub(crate) fn plan_tiers(
         &self,
         hz: u64,
         old: Option<&KeyedTiers>,
+        epoch: Epoch,
     ) -> Result<Vec<TierPlan>, Error> {
         if self.tiers.len() > crate::MAX_TIERS {
             return Err(Error::new("tiers", crate::BuildError::TooManyTiers));
@@ -193,33 +255,36 @@ impl LayerConfig {
                     .map_err(|e| Error::new(place, e))
             };
             let default = rescale(quota, &place("quota"))?;
-            let mut overrides = Vec::with_capacity(t.overrides.len());
-            // Clients that will take a slot they do not have yet.
-            let mut fresh = 0;
+            let mut quotas = Vec::with_capacity(t.overrides.len());
+            let mut ids = Vec::with_capacity(t.overrides.len());
             for (client, spec) in &t.overrides {
                 let at = format!("tiers[{i}].overrides.{client}");
-                let q = rescale(self.override_quota(spec, hz, &at)?, &at)?;
-                let id = self.client_id(&table.table, client, &at)?;
-                let slots = table.table.overrides();
-                if !slots.is_bound(id) {
-                    fresh += 1;
-                }
-                if slots.bound_count() + fresh > max_overrides {
-                    return Err(Error::new(
-                        at,
-                        format_args!(
-                            "every one of the tier's {max_overrides} override slots is taken \
-                             (a client keeps its slot once it had one): raise max_overrides \
-                             under a new tier name"
-                        ),
-                    ));
-                }
-                overrides.push((id, q));
+                quotas.push(rescale(self.override_quota(spec, hz, &at)?, &at)?);
+                ids.push(self.client_id(&table.table, client, &at)?);
             }
+            let slots = table.table.overrides().assign(&ids, epoch).map_err(|n| {
+                let client = t.overrides.keys().nth(n).map_or("", String::as_str);
+                Error::new(
+                    format!("tiers[{i}].overrides.{client}"),
+                    format_args!(
+                        "every one of the tier's {max_overrides} override slots is taken \
+                         (a slot freed by this reload, or still read by requests decided \
+                         before it, is free for the next): remove an override first, or \
+                         raise max_overrides under a new tier name"
+                    ),
+                )
+            })?;
+            let overrides = slots
+                .into_iter()
+                .zip(ids)
+                .zip(quotas)
+                .map(|((slot, id), q)| (slot, id, q))
+                .collect();
             plans.push(TierPlan {
                 tier,
                 default,
                 overrides,
+                epoch,
             });
         }
         Ok(plans)

@@ -53,8 +53,9 @@ impl LayerConfig {
         })?;
         // A client with an override in some tier: the policy with its own
         // quota in those tiers (the same keys, so the same state on the
-        // server), decided apart from the others.
-        let mut own: BTreeMap<String, (&str, Vec<RedisTier>)> = BTreeMap::new();
+        // server), decided apart from the others, and its slot in each of
+        // them (the clients of a tier's overrides in key order).
+        let mut own: BTreeMap<String, (&str, Vec<RedisTier>, Vec<usize>)> = BTreeMap::new();
         for (i, t) in self.tiers.iter().enumerate() {
             self.check_overrides(i)?;
             for (client, spec) in &t.overrides {
@@ -62,16 +63,25 @@ impl LayerConfig {
                 let q = self.override_quota(spec, hz, &at)?;
                 let key = crate::backend::owned(self.client_part(client, &at)?);
                 let tier = RedisTier::new(t.name.as_str(), q).map_err(|e| Error::new(at, e))?;
-                own.entry(key)
-                    .or_insert_with(|| (client.as_str(), tiers.clone()))
-                    .1[i] = tier;
+                let entry = own
+                    .entry(key)
+                    .or_insert_with(|| (client.as_str(), tiers.clone(), Vec::new()));
+                entry.1[i] = tier;
+                entry.2.push(i);
             }
         }
+        let mut slots: Vec<Vec<Option<crate::TierInfo>>> = vec![Vec::new(); self.tiers.len()];
         let mut overrides = Vec::with_capacity(own.len());
-        for (key, (client, tiers)) in own {
+        for (key, (client, tiers, overridden)) in own {
+            let mut marks = Vec::with_capacity(overridden.len());
+            for &i in &overridden {
+                let t = &tiers[i];
+                marks.push((i, slots[i].len()));
+                slots[i].push(Some(crate::TierInfo::from_quota(t.name(), &t.quota())));
+            }
             let p = RedisPolicy::new(rules.prefix.as_str(), tiers)
                 .map_err(|e| Error::new(format!("tiers.overrides.{client}"), e))?;
-            overrides.push((key, p));
+            overrides.push((key, p, marks));
         }
         let failure = match &rules.failure {
             FailureMode::Open => FailurePolicy::Open,
@@ -109,6 +119,7 @@ impl LayerConfig {
             policy,
             failure,
             overrides,
+            slots,
         })
     }
 

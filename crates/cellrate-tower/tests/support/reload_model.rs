@@ -41,6 +41,17 @@ pub struct Rules {
     pub extra: Option<usize>,
 }
 
+impl Rules {
+    /// The burst of the "key" tier as it applies to `client`: its
+    /// override's, if it has one.
+    pub fn key_burst(&self, q: &Quotas, client: u8) -> u64 {
+        match (client, self.override0) {
+            (0, Some(o)) => q.burst(o),
+            _ => q.burst(self.default),
+        }
+    }
+}
+
 /// Any rules over a table of six quotas.
 pub fn rules() -> impl Strategy<Value = Rules> {
     (
