@@ -14,6 +14,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 struct Gateway(Child);
@@ -110,6 +111,90 @@ fn start_with(args: &[&str], prefix: Option<&str>, env: &[(&str, &str)]) -> (Gat
         .unwrap_or_else(|| panic!("unexpected first line: {first:?}"))
         .to_string();
     (guard, addr)
+}
+
+/// A gateway whose log (its stderr) is collected as it runs.
+struct Logged {
+    guard: Gateway,
+    addr: String,
+    /// The admin address, with `--admin`.
+    admin: Option<String>,
+    log: Arc<Mutex<String>>,
+}
+
+/// Starts the gateway with `args` (polling off, the default log filter),
+/// reading its addresses from stdout and its log from stderr.
+fn start_logged(args: &[&str]) -> Logged {
+    let mut child = Command::new(example_binary())
+        .args(args)
+        .env("CELLRATE_GATEWAY_POLL_MS", "0")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = Arc::new(Mutex::new(String::new()));
+    let stderr = child.stderr.take().unwrap();
+    let collected = Arc::clone(&log);
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let mut log = collected.lock().unwrap();
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let guard = Gateway(child);
+    let mut line = |prefix: &str| {
+        let mut text = String::new();
+        stdout.read_line(&mut text).unwrap();
+        text.trim()
+            .strip_prefix(prefix)
+            .unwrap_or_else(|| panic!("expected {prefix:?}: {text:?}"))
+            .to_string()
+    };
+    let addr = line("listening on ");
+    let admin = args
+        .contains(&"--admin")
+        .then(|| line("admin listening on "));
+    Logged {
+        guard,
+        addr,
+        admin,
+        log,
+    }
+}
+
+impl Logged {
+    /// The first log line that has every one of `parts`, waiting for it
+    /// at most 5 s.
+    fn line_with(&self, parts: &[&str]) -> Option<String> {
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let found = self
+                .log
+                .lock()
+                .unwrap()
+                .lines()
+                .find(|l| parts.iter().all(|p| l.contains(p)))
+                .map(String::from);
+            if found.is_some() || std::time::Instant::now() > until {
+                return found;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// One admin request with a raw `Authorization` value.
+fn authorized(addr: &str, method: &str, path: &str, authorization: &str, body: &str) -> Reply {
+    send(
+        addr,
+        method,
+        path,
+        &format!("Authorization: {authorization}\r\n"),
+        body,
+    )
 }
 
 /// The rules `drive` expects (those of the Redis mode): 10/min per key,
@@ -505,4 +590,208 @@ fn drive(addr: &str) {
 
     // Other keys are not affected.
     assert_eq!(get(&addr, "/orders", Some("bob")).status, 200);
+}
+
+/// `--admin ADDR` serves the admin endpoint on its own address and no
+/// longer on the traffic one; the scheme of `Authorization` is read
+/// case-insensitively; each change is logged with its tier, client, and
+/// the quota before and after.
+#[test]
+fn gateway_admin_on_its_own_address_logs_each_change() {
+    let file = TempFile::new("own", DRIVE_RULES);
+    let gw = start_logged(&[
+        "--config",
+        file.path(),
+        "--admin",
+        "127.0.0.1:0",
+        "127.0.0.1:0",
+    ]);
+    let admin_addr = gw.admin.clone().unwrap();
+    assert_ne!(admin_addr, gw.addr);
+    // The rules loaded at start are logged, with their tiers and quotas.
+    let loaded = gw.line_with(&["INFO", "rules from", "key 10/min per client"]);
+    assert!(loaded.is_some(), "{}", gw.log.lock().unwrap());
+
+    // Not on the traffic address any more, whatever the token.
+    let r = admin(&gw.addr, "GET", "/admin/config", Some("t0ken"), "");
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert_eq!(get(&gw.addr, "/orders", Some("gina")).status, 200);
+
+    let path = "/admin/overrides/key/gina";
+    for scheme in ["bearer", "BEARER", "BeArEr"] {
+        let r = authorized(
+            &admin_addr,
+            "GET",
+            "/admin/config",
+            &format!("{scheme} t0ken"),
+            "",
+        );
+        assert_eq!(r.status, 200, "{scheme}: {}", r.body);
+    }
+    let r = authorized(&admin_addr, "PUT", path, "bearer t0ken", "100/s");
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(key_q(&gw.addr, "gina"), "100");
+    let set = gw
+        .line_with(&["admin: override set", "tier=key", "client=gina"])
+        .unwrap_or_else(|| panic!("no log line: {}", gw.log.lock().unwrap()));
+    assert!(set.contains("INFO"), "{set}");
+    assert!(set.contains(r#"old="10/min (tier quota)""#), "{set}");
+    assert!(set.contains(r#"new="100/s (override)""#), "{set}");
+    assert!(set.contains("peer=127.0.0.1"), "{set}");
+
+    let r = authorized(&admin_addr, "DELETE", path, "Bearer t0ken", "");
+    assert_eq!(r.status, 204, "{}", r.body);
+    let removed = gw
+        .line_with(&["admin: override removed", "client=gina"])
+        .unwrap_or_else(|| panic!("no log line: {}", gw.log.lock().unwrap()));
+    assert!(removed.contains(r#"old="100/s (override)""#), "{removed}");
+    assert!(
+        removed.contains(r#"new="10/min (tier quota)""#),
+        "{removed}"
+    );
+    // A scheme that is not Bearer is no bearer token.
+    let r = authorized(&admin_addr, "GET", "/admin/config", "Basic t0ken", "");
+    assert_eq!(r.status, 401);
+    drop(gw.guard);
+}
+
+/// Wrong tokens are limited per peer IP: past 5 a minute every admin
+/// request from that address is 429 with `Retry-After`, the right token
+/// too (the limit is checked before any token is compared); requests
+/// without a token and with the right one do not count.
+#[test]
+fn gateway_admin_limits_wrong_tokens_per_ip() {
+    let file = TempFile::new("guess", DRIVE_RULES);
+    let gw = start_logged(&["--config", file.path(), "127.0.0.1:0"]);
+    for _ in 0..3 {
+        assert_eq!(
+            admin(&gw.addr, "GET", "/admin/config", None, "").status,
+            401
+        );
+        let r = authorized(&gw.addr, "GET", "/admin/config", "bearer t0ken", "");
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    for i in 0..5 {
+        let r = admin(
+            &gw.addr,
+            "GET",
+            "/admin/config",
+            Some(&format!("guess{i}")),
+            "",
+        );
+        assert_eq!(r.status, 403, "guess {i}");
+    }
+    let wrong = gw.line_with(&["WARN", "admin: wrong token", "127.0.0.1"]);
+    assert!(wrong.is_some(), "{}", gw.log.lock().unwrap());
+    for token in [Some("guess5"), Some("t0ken"), None] {
+        let r = admin(&gw.addr, "GET", "/admin/config", token, "");
+        assert_eq!(r.status, 429, "{token:?}: {}", r.body);
+        let retry: u64 = r.headers["retry-after"].parse().unwrap();
+        // One wrong token is forgiven every 12 s (5 per minute).
+        assert!((1..=12).contains(&retry), "{retry}");
+        assert!(!r.body.contains("t0ken"));
+    }
+    // The API is not the admin endpoint: its clients are not locked out.
+    assert_eq!(get(&gw.addr, "/orders", Some("hank")).status, 200);
+}
+
+/// `--help` prints the usage and exits 0; `--check` exits 0 with a
+/// one-line summary for a valid file, and non-zero naming the place of
+/// the first error for an invalid one; Redis URLs in the summary are
+/// masked.
+#[test]
+fn gateway_help_and_check() {
+    let run = |args: &[&str]| {
+        let out = Command::new(example_binary()).args(args).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (code, stdout, _) = run(&["--help"]);
+    assert_eq!(code, Some(0));
+    assert!(stdout.starts_with("usage: gateway"), "{stdout}");
+    for option in ["--config FILE", "--admin ADDR", "--check FILE", "--redis"] {
+        assert!(stdout.contains(option), "{option}: {stdout}");
+    }
+
+    let good = TempFile::new("check-good", DRIVE_RULES);
+    let (code, stdout, stderr) = run(&["--check", good.path()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(
+        stdout.contains("valid: 2 tiers: key 10/min per client, endpoint 3/min per client and endpoint; in process"),
+        "{stdout}"
+    );
+
+    for (name, bad, place) in [
+        (
+            "check-quota",
+            DRIVE_RULES.replace("\"3/min\"", "\"3/fortnight\""),
+            "limits.tiers[1].quota",
+        ),
+        (
+            "check-capacity",
+            DRIVE_RULES.replace("capacity = 1000\n[[", "capacity = 0\n[["),
+            "limits.tiers[0].capacity",
+        ),
+        (
+            "check-token",
+            DRIVE_RULES.replace("\"t0ken\"", "\"\""),
+            "admin.token",
+        ),
+    ] {
+        let file = TempFile::new(name, &bad);
+        let (code, stdout, stderr) = run(&["--check", file.path()]);
+        assert_ne!(code, Some(0), "{name}: {stdout}");
+        assert!(
+            stderr.starts_with(&format!("{}: {place}: ", file.path())),
+            "{name}: {stderr}"
+        );
+    }
+    let (code, _, stderr) = run(&["--check", "/nonexistent/rules.toml"]);
+    assert_ne!(code, Some(0));
+    assert!(stderr.contains("/nonexistent/rules.toml"), "{stderr}");
+
+    let redis_rules = include_str!("../examples/gateway-redis.toml").replace(
+        "redis://127.0.0.1:6379/",
+        "redis://ops:s3cret@127.0.0.1:6379/",
+    );
+    let file = TempFile::new("check-redis", &redis_rules);
+    let (code, stdout, stderr) = run(&["--check", file.path()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("on Redis redis://:****@127.0.0.1:6379/"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("s3cret") && !stdout.contains("ops"),
+        "{stdout}"
+    );
+}
+
+/// On Redis, with a server that does not answer: a warning at start, the
+/// gateway serves by its failure policy (the file's fallback), logs the
+/// backend losing Redis, and `/admin/config` masks the URL's password.
+#[cfg(feature = "redis")]
+#[test]
+fn gateway_on_redis_unreachable_serves_and_hides_the_password() {
+    let gw = start_logged(&["--redis", "redis://ops:s3cret@127.0.0.1:1/", "127.0.0.1:0"]);
+    let warned = gw.line_with(&[
+        "WARN",
+        "Redis unreachable at start",
+        "redis://:****@127.0.0.1:1/",
+    ]);
+    assert!(warned.is_some(), "{}", gw.log.lock().unwrap());
+    let r = get(&gw.addr, "/orders", Some("ivy"));
+    assert_eq!(r.status, 200, "the fallback decides: {:?}", r.headers);
+    // Logged by the gateway, or by the crate with its `tracing` feature.
+    let lost = gw.line_with(&["WARN", "rate limiter lost Redis"]);
+    assert!(lost.is_some(), "{}", gw.log.lock().unwrap());
+    let r = admin(&gw.addr, "GET", "/admin/config", Some("change-me"), "");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("redis://:****@127.0.0.1:1/"), "{}", r.body);
+    assert!(!r.body.contains("s3cret"), "{}", r.body);
+    assert!(!gw.log.lock().unwrap().contains("s3cret"));
 }
