@@ -46,14 +46,9 @@
 //!   overwritten: the checks that use it fail with [`Error::CorruptKey`]
 //!   whatever the failure policy, every other check is decided normally.
 //! * **Stored state.** Internal, but never misread: a GCRA key holds its
-//!   TAT, a window key a string led by its algorithm's letter (`F`, `S`,
-//!   `B`), a sliding-log key a ring: a 65-byte header (`Lr`, the ring's
-//!   size, its head, a hint of the expired prefix, the newest expiry) and
-//!   one 16-digit expiry per cell, read and written by offset
-//!   (`GETRANGE`/`SETRANGE`), so a check costs the same at any limit. A
-//!   log key of the earlier layout (a comma list of expiries, `L<e>,…`) is
-//!   **unreadable**: its checks fail with [`Error::CorruptKey`] until it
-//!   expires, at most one window after its last admission (or delete it).
+//!   TAT, a window key a string led by its algorithm's letter, a
+//!   sliding-log key a ring of fixed-width expiries behind a header, read
+//!   and written by offset, so a check costs the same at any limit.
 //! * **Failures.** Each call has a deadline, connect included
 //!   ([`RedisConfig::with_timeout`]). While Redis fails, the
 //!   [`FailurePolicy`] answers: admit, deny, or decide per client on
