@@ -214,7 +214,7 @@ proptest! {
     }
 
     /// Reconfiguring to anything keeps the cells in use at `now` in use (up
-    /// to the new limit), or between buckets the time until full.
+    /// to the new limit).
     #[test]
     fn reconfiguration_keeps_the_cells_in_use(
         from in prop::sample::select(AlgorithmKind::ALL.to_vec()),
@@ -234,13 +234,8 @@ proptest! {
         l.reconfigure(now, cfg(to, new_limit)).unwrap();
         prop_assert_eq!(l.config().algorithm, to);
         let s = l.peek(now);
-        let bucket = |k| matches!(k, AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket | AlgorithmKind::Gcra);
-        if bucket(from) && bucket(to) {
-            // The debt is kept as time: full again at the same instant.
-            prop_assert_eq!(s.reset_after(), before.reset_after());
-        } else {
-            prop_assert_eq!(s.limit() - s.remaining(), in_use.min(s.limit()));
-        }
+        // Between buckets too: the debt is kept as cells used.
+        prop_assert_eq!(s.limit() - s.remaining(), in_use.min(s.limit()));
     }
 }
 
@@ -349,12 +344,12 @@ fn reconfiguration_within_a_family_keeps_its_state() {
     // Newest 3 kept (0, 50, 50); at 120 all still in the 200-tick window.
     assert_eq!(log.peek(120).remaining(), 0);
     assert_eq!(log.peek(200).remaining(), 1);
-    // Buckets: the debt is kept as time.
+    // Buckets: the debt is kept as cells used.
     let mut g = AnyLimiter::<1>::from_config(cfg(Gcra, 10, 1_000)).unwrap();
-    g.check_n(0, 5).unwrap(); // 500 ticks of debt
-    g.reconfigure(0, cfg(TokenBucket, 20, 1_000)).unwrap(); // T = 50: 10 cells of debt
-    assert_eq!(g.peek(0).remaining(), 10);
-    assert_eq!(g.peek(0).reset_after(), 500);
+    g.check_n(0, 5).unwrap(); // 5 cells used
+    g.reconfigure(0, cfg(TokenBucket, 20, 1_000)).unwrap(); // still 5, at T = 50
+    assert_eq!(g.peek(0).remaining(), 15);
+    assert_eq!(g.peek(0).reset_after(), 250);
     // Sliding window: both counts carried over.
     let mut s = AnyLimiter::<1>::from_config(cfg(SlidingWindow, 10, 100)).unwrap();
     s.check_n(50, 6).unwrap();
