@@ -336,14 +336,17 @@ fn invalid_configurations_are_clear_errors() {
 fn reconfiguration_within_a_family_keeps_its_state() {
     use AlgorithmKind::*;
     let cfg = |k, limit, window| LimiterConfig::new(k, limit, window, HZ);
-    // Sliding log: the recorded times are kept and judged by the new window.
+    // Sliding log: the times the old window still counts are kept and
+    // judged by the new window.
     let mut log = AnyLimiter::<8>::from_config(cfg(SlidingLog, 4, 100)).unwrap();
     log.check_n(0, 2).unwrap();
     log.check_n(50, 2).unwrap();
     log.reconfigure(120, cfg(SlidingLog, 3, 200)).unwrap();
-    // Newest 3 kept (0, 50, 50); at 120 all still in the 200-tick window.
-    assert_eq!(log.peek(120).remaining(), 0);
-    assert_eq!(log.peek(200).remaining(), 1);
+    // The times at 0 had expired at 120 (they do not come back under the
+    // longer window); the two at 50 count until 250.
+    assert_eq!(log.peek(120).remaining(), 1);
+    assert_eq!(log.peek(249).remaining(), 1);
+    assert_eq!(log.peek(250).remaining(), 3);
     // Buckets: the debt is kept as cells used.
     let mut g = AnyLimiter::<1>::from_config(cfg(Gcra, 10, 1_000)).unwrap();
     g.check_n(0, 5).unwrap(); // 5 cells used

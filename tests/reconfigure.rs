@@ -341,3 +341,159 @@ fn a_lower_never_admits_what_the_old_refused() {
         assert!(shared.check_n(origin, 40).is_ok());
     }
 }
+
+mod windows {
+    //! The windows keep the cells they count at the change, at most the new
+    //! limit: at that instant the allowance moves by exactly the limit
+    //! difference (floored at 0), except where the sliding window's estimate
+    //! keeps its weights (the same grid with a lower limit): there only in
+    //! the safe direction.
+    use cellrate::window::{
+        BucketedWindow, BucketedWindowQuota, FixedWindow, FixedWindowQuota, SlidingLog,
+        SlidingWindow, SlidingWindowQuota,
+    };
+    use cellrate::RateLimiter;
+    use proptest::prelude::*;
+
+    /// Origins that are multiples of both windows (a window grid starts at
+    /// tick 0): 0, about Unix microseconds, and near the top of the range
+    /// (a run stays below 2⁶⁴).
+    fn origins(w: u64, w2: u64) -> [u64; 3] {
+        let grid = w * w2;
+        [
+            0,
+            1_796_169_600_000_000 / grid * grid,
+            (u64::MAX / grid - (5_000 / grid + 2)) * grid,
+        ]
+    }
+
+    /// The allowance after the change, against the one before: exact when
+    /// `exact`, else only in the direction the change allows.
+    fn moved(
+        (limit, window): (u64, u64),
+        (limit2, window2): (u64, u64),
+        before: u64,
+        after: u64,
+        exact: bool,
+    ) -> Result<(), TestCaseError> {
+        let want = (before as i128 + limit2 as i128 - limit as i128).max(0) as u64;
+        if exact {
+            prop_assert_eq!(after, want);
+        }
+        // A raise (limit and rate both up) never refuses what the old
+        // admitted; a lower never admits what it refused.
+        let rate_up = limit2 as u128 * window as u128 >= limit as u128 * window2 as u128;
+        let rate_down = limit2 as u128 * window as u128 <= limit as u128 * window2 as u128;
+        if limit2 >= limit && rate_up {
+            prop_assert!(after >= before, "raise: {} → {}", before, after);
+        }
+        if limit2 <= limit && rate_down {
+            prop_assert!(after <= before, "lower: {} → {}", before, after);
+        }
+        Ok(())
+    }
+
+    /// The allowance a limiter reports is what it admits: `after` fits,
+    /// one more does not (checked last, as it consumes).
+    fn admits_exactly(
+        l: &dyn RateLimiter,
+        now: u64,
+        after: u64,
+        limit: u64,
+    ) -> Result<(), TestCaseError> {
+        if after < limit {
+            prop_assert!(l.check_n(now, after + 1).is_err());
+        }
+        if after > 0 {
+            prop_assert!(l.check_n(now, after).is_ok());
+        }
+        Ok(())
+    }
+
+    fn params() -> impl Strategy<Value = (u64, u64)> {
+        (
+            1u64..=12,
+            prop::sample::select(vec![10u64, 20, 50, 100, 200, 400]),
+        )
+    }
+
+    fn history() -> impl Strategy<Value = Vec<(u64, u64)>> {
+        prop::collection::vec((0u64..150, 1u64..=13), 0..25)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1_000))]
+
+        #[test]
+        fn fixed_window_changes_are_monotone(
+            old in params(), new in params(), steps in history(), gap in 0u64..400,
+        ) {
+            for origin in origins(old.1, new.1) {
+                let mut l = FixedWindow::new(old.0, old.1);
+                let mut now = origin;
+                for &(dt, cost) in &steps { now += dt; let _ = l.check_n(now, cost); }
+                now += gap;
+                let before = l.peek(now).remaining();
+                l.set_quota(now, FixedWindowQuota::new(new.0, new.1));
+                let after = l.peek(now).remaining();
+                moved(old, new, before, after, true)?;
+                admits_exactly(&l, now, after, new.0)?;
+            }
+        }
+
+        #[test]
+        fn sliding_window_changes_are_monotone(
+            old in params(), new in params(), steps in history(), gap in 0u64..400,
+        ) {
+            for origin in origins(old.1, new.1) {
+                let mut l = SlidingWindow::new(old.0, old.1);
+                let mut now = origin;
+                for &(dt, cost) in &steps { now += dt; let _ = l.check_n(now, cost); }
+                now += gap;
+                let before = l.peek(now).remaining();
+                l.set_quota(now, SlidingWindowQuota::new(new.0, new.1));
+                let after = l.peek(now).remaining();
+                // Exact across grids and on one grid when the limit rises.
+                let exact = old.1 != new.1 || new.0 >= old.0;
+                moved(old, new, before, after, exact)?;
+                admits_exactly(&l, now, after, new.0)?;
+            }
+        }
+
+        #[test]
+        fn bucketed_window_changes_are_monotone(
+            old in params(), new in params(), buckets in 1u32..=5, buckets2 in 1u32..=5,
+            steps in history(), gap in 0u64..400,
+        ) {
+            let (w, w2) = (old.1 * buckets as u64, new.1 * buckets2 as u64);
+            for origin in origins(w, w2) {
+                let mut l = BucketedWindow::new(old.0, w, buckets);
+                let mut now = origin;
+                for &(dt, cost) in &steps { now += dt; let _ = l.check_n(now, cost); }
+                now += gap;
+                let before = l.peek(now).remaining();
+                l.set_quota(now, BucketedWindowQuota::new(new.0, w2, buckets2));
+                let after = l.peek(now).remaining();
+                moved((old.0, w), (new.0, w2), before, after, true)?;
+                admits_exactly(&l, now, after, new.0)?;
+            }
+        }
+
+        #[test]
+        fn sliding_log_changes_are_monotone(
+            old in params(), new in params(), steps in history(), gap in 0u64..400,
+        ) {
+            for origin in origins(old.1, new.1) {
+                let mut l = SlidingLog::<12>::new(old.0, old.1);
+                let mut now = origin;
+                for &(dt, cost) in &steps { now += dt; let _ = l.check_n(now, cost); }
+                now += gap;
+                let before = l.peek(now).remaining();
+                l.set_limit(now, new.0, new.1).unwrap();
+                let after = l.peek(now).remaining();
+                moved(old, new, before, after, true)?;
+                admits_exactly(&l, now, after, new.0)?;
+            }
+        }
+    }
+}
