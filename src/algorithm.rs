@@ -122,7 +122,10 @@ pub trait Algorithm {
     fn refund(&self, state: u64, mark: u64, cost: u64) -> u64;
 
     /// `state` re-expressed for the parameters `new` at `now`, for
-    /// `set_quota`. Never admits more cells than the word had counted.
+    /// `set_quota`: the cells used at `now` are kept, at most the new
+    /// limit, so a change that raises the limits never refuses at that
+    /// instant what the old admitted, and one that lowers them never
+    /// admits what the old refused (docs/design/reconfigure.md).
     ///
     /// ```
     /// use cellrate::{Algorithm, window::FixedWindowQuota};

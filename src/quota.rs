@@ -453,6 +453,32 @@ impl Quota {
         }
     }
 
+    /// This quota on a clock of `hz` ticks per second at the scale it needs
+    /// there (as [`from_rate`](Self::from_rate) would build it from the
+    /// same `T`): itself when `hz` is its own; otherwise `T` re-expressed
+    /// in lowest terms, rounded up only past the scale bound.
+    pub(crate) const fn at_clock(&self, hz: u64) -> Result<Quota, QuotaError> {
+        if hz == self.hz {
+            return Ok(*self);
+        }
+        if hz == 0 {
+            return Err(QuotaError::ZeroHz);
+        }
+        // T ticks at hz = emission_interval · hz / (scale · self.hz).
+        let Some(num) = (self.emission_interval as u128).checked_mul(hz as u128) else {
+            return Err(QuotaError::Overflow);
+        };
+        let den = self.scale as u128 * self.hz as u128;
+        let g = gcd(num, den);
+        match Self::from_fraction(num / g, den / g, self.burst, hz) {
+            Ok(mut q) => {
+                q.exact = q.exact && self.exact;
+                Ok(q)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// The burst: the most cells admitted at once, as asked.
     pub const fn burst(&self) -> u64 {
         self.burst

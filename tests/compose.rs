@@ -214,7 +214,7 @@ proptest! {
     }
 
     /// Reconfiguring to anything keeps the cells in use at `now` in use (up
-    /// to the new limit), or between buckets the time until full.
+    /// to the new limit).
     #[test]
     fn reconfiguration_keeps_the_cells_in_use(
         from in prop::sample::select(AlgorithmKind::ALL.to_vec()),
@@ -234,13 +234,8 @@ proptest! {
         l.reconfigure(now, cfg(to, new_limit)).unwrap();
         prop_assert_eq!(l.config().algorithm, to);
         let s = l.peek(now);
-        let bucket = |k| matches!(k, AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket | AlgorithmKind::Gcra);
-        if bucket(from) && bucket(to) {
-            // The debt is kept as time: full again at the same instant.
-            prop_assert_eq!(s.reset_after(), before.reset_after());
-        } else {
-            prop_assert_eq!(s.limit() - s.remaining(), in_use.min(s.limit()));
-        }
+        // Between buckets too: the debt is kept as cells used.
+        prop_assert_eq!(s.limit() - s.remaining(), in_use.min(s.limit()));
     }
 }
 
@@ -341,20 +336,23 @@ fn invalid_configurations_are_clear_errors() {
 fn reconfiguration_within_a_family_keeps_its_state() {
     use AlgorithmKind::*;
     let cfg = |k, limit, window| LimiterConfig::new(k, limit, window, HZ);
-    // Sliding log: the recorded times are kept and judged by the new window.
+    // Sliding log: the times the old window still counts are kept and
+    // judged by the new window.
     let mut log = AnyLimiter::<8>::from_config(cfg(SlidingLog, 4, 100)).unwrap();
     log.check_n(0, 2).unwrap();
     log.check_n(50, 2).unwrap();
     log.reconfigure(120, cfg(SlidingLog, 3, 200)).unwrap();
-    // Newest 3 kept (0, 50, 50); at 120 all still in the 200-tick window.
-    assert_eq!(log.peek(120).remaining(), 0);
-    assert_eq!(log.peek(200).remaining(), 1);
-    // Buckets: the debt is kept as time.
+    // The times at 0 had expired at 120 (they do not come back under the
+    // longer window); the two at 50 count until 250.
+    assert_eq!(log.peek(120).remaining(), 1);
+    assert_eq!(log.peek(249).remaining(), 1);
+    assert_eq!(log.peek(250).remaining(), 3);
+    // Buckets: the debt is kept as cells used.
     let mut g = AnyLimiter::<1>::from_config(cfg(Gcra, 10, 1_000)).unwrap();
-    g.check_n(0, 5).unwrap(); // 500 ticks of debt
-    g.reconfigure(0, cfg(TokenBucket, 20, 1_000)).unwrap(); // T = 50: 10 cells of debt
-    assert_eq!(g.peek(0).remaining(), 10);
-    assert_eq!(g.peek(0).reset_after(), 500);
+    g.check_n(0, 5).unwrap(); // 5 cells used
+    g.reconfigure(0, cfg(TokenBucket, 20, 1_000)).unwrap(); // still 5, at T = 50
+    assert_eq!(g.peek(0).remaining(), 15);
+    assert_eq!(g.peek(0).reset_after(), 250);
     // Sliding window: both counts carried over.
     let mut s = AnyLimiter::<1>::from_config(cfg(SlidingWindow, 10, 100)).unwrap();
     s.check_n(50, 6).unwrap();

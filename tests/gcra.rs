@@ -198,29 +198,32 @@ fn reset_makes_it_new() {
 }
 
 #[test]
-fn set_quota_keeps_debt_as_time() {
+fn set_quota_keeps_debt_as_cells_used() {
     let g = Gcra::new(Quota::per_second(10).with_burst(10).at_hz(KHZ));
-    g.check_n(0, 10).unwrap(); // TAT = 1 000 ms
-                               // A slower quota: 1 000 ms of debt is now 2 cells of 2 per second.
+    g.check_n(0, 10).unwrap(); // 10 cells used
+                               // A slower quota of burst 4: at most 4 of the 10 cells stay used.
     let q = g
-        .set_quota(Quota::per_second(2).with_burst(4).at_hz(KHZ))
+        .set_quota(0, Quota::per_second(2).with_burst(4).at_hz(KHZ))
         .unwrap();
     assert_eq!(q.burst(), 4);
-    assert_eq!(g.peek(0).remaining(), 2);
-    assert_eq!(g.peek(0).reset_after(), 1_000);
+    assert_eq!(g.peek(0).remaining(), 0);
+    assert_eq!(g.peek(0).reset_after(), 2_000);
+    // Half a second later one cell is back (2 per second).
+    assert_eq!(g.peek(500).remaining(), 1);
     // A quota at another frequency is re-expressed in this limiter's ticks.
     let q = g
-        .set_quota(Quota::per_second(4).with_burst(4).at_hz(1_000_000))
+        .set_quota(500, Quota::per_second(4).with_burst(4).at_hz(1_000_000))
         .unwrap();
     assert_eq!((q.hz(), q.emission_interval_ticks()), (KHZ, 250));
     assert!(q.is_exact());
+    assert_eq!(g.peek(500).remaining(), 1);
 }
 
 #[test]
 fn set_quota_rounds_toward_admitting_less_at_a_coarser_scale() {
     let g = Gcra::new(Quota::per_second(100).at_hz(KHZ)); // scale 1
                                                           // 3 per second needs a scale of 3: at scale 1, T rounds up to 334 ms.
-    let q = g.set_quota(Quota::per_second(3).at_hz(KHZ)).unwrap();
+    let q = g.set_quota(0, Quota::per_second(3).at_hz(KHZ)).unwrap();
     assert!(!q.is_exact());
     assert_eq!(q.emission_interval(), 334);
     assert_eq!(q.burst(), 3); // the burst is kept; only T is rounded
@@ -241,10 +244,10 @@ fn set_quota_reports_a_bad_quota() {
     let slow = Quota::per_ticks(1, 1 << 40).at_hz(1);
     let fast_clock = Gcra::new(Quota::per_second(1).at_hz(1 << 40));
     assert_eq!(
-        fast_clock.set_quota(slow),
+        fast_clock.set_quota(0, slow),
         Err(SetQuotaError::Quota(QuotaError::Overflow))
     );
-    assert!(g.set_quota(slow).is_ok());
+    assert!(g.set_quota(0, slow).is_ok());
 }
 
 #[test]
@@ -496,22 +499,25 @@ fn set_quota_keeps_the_burst_or_refuses_a_lossy_rounding() {
     let g = Gcra::new(Quota::per_second(1).at_hz(10));
     let q = Quota::per_ticks(2, 511).with_burst(28).at_hz(61_760_000);
     assert_eq!(
-        g.set_quota(q),
+        g.set_quota(0, q),
         Err(SetQuotaError::Quota(QuotaError::Unrepresentable))
     );
     // A rounding within 1 % keeps the burst.
     let g = Gcra::new(Quota::per_second(1).at_hz(1_000));
     let q = g
-        .set_quota(Quota::per_second(7).with_burst(9).at_hz(1_000_000))
+        .set_quota(0, Quota::per_second(7).with_burst(9).at_hz(1_000_000))
         .unwrap();
     assert!(!q.is_exact());
     assert_eq!((q.burst(), q.emission_interval()), (9, 143));
     assert!(g.check_n(0, 9).is_ok());
+    // A single-owner limiter takes the quota at the scale it needs on its
+    // own clock, exactly.
     let mut local = LocalGcra::new(Quota::per_second(1).at_hz(10));
-    assert_eq!(
-        local.set_quota(Quota::per_ticks(2, 511).with_burst(28).at_hz(61_760_000)),
-        Err(SetQuotaError::Quota(QuotaError::Unrepresentable))
-    );
+    let q = local
+        .set_quota(0, Quota::per_ticks(2, 511).with_burst(28).at_hz(61_760_000))
+        .unwrap();
+    assert!(q.is_exact());
+    assert_eq!((q.hz(), q.burst(), q.scale()), (10, 28, 12_352_000));
 }
 
 #[test]
@@ -528,7 +534,7 @@ fn a_burst_of_two_to_the_61_is_kept_whole() {
     assert_eq!(local.check(0).map(|d| d.limit()), Ok(1 << 61));
     // Through runtime reconfiguration too (the stored word keeps the flag apart).
     let g = Gcra::new(Quota::per_second(1).at_hz(1_000));
-    g.set_quota(q).unwrap();
+    g.set_quota(0, q).unwrap();
     assert_eq!(g.check(0).map(|d| d.limit()), Ok(1 << 61));
     // One more cell of span is refused.
     assert_eq!(
@@ -665,21 +671,21 @@ fn unix_time_is_a_clock() {
     }
 }
 
-/// `Algorithm::translate` at another scale: the debt is kept as time,
-/// re-expressed in the new sub-ticks (rounded up), so the client owes the
-/// same ticks under the new quota, and an idle word stays full.
+/// `Algorithm::translate` at another scale: the debt is kept as cells used
+/// (at most the new burst), re-expressed in the new sub-ticks (rounded up),
+/// and an idle word stays full.
 #[test]
-fn translate_keeps_the_debt_as_time_across_scales() {
+fn translate_keeps_the_cells_used_across_scales() {
     use cellrate::Limiter;
     let old = Quota::per_second(1).at_hz(1_000);
     let new = Quota::per_second(3).with_burst(1).at_hz(1_000);
     assert_ne!(old.scale(), new.scale());
     let mut l = Limiter::with_quota(old);
-    l.check_n(7, 1).unwrap(); // owes 1 000 ticks: TAT 1 007
+    l.check_n(7, 1).unwrap(); // one cell of one used
     assert_eq!(l.set_quota(7, new), new);
-    // Burst 1: admitted once the debt is paid, at 1 007, not a tick before.
-    assert_eq!(l.check(1_006).unwrap_err().retry_after(), Some(1));
-    assert!(l.check(1_007).is_ok());
+    // That cell comes back after T′ = 333⅓ ticks, at 340⅓: not a tick before.
+    assert_eq!(l.check(340).unwrap_err().retry_after(), Some(1));
+    assert!(l.check(341).is_ok());
     // An idle limiter is full under the new quota.
     let mut idle = Limiter::with_quota(old);
     idle.set_quota(5_000, new);

@@ -64,7 +64,7 @@ fuzz_target!(|input: Input| {
     assert!(g.check(input.now).is_err());
     if let Some((cells, ticks, burst, hz)) = input.other {
         if let Ok(other) = Quota::per_ticks(cells, ticks).with_burst(burst).try_at_hz(hz) {
-            if let Ok(set) = g.set_quota(other) {
+            if let Ok(set) = g.set_quota(input.now, other) {
                 let _ = g.check(input.now);
                 assert_eq!(set.burst(), other.burst());
                 assert_eq!((set.scale(), set.hz()), (quota.scale(), quota.hz()));

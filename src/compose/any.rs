@@ -8,7 +8,7 @@ use crate::window::{
     BucketedWindow, BucketedWindowQuota, FixedWindow, FixedWindowQuota, SlidingLog, SlidingWindow,
     SlidingWindowQuota, WindowError,
 };
-use crate::{Decision, Denied, Gcra, Quota, QuotaError, RateLimiter, SetQuotaError, Snapshot};
+use crate::{Decision, Denied, Gcra, Quota, QuotaError, RateLimiter, Snapshot};
 
 /// The algorithms an [`AnyLimiter`] can run.
 ///
@@ -330,10 +330,10 @@ enum Inner<const N: usize> {
 /// | from → to | state kept |
 /// |---|---|
 /// | fixed → fixed window | the count of the window holding `now`, clamped to the new limit, in the new grid's current window |
-/// | sliding → sliding window | the previous and current counts, clamped, as the new grid's previous and current windows |
-/// | log → log | the recorded times (the newest `min(old, new)` limit of them) |
+/// | sliding → sliding window | the same window: both counts, clamped; another window: the estimate, rounded up and clamped, as the new grid's current count |
+/// | log → log | the recorded times the old window still counts (the newest `min(old, new)` limit of them), each until the later of its two expiries |
 /// | bucketed → bucketed window | the cells in `now`'s window, clamped, counted in the new grid's current bucket ([`Algorithm::translate`](crate::Algorithm::translate)) |
-/// | bucket ↔ bucket (token, leaky, GCRA) | the TAT: the debt is kept as time ([`Gcra::set_quota`]) |
+/// | bucket ↔ bucket (token, leaky, GCRA) | the debt as cells used, at most the new burst, at the new quota's own scale ([`Algorithm::translate`](crate::Algorithm::translate)) |
 /// | any other change of algorithm | the cells in use at `now` (`limit − remaining`), charged at `now` to the new limiter, at most its limit; the history's shape is lost |
 ///
 /// A configuration error changes nothing.
@@ -440,18 +440,9 @@ impl<const N: usize> AnyLimiter<N> {
                 w.set_quota(now, new.quota());
             }
             (Inner::Log(log), Inner::Log(_)) => log
-                .set_limit(config.limit, config.window)
+                .set_limit(now, config.limit, config.window)
                 .map_err(LimiterConfigError::Window)?,
-            (Inner::Gcra(g), Inner::Gcra(new)) => match g.set_quota(new.quota()) {
-                Ok(_) => {}
-                // Unreachable with `&mut self`; a quota that cannot be
-                // expressed at the old scale starts afresh.
-                Err(SetQuotaError::Busy) | Err(SetQuotaError::Quota(_)) => {
-                    let used = Self::used(&self.inner, now);
-                    self.inner = Inner::Gcra(new);
-                    self.charge(now, used);
-                }
-            },
+            (Inner::Gcra(g), Inner::Gcra(new)) => g.replace_quota(now, new.quota()),
             (_, fresh) => {
                 let used = Self::used(&self.inner, now);
                 self.inner = fresh;

@@ -152,20 +152,22 @@ impl Algorithm for Quota {
         super::refund(self, state, self.now_word(mark), cost)
     }
 
-    /// The TAT kept, so the debt is kept as time (`Gcra::set_quota`'s
-    /// rule); at another scale the debt is re-expressed in the new
-    /// sub-ticks, rounded up (a later TAT admits less). An idle word stays
-    /// idle.
+    /// The debt kept **as cells used**: owing `d` sub-ticks at `now` is
+    /// `d/T` cells, which owe `d′ = min(⌈d·T′/T⌉, span′)` sub-ticks of the
+    /// new quota (at its own scale). At that instant the new quota admits
+    /// exactly `max(0, a + burst′ − burst)` cells where the old admitted
+    /// `a` (proof: docs/design/reconfigure.md), so a change that raises the
+    /// burst never refuses what the old admitted, and one that lowers it
+    /// never admits what the old refused. An idle word stays idle.
     fn translate(&self, state: u64, now: u64, new: &Self) -> u64 {
-        if self.scale() == new.scale() {
-            return state;
-        }
         let debt = gcra_step::debt(state, self.now_word(now));
         if debt == 0 {
             return <Quota as Algorithm>::NEW;
         }
-        let scaled = (debt as u128 * new.scale() as u128).div_ceil(self.scale() as u128);
-        let debt = scaled.min(gcra_step::REACH as u128) as u64;
+        let cells = debt as u128 * new.emission_interval() as u128;
+        let debt = cells
+            .div_ceil(self.emission_interval() as u128)
+            .min(new.span() as u128) as u64;
         gcra_step::later(new.now_word(now), debt)
     }
 }

@@ -24,7 +24,6 @@ use crate::{Algorithm, RateLimiter};
 pub struct LocalGcra {
     tat: Cell<u64>,
     quota: Quota,
-    fixed: Quota,
 }
 
 impl LocalGcra {
@@ -33,7 +32,6 @@ impl LocalGcra {
         LocalGcra {
             tat: Cell::new(0),
             quota,
-            fixed: quota,
         }
     }
 
@@ -85,21 +83,28 @@ impl LocalGcra {
         self.tat.set(0)
     }
 
-    /// Replaces the quota; see [`Gcra::set_quota`] (the same rescaling,
-    /// debt rule and result; never [`Busy`](SetQuotaError::Busy) here).
+    /// Replaces the quota at `now`. Every quota that builds at this
+    /// limiter's clock frequency is taken as it is, at its own scale (one
+    /// built for another frequency is re-expressed at this one first); the
+    /// debt is kept as cells used ([`Algorithm::translate`]), at most the
+    /// new burst. Returns the quota in force; never
+    /// [`Busy`](SetQuotaError::Busy) here.
     ///
     /// ```
     /// use cellrate::{LocalGcra, Quota};
-    /// let mut g = LocalGcra::new(Quota::per_second(1).at_hz(1_000));
-    /// assert!(g.check(0).is_ok() && g.check(0).is_err());
-    /// g.set_quota(Quota::per_second(1).with_burst(5).at_hz(1_000)).unwrap();
-    /// assert_eq!(g.check(0).unwrap().remaining(), 3); // 1 000 ticks of debt = 1 cell of 5
+    /// let mut g = LocalGcra::new(Quota::per_minute(100).at_hz(1_000));
+    /// g.check_n(0, 10).unwrap(); // 90 of 100 left
+    /// g.set_quota(0, Quota::per_second(100).at_hz(1_000)).unwrap();
+    /// assert_eq!(g.check(0).unwrap().remaining(), 89); // the 10 used stay used
     /// ```
-    pub fn set_quota(&mut self, quota: Quota) -> Result<Quota, SetQuotaError> {
-        self.quota = quota
-            .rescaled(self.fixed.scale(), self.fixed.hz())
+    pub fn set_quota(&mut self, now: u64, quota: Quota) -> Result<Quota, SetQuotaError> {
+        let quota = quota
+            .at_clock(self.quota.hz())
             .map_err(SetQuotaError::Quota)?;
-        Ok(self.quota)
+        let tat = self.quota.translate(self.tat.get(), now, &quota);
+        self.tat.set(tat);
+        self.quota = quota;
+        Ok(quota)
     }
 }
 

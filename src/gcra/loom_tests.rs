@@ -38,7 +38,7 @@ fn run(g: &Gcra, ops: &[Op]) -> Log {
                     g.reset();
                     true
                 }
-                Op::SetQuota(q) => g.set_quota(q).is_ok(),
+                Op::SetQuota(q) => g.set_quota(NOW, q).is_ok(),
             };
             // Whatever happens, a quota is read whole: one of those set.
             let seen = g.quota();
@@ -51,46 +51,105 @@ fn run(g: &Gcra, ops: &[Op]) -> Log {
         .collect()
 }
 
-/// Sequential semantics, from the same pure steps.
-fn replay(order: &[(Op, bool)], start: Quota) -> Option<(u64, Quota)> {
-    let (mut tat, mut q) = (0u64, start);
-    for &(op, out) in order {
-        let now = q.now_word(NOW);
-        match op {
-            Op::Check(cost) => match q.check(tat, NOW, cost) {
-                Ok((next, _)) if out => tat = next,
-                Err(_) if !out => {}
-                _ => return None,
-            },
-            Op::Refund(cost) => tat = refund(&q, tat, now, cost),
-            Op::Reset => tat = 0,
-            // A refused reconfiguration changed nothing.
-            Op::SetQuota(next) if out => q = next,
-            Op::SetQuota(_) => {}
-        }
-    }
-    Some((tat, q))
+/// The replayed limiter: its TAT and quota, the quota a `set_quota` in
+/// progress replaced (between its publication and its translation), and,
+/// per thread, the older quotas its next check or refund may still use
+/// (it may have read one before a publication and commit after it).
+#[derive(Clone)]
+struct Replay {
+    tat: u64,
+    quota: Quota,
+    translating: Option<(usize, Quota)>,
+    stale: Vec<Vec<Quota>>,
 }
 
-/// Tries every merge of the per-thread logs.
+impl Replay {
+    /// The states after thread `t` runs `op` with outcome `out`, under each
+    /// quota it may have read (none: no such outcome).
+    fn after(&self, t: usize, op: Op, out: bool) -> Vec<Replay> {
+        let mut next = self.clone();
+        match op {
+            Op::Check(_) | Op::Refund(_) => {
+                next.stale[t].clear();
+                let mut quotas = self.stale[t].clone();
+                quotas.push(self.quota);
+                quotas
+                    .into_iter()
+                    .filter_map(|q| {
+                        let mut n = next.clone();
+                        match op {
+                            Op::Check(cost) => match q.check(self.tat, NOW, cost) {
+                                Ok((tat, _)) if out => n.tat = tat,
+                                Err(_) if !out => {}
+                                _ => return None,
+                            },
+                            Op::Refund(cost) => n.tat = refund(&q, self.tat, q.now_word(NOW), cost),
+                            _ => unreachable!(),
+                        }
+                        Some(n)
+                    })
+                    .collect()
+            }
+            Op::Reset => {
+                next.tat = 0;
+                std::vec![next]
+            }
+            Op::SetQuota(_) if !out => std::vec![next],
+            // The publication: other threads may still use the old quota
+            // for one operation each.
+            Op::SetQuota(q) => {
+                for (u, stale) in next.stale.iter_mut().enumerate() {
+                    if u != t {
+                        stale.push(self.quota);
+                    }
+                }
+                next.translating = Some((t, self.quota));
+                next.quota = q;
+                std::vec![next]
+            }
+        }
+    }
+
+    /// The translation that ends a `set_quota`: the cells used kept.
+    fn translated(&self) -> Replay {
+        let mut next = self.clone();
+        if let Some((_, old)) = next.translating.take() {
+            next.tat = old.translate(self.tat, NOW, &self.quota);
+        }
+        next
+    }
+}
+
+/// Whether some merge of the per-thread logs, replayed on the pure steps,
+/// gives the same outcomes and ends in `end`. A `set_quota` that took
+/// effect is two steps (publish, then translate the TAT) with other
+/// threads' operations between them; an operation in flight across the
+/// publication may use the old quota (the bound `Gcra::set_quota` states).
 fn explained(logs: &[Log], start: Quota, end: (u64, Quota)) -> bool {
-    fn go(
-        logs: &[Log],
-        next: &mut Vec<usize>,
-        order: &mut Log,
-        start: Quota,
-        end: (u64, Quota),
-    ) -> bool {
-        if logs.iter().zip(next.iter()).all(|(l, &i)| i == l.len()) {
-            return replay(order, start) == Some(end);
+    fn go(logs: &[Log], next: &mut Vec<usize>, state: Replay, end: (u64, Quota)) -> bool {
+        if logs.iter().zip(next.iter()).all(|(l, &i)| i == l.len()) && state.translating.is_none() {
+            return (state.tat, state.quota) == end;
         }
         for t in 0..logs.len() {
-            if next[t] < logs[t].len() {
-                order.push(logs[t][next[t]]);
+            // The setter's translation comes right after its publication
+            // in its own program order.
+            if matches!(state.translating, Some((setter, _)) if setter == t) {
+                if go(logs, next, state.translated(), end) {
+                    return true;
+                }
+                continue;
+            }
+            let Some(&(op, out)) = logs[t].get(next[t]) else {
+                continue;
+            };
+            // One `set_quota` at a time: a second is refused meanwhile.
+            if state.translating.is_some() && matches!(op, Op::SetQuota(_)) && out {
+                continue;
+            }
+            for after in state.after(t, op, out) {
                 next[t] += 1;
-                let ok = go(logs, next, order, start, end);
+                let ok = go(logs, next, after, end);
                 next[t] -= 1;
-                order.pop();
                 if ok {
                     return true;
                 }
@@ -98,13 +157,13 @@ fn explained(logs: &[Log], start: Quota, end: (u64, Quota)) -> bool {
         }
         false
     }
-    go(
-        logs,
-        &mut std::vec![0; logs.len()],
-        &mut Vec::new(),
-        start,
-        end,
-    )
+    let state = Replay {
+        tat: 0,
+        quota: start,
+        translating: None,
+        stale: std::vec![Vec::new(); logs.len()],
+    };
+    go(logs, &mut std::vec![0; logs.len()], state, end)
 }
 
 fn quota(burst: u64) -> Quota {
@@ -259,11 +318,26 @@ fn checks_race_refunds_and_resets() {
 
 #[test]
 fn checks_race_reconfiguration() {
+    // A lower (burst 3 to 1) while one thread checks twice: the first
+    // check may be in flight across the change and use the old quota.
     model(
         quota(3),
         std::vec![
             std::vec![Op::Check(2), Op::Check(1)],
             std::vec![Op::SetQuota(quota(1))],
+        ],
+    );
+}
+
+#[test]
+fn reconfigurations_race_each_other_and_a_check() {
+    // Two changes at once, after a check left a debt: one is refused
+    // (`Busy`) or they follow each other, each translating what the one
+    // before it left.
+    model(
+        quota(3),
+        std::vec![
+            std::vec![Op::Check(2), Op::SetQuota(quota(1))],
             std::vec![Op::SetQuota(quota(5))],
         ],
     );

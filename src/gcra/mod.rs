@@ -1,6 +1,11 @@
 //! The generic cell rate algorithm: [`Gcra`] (its docs state the math and
 //! the contract), [`FixedGcra`], [`LocalGcra`], and the GCRA steps the
 //! containers share. The proofs are in docs/design/gcra.md.
+//!
+//! Reconfiguration keeps the debt as cells used: `d` sub-ticks owed at `now`
+//! are `d/T` cells, owing `min(⌈d·T′/T⌉, span′)` under the new quota. At
+//! that instant the new quota admits exactly `max(0, a + burst′ − burst)`
+//! where the old admitted `a` (docs/design/reconfigure.md).
 
 use core::fmt;
 
@@ -183,8 +188,9 @@ impl core::error::Error for SetQuotaError {}
 ///   another in the order of their swaps; a denial, a peek and a check of
 ///   cost 0 never store.
 /// * A `now` earlier than a previous one can deny more, never admit more.
-/// * [`set_quota`](Self::set_quota) keeps the TAT: a client's debt is kept
-///   **as time**, worth cells at the new `T`.
+/// * [`set_quota`](Self::set_quota) keeps a client's debt **as cells
+///   used**: at that instant a raise never refuses what the old quota
+///   admitted, and a lower never admits what it refused.
 ///
 /// ```
 /// use cellrate::{Gcra, Quota, RateLimiter};
@@ -306,25 +312,48 @@ impl Gcra {
         self.shared.clear()
     }
 
-    /// Replaces the quota at run time. Checks never block on it and each sees
-    /// the old quota or the new one whole; the debt is kept as time. Returns
-    /// the quota in force, rounded toward admitting less if it is not exact
-    /// at this limiter's scale.
+    /// Replaces the quota at `now` through `&mut self`: `quota` is taken at
+    /// its own scale (nothing can read the state meanwhile), the state
+    /// re-expressed by [`Algorithm::translate`](crate::Algorithm::translate).
+    pub(crate) fn replace_quota(&mut self, now: u64, quota: Quota) {
+        let old = self.quota();
+        let state = crate::Algorithm::translate(&old, self.shared.state().load(), now, &quota);
+        self.shared = Limiter::from_parts(QuotaCell::new(quota), state);
+    }
+
+    /// Replaces the quota at `now`. Checks never block on it and each sees
+    /// the old quota or the new one whole; the debt is kept as cells used
+    /// ([`Algorithm::translate`](crate::Algorithm::translate)), at most the
+    /// new burst. Returns the quota in force, re-expressed at this
+    /// limiter's scale (rounded toward admitting less if it is not exact
+    /// there). Run alone, the change is exact; a check that overlaps it may
+    /// be charged at the old price (see docs/design/reconfigure.md).
     ///
     /// ```
     /// use cellrate::{Gcra, Quota};
     /// let g = Gcra::new(Quota::per_second(1).at_hz(1_000));
     /// assert!(g.check(0).is_ok() && g.check(0).is_err());
-    /// g.set_quota(Quota::per_second(1).with_burst(5).at_hz(1_000)).unwrap();
-    /// assert_eq!(g.check(0).unwrap().remaining(), 3); // 1 000 ticks of debt = 1 cell of 5
+    /// g.set_quota(0, Quota::per_second(1).with_burst(5).at_hz(1_000)).unwrap();
+    /// assert_eq!(g.check(0).unwrap().remaining(), 3); // 1 cell used of 5
     /// ```
-    pub fn set_quota(&self, quota: Quota) -> Result<Quota, SetQuotaError> {
+    pub fn set_quota(&self, now: u64, quota: Quota) -> Result<Quota, SetQuotaError> {
         let cell = self.shared.params();
         let fixed = cell.fixed();
         let quota = quota
             .rescaled(fixed.scale(), fixed.hz())
             .map_err(SetQuotaError::Quota)?;
-        if cell.try_store(&quota) {
+        // The new quota is published first, then every state the old one
+        // wrote is re-expressed (a compare-and-swap loop).
+        let translate = |old: &Quota| {
+            let step = |state: u64| {
+                Ok::<_, core::convert::Infallible>((
+                    crate::Algorithm::translate(old, state, now, &quota),
+                    (),
+                ))
+            };
+            let _ = self.shared.state().update(step);
+        };
+        if cell.try_replace(&quota, translate) {
             Ok(quota)
         } else {
             Err(SetQuotaError::Busy)

@@ -7,14 +7,15 @@ use crate::sync::QuotaCell;
 use crate::{Decision, Denied, Quota, Snapshot};
 
 /// A [`Quota`] that [`set_quota`](Self::set_quota) replaces while checks
-/// read it: the algorithm of a keyed table (or of an override) whose limits
-/// change at run time, with the semantics of
-/// [`Gcra::set_quota`](crate::Gcra::set_quota). A new quota is re-expressed
-/// at the scale and frequency the `LiveQuota` was made with (rounding `T`
-/// up); every client keeps its TAT, so its debt is kept **as time** and
-/// nobody gets cells back from the change. Each check reads the quota once,
-/// whole, and decides entirely by the old or entirely by the new one. The
-/// set of overridden keys is fixed when the table is made.
+/// read it: the algorithm of a keyed table (or of an override) whose
+/// limits change at run time. A new quota is re-expressed at the scale and
+/// frequency the `LiveQuota` was made with (rounding `T` up); every client
+/// keeps its TAT, so its debt is kept **as time** (unlike
+/// [`Gcra::set_quota`](crate::Gcra::set_quota), which keeps the cells used:
+/// a table cannot reach every client's state at the change). Each check
+/// reads the quota once, whole, and decides entirely by the old or entirely
+/// by the new one. The set of overridden keys is fixed when the table is
+/// made.
 ///
 /// ```
 /// use cellrate::keyed::{Keyed, KeyId, LiveQuota, Seed, WhenFull};

@@ -135,7 +135,7 @@ fn leases_race_set_quota() {
         let g = Arc::new(Gcra::new(quota(3)));
         let policy = LeasePolicy::new(2, 100).with_min(2);
         let a = spawn_worker(&g, policy, &[(0, 1)]);
-        g.set_quota(quota(1)).unwrap();
+        g.set_quota(0, quota(1)).unwrap();
         let b = worker(&g, policy, &[(0, 1)]);
         let books = [a.join().unwrap(), b];
         assert_charged(&books);

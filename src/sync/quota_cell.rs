@@ -127,6 +127,13 @@ impl QuotaCell {
     /// Publishes `quota` (already expressed at the fixed scale). Returns
     /// `false`, changing nothing, if another store is in progress.
     pub(crate) fn try_store(&self, quota: &Quota) -> bool {
+        self.try_replace(quota, |_| {})
+    }
+
+    /// Publishes `quota` (already expressed at the fixed scale), then runs
+    /// `then` on the quota it replaced, before another store may start.
+    /// Returns `false`, changing nothing, if another store is in progress.
+    pub(crate) fn try_replace(&self, quota: &Quota, then: impl FnOnce(&Quota)) -> bool {
         use atomic::Ordering::{Acquire, Release};
         if self.writing.swap(true, Acquire) {
             return false;
@@ -139,8 +146,9 @@ impl QuotaCell {
         }
         if let Some(old) = old {
             self.previous.write(old);
+            self.current.write(quota.variable_words());
+            then(&Quota::from_words(old, &self.fixed));
         }
-        self.current.write(quota.variable_words());
         self.writing.store(false, Release);
         true
     }
@@ -189,12 +197,20 @@ impl QuotaCell {
     }
 
     pub(crate) fn try_store(&self, quota: &Quota) -> bool {
+        self.try_replace(quota, |_| {})
+    }
+
+    /// Publishes `quota` and runs `then` on the quota it replaced, both in
+    /// one critical section (so nothing runs between them).
+    pub(crate) fn try_replace(&self, quota: &Quota, then: impl FnOnce(&Quota)) -> bool {
         let new = quota.variable_words();
         critical_section::with(|cs| {
             let words = self.current.borrow(cs);
+            let old = [words[0].get(), words[1].get(), words[2].get()];
             words[0].set(new[0]);
             words[1].set(new[1]);
             words[2].set(new[2]);
+            then(&Quota::from_words(old, &self.fixed));
         });
         true
     }

@@ -440,17 +440,21 @@ impl<const N: usize> SlidingLog<N> {
         })
     }
 
-    /// Replaces the limit and window. The recorded times are kept (they mean
-    /// the same under any window): the newest `min(limit, new_limit)` stay.
+    /// Replaces the limit and window at `now`. Only the recorded times the
+    /// old window still counts at `now` are kept, the newest
+    /// `min(limit, new_limit)` of them, each counted until the later of its
+    /// expiries under the old and the new window; so at `now` the new rules
+    /// admit exactly `max(0, a + new_limit − limit)` where the old admitted
+    /// `a`.
     ///
     /// ```
     /// use cellrate::{RateLimiter, window::SlidingLog};
     /// let mut log = SlidingLog::<8>::new(4, 1_000);
     /// log.check_n(0, 3).unwrap();
-    /// log.set_limit(6, 2_000).unwrap();
+    /// log.set_limit(0, 6, 2_000).unwrap();
     /// assert_eq!(log.peek(1_500).remaining(), 3); // still in the longer window
     /// ```
-    pub fn set_limit(&mut self, limit: u64, window: u64) -> Result<(), WindowError> {
+    pub fn set_limit(&mut self, now: u64, limit: u64, window: u64) -> Result<(), WindowError> {
         Self::validate(limit, window)?;
         let ring = self.ring.get_mut();
         let (old, new) = (self.limit as usize, limit as usize);
@@ -458,12 +462,17 @@ impl<const N: usize> SlidingLog<N> {
         let slots = &mut ring.slots[..];
         // Oldest first from slot 0.
         slots[..old].rotate_left(head);
-        // Expiries under the new window (`e − W + W'`, serial); empty slots
-        // stay empty.
+        // Each kept time expires at the later of its expiries under the two
+        // windows (`e − W + W'` if the window grows, else `e`, serial);
+        // empty slots stay empty, and so do times the old window no longer
+        // counts at `now` (the oldest, right after the empty slots: the
+        // layout below holds).
         for slot in &slots[..old] {
             let e = slot.get();
-            if e != 0 {
-                slot.set(step::later(e, window).wrapping_sub(self.window << 1));
+            if Self::expired(e, now) {
+                slot.set(0);
+            } else if window > self.window {
+                slot.set(step::later(e, window - self.window));
             }
         }
         // The newest `new` right-aligned in [0, new), empty slots first
@@ -611,11 +620,12 @@ mod tests {
         log.revoke_at(at, 1);
         assert_eq!(log.peek(10).remaining(), 1);
         assert_eq!(count_expired(&log, 10), 1);
-        log.set_limit(8, 50).unwrap();
+        // A shorter window: the times at 0 still count until 100.
+        log.set_limit(10, 8, 50).unwrap();
         assert_eq!(log.peek(10).remaining(), 5);
         assert_eq!(log.peek(49).retry_after(), 0);
         assert!(log.check_n(49, 5).is_ok());
-        assert_eq!(log.check_n(49, 1).unwrap_err().retry_after(), Some(1));
+        assert_eq!(log.check_n(49, 1).unwrap_err().retry_after(), Some(51));
         log.reset();
         assert_eq!(log.peek(0).remaining(), 8);
         assert!(log.check_n(0, 8).is_ok());

@@ -401,18 +401,30 @@ impl Algorithm for SlidingWindowQuota {
         v.prev == 0 && v.cur == 0
     }
 
-    /// Both counts kept (at most the new limit), re-tagged in the new grid
-    /// (the packing depends on the limit).
+    /// The cells used kept, at most the new limit. On the same grid (the
+    /// same window) both counts are kept, re-packed for the new limit.
+    /// Across grids the weights of the previous window differ, so the
+    /// estimate `u = c + p·(W − e)/W` is kept instead, rounded up, as the
+    /// count of the new grid's current window: at that instant the new
+    /// limit admits exactly `max(0, a + limit′ − limit)` where the old
+    /// admitted `a` (docs/design/reconfigure.md).
     fn translate(&self, state: u64, now: u64, new: &Self) -> u64 {
         let v = self.view(state, &self.at(now));
         if v.prev == 0 && v.cur == 0 {
             return SlidingWindowQuota::NEW;
         }
         let (index, _) = new.window.div_rem(now);
+        let (prev, cur) = if new.window.get() == self.window.get() {
+            (v.prev, v.cur)
+        } else {
+            // ⌈p·(W − e)/W⌉ ≤ p ≤ limit: no overflow (p·W ≤ capacity).
+            let faded = self.weighted_prev(&v).div_ceil(self.window.get());
+            (0, v.cur + faded)
+        };
         new.pack(
             index & new.tag_mask,
-            v.prev.min(new.limit),
-            v.cur.min(new.limit),
+            prev.min(new.limit),
+            cur.min(new.limit),
         )
     }
 }

@@ -612,9 +612,12 @@ fn a_long_sliding_log_decides_like_in_process() {
     // expiries kept, as the in-process `set_limit`.
     let prefix = unique("relay");
     let mut reference = SlidingLog::<64>::new(40, 60_000_000);
+    // The instant of the change: the last decision under the old limit (the
+    // window is a minute, so nothing the test wrote expires before it).
+    let mut last = 0;
     for (limit, checks) in [(40, 30), (20, 8)] {
         let t = tier(AlgorithmKind::SlidingLog, limit, 60_000, 0);
-        reference.set_limit(limit, 60_000_000).unwrap();
+        reference.set_limit(last, limit, 60_000_000).unwrap();
         let rl = on(
             Target::standalone(&url).unwrap(),
             RedisPolicy::new(&*prefix, vec![t]).unwrap(),
@@ -623,6 +626,7 @@ fn a_long_sliding_log_decides_like_in_process() {
             let cost = [1, 2, 0][i % 3];
             let o = rl.try_check_n("c", None, cost).unwrap();
             let now = o.server_time().unwrap();
+            last = now;
             assert_eq!(
                 seen(&o.tiers().results()[0]),
                 seen(&reference.check_n(now, cost)),

@@ -61,7 +61,8 @@ use cellrate_config::ConfigError as Error;
 ///
 /// * a tier whose **name** is in both keeps its table, so every client's
 ///   state (its TAT); its default quota and its overrides switch with
-///   [`Gcra::set_quota`](cellrate::Gcra::set_quota) semantics (below). Its
+///   [`LiveQuota::set_quota`](cellrate::keyed::LiveQuota::set_quota)
+///   semantics (below). Its
 ///   scope, capacity and `max_overrides` are fixed while it lives: to
 ///   change them, give the tier a new name;
 /// * a tier only in the new configuration starts with an empty table; a
@@ -104,8 +105,8 @@ use cellrate_config::ConfigError as Error;
 /// Every request reads the rules in force with one lock-free load and is
 /// decided and announced by them (a client with an override is announced
 /// its override's quota in that tier); a kept tier's quota switches whole,
-/// with [`Gcra::set_quota`](cellrate::Gcra::set_quota) semantics: a
-/// client's debt is kept as time (its TAT), nobody is reset and nobody
+/// with [`LiveQuota::set_quota`](cellrate::keyed::LiveQuota::set_quota)
+/// semantics: a client's debt is kept as time (its TAT), nobody is reset and nobody
 /// gets cells back from the change. So no schedule of reloads lets a
 /// client exceed the tightest rate-and-burst bound of the quotas it had;
 /// the proof is in `docs/design/tower.md`. Reloads are serialized by a
