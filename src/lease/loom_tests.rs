@@ -127,10 +127,14 @@ fn leases_race_reset() {
 fn leases_race_set_quota() {
     // The burst changes from 3 to 1 (same T) while a worker leases; then
     // a second worker leases under the new quota. At one instant nobody
-    // admits more than the largest burst in force, and the shared state
-    // after the drops is what was admitted, read against the final quota
-    // (the debt is kept as time). `set_quota` races the first worker's
-    // take and give-back (each reads the quota under its sequence lock).
+    // admits more than the largest burst in force. After the drops the
+    // shared state holds at least what was admitted, read against the
+    // final quota, and never more room than its burst: the change keeps
+    // the cells used up to the new burst (docs/design/reconfigure.md), so
+    // cells a lease held past it and gives back afterwards may leave the
+    // client more room than its books, never more than full. `set_quota`
+    // races the first worker's take and give-back (each reads the quota
+    // under its sequence lock).
     model(|| {
         let g = Arc::new(Gcra::new(quota(3)));
         let policy = LeasePolicy::new(2, 100).with_min(2);
@@ -142,7 +146,10 @@ fn leases_race_set_quota() {
         let admitted: u64 = books.iter().map(|b| b.admitted).sum();
         assert!(admitted <= 3, "admitted {admitted} > burst 3: {books:?}");
         let left = g.peek(0).remaining();
-        assert_eq!(left, 1u64.saturating_sub(admitted), "{books:?}");
+        assert!(
+            left >= 1u64.saturating_sub(admitted) && left <= 1,
+            "left {left}: {books:?}"
+        );
     });
 }
 
