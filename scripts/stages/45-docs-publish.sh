@@ -45,6 +45,16 @@ python3 tools/msrv.py
 echo "--- package: what would be uploaded builds on its own"
 # Every crate of the workspace, the adapters against the core as packaged
 # (not the checkout), as `cargo publish` would upload them.
+#
+# `cargo package` unpacks its temporary registry into the cargo home under a
+# name fixed by the checkout's path, and never unpacks a version that is
+# already there: a copy left by an earlier run at the same path would be
+# built in place of this one. Remove the workspace's own crates from those
+# local-registry copies first.
+cargo_home="${CARGO_HOME:-$HOME/.cargo}"
+for crate in cellrate cellrate-config cellrate-headers cellrate-metrics cellrate-redis cellrate-tower; do
+    rm -rf "$cargo_home"/registry/src/-*/"$crate"-[0-9]*
+done
 cargo package --workspace --locked
 cargo package --list --locked -p cellrate >target/package-list.txt
 for needed in README.md LICENSE src/lib.rs src/firmware/BOUNDS.md \
