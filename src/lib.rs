@@ -40,7 +40,7 @@
 //! | `embedded-hal` | `hal`: rate-limited SPI/I2C devices and a blocking wait with a `DelayNs` |
 //! | `embassy-time` | `embassy`: a clock over embassy's ticks and an async wait |
 //! | `defmt` | `defmt::Format` for every public type |
-//! | `serde` | `config`: quotas (structured or `"100/min, burst 20"`), limiters, keyed tables with overrides and tiers from any serde format, errors naming the place; implies `alloc` |
+//! | `serde` | `config`: quotas (structured or `"100/min, burst 20"`); serde for `LimiterConfig`, `AlgorithmKind` and `WhenFull`; implies `alloc` |
 //! | `loom` | swaps the atomics for loom's in this crate's own unit tests (`cargo test --features loom`); never enable it in a dependent crate |
 //!
 //! No feature is on by default: the crate builds for bare metal as it is.
@@ -54,15 +54,13 @@
 //! (the HTTP rate-limit fields, `no_std`, for any server) and
 //! `cellrate-config` (files of named tiers and keyed tables).
 //!
-//! ## Firmware: which targets share state how
+//! ## Firmware
 //!
 //! [`sync`] decides: targets with a 64-bit compare-and-swap use native
-//! atomics and are lock-free; the others (thumbv6m/7m/7em/8m, riscv32)
-//! update the state word inside a [`critical_section`], safe against
-//! interrupt handlers, whose implementation the final binary provides, as
-//! for any embedded HAL. The [`firmware`] guide has the table per target
-//! family, a `static` limiter shared with an interrupt handler, and the
-//! measured footprint.
+//! atomics, lock-free; the others (thumbv6m/7m/7em/8m, riscv32) update the
+//! state word in a [`critical_section`], safe against interrupt handlers.
+//! The [`firmware`] guide has the table per target, a `static` limiter
+//! shared with an interrupt handler, and the measured footprint.
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]

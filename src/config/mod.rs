@@ -53,20 +53,14 @@
 //!
 //! Lower case only; clauses in this order, each at most once; a unit word
 //! is read whole (`"10sec"` is 10 s, `"10secs"` an error).
-//! [`Display`](core::fmt::Display) writes the canonical spelling: short unit
-//! name, count only when not 1 (`"3/10s, hz 1000"`).
-//!
-//! ## Tick frequency
+//! [`Display`](core::fmt::Display) writes the canonical spelling (`"3/10s, hz 1000"`).
 //!
 //! A spec's own `hz` wins; else the context's (the `hz` argument of
-//! [`QuotaSpec::quota`], the layer's clock in `cellrate-tower`). A bare
-//! [`Quota`] read on its own uses [`DEFAULT_HZ`].
-//!
-//! # From a spec to a quota
-//!
-//! Through [`Rate`] and [`Quota::from_rate`], rounded as [`Quota`] rounds
-//! (docs/design/quota.md). [`QuotaSpec::from_quota`] reads back as the same
-//! emission interval, burst and frequency.
+//! [`QuotaSpec::quota`]); a bare [`Quota`] read on its own uses
+//! [`DEFAULT_HZ`]. A spec becomes a quota through [`Rate`] and
+//! [`Quota::from_rate`], rounded as [`Quota`] rounds (docs/design/quota.md);
+//! [`QuotaSpec::from_quota`] reads back as the same emission interval,
+//! burst and frequency.
 pub mod human;
 
 use core::fmt;

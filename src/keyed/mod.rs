@@ -32,12 +32,10 @@
 //!
 //! # Occupancy and memory
 //!
-//! A table takes `16 · capacity` bytes plus a small header, allocated once.
-//! Size it at 1.3 slots per key when nearly every key must be tracked, 2
-//! when every key must be, counting the clients *owing* at once (the
-//! measured curve is in docs/design/keyed.md). [`KeyedTable::entry`] makes
-//! one key a limiter of its own ([`Entry`]) that [`compose`](crate::compose)'s
-//! tuples combine all or nothing.
+//! `16 · capacity` bytes plus a small header, allocated once. Size it at 1.3
+//! slots per key owing at once when nearly every key must be tracked, 2 when
+//! every key must be (docs/design/keyed.md). [`KeyedTable::entry`] makes one
+//! key a limiter of its own ([`Entry`]) for [`compose`](crate::compose).
 //!
 //! # Example: per client and per (client, endpoint)
 //!
@@ -54,12 +52,9 @@
 //! let client: u32 = 7;
 //! assert!(PER_CLIENT.check(&client, 0).is_ok());
 //!
-//! // The same for (client, endpoint) pairs, stored exactly in 48 bits.
-//! static PER_ROUTE: Keyed<Quota, 256> = Keyed::new(
-//!     Quota::per_second(2).at_hz(1_000),
-//!     WhenFull::Deny,
-//!     Seed::new(9, 10),
-//! );
+//! // (client, endpoint) pairs, stored exactly in 48 bits.
+//! static PER_ROUTE: Keyed<Quota, 256> =
+//!     Keyed::new(Quota::per_second(2).at_hz(1_000), WhenFull::Deny, Seed::new(9, 10));
 //! assert!(PER_ROUTE.check(&(client, 3u16), 0).is_ok());
 //! assert!(PER_ROUTE.check(&(client, 3u16), 0).is_ok());
 //! assert!(PER_ROUTE.check(&(client, 3u16), 0).is_err());

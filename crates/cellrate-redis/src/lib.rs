@@ -28,16 +28,14 @@
 //!   writes nothing (a peek); a cost that can never fit is a denial without
 //!   a round trip.
 //! * **Never more than asked.** A tier keeps the burst (or limit) asked;
-//!   only the emission interval `T`, or a window, may be rounded, **up**,
-//!   by at most 1 % ([`Error::Imprecise`] beyond; [`RedisTier::is_exact`]
-//!   says whether it was). `T` is exact whenever it is a fraction of a µs
-//!   whose denominator is at most [`MAX_SCALE`]. If the server's clock
-//!   steps back, the limiter denies more for a while, never admits more.
-//! * **Exact integers.** Lua numbers are doubles, so every stored field and
-//!   every sum and product in the scripts stays an integer below 2⁵³: spans
-//!   of at most [`MAX_SPAN_SUB_TICKS`], windows of at most
-//!   [`MAX_SPAN_MICROS`], sliding logs of at most [`MAX_LOG_LIMIT`] cells
-//!   ([`Error::QuotaTooLong`] beyond).
+//!   only `T`, or a window, may be rounded, **up**, by at most 1 %
+//!   ([`Error::Imprecise`] beyond; [`RedisTier::is_exact`] says whether it
+//!   was); `T` is exact when it is a fraction of a µs whose denominator is
+//!   at most [`MAX_SCALE`]. A server clock stepping back only denies more.
+//! * **Exact integers.** Every stored field, sum and product in the Lua
+//!   stays an integer below 2⁵³ (Lua numbers are doubles): spans up to
+//!   [`MAX_SPAN_SUB_TICKS`], windows up to [`MAX_SPAN_MICROS`], logs up to
+//!   [`MAX_LOG_LIMIT`] cells ([`Error::QuotaTooLong`] beyond).
 //! * **Keys.** `<prefix>:{<client>}:<tier>`, or `…:<tier>:<scope>` for a
 //!   [`per_scope`](RedisTier::per_scope) tier: the hash tag keeps a
 //!   client's keys in one Cluster slot. No part may contain `{` or `}`
@@ -46,9 +44,8 @@
 //!   overwritten: the checks that use it fail with [`Error::CorruptKey`]
 //!   whatever the failure policy, every other check is decided normally.
 //! * **Stored state.** Internal, but never misread: a GCRA key holds its
-//!   TAT, a window key a string led by its algorithm's letter, a
-//!   sliding-log key a ring of fixed-width expiries behind a header, read
-//!   and written by offset, so a check costs the same at any limit.
+//!   TAT, a window key a string led by its algorithm's letter, a sliding
+//!   log a ring of fixed-width expiries read and written by offset.
 //! * **Failures.** Each call has a deadline, connect included
 //!   ([`RedisConfig::with_timeout`]). While Redis fails, the
 //!   [`FailurePolicy`] answers: admit, deny, or decide per client on
@@ -61,9 +58,7 @@
 //!   of up to [`MAX_KEYS_PER_CALL`] keys ([`RedisGcra::try_check_batch`];
 //!   concurrent [`AsyncRedisGcra`] checks coalesce into such batches).
 //!
-//! The proofs (rounding, integer bounds, each window's rule and stored
-//! value, the leases' bound), the scripts' shape and the measured costs are
-//! in docs/design/redis.md in the repository.
+//! Proofs, the scripts' shape and measured costs: docs/design/redis.md.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
