@@ -475,3 +475,152 @@ fn ties_in_remaining_go_to_the_later_reset_then_the_first() {
         Some(Ok(Decision::new(9, 1, 0)))
     );
 }
+
+/// `Tiers`, `check_all` and tuples of tiers against a model of counters.
+mod tiers {
+    use cellrate::compose::{check_all, AllTiers};
+    use cellrate::window::FixedWindow;
+    use cellrate::{Decision, Denied, Gcra, Quota};
+    use proptest::prelude::*;
+
+    /// Reference: each tier alone, as the obvious sequential all-or-nothing
+    /// rule over plain counters (fixed windows of one long window, so a
+    /// tier's state is just "cells used").
+    #[derive(Clone, Debug)]
+    struct Model {
+        limits: Vec<u64>,
+        used: Vec<u64>,
+    }
+
+    impl Model {
+        fn check(&mut self, cost: u64) -> (bool, Option<usize>) {
+            let first_refusing =
+                (0..self.limits.len()).find(|&i| self.used[i] + cost > self.limits[i]);
+            match first_refusing {
+                None => {
+                    for u in &mut self.used {
+                        *u += cost;
+                    }
+                    (true, None)
+                }
+                Some(i) => (false, Some(i)),
+            }
+        }
+
+        /// Whether tier `i`'s answer to a request of `cost` reports the
+        /// model's remaining, and a denial only where the cost cannot fit.
+        fn agrees(
+            &self,
+            i: usize,
+            result: &Result<Decision, Denied>,
+            cost: u64,
+        ) -> Result<(), TestCaseError> {
+            let left = self.limits[i] - self.used[i];
+            match result {
+                Ok(d) => prop_assert_eq!(d.remaining(), left),
+                Err(Denied::Limited(l)) => {
+                    prop_assert_eq!(l.remaining(), left);
+                    prop_assert!(left < cost);
+                }
+                Err(Denied::CostTooLarge { limit, .. }) => prop_assert!(cost > *limit),
+            }
+            Ok(())
+        }
+    }
+
+    proptest! {
+        /// Three fixed windows as a tuple and as an array agree with the
+        /// model on admission, on every tier's remaining, and the refusing
+        /// tier is one that cannot fit the cost.
+        #[test]
+        fn tiers_match_the_model(
+            limits in prop::collection::vec(1u64..8, 3),
+            costs in prop::collection::vec(1u64..5, 1..30),
+        ) {
+            let tuple = (
+                FixedWindow::new(limits[0], 1_000_000),
+                FixedWindow::new(limits[1], 1_000_000),
+                FixedWindow::new(limits[2], 1_000_000),
+            );
+            let array = [
+                FixedWindow::new(limits[0], 1_000_000),
+                FixedWindow::new(limits[1], 1_000_000),
+                FixedWindow::new(limits[2], 1_000_000),
+            ];
+            let mut model = Model { limits: limits.clone(), used: vec![0; 3] };
+            for cost in costs {
+                let (admit, first) = model.check(cost);
+                for t in [tuple.check_tiers(0, cost), array.check_tiers(0, cost)] {
+                    prop_assert_eq!(t.is_admitted(), admit);
+                    prop_assert_eq!(t.refused().is_some(), !admit);
+                    if let Some(i) = t.refused() {
+                        prop_assert!(model.used[i] + cost > model.limits[i]);
+                        prop_assert!(i >= first.unwrap());
+                    }
+                    for (i, r) in t.results().iter().enumerate() {
+                        model.agrees(i, r, cost)?;
+                    }
+                }
+            }
+        }
+    }
+
+    proptest! {
+        /// `check_all` over any number of tiers (fixed windows of one long
+        /// window) against the model: admission, every tier's remaining,
+        /// and a tier beyond `results` is neither asked nor charged.
+        #[test]
+        fn check_all_matches_the_model(
+            limits in prop::collection::vec(1u64..8, 0..6),
+            room in 0usize..7,
+            costs in prop::collection::vec(1u64..5, 1..20),
+        ) {
+            let tiers: Vec<FixedWindow> =
+                limits.iter().map(|&l| FixedWindow::new(l, 1_000_000)).collect();
+            let checked = limits.len().min(room);
+            let mut model = Model {
+                limits: limits[..checked].to_vec(),
+                used: vec![0; checked],
+            };
+            for cost in costs {
+                let (admit, _) = model.check(cost);
+                let mut results = vec![Ok(Decision::new(0, 0, 0)); room];
+                prop_assert_eq!(check_all(&tiers, 0, cost, &mut results), checked);
+                prop_assert_eq!(results[..checked].iter().all(Result::is_ok), admit);
+                for (i, r) in results[..checked].iter().enumerate() {
+                    model.agrees(i, r, cost)?;
+                }
+                for (i, t) in tiers.iter().enumerate().skip(checked) {
+                    prop_assert_eq!(t.peek(0).remaining(), limits[i]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_denied_request_charges_no_tier_and_reports_all() {
+        let a = Gcra::new(Quota::per_second(10).at_hz(1_000));
+        let b = FixedWindow::new(1, 1_000);
+        let c = Gcra::new(Quota::per_second(2).at_hz(1_000));
+        let tiers = (&a, &b, &c);
+        assert!(tiers.check_tiers(0, 1).is_admitted());
+        let t = tiers.check_tiers(0, 1);
+        assert_eq!(t.refused(), Some(1));
+        assert_eq!(t.results()[0].unwrap().remaining(), 9);
+        // The third tier was asked and given back: one cell still fits.
+        assert_eq!(t.results()[2].unwrap().remaining(), 1);
+        assert_eq!(c.peek(0).remaining(), 1);
+        assert_eq!(a.peek(0).remaining(), 9);
+        assert_eq!(t.tightest(), Some(t.results()[1]));
+        // A later tier that cannot fit either reports its own wait, and the
+        // refusing tier is the one with the longest wait.
+        c.check(0).unwrap();
+        let t = tiers.check_tiers(100, 1);
+        assert_eq!(t.refused(), Some(1));
+        let Err(Denied::Limited(l)) = t.results()[2] else {
+            panic!("{t:?}")
+        };
+        assert_eq!(l.retry_after(), 400);
+        assert_eq!(t.denied().unwrap().retry_after(), Some(900));
+    }
+}
