@@ -303,6 +303,37 @@ impl Floor {
     }
 }
 
+impl Floor {
+    /// `slot16` with a GCRA step on the state half in place of the bare
+    /// increment: admit iff `max(tat, now) + T − now ≤ span`, with the
+    /// bench quota's `T` and span read from a quota as a check reads them.
+    #[inline(always)]
+    fn gcra16(&self, key: u32) -> bool {
+        let quota = black_box(&FLOOR_QUOTA);
+        let (t, span) = (quota.0, quota.1);
+        let mut at = self.home(key);
+        loop {
+            let slot = &self.wide[at];
+            let value = slot.load(Ordering::Acquire);
+            if (value >> 64) as u64 == key as u64 + 1 {
+                let tat = (value as u64).max(NOW) + t;
+                if tat - NOW > span {
+                    return false;
+                }
+                let new = (value & !(u64::MAX as u128)) | tat as u128;
+                return slot
+                    .compare_exchange(value, new, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok();
+            }
+            at += 1;
+        }
+    }
+}
+
+/// The emission interval and span of the bench quota, in ticks, for
+/// `Floor::gcra16`.
+static FLOOR_QUOTA: (u64, u64) = (1, u32::MAX as u64);
+
 /// The 16-byte compare-and-swap of a frozen-clock check on a slot read as
 /// `value` (the key half kept, the state half bumped).
 #[inline(always)]
@@ -548,6 +579,19 @@ fn ratio(
     governor: impl Fn(u32) -> bool,
     contender: impl Fn(u32) -> bool,
 ) {
+    ratio_to("governor", name, order, n, keys, governor, contender)
+}
+
+/// [`ratio`] against another baseline, named `base` in the line.
+fn ratio_to(
+    base: &str,
+    name: &str,
+    order: Order,
+    n: u32,
+    keys: &[u32],
+    governor: impl Fn(u32) -> bool,
+    contender: impl Fn(u32) -> bool,
+) {
     let walk = || Walk {
         order,
         n,
@@ -574,7 +618,7 @@ fn ratio(
         .collect();
     ratios.sort_by(f64::total_cmp);
     println!(
-        "ratio: {name}: governor ÷ contender {:.2} (quartiles {:.2}–{:.2})",
+        "ratio: {name}: {base} ÷ contender {:.2} (quartiles {:.2}–{:.2})",
         ratios[PAIRS / 2],
         ratios[PAIRS / 4],
         ratios[3 * PAIRS / 4]
@@ -652,6 +696,40 @@ fn paired() {
             keys,
             gov,
             |k| large_floor.slot16(k),
+        );
+    }
+    // The table against its floor directly (no governor between them), and
+    // the floor with the GCRA step of a check in place of its bare
+    // increment: what the step itself adds to a 16-byte-slot check.
+    for (label, n, keys, floor) in [
+        ("1k", SMALL, &small_random, &small_floor),
+        ("100k", LARGE, &large_random, &large_floor),
+    ] {
+        let table = |k: u32| {
+            if n == SMALL {
+                SMALL_TABLE.check(&k, NOW).is_ok()
+            } else {
+                LARGE_TABLE.check(&k, NOW).is_ok()
+            }
+        };
+        let slot = |k: u32| floor.slot16(k);
+        ratio_to(
+            "floor_slot16",
+            &format!("cellrate random_{label}"),
+            Order::Random,
+            n,
+            keys,
+            slot,
+            table,
+        );
+        ratio_to(
+            "floor_slot16",
+            &format!("floor_gcra16 random_{label}"),
+            Order::Random,
+            n,
+            keys,
+            slot,
+            |k| floor.gcra16(k),
         );
     }
 }

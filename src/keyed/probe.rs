@@ -21,10 +21,13 @@ use crate::{Algorithm, Decision, Denied};
 /// (four 64-byte cache lines).
 pub const PROBE_WINDOW: usize = 16;
 
+/// A key's slot and the value read from it.
+pub(super) type Found<'t> = (&'t Slot, u128);
+
 /// Where a pass found a key.
-pub(super) enum Located {
+pub(super) enum Located<'t> {
     /// The key's slot and the value read from it.
-    Live(usize, u128),
+    Live(&'t Slot, u128),
     /// Not in the table, and no slot of its window can take it.
     Full,
     /// Was not in the table, and is now, charged for the request.
@@ -40,20 +43,17 @@ pub(super) fn home(hash: u64, n: usize) -> usize {
     ((hash as u128 * homes as u128) >> 64) as usize
 }
 
-/// The window of a hash in `slots`: its first index and its slots.
+/// The window of a hash in `slots`: the `min(W, n)` slots from its home.
 #[inline(always)]
-fn window(slots: &[Slot], hash: u64) -> (usize, &[Slot]) {
+fn window(slots: &[Slot], hash: u64) -> &[Slot] {
     let n = slots.len();
     let first = home(hash, n);
     // `home` keeps the window inside the table: never empty unless the
     // table is.
-    (
-        first,
-        slots.get(first..first + n.min(PROBE_WINDOW)).unwrap_or(&[]),
-    )
+    slots.get(first..first + n.min(PROBE_WINDOW)).unwrap_or(&[])
 }
 
-/// The position in `run` of the slot holding `live_key`, and the value read
+/// The slot of `run` holding `live_key`, and the value read
 /// from it; `None` if the key is not there (or not before an EMPTY slot).
 ///
 /// The home slot inline (where most keys live), the rest of the run out of
@@ -62,28 +62,28 @@ fn window(slots: &[Slot], hash: u64) -> (usize, &[Slot]) {
 /// home line and choosing its slot without branches was measured slower
 /// (docs/design/keyed.md).
 #[inline(always)]
-fn find(run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
+fn find(run: &[Slot], live_key: u64) -> Option<Found<'_>> {
     let (slot, rest) = run.split_first()?;
     let value = slot.load();
     let key = key_of(value);
     if key == live_key {
-        return Some((0, value));
+        return Some((slot, value));
     }
     if key == EMPTY {
         return None;
     }
-    scan(rest, live_key).map(|(offset, value)| (1 + offset, value))
+    scan(rest, live_key)
 }
 
-/// The position in `run` of the slot holding `live_key`, and its value;
+/// The slot of `run` holding `live_key`, and its value;
 /// `None` at the first EMPTY slot or the end.
 #[inline(never)]
-fn scan(run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
-    for (offset, slot) in run.iter().enumerate() {
+fn scan(run: &[Slot], live_key: u64) -> Option<Found<'_>> {
+    for slot in run {
         let value = slot.load();
         let key = key_of(value);
         if key == live_key {
-            return Some((offset, value));
+            return Some((slot, value));
         }
         if key == EMPTY {
             break;
@@ -95,11 +95,11 @@ fn scan(run: &[Slot], live_key: u64) -> Option<(usize, u128)> {
 impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     /// Finds `id`'s slot and the value read from it, if it has one.
     #[inline(always)]
-    pub(super) fn locate(&self, id: KeyId, hash: u64) -> Option<(usize, u128)> {
+    pub(super) fn locate(&self, id: KeyId, hash: u64) -> Option<Found<'_>> {
         // The key's slot, or the first EMPTY slot (no copy of a key lies
         // beyond it).
-        let (first, run) = window(self.slots.slots(), hash);
-        find(run, LIVE | id.0).map(|(at, value)| (first + at, value))
+        let run = window(self.slots.slots(), hash);
+        find(run, LIVE | id.0)
     }
 
     /// A key [`locate`](Self::locate) did not find: charge a new client
@@ -113,7 +113,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         hash: u64,
         now: u64,
         cost: u64,
-    ) -> Result<(usize, u128), Result<(Decision, ChargedTo), Denied>> {
+    ) -> Result<Found<'_>, Result<(Decision, ChargedTo), Denied>> {
         // Never insert a key for a request that a new client would be denied
         // (a cost above the burst): it would take a slot for nothing.
         let algorithm = self.algorithm_for(id);
@@ -122,7 +122,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
             Err(denied) => return Err(Err(denied)),
         };
         match self.insert(id, hash, now, charged) {
-            Located::Live(index, value) => Ok((index, value)),
+            Located::Live(slot, value) => Ok((slot, value)),
             Located::Inserted => Err(Ok((
                 decision,
                 ChargedTo::Slot(algorithm.mark(charged, now)),
@@ -133,8 +133,8 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
 
     /// Inserts `id` in state `charged` (see the module docs for the
     /// protocol), or finds the copy another thread inserted meanwhile.
-    pub(super) fn insert(&self, id: KeyId, hash: u64, now: u64, charged: u64) -> Located {
-        let (first, run) = window(self.slots.slots(), hash);
+    pub(super) fn insert(&self, id: KeyId, hash: u64, now: u64, charged: u64) -> Located<'_> {
+        let run = window(self.slots.slots(), hash);
         let live_key = LIVE | id.0;
         let claim_key = CLAIMING | id.0;
         // Whether this call made a claim: then a pass reads the whole window
@@ -174,7 +174,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
             if let Some((position, value)) = found {
                 // Withdraw stray claims (ours, or of a thread that lost).
                 withdraw(run, claims, &seen);
-                return Located::Live(first + position, value);
+                return Located::Live(&run[position], value);
             }
             if claims != 0 {
                 // Resolve: the first claim in window order wins.
@@ -212,7 +212,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         if self.slots.slots().is_empty() {
             return u64::MAX;
         }
-        let (_, run) = window(self.slots.slots(), hash);
+        let run = window(self.slots.slots(), hash);
         let mut soonest = u64::MAX;
         for slot in run {
             let value = slot.load();

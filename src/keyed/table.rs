@@ -329,9 +329,8 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
             let decision = algorithm.peek(state, now).to_decision();
             return Ok((decision, other(ChargedTo::Nothing)));
         }
-        let slots = self.slots.slots();
         loop {
-            let (index, value) = match self.locate(id, hash) {
+            let (slot_of_key, value) = match self.locate(id, hash) {
                 Some(found) => found,
                 // A new key is inserted already charged, so that it is never
                 // idle (evictable) between its insertion and its first charge.
@@ -342,7 +341,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
             };
             // `check` stays inside the loop (docs/design/keyed.md, "The
             // algorithm's phases inside the slot loop").
-            if let Some(result) = slots[index].update(LIVE | id.0, value, |state| {
+            if let Some(result) = slot_of_key.update(LIVE | id.0, value, |state| {
                 let (next, d) = algorithm.check(state, now, cost)?;
                 Ok((next, (d, next)))
             }) {
@@ -399,12 +398,11 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     /// its state after (new, if the key has no slot).
     pub(super) fn refund_id(&self, id: KeyId, hash: u64, mark: u64, cost: u64) -> u64 {
         let algorithm = self.algorithm_for(id);
-        let slots = self.slots.slots();
         loop {
-            let Some((index, value)) = self.locate(id, hash) else {
+            let Some((slot, value)) = self.locate(id, hash) else {
                 return A::NEW;
             };
-            let refunded = slots[index].update(LIVE | id.0, value, |state| {
+            let refunded = slot.update(LIVE | id.0, value, |state| {
                 let back = algorithm.refund(state, mark, cost);
                 Ok::<_, core::convert::Infallible>((back, back))
             });
