@@ -56,7 +56,7 @@ use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
 use std::time::Duration;
 
 use cellrate::keyed::{Hashed, Keyed, Seed, WhenFull};
-use cellrate::Quota;
+use cellrate::{Algorithm, Quota};
 use criterion::Criterion;
 
 /// Counts the bytes currently allocated through it.
@@ -304,23 +304,21 @@ impl Floor {
 }
 
 impl Floor {
-    /// `slot16` with a GCRA step on the state half in place of the bare
-    /// increment: admit iff `max(tat, now) + T − now ≤ span`, with the
-    /// bench quota's `T` and span read from a quota as a check reads them.
+    /// `slot16` with the real GCRA step ([`Algorithm::check`] of the bench
+    /// quota, the step a table's check runs) on the state half: the floor
+    /// of a 16-byte-slot table that decides as `Keyed<Quota>` does.
     #[inline(always)]
-    fn gcra16(&self, key: u32) -> bool {
-        let quota = black_box(&FLOOR_QUOTA);
-        let (t, span) = (quota.0, quota.1);
+    fn step16(&self, key: u32) -> bool {
+        let quota = &STEP_QUOTA;
         let mut at = self.home(key);
         loop {
             let slot = &self.wide[at];
             let value = slot.load(Ordering::Acquire);
             if (value >> 64) as u64 == key as u64 + 1 {
-                let tat = (value as u64).max(NOW) + t;
-                if tat - NOW > span {
+                let Ok((state, _)) = quota.check(value as u64, NOW, 1) else {
                     return false;
-                }
-                let new = (value & !(u64::MAX as u128)) | tat as u128;
+                };
+                let new = (value & !(u64::MAX as u128)) | state as u128;
                 return slot
                     .compare_exchange(value, new, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok();
@@ -330,9 +328,8 @@ impl Floor {
     }
 }
 
-/// The emission interval and span of the bench quota, in ticks, for
-/// `Floor::gcra16`.
-static FLOOR_QUOTA: (u64, u64) = (1, u32::MAX as u64);
+/// The bench quota of `Floor::step16`.
+static STEP_QUOTA: Quota = admitting();
 
 /// The 16-byte compare-and-swap of a frozen-clock check on a slot read as
 /// `value` (the key half kept, the state half bumped).
@@ -698,9 +695,10 @@ fn paired() {
             |k| large_floor.slot16(k),
         );
     }
-    // The table against its floor directly (no governor between them), and
-    // the floor with the GCRA step of a check in place of its bare
-    // increment: what the step itself adds to a 16-byte-slot check.
+    // The table against its floors directly (no governor between them):
+    // `floor_slot16`, and `floor_step16`, the same slots with the GCRA step
+    // a table's check runs in place of the bare increment (what the step
+    // itself adds to a 16-byte-slot check).
     for (label, n, keys, floor) in [
         ("1k", SMALL, &small_random, &small_floor),
         ("100k", LARGE, &large_random, &large_floor),
@@ -724,12 +722,22 @@ fn paired() {
         );
         ratio_to(
             "floor_slot16",
-            &format!("floor_gcra16 random_{label}"),
+            &format!("floor_step16 random_{label}"),
             Order::Random,
             n,
             keys,
             slot,
-            |k| floor.gcra16(k),
+            |k| floor.step16(k),
+        );
+        let step = |k: u32| floor.step16(k);
+        ratio_to(
+            "floor_step16",
+            &format!("cellrate random_{label}"),
+            Order::Random,
+            n,
+            keys,
+            step,
+            table,
         );
     }
 }
