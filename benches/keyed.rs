@@ -56,7 +56,7 @@ use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
 use std::time::Duration;
 
 use cellrate::keyed::{Hashed, Keyed, Seed, WhenFull};
-use cellrate::{Algorithm, Quota};
+use cellrate::Quota;
 use criterion::Criterion;
 
 /// Counts the bytes currently allocated through it.
@@ -106,6 +106,13 @@ const fn admitting() -> Quota {
     Quota::per_ticks(1, 1).with_burst(u32::MAX as u64).at_hz(HZ)
 }
 
+#[path = "common/keyed_floor.rs"]
+mod keyed_floor;
+use keyed_floor::{random_keys, Floor};
+
+/// The bench quota of `Floor::step16`.
+static STEP_QUOTA: Quota = admitting();
+
 const SEED: Seed = Seed::new(0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344);
 
 // Capacities: about twice the keys, so that (nearly) every key is tracked
@@ -121,19 +128,6 @@ static DENSE_TABLE: Keyed<Quota, 131_072> = Keyed::new(admitting(), WhenFull::Ad
 static HASHED_TABLE: Keyed<Quota, 2_048> = Keyed::new(admitting(), WhenFull::Admit, SEED);
 // Occupancy curve: keys 0.. inserted in steps into one table.
 static CURVE_TABLE: Keyed<Quota, 131_072> = Keyed::new(admitting(), WhenFull::Admit, SEED);
-
-/// A fixed pseudo-random sequence of keys below `n` (xorshift64).
-fn random_keys(n: u32) -> Vec<u32> {
-    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
-    (0..1 << 20)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (((x >> 32) * n as u64) >> 32) as u32
-        })
-        .collect()
-}
 
 type Governor = governor::RateLimiter<
     u32,
@@ -243,103 +237,6 @@ fn memory() {
     );
 }
 
-/// Two folded multiplies, as the table's home mix of exact keys (for the
-/// floor tables below).
-fn mix(x: u64) -> u64 {
-    let fold = |a: u64, b: u64| {
-        let m = a as u128 * b as u128;
-        m as u64 ^ (m >> 64) as u64
-    };
-    fold(
-        fold(x ^ 0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7345) ^ 0xa409_3822_299f_31d0,
-        0x082e_fa98_ec4e_6c89,
-    )
-}
-
-/// The floor of the table's layout: what a keyed check with 16-byte slots
-/// could reach over `slots` slots holding keys `0..n`: mix the key, find
-/// its slot by linear probing from its home (each key at the first free
-/// slot from its home, as the real table places them), one 16-byte load and
-/// compare-and-swap. No limiter math, no policies: a bound, not a limiter.
-struct Floor {
-    slots: usize,
-    wide: Vec<portable_atomic::AtomicU128>,
-}
-
-impl Floor {
-    fn new(slots: usize, n: u32) -> Self {
-        let f = Floor {
-            slots,
-            wide: (0..slots)
-                .map(|_| portable_atomic::AtomicU128::new(0))
-                .collect(),
-        };
-        for key in 0..n {
-            let mut at = f.home(key);
-            while f.wide[at].load(Ordering::Relaxed) != 0 {
-                at += 1;
-            }
-            f.wide[at].store(((key as u128 + 1) << 64) | 1, Ordering::Relaxed);
-        }
-        f
-    }
-
-    #[inline(always)]
-    fn home(&self, key: u32) -> usize {
-        ((mix(key as u64) as u128 * (self.slots - 15) as u128) >> 64) as usize
-    }
-
-    #[inline(always)]
-    fn slot16(&self, key: u32) -> bool {
-        let mut at = self.home(key);
-        loop {
-            let slot = &self.wide[at];
-            let value = slot.load(Ordering::Acquire);
-            if (value >> 64) as u64 == key as u64 + 1 {
-                return bump16(slot, value);
-            }
-            at += 1;
-        }
-    }
-}
-
-impl Floor {
-    /// `slot16` with the real GCRA step ([`Algorithm::check`] of the bench
-    /// quota, the step a table's check runs) on the state half: the floor
-    /// of a 16-byte-slot table that decides as `Keyed<Quota>` does.
-    #[inline(always)]
-    fn step16(&self, key: u32) -> bool {
-        let quota = &STEP_QUOTA;
-        let mut at = self.home(key);
-        loop {
-            let slot = &self.wide[at];
-            let value = slot.load(Ordering::Acquire);
-            if (value >> 64) as u64 == key as u64 + 1 {
-                let Ok((state, _)) = quota.check(value as u64, NOW, 1) else {
-                    return false;
-                };
-                let new = (value & !(u64::MAX as u128)) | state as u128;
-                return slot
-                    .compare_exchange(value, new, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok();
-            }
-            at += 1;
-        }
-    }
-}
-
-/// The bench quota of `Floor::step16`.
-static STEP_QUOTA: Quota = admitting();
-
-/// The 16-byte compare-and-swap of a frozen-clock check on a slot read as
-/// `value` (the key half kept, the state half bumped).
-#[inline(always)]
-fn bump16(slot: &portable_atomic::AtomicU128, value: u128) -> bool {
-    let new = (value & !(u64::MAX as u128)) | ((value as u64).max(NOW) + 1) as u128;
-    slot.compare_exchange(value, new, Ordering::AcqRel, Ordering::Acquire)
-        .is_ok()
-}
-
 /// How a case walks its keys: in turn, or along the fixed random sequence.
 #[derive(Clone, Copy)]
 enum Order {
@@ -422,7 +319,7 @@ fn speed(c: &mut Criterion) {
             order,
             SMALL,
             keys,
-            |k| small_floor.slot16(k),
+            |k| small_floor.slot16(k, NOW),
         );
         walk(
             &mut g,
@@ -460,7 +357,7 @@ fn speed(c: &mut Criterion) {
             order,
             LARGE,
             keys,
-            |k| large_floor.slot16(k),
+            |k| large_floor.slot16(k, NOW),
         );
         walk(
             &mut g,
@@ -664,7 +561,7 @@ fn paired() {
             SMALL,
             keys,
             gov,
-            |k| small_floor.slot16(k),
+            |k| small_floor.slot16(k, NOW),
         );
     }
     for (order, label) in [(Order::RoundRobin, "rr"), (Order::Random, "random")] {
@@ -692,54 +589,73 @@ fn paired() {
             LARGE,
             keys,
             gov,
-            |k| large_floor.slot16(k),
+            |k| large_floor.slot16(k, NOW),
         );
     }
-    // The table against its floors directly (no governor between them):
-    // `floor_slot16`, and `floor_step16`, the same slots with the GCRA step
-    // a table's check runs in place of the bare increment (what the step
-    // itself adds to a 16-byte-slot check).
-    for (label, n, keys, floor) in [
-        ("1k", SMALL, &small_random, &small_floor),
-        ("100k", LARGE, &large_random, &large_floor),
-    ] {
-        let table = |k: u32| {
-            if n == SMALL {
-                SMALL_TABLE.check(&k, NOW).is_ok()
-            } else {
-                LARGE_TABLE.check(&k, NOW).is_ok()
-            }
-        };
-        let slot = |k: u32| floor.slot16(k);
-        ratio_to(
-            "floor_slot16",
-            &format!("cellrate random_{label}"),
-            Order::Random,
-            n,
-            keys,
-            slot,
-            table,
-        );
-        ratio_to(
-            "floor_slot16",
-            &format!("floor_step16 random_{label}"),
-            Order::Random,
-            n,
-            keys,
-            slot,
-            |k| floor.step16(k),
-        );
-        let step = |k: u32| floor.step16(k);
-        ratio_to(
-            "floor_step16",
-            &format!("cellrate random_{label}"),
-            Order::Random,
-            n,
-            keys,
-            step,
-            table,
-        );
-    }
+    let (small_steps, large_steps) = (
+        Floor::new(SMALL_TABLE.capacity(), SMALL),
+        Floor::new(LARGE_TABLE.capacity(), LARGE),
+    );
+    direct(
+        "1k",
+        SMALL,
+        &small_random,
+        &small_floor,
+        &small_steps,
+        |k| SMALL_TABLE.check(&k, NOW).is_ok(),
+    );
+    direct(
+        "100k",
+        LARGE,
+        &large_random,
+        &large_floor,
+        &large_steps,
+        |k| LARGE_TABLE.check(&k, NOW).is_ok(),
+    );
+}
+
+/// The table against its floors directly (no governor between them), on
+/// random keys: `floor_slot16`, and `floor_step16`, 16-byte slots of their
+/// own with the GCRA step a table's check runs in place of the bare
+/// increment (what the step itself adds to a 16-byte-slot check).
+fn direct(
+    label: &str,
+    n: u32,
+    keys: &[u32],
+    slots: &Floor,
+    steps: &Floor,
+    table: impl Fn(u32) -> bool,
+) {
+    let slot = |k: u32| slots.slot16(k, NOW);
+    let step = |k: u32| steps.step16(k, NOW, &STEP_QUOTA);
+    let name = |who: &str| format!("{who} random_{label}");
+    ratio_to(
+        "floor_slot16",
+        &name("cellrate"),
+        Order::Random,
+        n,
+        keys,
+        slot,
+        &table,
+    );
+    ratio_to(
+        "floor_slot16",
+        &name("floor_step16"),
+        Order::Random,
+        n,
+        keys,
+        slot,
+        step,
+    );
+    ratio_to(
+        "floor_step16",
+        &name("cellrate"),
+        Order::Random,
+        n,
+        keys,
+        step,
+        &table,
+    );
 }
 
 fn main() {

@@ -63,7 +63,7 @@ fn window(slots: &[Slot], hash: u64) -> &[Slot] {
 /// (docs/design/keyed.md).
 #[inline(always)]
 fn find(run: &[Slot], live_key: u64) -> Option<Found<'_>> {
-    let (slot, rest) = run.split_first()?;
+    let slot = run.first()?;
     let value = slot.load();
     let key = key_of(value);
     if key == live_key {
@@ -72,14 +72,15 @@ fn find(run: &[Slot], live_key: u64) -> Option<Found<'_>> {
     if key == EMPTY {
         return None;
     }
-    scan(rest, live_key)
+    scan(run, live_key)
 }
 
-/// The slot of `run` holding `live_key`, and its value;
-/// `None` at the first EMPTY slot or the end.
+/// The slot of `run` after its first holding `live_key`, and its value;
+/// `None` at the first EMPTY slot or the end. (Takes the whole run, so the
+/// inline part keeps no second pointer alive for it.)
 #[inline(never)]
 fn scan(run: &[Slot], live_key: u64) -> Option<Found<'_>> {
-    for slot in run {
+    for slot in run.iter().skip(1) {
         let value = slot.load();
         let key = key_of(value);
         if key == live_key {
