@@ -59,6 +59,8 @@ macro_rules! count {
     };
 }
 
+#[cfg(all(feature = "axum", feature = "serde"))]
+mod admin;
 mod announce;
 mod backend;
 #[cfg(feature = "axum")]
@@ -82,8 +84,12 @@ mod redis;
 #[cfg(feature = "serde")]
 mod reload;
 mod service;
+#[cfg(feature = "serde")]
+mod show;
 mod stamp;
 mod value;
+#[cfg(feature = "serde")]
+mod watch;
 
 /// Without axum there is no body meter: nothing is ever refused mid-body.
 #[cfg(not(feature = "axum"))]
@@ -101,6 +107,8 @@ mod body {
     }
 }
 
+#[cfg(all(feature = "axum", feature = "serde"))]
+pub use admin::{Admin, AdminToken, TokenError};
 pub use backend::{
     Backend, Check, Fault, Global, KeyedTiers, Mode, Shaper, TierInfo, Verdict, MAX_TIERS,
 };
@@ -124,7 +132,11 @@ pub use redis::{
 #[cfg(feature = "serde")]
 pub use reload::{Dropped, OverrideError, Reload, Reloaded, Reloader, Why};
 pub use service::RateLimit;
+#[cfg(feature = "serde")]
+pub use show::redact_url;
 pub use stamp::insert_fields;
+#[cfg(feature = "serde")]
+pub use watch::{ReloadError, RulesWatcher, DEFAULT_POLL};
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]
