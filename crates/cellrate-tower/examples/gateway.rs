@@ -11,6 +11,10 @@
 //! curl -i -H 'x-api-key: alice' http://127.0.0.1:8080/orders
 //! ```
 //!
+//! The program parses its command line, sets up its logs and binds its
+//! listeners; the watch of the rules file is `cellrate_tower::RulesWatcher`
+//! and the admin endpoint `cellrate_tower::Admin`.
+//!
 //! In process (the default), the rules come from a file:
 //! `examples/gateway.toml` unless `--config FILE` names another (a
 //! `[limits]` table, a `cellrate_tower::config::LayerConfig`, and an

@@ -41,9 +41,10 @@
 //! Under a Redis outage the fields describe what decided: the fallback's
 //! quotas, none when failing open, `503` with `Retry-After` when failing
 //! closed. A layer built from a configuration (`config`, feature `serde`)
-//! takes new rules while it serves (`Reloader`); with a [`Shaper`],
-//! [`RateLimitBuilder::delay`] holds a request over the rate until its turn
-//! instead of refusing it.
+//! takes new rules while it serves (`Reloader`), from a rules file that
+//! `RulesWatcher` watches or through `Admin`, an admin endpoint (with
+//! `axum`). With a [`Shaper`], [`RateLimitBuilder::delay`] holds a request
+//! over the rate until its turn instead of refusing it.
 //!
 //! The fields, the cost per request, the reload and the delaying mode are
 //! explained in `docs/design/tower.md` in the repository.
@@ -136,7 +137,7 @@ pub use service::RateLimit;
 pub use show::redact_url;
 pub use stamp::insert_fields;
 #[cfg(feature = "serde")]
-pub use watch::{ReloadError, RulesWatcher, DEFAULT_POLL};
+pub use watch::{ReloadError, RulesWatcher, DEFAULT_RULES_POLL};
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -30,13 +30,13 @@ use crate::reload::{Reload, Reloaded, Reloader};
 use crate::KeyedTiers;
 
 /// The poll interval of a new [`RulesWatcher`].
-pub const DEFAULT_POLL: Duration = Duration::from_secs(1);
+pub const DEFAULT_RULES_POLL: Duration = Duration::from_secs(1);
 
 type Read<T> = Box<dyn Fn(&Path) -> Result<T, String> + Send + Sync>;
 type OnReload<T> = Box<dyn Fn(&T, &Reloaded) + Send + Sync>;
 
 /// Watches a rules file and reloads a layer's rules from it when it
-/// changes (its modification time, polled every [`DEFAULT_POLL`] by
+/// changes (its modification time, polled every [`DEFAULT_RULES_POLL`] by
 /// default) and on `SIGHUP` (unix), keeping every client's state; see the
 /// [module docs](self) for what each reload does and logs.
 ///
@@ -152,7 +152,7 @@ where
     T: AsRef<LayerConfig>,
 {
     /// Watches the file at `path`, read by `read`, for the layer of
-    /// `reloader`: polling every [`DEFAULT_POLL`], on `SIGHUP` (unix),
+    /// `reloader`: polling every [`DEFAULT_RULES_POLL`], on `SIGHUP` (unix),
     /// once [spawned](Self::spawn). Make it right after the rules in force
     /// were read: a change after this call is a change to reload.
     pub fn new<E, F>(path: impl Into<PathBuf>, reloader: Reloader<C, B>, read: F) -> Self
@@ -167,7 +167,7 @@ where
             reloader,
             read: Box::new(move |p| read(p).map_err(|e| e.to_string())),
             within: String::new(),
-            poll: Some(DEFAULT_POLL),
+            poll: Some(DEFAULT_RULES_POLL),
             sighup: true,
             on_reload: None,
             seen: Mutex::new(seen),
