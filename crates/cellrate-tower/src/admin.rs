@@ -1,28 +1,16 @@
-//! [`Admin`]: the admin endpoint of a layer built from a configuration, an
-//! axum [`Router`] an application serves on the listener it chooses
-//! (one bound to an internal interface, say), over the layer's
-//! [`Reloader`].
+//! [`Admin`]: the admin endpoint of a layer built from a configuration,
+//! an axum router over the layer's [`Reloader`]; its routes and answers
+//! are in the type's docs, who may call them in [`auth`].
 //!
-//! Routes (every one behind the token, see [`AdminToken`]):
-//! * `PUT /admin/overrides/{tier}/{client}` with a quota as the body
-//!   (`500/min`, `10/s, burst 20`): that client's override in that tier
-//!   ([`Reloader::set_override`]); 204, or 400 with the reason (a body
-//!   that is not a quota, no such tier, rules refused);
-//! * `DELETE /admin/overrides/{tier}/{client}`: back to the tier's quota;
-//!   204, or 404 when the tier or the override does not exist;
-//! * `GET /admin/config`: the rules in force ([`LayerConfig::redacted`]:
-//!   secrets masked) in the format [`show_config`](Admin::show_config)
-//!   renders; without one the route is not mounted.
-//!
-//! Each change is logged (`INFO`, through `tracing`) with its tier, client,
-//! the peer, and the quota that decided the client before and after;
-//! changes are serialized, so the quota logged as the old one is the one
-//! the change replaced. Refusals of the token are logged as `WARN`.
-//!
-//! The peer's IP address is read as [`PeerIp`](crate::PeerIp) reads it:
-//! serve the router with `into_make_service_with_connect_info::<SocketAddr>()`
-//! (or insert a `SocketAddr` or `IpAddr` request extension); without one a
-//! request is answered 500.
+//! Invariants:
+//! * every route answers only after [`auth`] admitted the request, and
+//!   only a change that [`Reloader::set_override`] accepted is answered
+//!   204 and logged;
+//! * changes are serialized by one lock that no request of the layer
+//!   takes, so the quota a change logs as the old one is the one it
+//!   replaced (the layer itself reads the rules lock-free as ever);
+//! * what `/admin/config` shows went through [`LayerConfig::redacted`]
+//!   before the application's renderer sees it.
 
 mod auth;
 
@@ -47,9 +35,29 @@ use crate::KeyedTiers;
 
 type Render = Box<dyn Fn(&LayerConfig) -> Result<String, String> + Send + Sync>;
 
-/// The admin endpoint over a layer's [`Reloader`]; see the
-/// [module docs](self) for its routes, answers and logs. Clones share the
-/// token and the wrong-token budgets.
+/// The admin endpoint over a layer's [`Reloader`]: an axum [`Router`] an
+/// application serves on the listener it chooses (one bound to an internal
+/// interface, say). Clones share the token and the wrong-token budgets.
+///
+/// Routes, every one behind the token (see [`AdminToken`] for the 401,
+/// 403 and per-IP 429 answers):
+/// * `PUT /admin/overrides/{tier}/{client}` with a quota as the body
+///   (`500/min`, `10/s, burst 20`): that client's override in that tier
+///   ([`Reloader::set_override`]); 204, or 400 with the reason (a body
+///   that is not a quota, no such tier, rules refused);
+/// * `DELETE /admin/overrides/{tier}/{client}`: back to the tier's quota;
+///   204, or 404 when the tier or the override does not exist;
+/// * `GET /admin/config`: the rules in force ([`LayerConfig::redacted`]:
+///   secrets masked) in the format [`show_config`](Admin::show_config)
+///   renders; without one the route is not mounted.
+///
+/// Each change is logged (`INFO`, through `tracing`) with its tier, client,
+/// the peer, and the quota that decided the client before and after; each
+/// wrong token and each lock-out is a `WARN`. The peer's IP address is read
+/// as [`PeerIp`](crate::PeerIp) reads it: serve the router with
+/// `into_make_service_with_connect_info::<SocketAddr>()` (or insert a
+/// `SocketAddr` or `IpAddr` request extension); without one a request is
+/// answered 500.
 ///
 /// ```no_run
 /// use axum::http::HeaderValue;
@@ -183,8 +191,8 @@ where
         self.inner.guard.set_token(token);
     }
 
-    /// The routes of the [module docs](self), unlimited (the wrong-token
-    /// budget is theirs), to serve or merge into a router.
+    /// The routes (see [`Admin`]), not rate-limited by the layer (the
+    /// wrong-token budget is theirs), to serve or merge into a router.
     pub fn router(&self) -> Router {
         let mut router = Router::new().route(
             "/admin/overrides/{tier}/{client}",

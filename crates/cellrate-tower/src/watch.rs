@@ -1,22 +1,12 @@
 //! [`RulesWatcher`]: a rules file reloaded into a layer, through its
 //! [`Reloader`], when the file's modification time changes and (on unix)
-//! on `SIGHUP`.
+//! on `SIGHUP`; what a reload does and logs is in the type's docs.
 //!
-//! Contract:
-//! * a reload reads the whole file and applies it with [`Reloader::apply`]:
-//!   all or nothing. A file that cannot be read, parsed or checked changes
-//!   nothing; the rules in force stay and the refusal is logged (`WARN`)
-//!   with the place of the first error;
-//! * every reload is logged through `tracing`: the file, what set it off,
-//!   the new rules ([`LayerConfig::summary`], secrets masked) and what
-//!   became of the overrides set at run time ([`Reloaded`]); `INFO`, or
-//!   `WARN` when one was dropped (its tier removed or redefined);
-//! * reloads never overlap: each holds the watcher's lock from reading the
-//!   modification time to applying the rules, and records that time, so a
-//!   `SIGHUP` reload is not followed by a second one for the same change;
-//! * a file's modification time is read with blocking calls on the task
-//!   that runs the watcher (one `stat` per poll), and the file is read the
-//!   same way when it changed: rules files are small and local.
+//! Invariants: reloads never overlap (each holds the watcher's lock from
+//! reading the modification time to applying the rules) and each records
+//! the modification time it read, so a `SIGHUP` reload is not followed by
+//! a second one for the same change; a refused file changes nothing (the
+//! reloader's all-or-nothing `apply`) and calls no hook.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -37,8 +27,19 @@ type OnReload<T> = Box<dyn Fn(&T, &Reloaded) + Send + Sync>;
 
 /// Watches a rules file and reloads a layer's rules from it when it
 /// changes (its modification time, polled every [`DEFAULT_RULES_POLL`] by
-/// default) and on `SIGHUP` (unix), keeping every client's state; see the
-/// [module docs](self) for what each reload does and logs.
+/// default) and on `SIGHUP` (unix), keeping every client's state.
+///
+/// * A reload reads the whole file and applies it with
+///   [`Reloader::apply`]: all or nothing. A file that cannot be read,
+///   parsed or checked changes nothing; the rules in force stay and the
+///   refusal is logged (`WARN`) with the place of the first error.
+/// * Every reload is logged through `tracing`: the file, what set it off,
+///   the new rules ([`LayerConfig::summary`], secrets masked) and what
+///   became of the overrides set at run time ([`Reloaded`]); `INFO`, or
+///   `WARN` when one was dropped (its tier removed or redefined).
+/// * The file's modification time is read with a blocking call on the task
+///   that runs the watcher (one `stat` per poll), and the file is read the
+///   same way when it changed: rules files are small and local.
 ///
 /// `read` turns the file into a `T` that holds the layer's rules
 /// (`AsRef<LayerConfig>`: the rules themselves, or a whole file of which

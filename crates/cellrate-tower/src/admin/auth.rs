@@ -1,15 +1,13 @@
-//! Who may use the admin endpoint: one bearer token ([`AdminToken`]),
-//! compared in time that does not depend on where a guess differs, and a
-//! budget of wrong tokens per peer IP in a cellrate keyed table.
+//! Who may use the admin endpoint: one bearer token ([`AdminToken`], its
+//! answers documented there), compared in time that does not depend on
+//! where a guess differs, and a budget of wrong tokens per peer IP in a
+//! cellrate keyed table.
 //!
-//! A request is refused, in this order: 429 with `Retry-After` when its
-//! peer IP is past its budget (before any token is compared, so the
-//! right token does not help a guesser either); 401 with a
-//! `WWW-Authenticate: Bearer realm="admin"` challenge without a bearer
-//! token (the scheme is read case-insensitively, RFC 9110 §11.1); 403 with
-//! a wrong one, which alone counts against the IP. One wrong token is
-//! charged before the comparison and given back unless the token was
-//! wrong, so concurrent guesses from one IP never exceed its budget.
+//! Invariants: one wrong token is charged before the comparison and given
+//! back unless the token was wrong, so concurrent guesses from one IP
+//! never exceed its budget; an IP past its budget is refused before any
+//! token is compared; the comparison folds every byte position up to the
+//! longer length into one difference, with no early return.
 
 use std::net::IpAddr;
 use std::sync::RwLock;
@@ -31,8 +29,19 @@ pub(super) const PEERS: usize = 4096;
 
 /// The admin endpoint's bearer token: visible ASCII (no spaces, no control
 /// characters: an `Authorization` header carries it), at least one byte.
-/// Its `Debug` never shows it; with `serde` it deserializes from a string,
-/// checked (the error names the field that holds it).
+///
+/// [`Admin`](crate::Admin) refuses a request, in this order: 429 with
+/// `Retry-After` when its peer IP is past its budget of wrong tokens (5 a
+/// minute, 5 at once; 4096 IPs tracked, the others sharing one budget),
+/// before any token is compared, so the right token does not help a
+/// guesser either; 401 with a `WWW-Authenticate: Bearer realm="admin"`
+/// challenge without a bearer token (the scheme is read
+/// case-insensitively, RFC 9110 §11.1); 403 with a wrong one, which alone
+/// counts against the IP.
+///
+/// Its `Debug` never shows it, and it has no `==` (the endpoint compares
+/// it in constant time); it deserializes from a string, checked (the error
+/// names the field that holds it).
 ///
 /// ```
 /// use cellrate_tower::AdminToken;
@@ -41,7 +50,7 @@ pub(super) const PEERS: usize = 4096;
 /// assert_eq!("".parse::<AdminToken>().unwrap_err().to_string(), "must not be empty");
 /// assert!("two words".parse::<AdminToken>().is_err());
 /// ```
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct AdminToken(String);
 
 /// Why a string is not an [`AdminToken`].
