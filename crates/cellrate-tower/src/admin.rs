@@ -49,7 +49,7 @@ type Render = Box<dyn Fn(&LayerConfig) -> Result<String, String> + Send + Sync>;
 ///   204, or 404 when the tier or the override does not exist;
 /// * `GET /admin/config`: the rules in force ([`LayerConfig::redacted`]:
 ///   secrets masked) in the format [`show_config`](Admin::show_config)
-///   renders; without one the route is not mounted.
+///   renders; 404 until one is given.
 ///
 /// Each change is logged (`INFO`, through `tracing`) with its tier, client,
 /// the peer, and the quota that decided the client before and after; each
@@ -147,8 +147,9 @@ where
 
     /// Serves `GET /admin/config`: the rules in force, secrets masked,
     /// rendered by `render` (any serde format: `toml::to_string`,
-    /// `serde_json::to_string_pretty`) and sent as `media_type`. A render
-    /// error is answered 500 and logged.
+    /// `serde_json::to_string_pretty`) and sent as `media_type`, for every
+    /// router of this endpoint, made before or after. A render error is
+    /// answered 500 and logged.
     ///
     /// ```
     /// use axum::http::HeaderValue;
@@ -194,20 +195,13 @@ where
     /// The routes (see [`Admin`]), not rate-limited by the layer (the
     /// wrong-token budget is theirs), to serve or merge into a router.
     pub fn router(&self) -> Router {
-        let mut router = Router::new().route(
-            "/admin/overrides/{tier}/{client}",
-            put(set_override::<C, B>).delete(remove_override::<C, B>),
-        );
-        let shows = self
-            .inner
-            .render
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some();
-        if shows {
-            router = router.route("/admin/config", get(show_config::<C, B>));
-        }
-        router.with_state(Arc::clone(&self.inner))
+        Router::new()
+            .route(
+                "/admin/overrides/{tier}/{client}",
+                put(set_override::<C, B>).delete(remove_override::<C, B>),
+            )
+            .route("/admin/config", get(show_config::<C, B>))
+            .with_state(Arc::clone(&self.inner))
     }
 }
 

@@ -396,7 +396,14 @@ async fn without_a_renderer_or_a_peer() {
         .unwrap();
     let router = Admin::new(layer.reloader(), AdminToken::new(TOKEN).unwrap()).router();
     let r = admin(&router, "GET", "/admin/config", Some(TOKEN), "").await;
-    assert_eq!(r.status, StatusCode::NOT_FOUND, "no show_config: no route");
+    assert_eq!(
+        r.status,
+        StatusCode::NOT_FOUND,
+        "no show_config: nothing to show"
+    );
+    // Still behind the token.
+    let r = admin(&router, "GET", "/admin/config", None, "").await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     let r = send(
         &router,
         None,
