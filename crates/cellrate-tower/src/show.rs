@@ -5,9 +5,11 @@
 //! A secret is what a Redis URL carries to log in: its user information
 //! (`redis://user:password@host/`) and the `user`, `username`, `pass` and
 //! `password` parameters of its query (a Unix-socket URL). Nothing that
-//! either function returns holds one; every other part of a URL (scheme,
-//! host, port, path, other parameters, fragment) is kept as written, so an
-//! operator can still tell the servers apart.
+//! either function returns holds one: the user information is taken to
+//! end at the URL's last `@`, so a password with a raw `/`, `?` or `@` is
+//! masked whole (a `@` further on masks more, never less). Every other
+//! part (scheme, host, port, path, other parameters, fragment) is kept as
+//! written, so an operator can still tell the servers apart.
 
 use crate::config::{LayerConfig, RedisTarget, TierScope};
 
@@ -31,14 +33,15 @@ pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let authority = match authority.rfind('@') {
-        Some(at) => format!(":****@{}", &authority[at + 1..]),
-        None => authority.to_string(),
+    // The user information ends at the last `@`: a password written with
+    // a raw `/`, `?` or `@` in it is masked whole (a `@` elsewhere masks
+    // what comes before it: more, never less).
+    let (user, rest) = match rest.rfind('@') {
+        Some(at) => (":****@", &rest[at + 1..]),
+        None => ("", rest),
     };
-    let tail = match tail.split_once('?') {
-        None => tail.to_string(),
+    let rest = match rest.split_once('?') {
+        None => rest.to_string(),
         Some((path, query)) => {
             let (query, fragment) = match query.split_once('#') {
                 Some((q, f)) => (q, format!("#{f}")),
@@ -60,7 +63,7 @@ pub fn redact_url(url: &str) -> String {
             format!("{path}?{}{fragment}", params.join("&"))
         }
     };
-    format!("{scheme}://{authority}{tail}")
+    format!("{scheme}://{user}{rest}")
 }
 
 /// The URLs of a Redis target, in the order written.
@@ -154,5 +157,35 @@ impl LayerConfig {
         };
         let s = if tiers.len() == 1 { "" } else { "s" };
         format!("{} tier{s}: {}; {place}", tiers.len(), tiers.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn every_secret_is_masked_and_the_rest_kept() {
+        for (url, shown) in [
+            (
+                "redis://ops:s3cret@10.0.0.5:6379/2",
+                "redis://:****@10.0.0.5:6379/2",
+            ),
+            ("redis://ops@10.0.0.5/", "redis://:****@10.0.0.5/"),
+            ("redis://:s3cret@h", "redis://:****@h"),
+            ("rediss://u:p@h:1/0?x=1#top", "rediss://:****@h:1/0?x=1#top"),
+            ("redis://u:s3/cr@et@h:1/0", "redis://:****@h:1/0"),
+            ("redis://u:s3cr?t@h/", "redis://:****@h/"),
+            ("redis://u:s3cr#t@h/", "redis://:****@h/"),
+            (
+                "redis+unix:///run/r.sock?db=0&PASSWORD=x&User=y&keep=1#f",
+                "redis+unix:///run/r.sock?db=0&PASSWORD=****&User=****&keep=1#f",
+            ),
+            ("redis://10.0.0.5:6379/", "redis://10.0.0.5:6379/"),
+            ("not a url", "not a url"),
+            ("", ""),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
     }
 }
