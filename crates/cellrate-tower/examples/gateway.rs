@@ -11,6 +11,10 @@
 //! curl -i -H 'x-api-key: alice' http://127.0.0.1:8080/orders
 //! ```
 //!
+//! The program parses its command line, sets up its logs and binds its
+//! listeners; the watch of the rules file is `cellrate_tower::RulesWatcher`
+//! and the admin endpoint `cellrate_tower::Admin`.
+//!
 //! In process (the default), the rules come from a file:
 //! `examples/gateway.toml` unless `--config FILE` names another (a
 //! `[limits]` table, a `cellrate_tower::config::LayerConfig`, and an
@@ -125,46 +129,6 @@ fn init_logging() {
         .init();
 }
 
-/// `url` with its user information (user and password) masked, and the
-/// user and password query parameters of a Unix-socket URL too:
-/// `redis://:****@host:6379/`.
-#[cfg_attr(not(feature = "serde"), allow(dead_code))]
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let authority = match authority.rfind('@') {
-        Some(at) => format!(":****@{}", &authority[at + 1..]),
-        None => authority.to_string(),
-    };
-    let tail = match tail.split_once('?') {
-        None => tail.to_string(),
-        Some((path, query)) => {
-            let (query, fragment) = match query.split_once('#') {
-                Some((q, f)) => (q, format!("#{f}")),
-                None => (query, String::new()),
-            };
-            let params: Vec<String> = query
-                .split('&')
-                .map(|param| match param.split_once('=') {
-                    Some((name, _))
-                        if ["pass", "password", "user", "username"]
-                            .iter()
-                            .any(|secret| name.eq_ignore_ascii_case(secret)) =>
-                    {
-                        format!("{name}=****")
-                    }
-                    _ => param.to_string(),
-                })
-                .collect();
-            format!("{path}?{}{fragment}", params.join("&"))
-        }
-    };
-    format!("{scheme}://{authority}{tail}")
-}
-
 /// The API: every route limited by `layer`.
 #[cfg_attr(not(feature = "serde"), allow(dead_code))]
 fn api<L>(layer: L) -> Router
@@ -190,31 +154,20 @@ where
 #[cfg(feature = "serde")]
 mod from_file {
     //! The gateway from its rules file (in process, or on Redis when the
-    //! file has `[limits.redis]`), reloaded live, and the admin endpoint.
+    //! file has `[limits.redis]`): the layer, its admin endpoint
+    //! (`cellrate_tower::Admin`) and the watch of the file
+    //! (`cellrate_tower::RulesWatcher`).
 
-    use std::net::{IpAddr, SocketAddr};
     use std::path::{Path, PathBuf};
-    use std::sync::{Arc, Mutex, RwLock};
-    use std::time::{Duration, SystemTime};
+    use std::time::Duration;
 
-    use axum::extract::{ConnectInfo, Path as UrlPath, State};
-    use axum::http::{header, HeaderMap, StatusCode};
-    use axum::response::{IntoResponse, Response};
-    use axum::routing::{get, put};
+    use axum::http::HeaderValue;
     use axum::Router;
-    use cellrate::compose::Revocable;
-    use cellrate::config::QuotaSpec;
-    use cellrate::keyed::{Hashed, KeyedBox, Seed, WhenFull};
-    use cellrate::{Clock, Quota, StdClock};
-    use cellrate_tower::config::{LayerConfig, RedisTarget, TierScope};
-    use cellrate_tower::{OverrideError, Reload, Reloader};
+    use cellrate::StdClock;
+    use cellrate_tower::config::{LayerConfig, RedisTarget};
+    use cellrate_tower::{Admin, AdminToken, Reload, Reloader, RulesWatcher};
     use serde::Deserialize;
-    use tracing::{info, warn};
-
-    /// Wrong admin tokens allowed per peer IP: 5 per minute, 5 at once.
-    const FAILURES: Quota = Quota::per_minute(5).at_hz(StdClock::HZ);
-    /// Peer IPs tracked; past them every untracked IP shares one budget.
-    const FAILURE_TABLE: usize = 4096;
+    use tracing::info;
 
     /// What the file holds.
     #[derive(Deserialize)]
@@ -228,7 +181,13 @@ mod from_file {
     #[serde(deny_unknown_fields)]
     struct AdminRules {
         /// `Authorization: Bearer <token>` for /admin/*.
-        token: String,
+        token: AdminToken,
+    }
+
+    impl AsRef<LayerConfig> for File {
+        fn as_ref(&self) -> &LayerConfig {
+            &self.limits
+        }
     }
 
     /// What the command line puts over the file's `[limits.redis]`: the
@@ -270,15 +229,7 @@ mod from_file {
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let toml = toml::Deserializer::parse(&text)
             .map_err(|e| format!("{}: not TOML: {e}", path.display()))?;
-        let file: File = cellrate_config::from_deserializer(toml)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        if file.admin.token.is_empty() {
-            return Err(format!(
-                "{}: admin.token: must not be empty",
-                path.display()
-            ));
-        }
-        Ok(file)
+        cellrate_config::from_deserializer(toml).map_err(|e| format!("{}: {e}", path.display()))
     }
 
     /// `--check`: the file at `path` read and its rules built as the
@@ -287,12 +238,13 @@ mod from_file {
     pub fn check(path: &Path) -> Result<String, String> {
         let file = read_file(path)?;
         let limits = &file.limits;
-        let failed = |e: cellrate_config::ConfigError| format!("{}: limits.{e}", path.display());
+        let failed =
+            |e: cellrate_config::ConfigError| format!("{}: {}", path.display(), e.within("limits"));
         if limits.redis.is_none() {
             limits
                 .build(StdClock::new(), StdClock::HZ)
                 .map_err(failed)?;
-            return Ok(format!("{}: valid: {}", path.display(), summary(limits)));
+            return Ok(format!("{}: valid: {}", path.display(), limits.summary()));
         }
         #[cfg(feature = "redis")]
         let note = {
@@ -311,76 +263,8 @@ mod from_file {
         Ok(format!(
             "{}: valid: {}{note}",
             path.display(),
-            summary(limits)
+            limits.summary()
         ))
-    }
-
-    /// The rules in one line: each tier's name, quota, scope and number of
-    /// overrides, and where the state lives (Redis URLs masked).
-    fn summary(limits: &LayerConfig) -> String {
-        let tiers: Vec<String> = limits
-            .tiers
-            .iter()
-            .map(|t| {
-                let scope = match t.scope {
-                    TierScope::Client => "per client",
-                    TierScope::ClientAndEndpoint => "per client and endpoint",
-                };
-                let overrides = match t.overrides.len() {
-                    0 => String::new(),
-                    1 => " (1 override)".into(),
-                    n => format!(" ({n} overrides)"),
-                };
-                format!("{} {} {scope}{overrides}", t.name, t.quota)
-            })
-            .collect();
-        let place = match &limits.redis {
-            None => "in process".to_string(),
-            Some(rules) => format!(
-                "on Redis {} (prefix {:?})",
-                urls(&rules.target)
-                    .iter()
-                    .map(|u| super::redact(u))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                rules.prefix
-            ),
-        };
-        let s = if tiers.len() == 1 { "" } else { "s" };
-        format!("{} tier{s}: {}; {place}", tiers.len(), tiers.join(", "))
-    }
-
-    fn urls(target: &RedisTarget) -> Vec<String> {
-        match target {
-            RedisTarget::Standalone(url) => vec![url.clone()],
-            RedisTarget::Cluster(nodes) => nodes.clone(),
-        }
-    }
-
-    /// The rules as `/admin/config` shows them: every Redis URL masked.
-    fn redacted(mut limits: LayerConfig) -> LayerConfig {
-        if let Some(rules) = &mut limits.redis {
-            rules.target = match &rules.target {
-                RedisTarget::Standalone(url) => RedisTarget::Standalone(super::redact(url)),
-                RedisTarget::Cluster(nodes) => {
-                    RedisTarget::Cluster(nodes.iter().map(|u| super::redact(u)).collect())
-                }
-            };
-        }
-        limits
-    }
-
-    struct Admin<B: Reload> {
-        reloader: Reloader<StdClock, B>,
-        token: RwLock<String>,
-        /// The command line's Redis settings, put over every reading.
-        redis: Option<Redis>,
-        /// Wrong tokens per peer IP ([`FAILURES`]).
-        failures: KeyedBox<Quota>,
-        clock: StdClock,
-        /// Held by each change, so the quota it logs as the old one is the
-        /// one it replaced.
-        changes: Mutex<()>,
     }
 
     /// The API router and the admin router (not limited), from `path`;
@@ -388,9 +272,9 @@ mod from_file {
     pub fn routers(path: PathBuf, redis: Option<Redis>) -> (Router, Router) {
         let file = read(&path, redis.as_ref()).unwrap_or_else(|e| super::exit(e));
         let built = |e: cellrate_config::ConfigError| -> ! {
-            super::exit(format!("{}: limits.{e}", path.display()))
+            super::exit(format!("{}: {}", path.display(), e.within("limits")))
         };
-        info!("rules from {}: {}", path.display(), summary(&file.limits));
+        info!("rules from {}: {}", path.display(), file.limits.summary());
         #[cfg(feature = "redis")]
         if redis.is_some() {
             let layer = file
@@ -398,28 +282,30 @@ mod from_file {
                 .build_redis(StdClock::new(), StdClock::HZ)
                 .unwrap_or_else(|e| built(e));
             if let Some(rules) = &file.limits.redis {
-                probe(urls(&rules.target));
+                probe(&rules.target);
             }
-            #[cfg(not(feature = "tracing"))]
-            watch_redis(layer.backend().counters());
             let reloader = layer.reloader();
             return (super::api(layer), admin(path, file, reloader, redis));
         }
-        {
-            let layer = file
-                .limits
-                .build(StdClock::new(), StdClock::HZ)
-                .unwrap_or_else(|e| built(e));
-            let reloader = layer.reloader();
-            (super::api(layer), admin(path, file, reloader, None))
-        }
+        let layer = file
+            .limits
+            .build(StdClock::new(), StdClock::HZ)
+            .unwrap_or_else(|e| built(e));
+        let reloader = layer.reloader();
+        (super::api(layer), admin(path, file, reloader, None))
     }
 
     /// Asks each Redis node for a PING (off the runtime's workers), and
     /// warns about those that do not answer: the gateway serves by its
     /// failure policy until they do.
     #[cfg(feature = "redis")]
-    fn probe(urls: Vec<String>) {
+    fn probe(target: &RedisTarget) {
+        use cellrate_tower::redact_url;
+        use tracing::warn;
+        let urls = match target {
+            RedisTarget::Standalone(url) => vec![url.clone()],
+            RedisTarget::Cluster(nodes) => nodes.clone(),
+        };
         let ping = |url: &str| -> redis::RedisResult<()> {
             let client = redis::Client::open(url)?;
             let mut connection = client.get_connection_with_timeout(Duration::from_secs(1))?;
@@ -428,7 +314,7 @@ mod from_file {
         };
         tokio::task::spawn_blocking(move || {
             for url in urls {
-                let shown = super::redact(&url);
+                let shown = redact_url(&url);
                 match ping(&url) {
                     Ok(()) => info!(redis = %shown, "Redis answers"),
                     Err(e) => warn!(
@@ -441,291 +327,30 @@ mod from_file {
         });
     }
 
-    /// Logs each time the Redis backend loses Redis or reaches it again,
-    /// from its failure-mode counters (with the `tracing` feature the
-    /// backend logs these itself).
-    #[cfg(all(feature = "redis", not(feature = "tracing")))]
-    fn watch_redis(counters: Arc<cellrate_tower::FallbackCounters>) {
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(200));
-            let mut seen = counters.stats();
-            loop {
-                tick.tick().await;
-                let now = counters.stats();
-                let lost = now.entered > seen.entered;
-                let found = now.left > seen.left;
-                let log_lost = || {
-                    warn!(
-                        times = now.entered,
-                        "rate limiter lost Redis: deciding by its failure policy"
-                    )
-                };
-                let log_found = || {
-                    info!(
-                        degraded_verdicts = now.degraded_verdicts,
-                        "rate limiter reached Redis again"
-                    )
-                };
-                // Both within one tick: the last one is the mode now.
-                if now.degraded {
-                    if found {
-                        log_found();
-                    }
-                    if lost {
-                        log_lost();
-                    }
-                } else {
-                    if lost {
-                        log_lost();
-                    }
-                    if found {
-                        log_found();
-                    }
-                }
-                seen = now;
-            }
-        });
-    }
-
-    /// The admin router over `reloader`, and the watch of `path`.
-    fn admin<B: Reload>(
+    /// The admin router over `reloader`, and the watch of `path` (which
+    /// also takes the file's new admin token on each reload).
+    fn admin<B: Reload + Send + Sync + 'static>(
         path: PathBuf,
         file: File,
         reloader: Reloader<StdClock, B>,
         redis: Option<Redis>,
     ) -> Router {
-        let admin = Arc::new(Admin {
-            reloader,
-            token: RwLock::new(file.admin.token),
-            redis,
-            failures: KeyedBox::with_capacity(
-                FAILURE_TABLE,
-                FAILURES,
-                WhenFull::Shared,
-                Seed::random(),
-            ),
-            clock: StdClock::new(),
-            changes: Mutex::new(()),
-        });
-        watch(path, Arc::clone(&admin));
-        Router::new()
-            .route(
-                "/admin/overrides/{tier}/{client}",
-                put(set_override::<B>).delete(remove_override::<B>),
-            )
-            .route("/admin/config", get(show_config::<B>))
-            .with_state(admin)
-    }
-
-    /// Reloads `path` into the layer (and the token), or logs why not.
-    fn reload<B: Reload>(path: &Path, admin: &Admin<B>, why: &str) {
-        let file = match read(path, admin.redis.as_ref()) {
-            Ok(f) => f,
-            Err(e) => return warn!("reload ({why}) refused, rules unchanged: {e}"),
-        };
-        match admin.reloader.apply(&file.limits) {
-            Ok(report) => {
-                if let Ok(mut t) = admin.token.write() {
-                    *t = file.admin.token;
-                }
-                info!(
-                    "reloaded {} ({why}): {}; {report}",
-                    path.display(),
-                    summary(&file.limits)
-                );
-            }
-            Err(e) => warn!(
-                "reload ({why}) refused, rules unchanged: {}: limits.{e}",
-                path.display()
-            ),
-        }
-    }
-
-    fn modified(path: &Path) -> Option<SystemTime> {
-        std::fs::metadata(path).and_then(|m| m.modified()).ok()
-    }
-
-    /// Reloads on SIGHUP and when the file's modification time changes.
-    fn watch<B: Reload>(path: PathBuf, admin: Arc<Admin<B>>) {
+        let admin = Admin::new(reloader.clone(), file.admin.token).show_config(
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+            toml::to_string,
+        );
+        // Every `$CELLRATE_GATEWAY_POLL_MS` ms (0: never), and on SIGHUP.
         let poll_ms: u64 = std::env::var("CELLRATE_GATEWAY_POLL_MS")
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(1_000);
-        tokio::spawn(async move {
-            use tokio::signal::unix::{signal, SignalKind};
-            let mut hup = match signal(SignalKind::hangup()) {
-                Ok(s) => s,
-                Err(e) => return warn!("no SIGHUP reload: {e}"),
-            };
-            // Polling off: a tick that never comes.
-            let mut tick = tokio::time::interval(Duration::from_millis(poll_ms.max(1)));
-            let mut seen = modified(&path);
-            loop {
-                tokio::select! {
-                    _ = hup.recv() => reload(&path, &admin, "SIGHUP"),
-                    _ = tick.tick(), if poll_ms > 0 => {
-                        let now = modified(&path);
-                        if now != seen {
-                            seen = now;
-                            reload(&path, &admin, "file changed");
-                        }
-                    }
-                }
-            }
-        });
-    }
-
-    /// The token of a `Bearer` credential; the scheme is read
-    /// case-insensitively (RFC 9110 §11.1).
-    fn bearer(headers: &HeaderMap) -> Option<&str> {
-        let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-        let (scheme, token) = value.split_once(' ')?;
-        let token = token.trim_start_matches(' ');
-        (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
-    }
-
-    /// Whether `given` equals `token`, in time that depends on their
-    /// lengths only: every byte position up to the longer length is
-    /// compared and folded into one difference, with no early return.
-    fn same(given: &[u8], token: &[u8]) -> bool {
-        let mut diff = given.len() ^ token.len();
-        for i in 0..given.len().max(token.len()) {
-            let a = given.get(i).copied().unwrap_or(0);
-            let b = token.get(i).copied().unwrap_or(0);
-            diff |= usize::from(a ^ b);
-        }
-        std::hint::black_box(diff) == 0
-    }
-
-    /// The refusal of an admin request, or `None` to serve it. A peer IP
-    /// past its wrong tokens gets 429 with `Retry-After` before any token
-    /// is compared; then 401 without a bearer token, 403 with the wrong
-    /// one (which counts against the IP).
-    fn refusal<B: Reload>(admin: &Admin<B>, peer: IpAddr, headers: &HeaderMap) -> Option<Response> {
-        let ip = Hashed(peer);
-        let failures = admin.failures.entry(&ip);
-        // One failure is charged before comparing and given back unless
-        // the token is wrong: concurrent guesses cannot exceed the budget.
-        let charged = match failures.admit_n(admin.clock.now(), 1) {
-            Ok((_, charged)) => charged,
-            Err(denied) => {
-                // One cell always fits the budget: the wait is finite.
-                let seconds = denied
-                    .retry_after()
-                    .map_or(60, |ticks| ticks.div_ceil(StdClock::HZ).max(1));
-                warn!(%peer, "admin: too many wrong tokens from this address; refused for {seconds} s");
-                return Some(
-                    (
-                        StatusCode::TOO_MANY_REQUESTS,
-                        [(header::RETRY_AFTER, seconds.to_string())],
-                        "too many wrong tokens\n",
-                    )
-                        .into_response(),
-                );
-            }
-        };
-        let Some(given) = bearer(headers) else {
-            failures.revoke(charged);
-            return Some(
-                (
-                    StatusCode::UNAUTHORIZED,
-                    [(header::WWW_AUTHENTICATE, "Bearer realm=\"admin\"")],
-                    "a bearer token is required\n",
-                )
-                    .into_response(),
-            );
-        };
-        let token = admin.token.read().map(|t| t.clone()).unwrap_or_default();
-        if same(given.as_bytes(), token.as_bytes()) {
-            failures.revoke(charged);
-            return None;
-        }
-        warn!(%peer, "admin: wrong token");
-        Some((StatusCode::FORBIDDEN, "wrong token\n").into_response())
-    }
-
-    fn refused(e: impl std::fmt::Display) -> Response {
-        (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response()
-    }
-
-    /// The quota that decides `client` in `tier` under `config`, and
-    /// whether it is the client's override or the tier's own.
-    fn deciding(config: &LayerConfig, tier: &str, client: &str) -> String {
-        match config.tiers.iter().find(|t| t.name == tier) {
-            None => "none (no such tier)".into(),
-            Some(t) => match t.overrides.get(client) {
-                Some(q) => format!("{q} (override)"),
-                None => format!("{} (tier quota)", t.quota),
-            },
-        }
-    }
-
-    /// `PUT /admin/overrides/{tier}/{client}` with a quota as the body.
-    async fn set_override<B: Reload>(
-        State(admin): State<Arc<Admin<B>>>,
-        ConnectInfo(peer): ConnectInfo<SocketAddr>,
-        UrlPath((tier, client)): UrlPath<(String, String)>,
-        headers: HeaderMap,
-        body: String,
-    ) -> Response {
-        if let Some(r) = refusal(&admin, peer.ip(), &headers) {
-            return r;
-        }
-        let quota: QuotaSpec = match body.trim().parse() {
-            Ok(q) => q,
-            Err(e) => return refused(format_args!("body: {e}")),
-        };
-        let _change = admin.changes.lock().unwrap_or_else(|p| p.into_inner());
-        let old = deciding(&admin.reloader.config(), &tier, &client);
-        match admin.reloader.set_override(&tier, &client, Some(quota)) {
-            Ok(()) => {
-                let new = format!("{quota} (override)");
-                info!(%tier, %client, ?old, ?new, peer = %peer.ip(), "admin: override set");
-                StatusCode::NO_CONTENT.into_response()
-            }
-            Err(e) => refused(e),
-        }
-    }
-
-    /// `DELETE /admin/overrides/{tier}/{client}`: back to the tier's quota
-    /// (404 if there is no such override).
-    async fn remove_override<B: Reload>(
-        State(admin): State<Arc<Admin<B>>>,
-        ConnectInfo(peer): ConnectInfo<SocketAddr>,
-        UrlPath((tier, client)): UrlPath<(String, String)>,
-        headers: HeaderMap,
-    ) -> Response {
-        if let Some(r) = refusal(&admin, peer.ip(), &headers) {
-            return r;
-        }
-        let _change = admin.changes.lock().unwrap_or_else(|p| p.into_inner());
-        let old = deciding(&admin.reloader.config(), &tier, &client);
-        match admin.reloader.set_override(&tier, &client, None) {
-            Ok(()) => {
-                let new = deciding(&admin.reloader.config(), &tier, &client);
-                info!(%tier, %client, ?old, ?new, peer = %peer.ip(), "admin: override removed");
-                StatusCode::NO_CONTENT.into_response()
-            }
-            Err(e @ (OverrideError::NoTier(_) | OverrideError::NoOverride { .. })) => {
-                (StatusCode::NOT_FOUND, format!("{e}\n")).into_response()
-            }
-            Err(e) => refused(e),
-        }
-    }
-
-    /// `GET /admin/config`: the rules in force, as TOML, Redis URLs masked.
-    async fn show_config<B: Reload>(
-        State(admin): State<Arc<Admin<B>>>,
-        ConnectInfo(peer): ConnectInfo<SocketAddr>,
-        headers: HeaderMap,
-    ) -> Response {
-        if let Some(r) = refusal(&admin, peer.ip(), &headers) {
-            return r;
-        }
-        match toml::to_string(&redacted(admin.reloader.config())) {
-            Ok(text) => text.into_response(),
-            Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-        }
+        let token = admin.clone();
+        RulesWatcher::new(path, reloader, move |p| read(p, redis.as_ref()))
+            .within("limits")
+            .poll_every(Some(Duration::from_millis(poll_ms)))
+            .on_reload(move |file: &File, _| token.set_token(file.admin.token.clone()))
+            .spawn();
+        admin.router()
     }
 }
 

@@ -265,21 +265,23 @@ const NO_PEER: &str = "the rate-limit key is the peer address (PeerIp), but the 
 
 impl KeyPart for PeerIp {
     fn part<'r>(&self, req: &'r Parts) -> Result<Part<'r>, KeyError> {
-        #[cfg(feature = "axum")]
-        if let Some(info) = req
-            .extensions
-            .get::<axum::extract::ConnectInfo<SocketAddr>>()
-        {
-            return Ok(Part::Ip(info.0.ip()));
+        match peer_ip(&req.extensions) {
+            Some(ip) => Ok(Part::Ip(ip)),
+            None => Err(KeyError::Unavailable(NO_PEER)),
         }
-        if let Some(addr) = req.extensions.get::<SocketAddr>() {
-            return Ok(Part::Ip(addr.ip()));
-        }
-        if let Some(ip) = req.extensions.get::<IpAddr>() {
-            return Ok(Part::Ip(*ip));
-        }
-        Err(KeyError::Unavailable(NO_PEER))
     }
+}
+
+/// The peer's IP address as [`PeerIp`] finds it in a request's extensions.
+pub(crate) fn peer_ip(extensions: &http::Extensions) -> Option<IpAddr> {
+    #[cfg(feature = "axum")]
+    if let Some(info) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
+        return Some(info.0.ip());
+    }
+    if let Some(addr) = extensions.get::<SocketAddr>() {
+        return Some(addr.ip());
+    }
+    extensions.get::<IpAddr>().copied()
 }
 
 /// The endpoint as the router matched it, never the raw path: axum's

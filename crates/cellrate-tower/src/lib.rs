@@ -41,9 +41,10 @@
 //! Under a Redis outage the fields describe what decided: the fallback's
 //! quotas, none when failing open, `503` with `Retry-After` when failing
 //! closed. A layer built from a configuration (`config`, feature `serde`)
-//! takes new rules while it serves (`Reloader`); with a [`Shaper`],
-//! [`RateLimitBuilder::delay`] holds a request over the rate until its turn
-//! instead of refusing it.
+//! takes new rules while it serves (`Reloader`), from a rules file that
+//! `RulesWatcher` watches or through `Admin`, an admin endpoint (with
+//! `axum`). With a [`Shaper`], [`RateLimitBuilder::delay`] holds a request
+//! over the rate until its turn instead of refusing it.
 //!
 //! The fields, the cost per request, the reload and the delaying mode are
 //! explained in `docs/design/tower.md` in the repository.
@@ -59,6 +60,8 @@ macro_rules! count {
     };
 }
 
+#[cfg(all(feature = "axum", feature = "serde"))]
+mod admin;
 mod announce;
 mod backend;
 #[cfg(feature = "axum")]
@@ -82,8 +85,12 @@ mod redis;
 #[cfg(feature = "serde")]
 mod reload;
 mod service;
+#[cfg(feature = "serde")]
+mod show;
 mod stamp;
 mod value;
+#[cfg(feature = "serde")]
+mod watch;
 
 /// Without axum there is no body meter: nothing is ever refused mid-body.
 #[cfg(not(feature = "axum"))]
@@ -101,6 +108,8 @@ mod body {
     }
 }
 
+#[cfg(all(feature = "axum", feature = "serde"))]
+pub use admin::{Admin, AdminToken, TokenError};
 pub use backend::{
     Backend, Check, Fault, Global, KeyedTiers, Mode, Shaper, TierInfo, Verdict, MAX_TIERS,
 };
@@ -124,7 +133,11 @@ pub use redis::{
 #[cfg(feature = "serde")]
 pub use reload::{Dropped, OverrideError, Reload, Reloaded, Reloader, Why};
 pub use service::RateLimit;
+#[cfg(feature = "serde")]
+pub use show::redact_url;
 pub use stamp::insert_fields;
+#[cfg(feature = "serde")]
+pub use watch::{ReloadError, RulesWatcher, DEFAULT_RULES_POLL};
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]
