@@ -127,6 +127,31 @@ impl Model {
             self.tat.remove("extra");
         }
     }
+    /// The rules `new` replace `old` at `now`, and every client of a kept
+    /// tier keeps the cells it has used: a debt `d` under the emission
+    /// interval `T` becomes `min(⌈d·T′/T⌉, b′·T′)` under the new quota.
+    pub fn reload_keeping_cells_used(&mut self, old: &Rules, new: &Rules, now: u64) {
+        self.reload(new);
+        let kept: Vec<&'static str> = Self::tiers(old)
+            .into_iter()
+            .filter(|t| Self::tiers(new).contains(t))
+            .collect();
+        for tier in kept {
+            let clients: Vec<u8> = self
+                .tat
+                .get(tier)
+                .map_or(Vec::new(), |m| m.keys().copied().collect());
+            for client in clients {
+                let (t, _) = self.quota(old, tier, client);
+                let (t2, b2) = self.quota(new, tier, client);
+                let tat = self.tat.get_mut(tier).and_then(|m| m.get_mut(&client));
+                if let Some(tat) = tat {
+                    let debt = tat.saturating_sub(now);
+                    *tat = now + (debt * t2).div_ceil(t).min(b2 * t2);
+                }
+            }
+        }
+    }
     /// Whether one request of `client` at `now` under `r` is admitted.
     pub fn check(&mut self, r: &Rules, client: u8, now: u64) -> bool {
         let tiers = Self::tiers(r);
