@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 #[path = "support/reload_model.rs"]
 mod reload_model;
-use reload_model::{call, ok_service, rules, tiers_toml, Model, Quotas, Rules};
+use reload_model::{allowance, call, ok_service, rules, tiers_toml, Model, Quotas, Rules};
 
 use cellrate::config::QuotaSpec;
 use cellrate::{Clock, ManualClock};
@@ -128,23 +128,6 @@ proptest! {
             Ok(())
         })?;
     }
-}
-
-/// How many requests of `client` in a row `svc` admits now (the clock
-/// does not move): its allowance, used up.
-async fn allowance<S>(svc: &mut S, client: &str) -> u64
-where
-    S: tower::Service<
-        http::Request<String>,
-        Response = http::Response<String>,
-        Error = std::convert::Infallible,
-    >,
-{
-    let mut n = 0;
-    while n < 1_000 && call(svc, client).await.status() == StatusCode::OK {
-        n += 1;
-    }
-    n
 }
 
 proptest! {

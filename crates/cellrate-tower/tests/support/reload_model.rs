@@ -184,6 +184,19 @@ where
     svc.ready().await.unwrap().call(req).await.unwrap()
 }
 
+/// How many requests of `client` in a row `svc` admits now (the clock
+/// does not move): its allowance, used up.
+pub async fn allowance<S>(svc: &mut S, client: &str) -> u64
+where
+    S: Service<Request<String>, Response = Response<String>, Error = Infallible>,
+{
+    let mut n = 0;
+    while n < 1_000 && call(svc, client).await.status() == http::StatusCode::OK {
+        n += 1;
+    }
+    n
+}
+
 /// A service that answers 200.
 pub fn ok_service(
 ) -> impl Service<Request<String>, Response = Response<String>, Error = Infallible, Future: Send>
