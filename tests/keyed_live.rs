@@ -1,7 +1,8 @@
 //! A keyed table whose quotas change at run time ([`LiveQuota`]) against a
 //! model written for clarity: one TAT per client in plain ticks, GCRA's
 //! rule `max(TAT, now) + cost·T − now ≤ burst·T`, and a quota change that
-//! keeps every TAT (`set_quota` semantics). Any interleaving of checks,
+//! keeps every TAT (`LiveQuota::set_quota` alone: a publication, which
+//! `KeyedTable::translate_states` would follow to keep the cells used). Any interleaving of checks,
 //! default-quota changes and one client's override changes: the table
 //! admits exactly what the model admits, so no change over-admits, resets
 //! a client or touches another client's quota.

@@ -497,3 +497,149 @@ mod windows {
         }
     }
 }
+
+mod keyed {
+    //! A keyed table's default quota and an override's, changed through
+    //! the table: every client under the changed quota moves as the model
+    //! says (the cells used kept, at most the new burst), every other
+    //! client is untouched.
+    use super::*;
+    use cellrate::keyed::{KeyId, Keyed, LiveQuota, Seed, WhenFull};
+
+    const VIP: u32 = 7;
+    const KEYS: [u32; 4] = [1, 2, 3, VIP];
+
+    type Table = Keyed<LiveQuota, 32, [(KeyId, LiveQuota); 1]>;
+
+    fn vip() -> KeyId {
+        KeyId::exact(u64::from(VIP), 32)
+    }
+
+    fn table(quota: Quota, when_full: WhenFull) -> Table {
+        Keyed::with_overrides(
+            LiveQuota::new(quota),
+            [(vip(), LiveQuota::new(quota))],
+            when_full,
+            Seed::new(5, 6),
+        )
+    }
+
+    /// A history over the keys: (ticks since the previous request, which
+    /// key, cost).
+    fn history() -> impl Strategy<Value = Vec<(u64, usize, u64)>> {
+        prop::collection::vec((0u64..3_000, 0..KEYS.len(), 1u64..=61), 0..40)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1_000))]
+
+        /// `set_quota` (the default) or `set_override_quota` (the VIP's)
+        /// at a random instant after a random history of four clients.
+        #[test]
+        fn table_changes_are_monotone(
+            (old, new) in rules().prop_flat_map(|old| (Just(old), change_of(old))),
+            steps in history(),
+            gap in 0u64..6_000,
+            origin in origin(),
+            change_vip in any::<bool>(),
+        ) {
+            let t = table(old.quota(), WhenFull::Deny);
+            let mut ideals = [0; 4].map(|_| Ideal::new(old));
+            let mut now = 0u64;
+            for &(dt, k, cost) in &steps {
+                now += dt;
+                let want = ideals[k].check(now as i128, cost);
+                let got = t.check_n(&KEYS[k], origin.wrapping_add(now), cost).is_ok();
+                prop_assert_eq!(got, want, "key {} cost {} at {}", KEYS[k], cost, now);
+            }
+            now += gap;
+            let at = origin.wrapping_add(now);
+            let before = KEYS.map(|k| t.peek(&k, at).remaining());
+            for (ideal, &b) in ideals.iter().zip(&before) {
+                prop_assert_eq!(b, ideal.allowance(now as i128));
+            }
+            let set = if change_vip {
+                t.set_override_quota(at, vip(), new.quota())
+            } else {
+                t.set_quota(at, new.quota())
+            };
+            match set {
+                Ok(q) => prop_assert_eq!(q.burst(), new.burst),
+                Err(e) => {
+                    // Not expressible at the table's scale: nothing changed.
+                    prop_assert!(matches!(e, SetQuotaError::Quota(_)), "{:?}", e);
+                    prop_assert_eq!(KEYS.map(|k| t.peek(&k, at).remaining()), before);
+                    return Ok(());
+                }
+            }
+            for (i, &key) in KEYS.iter().enumerate() {
+                let after = t.peek(&key, at).remaining();
+                let changed = (key == VIP) == change_vip;
+                if changed {
+                    ideals[i].change(now as i128, new);
+                    monotone(old, new, before[i], after, ideals[i].allowance(now as i128))?;
+                } else {
+                    prop_assert_eq!(after, before[i], "key {} under the other quota", key);
+                }
+                // What it reports is what it admits (checked last: it consumes).
+                let burst = if changed { new.burst } else { old.burst };
+                if after < burst {
+                    prop_assert!(t.check_n(&key, at, after + 1).is_err());
+                }
+                if after > 0 {
+                    prop_assert_eq!(t.check_n(&key, at, after).map(|d| d.remaining()), Ok(0));
+                }
+            }
+        }
+    }
+
+    /// A client moves between the default and an override, published with
+    /// `LiveQuota::set_quota` (debt as time), then `translate_states`
+    /// re-expresses it from the quota it was under.
+    #[test]
+    fn translate_states_keeps_the_cells_used_across_publications() {
+        let hz = 1_000;
+        let old = Quota::per_minute(60).with_burst(10).at_hz(hz);
+        let new = Quota::per_second(10).with_burst(20).at_hz(hz);
+        for origin in [0, 1_796_169_600_000, u64::MAX - 10] {
+            let t = table(old, WhenFull::Deny);
+            t.check_n(&1u32, origin, 6).unwrap();
+            t.check_n(&VIP, origin, 4).unwrap();
+            t.algorithm().set_quota(new).unwrap();
+            // Published only: 6 s of debt at 100 ms per cell is a full bucket.
+            assert!(t.check(&1u32, origin).is_err());
+            t.translate_states(origin, old, |_| None).unwrap();
+            assert_eq!(t.peek(&1u32, origin).remaining(), 14);
+            assert_eq!(t.peek(&VIP, origin).remaining(), 6); // its override did not change
+            assert_eq!(t.peek(&2u32, origin).remaining(), 20);
+        }
+    }
+
+    /// The shared overflow of `WhenFull::Shared` follows the default.
+    #[test]
+    fn the_shared_overflow_keeps_its_cells_used() {
+        let hz = 1_000;
+        let old = Quota::per_second(1).with_burst(5).at_hz(hz);
+        let t: Keyed<LiveQuota, 1> =
+            Keyed::new(LiveQuota::new(old), WhenFull::Shared, Seed::new(1, 2));
+        t.check(&1u32, 0).unwrap(); // takes the only slot
+        t.check_n(&2u32, 0, 3).unwrap(); // charged to the overflow: 2 left
+                                         // As time, the overflow's 3 s of debt would be 30 cells at 10/s.
+        t.set_quota(0, Quota::per_second(10).with_burst(8).at_hz(hz))
+            .unwrap();
+        assert!(t.check_n(&3u32, 0, 6).is_err());
+        assert_eq!(t.check_n(&3u32, 0, 5).unwrap().remaining(), 0);
+        assert_eq!(t.peek(&1u32, 0).remaining(), 7);
+    }
+
+    /// A key with no override is refused.
+    #[test]
+    fn an_override_change_needs_an_override() {
+        let q = Quota::per_second(1).at_hz(1_000);
+        let t = table(q, WhenFull::Deny);
+        assert_eq!(
+            t.set_override_quota(0, KeyId::exact(8, 32), q),
+            Err(SetQuotaError::NoOverride)
+        );
+    }
+}

@@ -122,7 +122,7 @@ pub struct Reservation {
 
 usage_accessors!(Reservation, send_after: "Ticks after `now` at which the cells may be sent (0: immediately).");
 
-/// Why [`Gcra::set_quota`] changed nothing.
+/// Why [`Gcra::set_quota`] (or a keyed table's `set_quota`) changed nothing.
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -132,6 +132,9 @@ pub enum SetQuotaError {
     Busy,
     /// The quota cannot be expressed at this limiter's scale and frequency.
     Quota(QuotaError),
+    /// The key has no override in this table
+    /// ([`KeyedTable::set_override_quota`](crate::keyed::KeyedTable::set_override_quota)).
+    NoOverride,
 }
 
 impl fmt::Display for SetQuotaError {
@@ -141,6 +144,7 @@ impl fmt::Display for SetQuotaError {
                 f.write_str("another reconfiguration of this limiter is in progress")
             }
             SetQuotaError::Quota(e) => e.fmt(f),
+            SetQuotaError::NoOverride => f.write_str("this key has no override in this table"),
         }
     }
 }

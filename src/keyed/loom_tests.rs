@@ -586,3 +586,95 @@ fn a_tuple_of_entries_charges_only_what_it_admitted() {
         assert_eq!(endpoint.peek(&(1u32, 1u16), 0).remaining(), 0);
     });
 }
+
+/// A table-level `set_quota` (10/s burst 3 to 1/s burst 2) races a check
+/// of a key that owes 2 cells and the insertion of a new key: each key's
+/// answer and final state are those of one of the orders the bound in
+/// docs/design/reconfigure.md allows (the check by the old quota before
+/// or after the walk re-expresses its slot, or by the new quota on the
+/// state before or after it).
+const NOW: u64 = 1_000;
+
+/// Every (admitted, final state) a check of one cell on `state` may give
+/// while a change from `old` to `new` re-expresses it: by the old quota
+/// before or after the translation, or by the new one before or after it.
+fn orders(old: &Quota, new: &Quota, state: u64) -> Vec<(bool, u64)> {
+    let check = |q: &Quota, s: u64| match q.check(s, NOW, 1) {
+        Ok((next, _)) => (true, next),
+        Err(_) => (false, s),
+    };
+    let translate = |(ok, s): (bool, u64)| (ok, old.translate(s, NOW, new));
+    std::vec![
+        translate(check(old, state)),
+        check(old, old.translate(state, NOW, new)),
+        translate(check(new, state)),
+        check(new, old.translate(state, NOW, new)),
+    ]
+}
+
+#[test]
+fn checks_race_a_table_reconfiguration() {
+    let old = Quota::per_second(10).with_burst(3).at_hz(HZ);
+    let new = Quota::per_second(1).with_burst(2).at_hz(HZ);
+    model(move || {
+        let t: Arc<Keyed<LiveQuota, 4>> = Arc::new(Keyed::new(
+            LiveQuota::new(old),
+            WhenFull::Deny,
+            Seed::new(1, 2),
+        ));
+        t.check_n(&1u32, NOW, 2).unwrap();
+        let owed = t.state_id(KeyId::exact(1, 32), identify(&1u32, &t.seed).1);
+        let t2 = t.clone();
+        let h = thread::spawn(move || [t2.check(&1u32, NOW).is_ok(), t2.check(&2u32, NOW).is_ok()]);
+        assert_eq!(t.set_quota(NOW, new), Ok(new));
+        let admitted = h.join().unwrap();
+        for (i, (key, start)) in [(1u32, owed), (2u32, Quota::NEW)].into_iter().enumerate() {
+            let end = t.state_id(KeyId::exact(key.into(), 32), identify(&key, &t.seed).1);
+            assert!(
+                orders(&old, &new, start).contains(&(admitted[i], end)),
+                "key {key}: admitted {} ending in {end}",
+                admitted[i]
+            );
+        }
+        assert_eq!(t.algorithm().quota(), new);
+    });
+}
+
+/// An override's change (1/s burst 2 to 10/s burst 3) races a check of its
+/// key, which owes 2 cells, and a check of a key under the default: the
+/// first ends in one of the four orders, the second is judged by the
+/// default alone and its state is never touched by the walk.
+#[test]
+fn checks_race_an_override_change() {
+    let default = Quota::per_second(1).with_burst(2).at_hz(HZ);
+    let (old, new) = (default, Quota::per_second(10).with_burst(3).at_hz(HZ));
+    let vip = KeyId::exact(7, 32);
+    model(move || {
+        let t: Arc<Keyed<LiveQuota, 4, [(KeyId, LiveQuota); 1]>> = Arc::new(Keyed::with_overrides(
+            LiveQuota::new(default),
+            [(vip, LiveQuota::new(old))],
+            WhenFull::Deny,
+            Seed::new(1, 2),
+        ));
+        t.check_n(&7u32, NOW, 2).unwrap();
+        t.check(&1u32, NOW).unwrap();
+        let state = |t: &Keyed<LiveQuota, 4, [(KeyId, LiveQuota); 1]>, key: u32| {
+            t.state_id(KeyId::exact(key.into(), 32), identify(&key, &t.seed).1)
+        };
+        let (owed, other) = (state(&t, 7), state(&t, 1));
+        let t2 = t.clone();
+        let h = thread::spawn(move || [t2.check(&7u32, NOW).is_ok(), t2.check(&1u32, NOW).is_ok()]);
+        assert_eq!(t.set_override_quota(NOW, vip, new), Ok(new));
+        let [seven, one] = h.join().unwrap();
+        let end = state(&t, 7);
+        assert!(
+            orders(&old, &new, owed).contains(&(seven, end)),
+            "key 7: admitted {seven} ending in {end}"
+        );
+        let want = match default.check(other, NOW, 1) {
+            Ok((next, _)) => (true, next),
+            Err(_) => (false, other),
+        };
+        assert_eq!((one, state(&t, 1)), want, "key 1 follows the default alone");
+    });
+}

@@ -32,7 +32,8 @@
 //! * **Workers**: when every worker's `now` is non-decreasing, the cells `A`
 //!   the handles admit with `now ∈ [t₀, t₀ + Δ]` satisfy
 //!   `A ≤ b + ⌊Δ/T⌋ + H(t₀) ≤ b + ⌊Δ/T⌋ + n·k`. Each
-//!   [`reset`](Gcra::reset) inside the interval adds `b`.
+//!   [`reset`](Gcra::reset) inside the interval adds `b`; across a
+//!   [`set_quota`](Gcra::set_quota), see docs/design/reconfigure.md.
 //! * **Stalls**: a worker that stops holding `h ≤ k` cells costs the others at
 //!   most those `h` cells, once; their sustained rate is never lower.
 //!

@@ -10,7 +10,10 @@
 //! before it rewrites the first, and a reader that catches the first
 //! mid-write reads the second. Two writers at once are refused
 //! ([`QuotaCell::try_store`] returns `false`) rather than waited for, so an
-//! interrupt handler can never spin on a preempted writer.
+//! interrupt handler can never spin on a preempted writer. A writer may hold
+//! the cell across more work than the store ([`QuotaCell::try_hold`]: a
+//! keyed table's walk over its slots); on the critical-section path that
+//! work runs with interrupts enabled.
 
 #[allow(unused_imports)]
 use super::atomic;
@@ -134,23 +137,34 @@ impl QuotaCell {
     /// `then` on the quota it replaced, before another store may start.
     /// Returns `false`, changing nothing, if another store is in progress.
     pub(crate) fn try_replace(&self, quota: &Quota, then: impl FnOnce(&Quota)) -> bool {
+        self.try_hold(|| then(&self.store_held(quota))).is_some()
+    }
+
+    /// Runs `f` as this cell's one writer (no other store starts until it
+    /// returns); `None`, running nothing, if another writer holds the cell.
+    pub(crate) fn try_hold<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
         use atomic::Ordering::{Acquire, Release};
         if self.writing.swap(true, Acquire) {
-            return false;
+            return None;
         }
-        // Only this writer changes `current`, so this read cannot fail.
-        let mut old = self.current.read();
-        while old.is_none() {
-            atomic::spin_hint();
-            old = self.current.read();
-        }
-        if let Some(old) = old {
-            self.previous.write(old);
-            self.current.write(quota.variable_words());
-            then(&Quota::from_words(old, &self.fixed));
-        }
+        let out = f();
         self.writing.store(false, Release);
-        true
+        Some(out)
+    }
+
+    /// Publishes `quota` (already expressed at the fixed scale) and returns
+    /// the quota it replaced. Only inside [`try_hold`](Self::try_hold).
+    pub(crate) fn store_held(&self, quota: &Quota) -> Quota {
+        // Only this writer changes `current`, so this read cannot fail.
+        let old = loop {
+            if let Some(old) = self.current.read() {
+                break old;
+            }
+            atomic::spin_hint();
+        };
+        self.previous.write(old);
+        self.current.write(quota.variable_words());
+        Quota::from_words(old, &self.fixed)
     }
 }
 
@@ -166,6 +180,8 @@ impl QuotaCell {
 pub(crate) struct QuotaCell {
     fixed: Quota,
     current: critical_section::Mutex<[core::cell::Cell<u64>; 3]>,
+    /// Held by the one writer of [`try_hold`](Self::try_hold).
+    writing: critical_section::Mutex<core::cell::Cell<bool>>,
 }
 
 #[cfg(not(any(target_has_atomic = "64", all(feature = "loom", test))))]
@@ -179,6 +195,7 @@ impl QuotaCell {
                 core::cell::Cell::new(words[1]),
                 core::cell::Cell::new(words[2]),
             ]),
+            writing: critical_section::Mutex::new(core::cell::Cell::new(false)),
         }
     }
 
@@ -201,17 +218,43 @@ impl QuotaCell {
     }
 
     /// Publishes `quota` and runs `then` on the quota it replaced, both in
-    /// one critical section (so nothing runs between them).
+    /// one critical section (so nothing runs between them); `false`,
+    /// changing nothing, while a [`try_hold`](Self::try_hold) runs.
     pub(crate) fn try_replace(&self, quota: &Quota, then: impl FnOnce(&Quota)) -> bool {
-        let new = quota.variable_words();
         critical_section::with(|cs| {
-            let words = self.current.borrow(cs);
-            let old = [words[0].get(), words[1].get(), words[2].get()];
-            words[0].set(new[0]);
-            words[1].set(new[1]);
-            words[2].set(new[2]);
-            then(&Quota::from_words(old, &self.fixed));
-        });
-        true
+            if self.writing.borrow(cs).get() {
+                return false;
+            }
+            then(&self.swap(cs, quota));
+            true
+        })
+    }
+
+    /// Runs `f` as this cell's one writer, interrupts enabled (checks may
+    /// run meanwhile); `None`, running nothing, if another writer holds it.
+    pub(crate) fn try_hold<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        let taken = critical_section::with(|cs| !self.writing.borrow(cs).replace(true));
+        if !taken {
+            return None;
+        }
+        let out = f();
+        critical_section::with(|cs| self.writing.borrow(cs).set(false));
+        Some(out)
+    }
+
+    /// Publishes `quota` and returns the quota it replaced. Only inside
+    /// [`try_hold`](Self::try_hold).
+    pub(crate) fn store_held(&self, quota: &Quota) -> Quota {
+        critical_section::with(|cs| self.swap(cs, quota))
+    }
+
+    fn swap(&self, cs: critical_section::CriticalSection<'_>, quota: &Quota) -> Quota {
+        let new = quota.variable_words();
+        let words = self.current.borrow(cs);
+        let old = [words[0].get(), words[1].get(), words[2].get()];
+        words[0].set(new[0]);
+        words[1].set(new[1]);
+        words[2].set(new[2]);
+        Quota::from_words(old, &self.fixed)
     }
 }

@@ -150,13 +150,15 @@ impl KeyedSpec {
         ))
     }
 
-    /// Applies this spec to a table [`build_live`](Self::build_live) made
-    /// (at the same `hz`), keeping every client's state: the default
-    /// quota and each override change with
-    /// [`LiveQuota::set_quota`] semantics (the debt kept as time); an
-    /// override the spec no longer names falls back to the default quota.
-    /// Everything is checked before anything changes; then each quota
-    /// switches on its own (a check sees each one old or new, never a mix).
+    /// Applies this spec at `now` to a table [`build_live`](Self::build_live)
+    /// made (at the same `hz`), keeping every client's state: the default
+    /// quota and each override change, then every client whose quota
+    /// changed keeps the cells it has used, at most its new burst
+    /// ([`KeyedTable::translate_states`](cellrate::keyed::KeyedTable::translate_states));
+    /// an override the spec no longer names falls back to the default
+    /// quota. Everything is checked before anything changes; then each
+    /// quota switches on its own (a check sees each one old or new, never
+    /// a mix; until the walk passes a client, its debt reads as time).
     /// What is fixed when a table is made is refused, with its place:
     /// `capacity`, `when_full`, and a key that had no override.
     ///
@@ -169,16 +171,16 @@ impl KeyedSpec {
     /// let table = spec.build_live(1_000, Seed::new(1, 2)).unwrap();
     /// assert!(table.check_n("acct_123", 0, 100).is_ok());
     /// assert!(table.check("acct_123", 0).is_err());
-    /// // The operator raises acct_123 to 500/min; 12 s later it has what
-    /// // 12 s earn at 500/min (100 cells), the others what 100/min gives.
+    /// // The operator raises acct_123 to 500/min (burst 500): its 100
+    /// // cells stay used, 400 are left at once.
     /// let raised: KeyedSpec = toml::from_str(
     ///     "quota = \"100/min\"\ncapacity = 64\n[overrides]\nacct_123 = \"500/min\"",
     /// ).unwrap();
-    /// raised.reload(&table, 1_000).unwrap();
-    /// assert_eq!(table.check_n("acct_123", 12_000, 100).unwrap().remaining(), 0);
-    /// assert_eq!(table.check("acct_9", 12_000).unwrap().limit(), 100);
+    /// raised.reload(&table, 1_000, 0).unwrap();
+    /// assert_eq!(table.check_n("acct_123", 0, 400).unwrap().remaining(), 0);
+    /// assert_eq!(table.check("acct_9", 0).unwrap().limit(), 100);
     /// ```
-    pub fn reload(&self, table: &LiveTable, hz: u64) -> Result<(), ConfigError> {
+    pub fn reload(&self, table: &LiveTable, hz: u64, now: u64) -> Result<(), ConfigError> {
         if self.capacity != table.capacity() {
             return Err(ConfigError::new(
                 "capacity",
@@ -222,6 +224,11 @@ impl KeyedSpec {
             let q = spec.quota(hz).map_err(|e| ConfigError::new(place(), e))?;
             next[i] = rescale(q, &place)?;
         }
+        // The quotas each client followed, then the new ones published,
+        // then every client re-expressed from the first to the second.
+        let before = table.algorithm().quota();
+        let overrides_before: Vec<(KeyId, Quota)> =
+            slots.iter().map(|(id, live)| (*id, live.quota())).collect();
         let busy = |place: String| move |e| ConfigError::new(place, e);
         table
             .algorithm()
@@ -230,7 +237,14 @@ impl KeyedSpec {
         for ((_, live), q) in slots.iter().zip(next) {
             live.set_quota(q).map_err(busy("overrides".into()))?;
         }
-        Ok(())
+        table
+            .translate_states(now, before, |id| {
+                overrides_before
+                    .iter()
+                    .find(|(k, _)| *k == id)
+                    .map(|&(_, q)| q)
+            })
+            .map_err(busy("quota".into()))
     }
 
     /// The default quota and the overrides by [`KeyId`] (at the table's

@@ -763,21 +763,19 @@ fn a_reload_changes_quotas_and_keeps_every_clients_state() {
     spec(&format!(
         "quota = \"5/s\"\n{base}[overrides]\nacct_123 = \"500/min\""
     ))
-    .reload(&table, 1_000)
+    .reload(&table, 1_000, 0)
     .unwrap();
-    // acct_123's 60 s of debt are kept: 12 s later, 12 s of 500/min.
-    assert!(table.check_n("acct_123", 12_000, 101).is_err());
-    assert_eq!(
-        table.check_n("acct_123", 12_000, 100).unwrap().remaining(),
-        0
-    );
-    // guest's TAT (1 s) stays: full again at 1 s, now with burst 5, not 10.
+    // acct_123's 100 cells used stay used: 400 of its new 500 are left.
+    assert!(table.check_n("acct_123", 0, 401).is_err());
+    assert_eq!(table.check_n("acct_123", 0, 400).unwrap().remaining(), 0);
+    // guest's 10 cells used are kept up to the new burst (5 at 5/s: 1 s),
+    // so it is full again at 1 s, now with burst 5, not 10.
     assert!(table.check_n("guest", 1_000, 6).is_err());
     assert!(table.check_n("guest", 1_000, 5).is_ok());
     // acct_7 now has the default 5/s.
     assert_eq!(table.check("acct_7", 1_000).unwrap().limit(), 5);
 
-    let err = |text: &str| spec(text).reload(&table, 1_000).unwrap_err().to_string();
+    let err = |text: &str| spec(text).reload(&table, 1_000, 0).unwrap_err().to_string();
     assert_eq!(
         err("quota = \"5/s\"\ncapacity = 65"),
         "capacity: fixed when the table is made: build a new table to change it"

@@ -37,7 +37,7 @@
 //! ```
 //!
 //! The next request of that client is decided, and announced, by the new
-//! quota (its debt kept as time: see `cellrate_tower::Reloader`). No token:
+//! quota (the cells it has used kept: see `cellrate_tower::Reloader`). No token:
 //! 401 with a `WWW-Authenticate` challenge; a wrong one: 403; a body that
 //! is not a quota (`"500/min"`, `"10/s, burst 20"`) or an unknown tier: 400
 //! with the reason; a DELETE of an override the client does not have: 404.

@@ -60,9 +60,8 @@ use cellrate_config::ConfigError as Error;
 /// nothing if any part is wrong. Then:
 ///
 /// * a tier whose **name** is in both keeps its table, so every client's
-///   state (its TAT); its default quota and its overrides switch with
-///   [`LiveQuota::set_quota`](cellrate::keyed::LiveQuota::set_quota)
-///   semantics (below). Its
+///   state; its default quota and its overrides switch, and each client
+///   keeps the cells it has used (below). Its
 ///   scope, capacity and `max_overrides` are fixed while it lives: to
 ///   change them, give the tier a new name;
 /// * a tier only in the new configuration starts with an empty table; a
@@ -104,13 +103,19 @@ use cellrate_config::ConfigError as Error;
 ///
 /// Every request reads the rules in force with one lock-free load and is
 /// decided and announced by them (a client with an override is announced
-/// its override's quota in that tier); a kept tier's quota switches whole,
-/// with [`LiveQuota::set_quota`](cellrate::keyed::LiveQuota::set_quota)
-/// semantics: a client's debt is kept as time (its TAT), nobody is reset and nobody
-/// gets cells back from the change. So no schedule of reloads lets a
-/// client exceed the tightest rate-and-burst bound of the quotas it had;
-/// the proof is in `docs/design/tower.md`. Reloads are serialized by a
-/// lock that no request takes.
+/// its override's quota in that tier). A kept tier's quotas switch whole,
+/// then each client whose quota changed keeps the cells it has used, at
+/// most its new burst
+/// ([`KeyedTable::translate_states`](cellrate::keyed::KeyedTable::translate_states)):
+/// at the instant of the switch a raise (rate and burst both at least the
+/// old) never refuses what the old rules admit, a lower never admits what
+/// they refuse, and a client may take what it could before plus the burst
+/// difference. Nobody is reset. Over any span a client is admitted at most
+/// the largest burst plus what the fastest rate earns, plus what each
+/// switch in the span may forgive (the cells above a lowered burst); the
+/// proof is in `docs/design/tower.md`. On Redis a kept tier's state is
+/// read under the new quota as it is (a debt kept as time). Reloads are
+/// serialized by a lock that no request takes.
 pub struct Reloader<C, B: Reload = KeyedTiers> {
     shared: Arc<Shared<ConfigKey, B, C>>,
 }
@@ -166,8 +171,9 @@ mod sealed {
         /// The groups of tiers (and the fallback tiers, and each tier's
         /// override slots) the plan's backend will have.
         fn announced(plan: &Self::Plan) -> Announced;
-        /// The backend of the plan, its series carried from `self`.
-        fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self;
+        /// The backend of the plan, its series carried from `self`; the
+        /// clients of a kept table keep the cells they have used at `now`.
+        fn commit(&self, plan: Self::Plan, metrics_name: &str, now: u64) -> Self;
     }
 
     /// What a backend's tiers announce: the groups, the fallback tiers and
@@ -208,10 +214,19 @@ impl sealed::Reload for KeyedTiers {
             plan.0.iter().map(|p| p.override_infos()).collect(),
         )
     }
-    fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self {
+    fn commit(&self, plan: Self::Plan, metrics_name: &str, now: u64) -> Self {
         let _ = metrics_name;
+        let before: Vec<_> = self.tiers.iter().map(|t| (t, t.quotas())).collect();
         #[allow(unused_mut)]
         let mut backend = KeyedTiers::committed(plan.0, self.when_full, plan.1);
+        // The quotas are published; each kept table's clients now keep the
+        // cells they have used (until its walk passes a client, its debt
+        // reads as time under the new quota).
+        for tier in &backend.tiers {
+            if let Some((_, was)) = before.iter().find(|(old, _)| Arc::ptr_eq(old, tier)) {
+                tier.translate_states(now, was);
+            }
+        }
         // A kept tier keeps its table's series (and what they have
         // published); a new tier's are registered.
         #[cfg(feature = "metrics")]
@@ -250,7 +265,7 @@ impl sealed::Reload for super::RedisAsync {
     fn announced(plan: &Self::Plan) -> sealed::Announced {
         (plan.groups(), plan.fallback_tiers(), plan.override_slots())
     }
-    fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self {
+    fn commit(&self, plan: Self::Plan, metrics_name: &str, _now: u64) -> Self {
         // The failure counters and series are shared; a new fallback table
         // gets its series.
         #[cfg(feature = "metrics")]
@@ -443,7 +458,8 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
         )
         .map_err(|e| Error::new("tiers", e))?;
         // Checked: from here on nothing fails.
-        let backend = current.backend.commit(plan, self.metrics_name());
+        let now = self.shared.clock.now();
+        let backend = current.backend.commit(plan, self.metrics_name(), now);
         debug_assert_eq!(backend.groups(), groups);
         drop(current);
         let replaced: Arc<dyn Any + Send + Sync> = self.shared.live.swap(Arc::new(Live {

@@ -314,8 +314,8 @@ fn gateway_admin_raises_one_client() {
 
     let r = admin(&addr, "PUT", path, Some("change-me"), "500/min");
     assert_eq!(r.status, 204, "{}", r.body);
-    // The debt (60 s) is kept as time: at 500/min (burst 500) the next cell
-    // is free 120 ms after the first request, at 100/min only after 600 ms.
+    // The 100 cells used stay used: at 500/min (burst 500) 400 more are
+    // free at once (at 100/min the next only 600 ms after the first).
     if let Some(rest) = Duration::from_millis(130).checked_sub(first.elapsed()) {
         std::thread::sleep(rest);
     }

@@ -138,6 +138,15 @@ impl LiveOverrides {
             slot.key.store(id.get() + 1, Ordering::Release);
         }
     }
+    /// Each client bound to a slot, by [`KeyId::get`], with its quota.
+    fn bound(&self) -> std::collections::HashMap<u64, Quota> {
+        self.used()
+            .filter_map(|(_, s)| match s.key.load(Ordering::Acquire) {
+                RETIRED => None,
+                word => Some((word - 1, s.quota.quota())),
+            })
+            .collect()
+    }
     /// What each slot gives its client in tier `name` (`None`: free).
     fn infos(&self, name: &str) -> Vec<Option<TierInfo>> {
         self.slots
@@ -206,10 +215,37 @@ impl KeyedTier {
     }
     /// Sets the default quota and the overrides (both already re-expressed
     /// at the table's scale, checked and placed in their slots), at `epoch`.
+    /// They are only published: [`translate_states`](Self::translate_states)
+    /// then re-expresses each client's state.
     pub(crate) fn apply(&self, default: Quota, overrides: &[(usize, KeyId, Quota)], epoch: Epoch) {
         let _ = self.table.algorithm().set_quota(default);
         self.table.overrides().apply(overrides, default, epoch);
     }
+    /// The quota each client follows: the default, and each override's.
+    pub(crate) fn quotas(&self) -> TierQuotas {
+        TierQuotas {
+            default: self.quota(),
+            overrides: self.table.overrides().bound(),
+        }
+    }
+    /// After [`apply`](Self::apply) changed the quotas from `before`, at
+    /// `now`: every client whose quota changed keeps the cells it has
+    /// used, at most its new burst
+    /// ([`KeyedTable::translate_states`](cellrate::keyed::KeyedTable::translate_states)).
+    /// Only the reloader (one at a time) calls this, so the table is never
+    /// busy with another change.
+    pub(crate) fn translate_states(&self, now: u64, before: &TierQuotas) {
+        let _ = self.table.translate_states(now, before.default, |id| {
+            before.overrides.get(&id.get()).copied()
+        });
+    }
+}
+
+/// The quotas of a tier's clients at one moment: its default, and each
+/// override's by client ([`KeyId::get`]).
+pub(crate) struct TierQuotas {
+    default: Quota,
+    overrides: std::collections::HashMap<u64, Quota>,
 }
 
 /// All-or-nothing in-process tiers, each a keyed GCRA table keyed by the

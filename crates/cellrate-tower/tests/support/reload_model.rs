@@ -127,6 +127,31 @@ impl Model {
             self.tat.remove("extra");
         }
     }
+    /// The rules `new` replace `old` at `now`, and every client of a kept
+    /// tier keeps the cells it has used: a debt `d` under the emission
+    /// interval `T` becomes `min(⌈d·T′/T⌉, b′·T′)` under the new quota.
+    pub fn reload_keeping_cells_used(&mut self, old: &Rules, new: &Rules, now: u64) {
+        self.reload(new);
+        let kept: Vec<&'static str> = Self::tiers(old)
+            .into_iter()
+            .filter(|t| Self::tiers(new).contains(t))
+            .collect();
+        for tier in kept {
+            let clients: Vec<u8> = self
+                .tat
+                .get(tier)
+                .map_or(Vec::new(), |m| m.keys().copied().collect());
+            for client in clients {
+                let (t, _) = self.quota(old, tier, client);
+                let (t2, b2) = self.quota(new, tier, client);
+                let tat = self.tat.get_mut(tier).and_then(|m| m.get_mut(&client));
+                if let Some(tat) = tat {
+                    let debt = tat.saturating_sub(now);
+                    *tat = now + (debt * t2).div_ceil(t).min(b2 * t2);
+                }
+            }
+        }
+    }
     /// Whether one request of `client` at `now` under `r` is admitted.
     pub fn check(&mut self, r: &Rules, client: u8, now: u64) -> bool {
         let tiers = Self::tiers(r);
@@ -157,6 +182,19 @@ where
         .unwrap();
     req.extensions_mut().insert(RouteName("/"));
     svc.ready().await.unwrap().call(req).await.unwrap()
+}
+
+/// How many requests of `client` in a row `svc` admits now (the clock
+/// does not move): its allowance, used up.
+pub async fn allowance<S>(svc: &mut S, client: &str) -> u64
+where
+    S: Service<Request<String>, Response = Response<String>, Error = Infallible>,
+{
+    let mut n = 0;
+    while n < 1_000 && call(svc, client).await.status() == http::StatusCode::OK {
+        n += 1;
+    }
+    n
 }
 
 /// A service that answers 200.
