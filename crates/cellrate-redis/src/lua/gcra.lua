@@ -4,28 +4,76 @@
 -- A tier runs at `scale` sub-ticks per microsecond (1 to 2^14): its
 -- emission interval and span are integers of sub-ticks, span at most 2^52.
 -- A TAT is stored as whole microseconds plus a fraction, '<us>' or
--- '<us>+<frac>/<scale>' (TAT = us + frac/scale us, 0 < frac < scale), so no
+-- '<us>+<frac>' (TAT = us + frac/scale us, 0 < frac < scale), and the
+-- parameters it was written under (below), so no
 -- sum or product below leaves the exact integers: `(TAT - now)*scale +
 -- frac` is at most the span for a TAT the script wrote (larger only after
 -- the clock stepped back, and then capped at 2^53, where any request is
 -- denied anyway).
 
+-- A TAT is written with the parameters it was written under,
+-- '~<T>/<span>/<scale>' (`tag`): '<us><tag>' or '<us>+<frac><tag>'. A value
+-- without them (written before they were kept) reads under the tier's
+-- parameters.
+
+-- ceil(r*m/d) for integers 0 <= r < d <= 2^52, 1 <= m < 2^53, by binary
+-- long multiplication (every partial sum below 2^53).
+local function mul_div_up(r, m, d)
+  local bits, n, x = {}, 0, m
+  while x > 0 do
+    local h = floor(x / 2)
+    n = n + 1
+    bits[n] = x - 2 * h
+    x = h
+  end
+  local q, rem = 0, 0
+  for i = n, 1, -1 do
+    q, rem = 2 * q, 2 * rem
+    if rem >= d then q, rem = q + 1, rem - d end
+    if bits[i] == 1 then
+      rem = rem + r
+      if rem >= d then q, rem = q + 1, rem - d end
+    end
+  end
+  if rem > 0 then q = q + 1 end
+  return q
+end
+
 -- TAT - now in sub-ticks at `scale` (0 when the TAT has passed, capped
 -- at 2^53) for a stored value `raw`, or nil when `raw` is no TAT (not an
--- integer in [0, 2^53) nor a well-formed fraction). A fraction written at
--- another scale (the quota changed) is rounded up to this one: a later TAT
--- admits less.
-local function read(raw, now, scale)
+-- integer in [0, 2^53) nor a well-formed fraction, with or without a tag),
+-- and whether it was re-expressed. A TAT written under other parameters
+-- (T0, span0, scale0) keeps the cells used: its debt d (sub-ticks of scale0)
+-- becomes min(ceil(d*interval/T0), span), as the in-process translate does.
+-- An untagged fraction written at another scale is rounded up to this one.
+local function read(raw, now, scale, tag, interval, span)
+  local body, t = string.match(raw, '^([^~]*)(~.*)$')
+  local sc, t0 = scale, nil
+  if body then
+    if t ~= tag then
+      local a, b = string.match(t, '^~(%d+)/%d+/(%d+)$')
+      if not a then return nil end
+      t0, sc = tonumber(a), tonumber(b)
+      if t0 < 1 or t0 > 4503599627370496 or sc < 1 or sc > 1048576 then return nil end
+    end
+    raw = body
+  end
   local us = tonumber(raw)
   local f = 0
   if not us then
-    local a, b, c = string.match(raw, '^(%d+)%+(%d+)/(%d+)$')
+    local a, b, c
+    if body then
+      a, b = string.match(raw, '^(%d+)%+(%d+)$')
+      c = sc
+    else
+      a, b, c = string.match(raw, '^(%d+)%+(%d+)/(%d+)$')
+    end
     if not a then return nil end
     us, f = tonumber(a), tonumber(b)
-    local sc = tonumber(c)
-    if sc < 1 or sc > 1048576 or f >= sc then return nil end
-    if sc ~= scale then
-      f = math.ceil(f * scale / sc)
+    c = tonumber(c)
+    if c < 1 or c > 1048576 or f >= c then return nil end
+    if c ~= sc then
+      f = math.ceil(f * scale / c)
       if f >= scale then
         us = us + 1
         f = 0
@@ -34,9 +82,16 @@ local function read(raw, now, scale)
   end
   if not (us >= 0 and us < TWO53 and us == floor(us)) then return nil end
   if us < now then return 0 end
-  local ahead = (us - now) * scale + f
+  local ahead = (us - now) * sc + f
   if ahead > TWO53 then ahead = TWO53 end
-  return ahead
+  if not t0 or ahead == 0 then return ahead end
+  -- Re-expressed: d*interval/T0 = q*interval + r*interval/T0.
+  if ahead >= TWO53 then ahead = TWO53 - 1 end
+  local q, r = split(ahead, t0)
+  if q * interval >= span then return span, true end
+  ahead = q * interval + mul_div_up(r, interval, t0)
+  if ahead > span then ahead = span end
+  return ahead, true
 end
 
 -- The GCRA step: the one rule every script decides by. With `ahead` =
@@ -61,15 +116,20 @@ local function room(ahead, interval, span)
   return (split(span - ahead, interval))
 end
 
--- Writes the TAT `ahead` sub-ticks after `now`, expiring within a
--- millisecond after it has passed (never before: an expired key reads as
--- a full bucket).
-local function store(key, now, ahead, scale)
+-- Writes the TAT `ahead` sub-ticks after `now` with the parameters' `tag`,
+-- expiring within a millisecond after it has passed (never before: an
+-- expired key reads as a full bucket).
+local function store(key, now, ahead, scale, tag)
   local q, f = ahead, 0
   if scale ~= 1 then q, f = split(ahead, scale) end
   -- (A memo hit is read inline: a call per number would cost more.)
   local tat, px = now + q, floor(q / 1000) + 1
   local v = memo[tat] or num(tat)
-  if f > 0 then v = v .. '+' .. num(f) .. '/' .. num(scale) end
-  call('SET', key, v, 'PX', memo[px] or num(px))
+  if f > 0 then v = v .. '+' .. num(f) end
+  call('SET', key, v .. tag, 'PX', memo[px] or num(px))
+end
+
+-- The tag of a tier's parameters (what `store` appends, `read` compares).
+local function tag_of(interval, span, scale)
+  return '~' .. num(interval) .. '/' .. num(span) .. '/' .. num(scale)
 end

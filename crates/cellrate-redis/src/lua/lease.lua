@@ -19,10 +19,12 @@ for i = 1, n do
   scales[i] = tonumber(ARGV[3 + 3 * i])
   local raw = redis.pcall('GET', KEYS[i])
   if type(raw) == 'table' then return {-1, now, i} end
-  local a = 0
+  local a, moved = 0, false
   if raw then
-    a = read(raw, now, scales[i])
+    a, moved = read(raw, now, scales[i], tag_of(intervals[i], spans[i], scales[i]), intervals[i], spans[i])
     if not a then return {-1, now, i} end
+    -- Re-expressed under new parameters: written back as such.
+    if moved then changed[i] = true end
   end
   -- Giving cells back: TAT <- max(now, TAT - refund*T).
   if refund > 0 and a > 0 then
@@ -55,7 +57,7 @@ for i = 1, n do
     a = step(a, grant, intervals[i], spans[i])
     changed[i] = true
   end
-  if changed[i] then store(KEYS[i], now, a, scales[i]) end
+  if changed[i] then store(KEYS[i], now, a, scales[i], tag_of(intervals[i], spans[i], scales[i])) end
   out[2 * i + 1] = a
   out[2 * i + 2] = wait
 end

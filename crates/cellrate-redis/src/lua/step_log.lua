@@ -10,11 +10,11 @@
 -- `cost` oldest slots with max(now + W, newest) and moves the head past
 -- them, as the in-process log does.
 --
--- Stored: one string, a header of 65 bytes, then `cap` slots of 16 decimal
+-- Stored: one string, a header of 81 bytes, then `cap` slots of 16 decimal
 -- digits each (physical order; a slot past the end of the string is
 -- empty, so a new ring grows from physical slot 0):
---   'Lr' cap(5) head(5) known(5) last(16) next(16) newest(16)
--- cap: the ring's size (the limit it was written under); head: the
+--   'Ls' cap(5) head(5) known(5) last(16) next(16) newest(16) window(16)
+-- cap and window: the limit and W it was written under; head: the
 -- physical slot of the oldest; newest = slot[cap - 1]; known, last, next:
 -- a hint whose fields are copies of slots, last = slot[known - 1] (0 when
 -- known = 0) and next = slot[known]. So newest <= now gives free = cap,
@@ -27,16 +27,17 @@
 -- `cost` at most `cost` of them); an admission writes its `cost` slots
 -- and the header (SETRANGE) and the expiry (PEXPIRE), a new ring one SET
 -- ... PX. Nothing is proportional to the limit except an admission of a
--- cost that large, and a ring of another size (the limit changed), read
--- whole and re-laid with its newest min(count, limit) expiries kept (its
--- checks read it whole until an admission rewrites it). A value that does
+-- cost that large, and a ring written under other parameters, read whole
+-- and re-laid as the in-process `set_limit` does (below) and written back
+-- whole. A ring with the 65-byte header 'Lr' (the same fields, no window)
+-- reads under the tier's window and is re-laid so too. A value that does
 -- not start with a well-formed header (another algorithm's, the comma
 -- list of expiries earlier versions wrote, anything else) is unreadable;
 -- a slot that does not read as a number counts as never expiring.
 -- Params: p[1] = limit, p[2] = W (us).
 local log = {}
-local LOG_HEAD, SLOT = 65, 16
-local HEAD_PATTERN = '^Lr(' .. string.rep('%d', 5) .. ')(' .. string.rep('%d', 5) .. ')('
+local LOG_HEAD, SLOT = 81, 16
+local HEAD_PATTERN = '^L([rs])(' .. string.rep('%d', 5) .. ')(' .. string.rep('%d', 5) .. ')('
   .. string.rep('%d', 5) .. ')(' .. string.rep('%d', 16) .. ')(' .. string.rep('%d', 16)
   .. ')(' .. string.rep('%d', 16) .. ')'
 
@@ -59,7 +60,7 @@ end
 local function load_range(st, first, n)
   local text = ''
   if st.stored then
-    local o = LOG_HEAD + first * SLOT
+    local o = st.base + first * SLOT
     text = call('GETRANGE', st.key, o, o + n * SLOT - 1)
   end
   local s = st.slots
@@ -127,14 +128,20 @@ local function expired_count(st, now)
   return 0
 end
 
--- A ring of another size, re-laid for `limit` slots: its newest
--- min(count, limit) expiries, oldest first, empty slots before them.
-local function relay(st, limit)
-  local text = call('GETRANGE', st.key, LOG_HEAD, -1)
-  local cap, kept = st.cap, {}
+-- A ring written under other parameters (limit0 = its size, W0), re-laid
+-- for `limit` slots and window W as the in-process `set_limit` does: the
+-- expiries that have not passed at now, each moved W - W0 later if the
+-- window grew (a shorter one does not release them sooner), the newest
+-- min(count, limit) of them, oldest first, empty slots before them.
+local function relay(st, limit, w, now)
+  local text = call('GETRANGE', st.key, st.base, -1)
+  local cap, kept, grow = st.cap, {}, w - st.window
   for i = 0, cap - 1 do
     local x = decode(text, (st.head + i) % cap)
-    if x > 0 then kept[#kept + 1] = x end
+    if x > now then
+      if grow > 0 then x = x + grow end
+      kept[#kept + 1] = x
+    end
   end
   local k = #kept
   if k > limit then k = limit end
@@ -145,30 +152,37 @@ local function relay(st, limit)
     if j >= 0 then s[i] = kept[#kept - k + 1 + j] end
   end
   return {key = st.key, cap = limit, head = 0, known = 0, last = 0, next = s[0],
-    newest = s[limit - 1], slots = s, stored = false, from = 0, dirty = limit}
+    newest = s[limit - 1], slots = s, stored = false, from = 0, dirty = limit, base = LOG_HEAD}
 end
 
--- The ring's header (one GETRANGE), its slots read when needed; nil when
--- the key is absent, false when it holds no ring.
-function log.load(key, p)
+-- The ring's header (one GETRANGE), its slots read when needed, and
+-- whether it was re-laid under `p`; nil when the key is absent, false when
+-- it holds no ring.
+function log.load(key, p, now)
   local h = redis.pcall('GETRANGE', key, 0, LOG_HEAD - 1)
   if type(h) == 'table' then return false end
   if h == '' then
     if call('EXISTS', key) == 1 then return false end
     return nil
   end
-  local cap, head, known, last, nxt, newest = string.match(h, HEAD_PATTERN)
-  if not cap then return false end
+  local kind, cap, head, known, last, nxt, newest = string.match(h, HEAD_PATTERN)
+  if not kind then return false end
   cap, head, known = tonumber(cap), tonumber(head), tonumber(known)
   last, nxt, newest = tonumber(last), tonumber(nxt), tonumber(newest)
   if cap < 1 or head >= cap or known >= cap then return false end
+  -- 'Lr': no window kept (read under the tier's), slots from byte 65.
+  local base, w0 = 65, p[2]
+  if kind == 's' then
+    base, w0 = LOG_HEAD, tonumber(string.sub(h, 66, LOG_HEAD))
+    if not w0 or #h < LOG_HEAD or w0 < 1 then return false end
+  end
   local s = {}
   if known > 0 then s[(head + known - 1) % cap] = last end
   s[(head + known) % cap] = nxt
   s[(head + cap - 1) % cap] = newest
   local st = {key = key, cap = cap, head = head, known = known, last = last, next = nxt,
-    newest = newest, slots = s, stored = true, from = 0, dirty = 0}
-  if cap ~= p[1] then return relay(st, p[1]) end
+    newest = newest, slots = s, stored = true, from = 0, dirty = 0, base = base, window = w0}
+  if base ~= LOG_HEAD or cap ~= p[1] or w0 ~= p[2] then return relay(st, p[1], p[2], now), true end
   return st
 end
 
@@ -176,7 +190,7 @@ end
 function log.view(st, now, p)
   if not st then
     st = {cap = p[1], head = 0, known = 0, last = 0, next = 0, newest = 0, slots = {},
-      stored = false, from = 0, dirty = 0}
+      stored = false, from = 0, dirty = 0, base = LOG_HEAD}
   end
   st.now = now
   st.free = expired_count(st, now)
@@ -219,8 +233,9 @@ end
 
 function log.store(key, v, now, p)
   local cap, s = v.cap, v.slots
-  local header = 'Lr' .. padded(v.cap, 5) .. padded(v.head, 5) .. padded(v.known, 5)
+  local header = 'Ls' .. padded(v.cap, 5) .. padded(v.head, 5) .. padded(v.known, 5)
     .. padded(v.last, SLOT) .. padded(v.next, SLOT) .. padded(v.newest, SLOT)
+    .. padded(p[2], SLOT)
   local px = num(floor((v.newest - now) / 1000) + 1)
   if not v.stored then
     -- A new or re-laid ring: written from physical slot 0.
