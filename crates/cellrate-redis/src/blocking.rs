@@ -310,7 +310,7 @@ impl RedisGcra {
                 requests
                     .chunks(per_call)
                     .map(|chunk| {
-                        let (script, cmd) = policy.check_cmd(chunk);
+                        let (script, cmd) = policy.check_cmd(chunk, &self.limits.bases);
                         conn.arm(deadline)?;
                         let reply = cmd.query::<Vec<i64>>(conn.as_dyn());
                         match reply {
@@ -327,7 +327,7 @@ impl RedisGcra {
             } else {
                 let cmds: Vec<(&::redis::Script, ::redis::Cmd)> = requests
                     .chunks(per_call)
-                    .map(|chunk| policy.check_cmd(chunk))
+                    .map(|chunk| policy.check_cmd(chunk, &self.limits.bases))
                     .collect();
                 self.pipelined(&mut conn, &cmds, deadline)
             };
@@ -442,7 +442,7 @@ impl RedisGcra {
         let deadline = self.deadline();
         let mut conn = self.take(deadline)?;
         let policy = &self.limits.policy;
-        let inv = policy.invocation(lease_script(), keys, request);
+        let inv = policy.invocation(lease_script(), keys, request, &self.limits.bases);
         let reply = conn
             .arm(deadline)
             .and_then(|()| inv.invoke::<Vec<i64>>(conn.as_dyn()));

@@ -426,7 +426,7 @@ impl Inner {
         deadline: tokio::time::Instant,
     ) -> Result<(), Error> {
         let mut conn = self.connection(deadline).await?;
-        let (script, cmd) = self.limits.policy.check_cmd(requests);
+        let (script, cmd) = self.limits.policy.check_cmd(requests, &self.limits.bases);
         let reply = tokio::time::timeout_at(deadline, async {
             match &mut conn {
                 Conn::Single(c) => eval(c, script, &cmd).await,

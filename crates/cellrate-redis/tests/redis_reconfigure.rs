@@ -14,6 +14,8 @@
 //! against what the old rules allowed at `t`: a raise refuses nothing the
 //! old rules admit, a lower admits nothing they refuse, and a mixed change
 //! moves the allowance by exactly the change of limit (burst), floored at 0.
+//! A limiter still on the old policy then reads the state the new one
+//! wrote re-expressed back under its own parameters.
 
 use std::thread;
 use std::time::Duration;
@@ -320,6 +322,19 @@ fn one_change(
         if next().is_multiple_of(2) {
             thread::sleep(Duration::from_micros(next() % 3_000));
         }
+    }
+    // A peer still on the old policy reads what the new one wrote
+    // re-expressed under its own parameters, as a change back would.
+    let o = rl.try_check_n("c", None, 0).unwrap();
+    let now = o.server_time().unwrap();
+    reference.reconfigure(now, old);
+    assert_eq!(
+        seen(&o.tiers().results()[0]),
+        seen(&reference.check_n(now, 0)),
+        "{what}: back at {now}"
+    );
+    for _ in 0..5 {
+        same(&rl, &mut reference, next() % (limit + 1), &what);
     }
     (before, told)
 }

@@ -4,7 +4,9 @@
 --
 -- KEYS: m per request (request r's tier i is key (r - 1)*m + i).
 -- ARGV: m, then `width` numbers per tier, then one cost per request, or a
--- single cost for all of them.
+-- single cost for all of them. A limiter running some tier on other
+-- parameters than its base sends -m instead of m and three more numbers
+-- per tier after its own: its base (gcra.lua, window.lua), or 0, 0, 0.
 -- Every request is decided in memory at one server time, in order, so a
 -- key's state after a request is what the next request of that key reads;
 -- a request is admitted iff every tier admits it, and only then charged on
@@ -14,17 +16,23 @@
 -- nothing, every other request is decided as if it were absent, and the key
 -- is never written.
 
--- The tiers' numbers (`width` each), m, n and each request's cost; nil
--- when the arguments do not fit the keys.
+-- The tiers' numbers (`width` each, and `base` when given), m, n and each
+-- request's cost; nil when the arguments do not fit the keys.
 local function batch_args(width)
   local m = tonumber(ARGV[1])
+  local stride = width
+  if m < 0 then m, stride = -m, width + 3 end
   local params = {}
   for i = 1, m do
-    local p, o = {}, width * (i - 1) + 1
+    local p, o = {}, stride * (i - 1) + 1
     for w = 1, width do p[w] = tonumber(ARGV[o + w]) end
+    if stride > width and ARGV[o + width + 1] ~= '0' then
+      p.base = {tonumber(ARGV[o + width + 1]), tonumber(ARGV[o + width + 2]),
+        tonumber(ARGV[o + width + 3])}
+    end
     params[i] = p
   end
-  local first = width * m + 1
+  local first = stride * m + 1
   local n = #KEYS / m
   local uniform = #ARGV == first + 1
   if m < 1 or n ~= floor(n) or (not uniform and #ARGV - first ~= n) then return nil end
@@ -42,7 +50,7 @@ end
 local state, bad, bads, order, tier_of = {}, {}, {}, {}, {}
 
 -- Reads every key once: one MGET, then a key of GCRA tier i (`gcra[i]` =
--- {interval, span, scale, tag}) by `read` (0 when absent), a key of any
+-- {interval, span, scale, tag, base = ...}) by `read` (0 when absent), a key of any
 -- other tier i by `parse(raw, i)` (its state or nil; nothing read when
 -- absent). A state re-expressed under the tier's parameters (they changed
 -- since it was written) counts as changed, so it is written back. A key
@@ -91,7 +99,7 @@ local function read_keys(now, m, gcra, parse, loads)
         elseif g then
           st = 0
           if raw then
-            st, moved = read(raw, now, g[3], g[4], g[1], g[2])
+            st, moved = read(raw, now, g[3], g[1], g[2], g[4], g.base)
             st = st or false
           end
         elseif raw then

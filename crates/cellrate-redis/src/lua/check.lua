@@ -10,7 +10,7 @@ if not params then return redis.error_reply('cellrate: bad check arguments') end
 -- A key's state is TAT - now in sub-ticks at its tier's scale.
 for i = 1, m do
   local p = params[i]
-  p[4] = tag_of(p[1], p[2], p[3])
+  if p.base then p[4] = '~' .. num(p[1]) .. '/' .. num(p[2]) .. '/' .. num(p[3]) end
 end
 local unreadable = read_keys(now, m, params)
 local out, needs = {now}, {}

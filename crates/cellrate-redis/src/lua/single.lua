@@ -1,5 +1,6 @@
 -- cellrate single check: one request of a one-tier policy.
--- KEYS: the key. ARGV: cost, interval, span, scale.
+-- KEYS: the key. ARGV: cost, interval, span, scale, then the base's
+-- interval, span and scale when the tier runs on others (gcra.lua).
 -- Returns {now, v}: v = TAT - now (sub-ticks) after the request if admitted
 -- (or a peek that fits), else -1 - (TAT - now) before it; or {now, 0, 1}
 -- when the key holds no TAT (another type, or a value that is not one):
@@ -11,12 +12,16 @@ local cost = tonumber(ARGV[1])
 local interval = tonumber(ARGV[2])
 local span = tonumber(ARGV[3])
 local scale = tonumber(ARGV[4])
-local tag = '~' .. ARGV[2] .. '/' .. ARGV[3] .. '/' .. ARGV[4]
+local tag, base = nil, nil
+if ARGV[5] then
+  tag = '~' .. ARGV[2] .. '/' .. ARGV[3] .. '/' .. ARGV[4]
+  base = {tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])}
+end
 local raw = redis.pcall('GET', KEYS[1])
 local ahead, moved = 0, false
 if type(raw) == 'table' then return {now, 0, 1} end
 if raw then
-  ahead, moved = read(raw, now, scale, tag, interval, span)
+  ahead, moved = read(raw, now, scale, interval, span, tag, base)
   if not ahead then return {now, 0, 1} end
 end
 local need, over = step(ahead, cost, interval, span)

@@ -73,15 +73,19 @@ function bucketed.charge(v, cost, p) v.counts[1] = v.counts[1] + cost end
 function bucketed.store(key, v, now, p)
   local parts = {}
   for i = 1, p[3] do parts[i] = num(v.counts[i]) end
-  put(key, 'B' .. num(v.s) .. ':' .. table.concat(parts, ',') .. wtag(p), (v.s + p[3]) * p[2] - now)
+  put(key, 'B' .. num(v.s) .. ':' .. table.concat(parts, ',') .. (p.base and tagged(nil, p) or ''), (v.s + p[3]) * p[2] - now)
 end
 
 -- The state, and whether it was re-expressed under `p` (written under
 -- other parameters: the cells of now's window under those, at most the
 -- limit, all in now's bucket); nil when unreadable.
 function bucketed.parse(raw, now, p)
-  local s, list, t = string.match(raw, '^B(%d+):([%d,]+)(.*)$')
-  if not s then return nil end
+  local s, list = string.match(raw, '^B(%d+):([%d,]+)$')
+  local t = ''
+  if not s then
+    s, list, t = string.match(raw, '^B(%d+):([%d,]+)(~.*)$')
+    if not s then return nil end
+  end
   s = field(s)
   if not s then return nil end
   local counts = {}
@@ -94,9 +98,10 @@ function bucketed.parse(raw, now, p)
     return nil
   end
   local st = {s = s, counts = counts}
-  if t == '' or t == wtag(p) then return st end
-  local old = wparams(t, true)
-  if not old then return nil end
+  if t == '' and not p.base then return st end
+  local old = tagged(t, p, true)
+  if old == nil then return st end
+  if old == false then return nil end
   local total = bucket_total(bucketed.view(st, now, old), 0, old[3])
   local fresh = {s = (split(now, p[2])), counts = {}}
   for i = 1, p[3] do fresh.counts[i] = 0 end

@@ -9,14 +9,19 @@ local fixed = {}
 -- other parameters: the count of now's window under those, at most the
 -- limit, in now's window); nil when unreadable.
 function fixed.parse(raw, now, p)
-  local k, c, t = string.match(raw, '^F(%d+):(%d+)(.*)$')
-  if not k then return nil end
+  local k, c = string.match(raw, '^F(%d+):(%d+)$')
+  local t = ''
+  if not k then
+    k, c, t = string.match(raw, '^F(%d+):(%d+)(~.*)$')
+    if not k then return nil end
+  end
   k, c = field(k), field(c)
   if not k or not c then return nil end
   local st = {k = k, c = c}
-  if t == '' or t == wtag(p) then return st end
-  local old = wparams(t)
-  if not old then return nil end
+  if t == '' and not p.base then return st end
+  local old = tagged(t, p)
+  if old == nil then return st end
+  if old == false then return nil end
   local v = fixed.view(st, now, old)
   if v.c == 0 then return {k = 0, c = 0}, false end
   local c2 = v.c
@@ -53,5 +58,5 @@ end
 function fixed.charge(v, cost, p) v.c = v.c + cost end
 
 function fixed.store(key, v, now, p)
-  put(key, 'F' .. num(v.k) .. ':' .. num(v.c) .. wtag(p), (v.k + 1) * p[2] - now)
+  put(key, 'F' .. num(v.k) .. ':' .. num(v.c) .. (p.base and tagged(nil, p) or ''), (v.k + 1) * p[2] - now)
 end

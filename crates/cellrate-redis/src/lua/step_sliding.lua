@@ -14,14 +14,19 @@ local sliding = {}
 -- c + ceil(p*(W0 - e)/W0) becomes now's count in the new grid; either at
 -- most the limit.
 function sliding.parse(raw, now, p)
-  local k, a, b, t = string.match(raw, '^S(%d+):(%d+):(%d+)(.*)$')
-  if not k then return nil end
+  local k, a, b = string.match(raw, '^S(%d+):(%d+):(%d+)$')
+  local t = ''
+  if not k then
+    k, a, b, t = string.match(raw, '^S(%d+):(%d+):(%d+)(~.*)$')
+    if not k then return nil end
+  end
   k, a, b = field(k), field(a), field(b)
   if not k or not a or not b then return nil end
   local st = {k = k, p = a, c = b}
-  if t == '' or t == wtag(p) then return st end
-  local old = wparams(t)
-  if not old then return nil end
+  if t == '' and not p.base then return st end
+  local old = tagged(t, p)
+  if old == nil then return st end
+  if old == false then return nil end
   local v = sliding.view(st, now, old)
   if v.p == 0 and v.c == 0 then return {k = 0, p = 0, c = 0}, false end
   local limit, w, w0 = p[1], p[2], old[2]
@@ -102,5 +107,5 @@ end
 function sliding.charge(v, cost, p) v.c = v.c + cost end
 
 function sliding.store(key, v, now, p)
-  put(key, 'S' .. num(v.k) .. ':' .. num(v.p) .. ':' .. num(v.c) .. wtag(p), (v.k + 2) * p[2] - now)
+  put(key, 'S' .. num(v.k) .. ':' .. num(v.p) .. ':' .. num(v.c) .. (p.base and tagged(nil, p) or ''), (v.k + 2) * p[2] - now)
 end

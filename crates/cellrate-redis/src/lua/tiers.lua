@@ -27,7 +27,7 @@ local gcra = {}
 for i = 1, m do
   if kinds[i] == 0 then
     local p = params[i]
-    p[4] = tag_of(p[1], p[2], p[3])
+    if p.base then p[4] = '~' .. num(p[1]) .. '/' .. num(p[2]) .. '/' .. num(p[3]) end
     gcra[i] = p
   end
 end
