@@ -172,9 +172,11 @@ impl RedisGcra {
     /// A limiter for `policy` with the failure policy `failure` (the other
     /// settings as this one's), over this one's server and idle
     /// connections: what a configuration reload makes. Every client's state
-    /// on the server is kept for a tier kept by name, read under its new
-    /// quota, and so is its fallback state when the tier's scope, algorithm
-    /// and fallback quota are the same; see
+    /// on the server is kept for a tier kept by name, its cells used
+    /// re-expressed under the new parameters at its first check (as the
+    /// in-process `Algorithm::translate` does), and so is its fallback
+    /// state when the tier's scope, algorithm and fallback quota are the
+    /// same; see
     /// [`AsyncRedisGcra::with_policy`](super::AsyncRedisGcra::with_policy).
     ///
     /// ```no_run

@@ -217,7 +217,7 @@ fn on(url: &str, policy: RedisPolicy) -> RedisGcra {
     RedisGcra::new(
         Target::standalone(url).unwrap(),
         policy,
-        RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_millis(500)),
+        RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_secs(3)),
     )
     .unwrap()
 }

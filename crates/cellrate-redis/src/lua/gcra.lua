@@ -4,9 +4,9 @@
 -- A tier runs at `scale` sub-ticks per microsecond (1 to 2^14): its
 -- emission interval and span are integers of sub-ticks, span at most 2^52.
 -- A TAT is stored as whole microseconds plus a fraction, '<us>' or
--- '<us>+<frac>' (TAT = us + frac/scale us, 0 < frac < scale), and the
--- parameters it was written under (below), so no
--- sum or product below leaves the exact integers: `(TAT - now)*scale +
+-- '<us>+<frac>/<scale>' (TAT = us + frac/scale us, 0 < frac < scale; with
+-- the parameters it was written under when they are not the base's,
+-- below), so no sum or product below leaves the exact integers: `(TAT - now)*scale +
 -- frac` is at most the span for a TAT the script wrote (larger only after
 -- the clock stepped back, and then capped at 2^53, where any request is
 -- denied anyway).
