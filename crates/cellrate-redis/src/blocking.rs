@@ -172,9 +172,11 @@ impl RedisGcra {
     /// A limiter for `policy` with the failure policy `failure` (the other
     /// settings as this one's), over this one's server and idle
     /// connections: what a configuration reload makes. Every client's state
-    /// on the server is kept for a tier kept by name, read under its new
-    /// quota, and so is its fallback state when the tier's scope, algorithm
-    /// and fallback quota are the same; see
+    /// on the server is kept for a tier kept by name, its cells used
+    /// re-expressed under the new parameters at its first check (as the
+    /// in-process `Algorithm::translate` does), and so is its fallback
+    /// state when the tier's scope, algorithm and fallback quota are the
+    /// same; see
     /// [`AsyncRedisGcra::with_policy`](super::AsyncRedisGcra::with_policy).
     ///
     /// ```no_run
@@ -310,7 +312,7 @@ impl RedisGcra {
                 requests
                     .chunks(per_call)
                     .map(|chunk| {
-                        let (script, cmd) = policy.check_cmd(chunk);
+                        let (script, cmd) = policy.check_cmd(chunk, &self.limits.bases);
                         conn.arm(deadline)?;
                         let reply = cmd.query::<Vec<i64>>(conn.as_dyn());
                         match reply {
@@ -327,7 +329,7 @@ impl RedisGcra {
             } else {
                 let cmds: Vec<(&::redis::Script, ::redis::Cmd)> = requests
                     .chunks(per_call)
-                    .map(|chunk| policy.check_cmd(chunk))
+                    .map(|chunk| policy.check_cmd(chunk, &self.limits.bases))
                     .collect();
                 self.pipelined(&mut conn, &cmds, deadline)
             };
@@ -442,7 +444,7 @@ impl RedisGcra {
         let deadline = self.deadline();
         let mut conn = self.take(deadline)?;
         let policy = &self.limits.policy;
-        let inv = policy.invocation(lease_script(), keys, request);
+        let inv = policy.invocation(lease_script(), keys, request, &self.limits.bases);
         let reply = conn
             .arm(deadline)
             .and_then(|()| inv.invoke::<Vec<i64>>(conn.as_dyn()));

@@ -14,12 +14,39 @@ pub(crate) type Check<'a> = (&'a str, Option<&'a str>, u64);
 pub(crate) struct Limits {
     pub(crate) policy: RedisPolicy,
     pub(crate) degrade: Degrade,
+    /// Per tier, its *base*: the parameters its name (and scope) first had
+    /// in this limiter's line (the limiter it was made from by
+    /// `with_policy`, and so on), when they differ from its own and the
+    /// algorithm is the same (`None` otherwise). The scripts read an
+    /// untagged value as written under the base, and write a tagged one
+    /// only while a tier runs on other parameters than its base.
+    pub(crate) bases: Vec<Option<[u64; 3]>>,
+    /// The first parameters of every tier the line has had under this
+    /// prefix, removed ones included.
+    origins: Vec<Origin>,
+}
+
+/// A tier's name, whether it counts per scope, its kind code and its three
+/// parameters (`RedisTier::script_args`).
+type Origin = (String, bool, u64, [u64; 3]);
+
+/// What a tier is, as an origin.
+fn origin_of(tier: &super::RedisTier) -> Origin {
+    let (kind, args) = tier.script_args();
+    (tier.name().into(), tier.is_per_scope(), kind, args)
 }
 
 impl Limits {
     pub(crate) fn new(policy: RedisPolicy, config: RedisConfig) -> Result<Self, Error> {
         let degrade = Degrade::new(config, &policy)?;
-        Ok(Limits { policy, degrade })
+        let bases = std::vec![None; policy.tiers().len()];
+        let origins = policy.tiers().iter().map(origin_of).collect();
+        Ok(Limits {
+            policy,
+            degrade,
+            bases,
+            origins,
+        })
     }
 
     /// These limits reconfigured to `policy` and `failure` (the other
@@ -32,7 +59,30 @@ impl Limits {
         let mut config = self.config().clone();
         config.failure = failure;
         let degrade = Degrade::carried(config, &policy, &self.degrade, &self.policy)?;
-        Ok(Limits { policy, degrade })
+        // Another prefix names other keys: the line starts again.
+        let mut origins = if policy.prefix() == self.policy.prefix() {
+            self.origins.clone()
+        } else {
+            Vec::new()
+        };
+        let mut bases = Vec::with_capacity(policy.tiers().len());
+        for t in policy.tiers() {
+            let own = origin_of(t);
+            let first = origins.iter().find(|o| o.0 == own.0 && o.1 == own.1);
+            bases.push(match first {
+                Some(o) => (o.2 == own.2 && o.3 != own.3).then_some(o.3),
+                None => {
+                    origins.push(own);
+                    None
+                }
+            });
+        }
+        Ok(Limits {
+            policy,
+            degrade,
+            bases,
+            origins,
+        })
     }
 
     pub(crate) fn config(&self) -> &RedisConfig {

@@ -25,8 +25,8 @@
 //!   is written once (`SET … PX`; a sliding log's changed slots and header
 //!   by offset, then `PEXPIRE`) and expires within a millisecond after its
 //!   state stops mattering (an expired key reads as full). A cost of 0
-//!   writes nothing (a peek); a cost that can never fit is a denial without
-//!   a round trip.
+//!   writes nothing (a peek) but a re-expressed state (below); a cost that
+//!   can never fit is a denial without a round trip.
 //! * **Never more than asked.** A tier keeps the burst (or limit) asked;
 //!   only `T`, or a window, may be rounded, **up**, by at most 1 %
 //!   ([`Error::Imprecise`] beyond; [`RedisTier::is_exact`] says whether it
@@ -45,7 +45,10 @@
 //!   whatever the failure policy, every other check is decided normally.
 //! * **Stored state.** Internal, but never misread: a GCRA key holds its
 //!   TAT, a window key a string led by its algorithm's letter, a sliding
-//!   log a ring of fixed-width expiries read and written by offset.
+//!   log a ring of fixed-width expiries read and written by offset. After
+//!   `with_policy` the first call that reads a state written under other
+//!   parameters re-expresses it as the in-process `translate` does (the
+//!   cells used kept) and writes it back.
 //! * **Failures.** Each call has a deadline, connect included
 //!   ([`RedisConfig::with_timeout`]). While Redis fails, the
 //!   [`FailurePolicy`] answers: admit, deny, or decide per client on

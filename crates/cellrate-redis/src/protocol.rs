@@ -41,9 +41,12 @@ impl RedisPolicy {
     /// give the same reply), with the keys written
     /// straight into the command through one reused buffer, then the
     /// policy's arguments and the costs.
+    /// `bases`: per tier, the parameters an untagged value was written
+    /// under when they are not the tier's (the scripts' contract).
     pub(crate) fn check_cmd(
         &self,
         requests: &[Check<'_>],
+        bases: &[Option<[u64; 3]>],
     ) -> (&'static ::redis::Script, ::redis::Cmd) {
         let mut cmd = ::redis::cmd("EVALSHA");
         let gcra = self.is_gcra();
@@ -53,6 +56,9 @@ impl RedisPolicy {
             cmd.arg(script.get_hash()).arg(1);
             cmd.arg(self.key(tier, client, *scope, &mut key));
             cmd.arg(*cost).arg(&tier_args(tier)[1..]);
+            if let Some(Some(base)) = bases.first() {
+                cmd.arg(&base[..]);
+            }
             return (script, cmd);
         }
         let script = match (gcra, self.tiers()) {
@@ -73,10 +79,17 @@ impl RedisPolicy {
                 cmd.arg(self.key(t, client, scope, &mut key));
             }
         }
-        cmd.arg(self.tiers().len());
-        for t in self.tiers() {
+        // -m when some tier runs on other parameters than its base: then
+        // each tier's three numbers of its base follow its own (0: none).
+        let based = bases.iter().any(Option::is_some);
+        let m = self.tiers().len() as i64;
+        cmd.arg(if based { -m } else { m });
+        for (i, t) in self.tiers().iter().enumerate() {
             // The check script takes GCRA's three numbers without the kind.
             cmd.arg(&tier_args(t)[usize::from(gcra)..]);
+            if based {
+                cmd.arg(&bases.get(i).copied().flatten().unwrap_or([0; 3])[..]);
+            }
         }
         match requests.first() {
             // One cost stands for all when they are equal (the usual case).
@@ -186,6 +199,7 @@ impl RedisPolicy {
         script: &'a ::redis::Script,
         keys: &[String],
         request: Request,
+        bases: &[Option<[u64; 3]>],
     ) -> ::redis::ScriptInvocation<'a> {
         let mut inv = script.prepare_invoke();
         for k in keys {
@@ -196,6 +210,11 @@ impl RedisPolicy {
             .arg(request.refund);
         for t in self.tiers() {
             inv.arg(&tier_args(t)[1..]);
+        }
+        if bases.iter().any(Option::is_some) {
+            for b in bases {
+                inv.arg(&b.unwrap_or([0; 3])[..]);
+            }
         }
         inv
     }
@@ -243,6 +262,14 @@ impl RedisPolicy {
 /// (the check, single and lease scripts take GCRA's three without the kind).
 fn tier_args(tier: &RedisTier) -> [u64; 4] {
     tier.algorithm().args(&tier.quota())
+}
+
+impl RedisTier {
+    /// The kind code and the three parameters the scripts read.
+    pub(crate) fn script_args(&self) -> (u64, [u64; 3]) {
+        let [kind, a, b, c] = tier_args(self);
+        (kind, [a, b, c])
+    }
 }
 
 /// An outcome Redis decided at server time `now` (µs).
@@ -322,7 +349,7 @@ mod tests {
             t1.span().to_string(),
             t1.scale().to_string(),
         ];
-        let (script, cmd) = p.check_cmd(&[("k1", Some("/a"), 1), ("k2", Some("/b"), 2)]);
+        let (script, cmd) = p.check_cmd(&[("k1", Some("/a"), 1), ("k2", Some("/b"), 2)], &[]);
         let sha = check_script().get_hash();
         assert_eq!(script.get_hash(), sha);
         let mut want: Vec<String> = std::vec!["EVALSHA".into(), sha.into(), "4".into()];
@@ -332,13 +359,13 @@ mod tests {
         want.extend(["1".into(), "2".into()]);
         assert_eq!(args(&cmd), want);
         // Equal costs travel as one.
-        let (_, cmd) = p.check_cmd(&[("k1", Some("/a"), 3), ("k1", Some("/a"), 3)]);
+        let (_, cmd) = p.check_cmd(&[("k1", Some("/a"), 3), ("k1", Some("/a"), 3)], &[]);
         assert_eq!(args(&cmd).last().map(String::as_str), Some("3"));
         assert_eq!(args(&cmd).len(), 3 + 4 + tiers.len() + 1);
         // One request of a one-tier policy: the single script.
         let one = RedisPolicy::single("p", "t", Quota::per_second(10).at_hz(1)).unwrap();
         let q = one.tiers()[0].quota();
-        let (script, cmd) = one.check_cmd(&[("k1", None, 2)]);
+        let (script, cmd) = one.check_cmd(&[("k1", None, 2)], &[]);
         let sha = single_script().get_hash();
         assert_eq!(script.get_hash(), sha);
         let mut want: Vec<String> = std::vec!["EVALSHA".into(), sha.into(), "1".into()];

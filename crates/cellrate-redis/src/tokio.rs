@@ -115,10 +115,17 @@ impl AsyncRedisGcra {
     /// settings as this one's), over this one's server and connection (no
     /// new connection, and a failing server stays in its reconnect
     /// backoff): what a configuration reload makes. The keys of a tier are
-    /// named by the prefix, the client and the tier's **name**, and a TAT
-    /// is stored with its sub-tick scale, so a tier kept by name keeps every
-    /// client's state on the server, read under its new quota (debt kept
-    /// as time, rounded up to the new scale: never more admitted). With a
+    /// named by the prefix, the client and the tier's **name**, so a tier
+    /// kept by name keeps every client's state on the server. A state says
+    /// which parameters it was written under (when they are not the tier's
+    /// first ones in this line of limiters), and the first call that reads
+    /// it under others re-expresses it and writes it back, as the
+    /// in-process `Algorithm::translate` does at that call's server time:
+    /// the **cells used are kept** (at most the new burst or limit), so a
+    /// raise never refuses, at that instant, what the old quota would
+    /// admit, a lower never admits what it would refuse, and a mixed change
+    /// moves the allowance by exactly the change of burst, floored at 0
+    /// (docs/design/reconfigure.md in the repository). With a
     /// [`Fallback`](FailurePolicy::Fallback), a tier kept by name, scope
     /// and algorithm with the same fallback quota shares this limiter's
     /// fallback table; the others start empty. Checks already queued on
@@ -426,7 +433,7 @@ impl Inner {
         deadline: tokio::time::Instant,
     ) -> Result<(), Error> {
         let mut conn = self.connection(deadline).await?;
-        let (script, cmd) = self.limits.policy.check_cmd(requests);
+        let (script, cmd) = self.limits.policy.check_cmd(requests, &self.limits.bases);
         let reply = tokio::time::timeout_at(deadline, async {
             match &mut conn {
                 Conn::Single(c) => eval(c, script, &cmd).await,

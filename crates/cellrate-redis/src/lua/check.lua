@@ -8,9 +8,11 @@ local now = clock()
 local params, m, n, costs = batch_args(3)
 if not params then return redis.error_reply('cellrate: bad check arguments') end
 -- A key's state is TAT - now in sub-ticks at its tier's scale.
-local scales = {}
-for i = 1, m do scales[i] = params[i][3] end
-local unreadable = read_keys(now, m, scales)
+for i = 1, m do
+  local p = params[i]
+  if p.base then p[4] = '~' .. num(p[1]) .. '/' .. num(p[2]) .. '/' .. num(p[3]) end
+end
+local unreadable = read_keys(now, m, params)
 local out, needs = {now}, {}
 if m == 1 then
   -- One tier: the same decisions without the loops over tiers.
@@ -58,4 +60,4 @@ for r = 1, n do
     end
   end
 end
-return finish(out, now, scales)
+return finish(out, now, params)

@@ -11,28 +11,29 @@ local now = clock()
 if #KEYS == 1 and #ARGV == 6 and ARGV[1] == '1' then
   local key, cost = KEYS[1], tonumber(ARGV[6])
   local p = {tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])}
-  local st = nil
+  local st, moved = nil, false
   if alg.load then
-    st = alg.load(key, p)
+    st, moved = alg.load(key, p, now)
   else
     local raw = redis.pcall('GET', key)
     if type(raw) == 'table' then
       st = false
     elseif raw then
-      st = alg.parse(raw) or false
+      st, moved = alg.parse(raw, now, p)
+      st = st or false
     end
   end
   -- A key holding something else is reported and left as it is.
   if st == false then return {now, 0, 0, 0, 0, 1} end
   local v = alg.view(st, now, p)
   local fit, wait = alg.fits(v, cost, p), 0
-  if fit then
-    if cost > 0 then
-      alg.charge(v, cost, p)
-      alg.store(key, v, now, p)
-    end
+  if fit and cost > 0 then
+    alg.charge(v, cost, p)
+    alg.store(key, v, now, p)
   else
-    wait = alg.wait(v, cost, p)
+    if not fit then wait = alg.wait(v, cost, p) end
+    -- A state re-expressed under new parameters is written back as such.
+    if moved then alg.store(key, v, now, p) end
   end
   local x, y = alg.numbers(v, p)
   return {now, fit and 1 or 0, x, y, wait}

@@ -7,8 +7,8 @@ if not params or m ~= 1 then return redis.error_reply('cellrate: bad window argu
 local p = params[1]
 table.remove(p, 1)
 local loads = nil
-if alg.load then loads = {function(key) return alg.load(key, p) end} end
-local unreadable = read_keys(now, 1, {}, function(raw) return alg.parse(raw) end, loads)
+if alg.load then loads = {function(key) return alg.load(key, p, now) end} end
+local unreadable = read_keys(now, 1, {}, function(raw) return alg.parse(raw, now, p) end, loads)
 local out = {now}
 for r = 1, n do
   local key, cost, o = KEYS[r], costs[r], 4 * r - 2

@@ -14,7 +14,9 @@
 -- digits each (physical order; a slot past the end of the string is
 -- empty, so a new ring grows from physical slot 0):
 --   'Lr' cap(5) head(5) known(5) last(16) next(16) newest(16)
--- cap: the ring's size (the limit it was written under); head: the
+-- or, on other parameters than the limiter's base (window.lua), 81 bytes:
+--   'Ls' cap(5) head(5) known(5) last(16) next(16) newest(16) window(16)
+-- cap (and window): the limit and W it was written under; head: the
 -- physical slot of the oldest; newest = slot[cap - 1]; known, last, next:
 -- a hint whose fields are copies of slots, last = slot[known - 1] (0 when
 -- known = 0) and next = slot[known]. So newest <= now gives free = cap,
@@ -27,16 +29,18 @@
 -- `cost` at most `cost` of them); an admission writes its `cost` slots
 -- and the header (SETRANGE) and the expiry (PEXPIRE), a new ring one SET
 -- ... PX. Nothing is proportional to the limit except an admission of a
--- cost that large, and a ring of another size (the limit changed), read
--- whole and re-laid with its newest min(count, limit) expiries kept (its
--- checks read it whole until an admission rewrites it). A value that does
+-- cost that large, and a ring written under other parameters, read whole
+-- and re-laid as the in-process `set_limit` does (below) and written back
+-- whole (an 'Lr' ring was written under the base's window, an 'Ls' ring
+-- read by a tier on its base is re-laid as 'Lr'). A value that does
 -- not start with a well-formed header (another algorithm's, the comma
 -- list of expiries earlier versions wrote, anything else) is unreadable;
 -- a slot that does not read as a number counts as never expiring.
 -- Params: p[1] = limit, p[2] = W (us).
 local log = {}
-local LOG_HEAD, SLOT = 65, 16
-local HEAD_PATTERN = '^Lr(' .. string.rep('%d', 5) .. ')(' .. string.rep('%d', 5) .. ')('
+local LOG_HEAD, SLOT = 81, 16
+
+local HEAD_PATTERN = '^L([rs])(' .. string.rep('%d', 5) .. ')(' .. string.rep('%d', 5) .. ')('
   .. string.rep('%d', 5) .. ')(' .. string.rep('%d', 16) .. ')(' .. string.rep('%d', 16)
   .. ')(' .. string.rep('%d', 16) .. ')'
 
@@ -59,7 +63,7 @@ end
 local function load_range(st, first, n)
   local text = ''
   if st.stored then
-    local o = LOG_HEAD + first * SLOT
+    local o = st.base + first * SLOT
     text = call('GETRANGE', st.key, o, o + n * SLOT - 1)
   end
   local s = st.slots
@@ -127,14 +131,20 @@ local function expired_count(st, now)
   return 0
 end
 
--- A ring of another size, re-laid for `limit` slots: its newest
--- min(count, limit) expiries, oldest first, empty slots before them.
-local function relay(st, limit)
-  local text = call('GETRANGE', st.key, LOG_HEAD, -1)
-  local cap, kept = st.cap, {}
+-- A ring written under other parameters (limit0 = its size, W0), re-laid
+-- for `limit` slots and window W as the in-process `set_limit` does: the
+-- expiries that have not passed at now, each moved W - W0 later if the
+-- window grew (a shorter one does not release them sooner), the newest
+-- min(count, limit) of them, oldest first, empty slots before them.
+local function relay(st, limit, w, now, head)
+  local text = call('GETRANGE', st.key, st.base, -1)
+  local cap, kept, grow = st.cap, {}, w - st.window
   for i = 0, cap - 1 do
     local x = decode(text, (st.head + i) % cap)
-    if x > 0 then kept[#kept + 1] = x end
+    if x > now then
+      if grow > 0 then x = x + grow end
+      kept[#kept + 1] = x
+    end
   end
   local k = #kept
   if k > limit then k = limit end
@@ -145,30 +155,40 @@ local function relay(st, limit)
     if j >= 0 then s[i] = kept[#kept - k + 1 + j] end
   end
   return {key = st.key, cap = limit, head = 0, known = 0, last = 0, next = s[0],
-    newest = s[limit - 1], slots = s, stored = false, from = 0, dirty = limit}
+    newest = s[limit - 1], slots = s, stored = false, from = 0, dirty = limit, base = head}
 end
 
--- The ring's header (one GETRANGE), its slots read when needed; nil when
--- the key is absent, false when it holds no ring.
-function log.load(key, p)
+-- The ring's header (one GETRANGE), its slots read when needed, and
+-- whether it was re-laid under `p`; nil when the key is absent, false when
+-- it holds no ring.
+function log.load(key, p, now)
   local h = redis.pcall('GETRANGE', key, 0, LOG_HEAD - 1)
   if type(h) == 'table' then return false end
   if h == '' then
     if call('EXISTS', key) == 1 then return false end
     return nil
   end
-  local cap, head, known, last, nxt, newest = string.match(h, HEAD_PATTERN)
-  if not cap then return false end
+  local kind, cap, head, known, last, nxt, newest = string.match(h, HEAD_PATTERN)
+  if not kind then return false end
   cap, head, known = tonumber(cap), tonumber(head), tonumber(known)
   last, nxt, newest = tonumber(last), tonumber(nxt), tonumber(newest)
   if cap < 1 or head >= cap or known >= cap then return false end
+  -- 'Lr': no window kept (written under the base's), slots from byte 65.
+  local base, w0 = 65, (p.base and p.base[2]) or p[2]
+  if kind == 's' then
+    base, w0 = LOG_HEAD, tonumber(string.sub(h, 66, LOG_HEAD))
+    if not w0 or #h < LOG_HEAD or w0 < 1 then return false end
+  end
   local s = {}
   if known > 0 then s[(head + known - 1) % cap] = last end
   s[(head + known) % cap] = nxt
   s[(head + cap - 1) % cap] = newest
   local st = {key = key, cap = cap, head = head, known = known, last = last, next = nxt,
-    newest = newest, slots = s, stored = true, from = 0, dirty = 0}
-  if cap ~= p[1] then return relay(st, p[1]) end
+    newest = newest, slots = s, stored = true, from = 0, dirty = 0, base = base, window = w0}
+  -- The header this tier writes: 'Lr' (65 bytes) on its base's
+  -- parameters, 'Ls' (81, with the window) on others.
+  local want = p.base and LOG_HEAD or 65
+  if base ~= want or cap ~= p[1] or w0 ~= p[2] then return relay(st, p[1], p[2], now, want), true end
   return st
 end
 
@@ -176,7 +196,7 @@ end
 function log.view(st, now, p)
   if not st then
     st = {cap = p[1], head = 0, known = 0, last = 0, next = 0, newest = 0, slots = {},
-      stored = false, from = 0, dirty = 0}
+      stored = false, from = 0, dirty = 0, base = p.base and LOG_HEAD or 65}
   end
   st.now = now
   st.free = expired_count(st, now)
@@ -219,8 +239,13 @@ end
 
 function log.store(key, v, now, p)
   local cap, s = v.cap, v.slots
-  local header = 'Lr' .. padded(v.cap, 5) .. padded(v.head, 5) .. padded(v.known, 5)
+  local header = padded(v.cap, 5) .. padded(v.head, 5) .. padded(v.known, 5)
     .. padded(v.last, SLOT) .. padded(v.next, SLOT) .. padded(v.newest, SLOT)
+  if v.base == LOG_HEAD then
+    header = 'Ls' .. header .. padded(p[2], SLOT)
+  else
+    header = 'Lr' .. header
+  end
   local px = num(floor((v.newest - now) / 1000) + 1)
   if not v.stored then
     -- A new or re-laid ring: written from physical slot 0.
@@ -230,8 +255,8 @@ function log.store(key, v, now, p)
   local first, n = v.from, v.dirty
   local head_part = n
   if first + n > cap then head_part = cap - first end
-  call('SETRANGE', key, LOG_HEAD + first * SLOT, slot_text(s, first, head_part))
-  if head_part < n then call('SETRANGE', key, LOG_HEAD, slot_text(s, 0, n - head_part)) end
+  call('SETRANGE', key, v.base + first * SLOT, slot_text(s, first, head_part))
+  if head_part < n then call('SETRANGE', key, v.base, slot_text(s, 0, n - head_part)) end
   call('SETRANGE', key, 0, header)
   call('PEXPIRE', key, px)
 end

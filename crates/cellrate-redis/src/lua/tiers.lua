@@ -23,19 +23,25 @@ local kinds = {}
 for i = 1, m do kinds[i] = table.remove(params[i], 1) end
 local steps = {[1] = fixed, [2] = sliding, [3] = bucketed, [4] = log}
 -- A key's state: GCRA's TAT - now in sub-ticks, or its window step's.
-local scales = {}
+local gcra = {}
 for i = 1, m do
-  if kinds[i] == 0 then scales[i] = params[i][3] end
+  if kinds[i] == 0 then
+    local p = params[i]
+    if p.base then p[4] = '~' .. num(p[1]) .. '/' .. num(p[2]) .. '/' .. num(p[3]) end
+    gcra[i] = p
+  end
 end
 -- A sliding log reads its own keys (its header, then the slots it needs).
 local loads = nil
 for i = 1, m do
   if kinds[i] == 4 then
     loads = loads or {}
-    loads[i] = function(key) return log.load(key, params[i]) end
+    loads[i] = function(key) return log.load(key, params[i], now) end
   end
 end
-local unreadable = read_keys(now, m, scales, function(raw, i) return steps[kinds[i]].parse(raw) end, loads)
+local unreadable = read_keys(now, m, gcra, function(raw, i)
+  return steps[kinds[i]].parse(raw, now, params[i])
+end, loads)
 local out, fits, views = {now}, {}, {}
 for r = 1, n do
   local cost, k0 = costs[r], (r - 1) * m
@@ -83,6 +89,6 @@ for r = 1, n do
     end
   end
 end
-return finish(out, now, scales, function(key, st, i)
+return finish(out, now, gcra, function(key, st, i)
   steps[kinds[i]].store(key, st, now, params[i])
 end)

@@ -89,20 +89,38 @@ pub fn tiers_toml(q: &Quotas, r: &Rules) -> String {
 /// (burst − 1)·T` in every tier in force; then each sets
 /// `tat = max(tat, now) + T`. A tier that is removed loses its clients'
 /// TATs if `forgets_removed` (an in-process table is dropped), else keeps
-/// them (on Redis they stay on the server under the tier's name).
+/// them (on Redis they stay on the server under the tier's name). A
+/// `translating` model (Redis) keeps with each TAT the quota it was
+/// written under and, when a check finds another in force, keeps the cells
+/// used instead of the time: a debt `d` of interval `T` becomes
+/// `min(⌈d·T′/T⌉, b′·T′)` (docs/design/reconfigure.md).
 pub struct Model {
     quotas: &'static Quotas,
     forgets_removed: bool,
-    /// tier name → client → TAT.
-    tat: BTreeMap<&'static str, BTreeMap<u8, u64>>,
+    translating: bool,
+    /// tier name → client → (TAT, the (interval, burst) it was written under).
+    tat: BTreeMap<&'static str, BTreeMap<u8, Written>>,
 }
+
+/// A TAT and the (interval, burst) it was written under.
+type Written = (u64, (u64, u64));
 
 impl Model {
     pub fn new(quotas: &'static Quotas, forgets_removed: bool) -> Self {
         Model {
             quotas,
             forgets_removed,
+            translating: false,
             tat: BTreeMap::new(),
+        }
+    }
+    /// A model that keeps the cells used across a change of quota, as the
+    /// Redis backend does (the time here is constant).
+    #[allow(dead_code)]
+    pub fn translating(quotas: &'static Quotas, forgets_removed: bool) -> Self {
+        Model {
+            translating: true,
+            ..Model::new(quotas, forgets_removed)
         }
     }
     fn quota(&self, r: &Rules, tier: &str, client: u8) -> (u64, u64) {
@@ -155,16 +173,37 @@ impl Model {
     /// Whether one request of `client` at `now` under `r` is admitted.
     pub fn check(&mut self, r: &Rules, client: u8, now: u64) -> bool {
         let tiers = Self::tiers(r);
+        if self.translating {
+            for t in &tiers {
+                let (interval, burst) = self.quota(r, t, client);
+                if let Some(e) = self.tat.get_mut(t).and_then(|m| m.get_mut(&client)) {
+                    let (tat, (old_interval, _)) = *e;
+                    if e.1 != (interval, burst) && tat > now {
+                        let cells =
+                            ((tat - now) as u128 * interval as u128).div_ceil(old_interval as u128);
+                        *e = (
+                            now + cells.min((burst * interval) as u128) as u64,
+                            (interval, burst),
+                        );
+                    }
+                }
+            }
+        }
         let conforms = tiers.iter().all(|t| {
             let (interval, burst) = self.quota(r, t, client);
-            let tat = self.tat.get(t).and_then(|m| m.get(&client)).copied();
+            let tat = self.tat.get(t).and_then(|m| m.get(&client)).map(|e| e.0);
             tat.unwrap_or(now).max(now) - now <= (burst - 1) * interval
         });
         if conforms {
             for t in tiers {
-                let (interval, _) = self.quota(r, t, client);
-                let entry = self.tat.entry(t).or_default().entry(client).or_insert(now);
-                *entry = (*entry).max(now) + interval;
+                let q = self.quota(r, t, client);
+                let entry = self
+                    .tat
+                    .entry(t)
+                    .or_default()
+                    .entry(client)
+                    .or_insert((now, q));
+                *entry = (entry.0.max(now) + q.0, q);
             }
         }
         conforms

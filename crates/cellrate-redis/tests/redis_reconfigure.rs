@@ -1,0 +1,406 @@
+//! Reconfiguration on Redis (docs/design/reconfigure.md, "Redis"): a
+//! limiter made by `with_policy` reads each client's state, written under
+//! the old parameters, re-expressed under the new ones exactly as the
+//! in-process `translate` does, at the server time of the first call that
+//! reads it. Against a real `redis-server` (`CELLRATE_REDIS_URL`, as
+//! `tests/redis_algorithms.rs`; `scripts/stages/70-redis.sh` starts one).
+//!
+//! For each algorithm and each kind of change (raise: limit and rate both
+//! at least the old; lower: both at most; mixed), a random history on the
+//! old policy is replayed on the in-process limiter at the server's times;
+//! then the new limiter answers a peek and a request in one call (one
+//! server time `t`), which must be what the in-process limiter
+//! reconfigured at `t` answers, and the monotone rule itself is checked
+//! against what the old rules allowed at `t`: a raise refuses nothing the
+//! old rules admit, a lower admits nothing they refuse, and a mixed change
+//! moves the allowance by exactly the change of limit (burst), floored at 0.
+//! A limiter still on the old policy then reads the state the new one
+//! wrote re-expressed back under its own parameters.
+
+use std::thread;
+use std::time::Duration;
+
+use cellrate::compose::{AlgorithmKind, LimiterConfig};
+use cellrate::window::{BucketedWindowQuota, FixedWindowQuota, SlidingLog, SlidingWindowQuota};
+use cellrate::{Decision, Denied, Limiter, LocalGcra, Quota};
+use cellrate_redis::{
+    FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, RedisTier, Source, Target, TierAlgorithm,
+};
+
+#[path = "support/redis_env.rs"]
+mod redis_env;
+use redis_env::{standalone, unique};
+
+/// The in-process limiter of a tier, reconfigurable as the core does it.
+enum Reference {
+    Gcra(LocalGcra),
+    Fixed(Limiter<FixedWindowQuota>),
+    Sliding(Limiter<SlidingWindowQuota>),
+    Bucketed(Limiter<BucketedWindowQuota>),
+    Log(Box<SlidingLog<64>>),
+}
+
+impl Reference {
+    fn new(tier: &RedisTier) -> Self {
+        match tier.algorithm() {
+            TierAlgorithm::Gcra => Reference::Gcra(LocalGcra::new(tier.quota())),
+            TierAlgorithm::FixedWindow(q) => Reference::Fixed(Limiter::with_quota(q)),
+            TierAlgorithm::SlidingWindow(q) => Reference::Sliding(Limiter::with_quota(q)),
+            TierAlgorithm::BucketedWindow(q) => Reference::Bucketed(Limiter::with_quota(q)),
+            TierAlgorithm::SlidingLog { limit, window } => {
+                Reference::Log(Box::new(SlidingLog::new(limit, window)))
+            }
+            other => panic!("no reference for {other:?}"),
+        }
+    }
+
+    fn check_n(&mut self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        match self {
+            Reference::Gcra(l) => l.check_n(now, cost),
+            Reference::Fixed(l) => l.check_n(now, cost),
+            Reference::Sliding(l) => l.check_n(now, cost),
+            Reference::Bucketed(l) => l.check_n(now, cost),
+            Reference::Log(l) => l.check_n(now, cost),
+        }
+    }
+
+    /// The most cells admitted at `now` (a cost fits iff it is at most this).
+    fn allowance(&self, now: u64) -> u64 {
+        match self {
+            Reference::Gcra(l) => l.peek(now).remaining(),
+            Reference::Fixed(l) => l.peek(now).remaining(),
+            Reference::Sliding(l) => l.peek(now).remaining(),
+            Reference::Bucketed(l) => l.peek(now).remaining(),
+            Reference::Log(l) => l.peek(now).remaining(),
+        }
+    }
+
+    /// The core's reconfiguration at `now` (`Algorithm::translate`).
+    fn reconfigure(&mut self, now: u64, tier: &RedisTier) {
+        match (self, tier.algorithm()) {
+            (Reference::Gcra(l), TierAlgorithm::Gcra) => {
+                l.set_quota(now, tier.quota()).unwrap();
+            }
+            (Reference::Fixed(l), TierAlgorithm::FixedWindow(q)) => {
+                l.set_quota(now, q);
+            }
+            (Reference::Sliding(l), TierAlgorithm::SlidingWindow(q)) => {
+                l.set_quota(now, q);
+            }
+            (Reference::Bucketed(l), TierAlgorithm::BucketedWindow(q)) => {
+                l.set_quota(now, q);
+            }
+            (Reference::Log(l), TierAlgorithm::SlidingLog { limit, window }) => {
+                l.set_limit(now, limit, window).unwrap();
+            }
+            (_, other) => panic!("another algorithm: {other:?}"),
+        }
+    }
+}
+
+/// What a result says, as numbers: admitted, limit, remaining,
+/// reset_after, retry_after (`None` when admitted or never).
+fn seen(r: &Result<Decision, Denied>) -> (bool, u64, u64, u64, Option<u64>) {
+    match r {
+        Ok(d) => (true, d.limit(), d.remaining(), d.reset_after(), None),
+        Err(Denied::Limited(l)) => (
+            false,
+            l.limit(),
+            l.remaining(),
+            l.reset_after(),
+            Some(l.retry_after()),
+        ),
+        Err(d) => (false, d.limit(), 0, 0, d.retry_after()),
+    }
+}
+
+/// A deterministic pseudo-random stream (xorshift64).
+fn rng(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Change {
+    Raise,
+    Lower,
+    Mixed,
+}
+
+/// A GCRA tier named `t`: `cells` per second, burst `burst`, on a 1 kHz
+/// clock (re-expressed on the server's µs).
+fn gcra(cells: u64, burst: u64) -> RedisTier {
+    RedisTier::new("t", Quota::per_second(cells).with_burst(burst).at_hz(1_000)).unwrap()
+}
+
+/// A window tier named `t`: `limit` per `window_ms` ms (the bucketed
+/// window in `buckets` buckets).
+fn window(kind: AlgorithmKind, limit: u64, window_ms: u64, buckets: u32) -> RedisTier {
+    let mut c = LimiterConfig::new(kind, limit, window_ms, 1_000);
+    if kind == AlgorithmKind::BucketedWindow {
+        c = c.with_buckets(buckets);
+    }
+    RedisTier::from_config("t", &c).unwrap()
+}
+
+/// Each algorithm's tier before the change, and the changes tried.
+fn cases() -> Vec<(RedisTier, Vec<(Change, RedisTier)>)> {
+    use AlgorithmKind::{BucketedWindow, FixedWindow, SlidingLog, SlidingWindow};
+    use Change::{Lower, Mixed, Raise};
+    vec![
+        (
+            gcra(100, 8),
+            vec![
+                (Raise, gcra(250, 12)),
+                (Raise, gcra(100, 8)),
+                (Raise, gcra(100, 11)),
+                (Lower, gcra(100, 3)),
+                (Lower, gcra(40, 5)),
+                // T = 1/7 s: 7 sub-ticks per µs, another scale.
+                (Lower, gcra(7, 3)),
+                (Mixed, gcra(7, 15)),
+                (Mixed, gcra(400, 3)),
+            ],
+        ),
+        (
+            window(FixedWindow, 6, 20, 0),
+            vec![
+                (Raise, window(FixedWindow, 9, 25, 0)),
+                (Raise, window(FixedWindow, 8, 20, 0)),
+                (Lower, window(FixedWindow, 4, 20, 0)),
+                (Lower, window(FixedWindow, 4, 25, 0)),
+                (Mixed, window(FixedWindow, 9, 40, 0)),
+                (Mixed, window(FixedWindow, 4, 10, 0)),
+            ],
+        ),
+        (
+            window(SlidingWindow, 6, 24, 0),
+            vec![
+                (Raise, window(SlidingWindow, 8, 24, 0)),
+                (Raise, window(SlidingWindow, 10, 30, 0)),
+                (Lower, window(SlidingWindow, 4, 24, 0)),
+                (Lower, window(SlidingWindow, 4, 30, 0)),
+                (Mixed, window(SlidingWindow, 9, 48, 0)),
+                (Mixed, window(SlidingWindow, 4, 12, 0)),
+            ],
+        ),
+        (
+            window(BucketedWindow, 7, 24, 6),
+            vec![
+                (Raise, window(BucketedWindow, 10, 30, 5)),
+                (Raise, window(BucketedWindow, 9, 24, 6)),
+                (Lower, window(BucketedWindow, 5, 24, 6)),
+                (Lower, window(BucketedWindow, 5, 30, 6)),
+                (Mixed, window(BucketedWindow, 10, 60, 6)),
+                (Mixed, window(BucketedWindow, 4, 12, 4)),
+            ],
+        ),
+        (
+            window(SlidingLog, 5, 18, 0),
+            vec![
+                (Raise, window(SlidingLog, 8, 18, 0)),
+                (Raise, window(SlidingLog, 8, 20, 0)),
+                (Lower, window(SlidingLog, 3, 18, 0)),
+                (Lower, window(SlidingLog, 3, 30, 0)),
+                (Mixed, window(SlidingLog, 8, 40, 0)),
+                (Mixed, window(SlidingLog, 3, 6, 0)),
+            ],
+        ),
+    ]
+}
+
+fn on(url: &str, policy: RedisPolicy) -> RedisGcra {
+    RedisGcra::new(
+        Target::standalone(url).unwrap(),
+        policy,
+        RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_secs(3)),
+    )
+    .unwrap()
+}
+
+/// One request on Redis, checked against the reference at the server's
+/// time; returns that time.
+fn same(rl: &RedisGcra, reference: &mut Reference, cost: u64, what: &str) -> u64 {
+    let o = rl.try_check_n("c", None, cost).unwrap();
+    assert_eq!(o.source(), Source::Redis);
+    let now = o.server_time().unwrap();
+    let expected = reference.check_n(now, cost);
+    assert_eq!(
+        seen(&o.tiers().results()[0]),
+        seen(&expected),
+        "{what}: cost {cost} at {now}"
+    );
+    now
+}
+
+/// Runs one change: `history` random requests under `old`, the change, a
+/// peek and a request of `cost` in one call, then `after` more requests.
+fn one_change(
+    url: &str,
+    old: &RedisTier,
+    change: Change,
+    new: &RedisTier,
+    seed: u64,
+) -> (u64, u64) {
+    let what = format!(
+        "{:?} {:?} -> {:?}",
+        change,
+        old.algorithm(),
+        new.algorithm()
+    );
+    let rl = on(
+        url,
+        RedisPolicy::new(unique("reconf"), vec![old.clone()]).unwrap(),
+    );
+    let mut reference = Reference::new(old);
+    let mut next = rng(seed);
+    let limit = old.limit();
+    for _ in 0..(5 + next() % 40) {
+        same(&rl, &mut reference, next() % (limit + 1), &what);
+        if next().is_multiple_of(3) {
+            thread::sleep(Duration::from_micros(next() % 4_000));
+        }
+    }
+    let prefix = rl.policy().prefix().to_owned();
+    let raised = rl
+        .with_policy(
+            RedisPolicy::new(prefix, vec![new.clone()]).unwrap(),
+            FailurePolicy::Closed,
+        )
+        .unwrap();
+    // A peek and a request in one call: both at the same server time.
+    let cost = 1 + next() % new.limit();
+    let outcomes = raised
+        .try_check_batch(&[("c", None, 0), ("c", None, cost)])
+        .unwrap();
+    let peek = outcomes[0].as_ref().unwrap();
+    let request = outcomes[1].as_ref().unwrap();
+    let now = peek.server_time().unwrap();
+    assert_eq!(request.server_time(), Some(now));
+    let before = reference.allowance(now);
+    reference.reconfigure(now, new);
+    let after = reference.allowance(now);
+    assert_eq!(
+        seen(&peek.tiers().results()[0]),
+        seen(&reference.check_n(now, 0)),
+        "{what}: peek at {now}"
+    );
+    let admitted = request.tiers().is_admitted();
+    assert_eq!(
+        seen(&request.tiers().results()[0]),
+        seen(&reference.check_n(now, cost)),
+        "{what}: cost {cost} at {now}"
+    );
+    // The rule itself, on what Redis answered.
+    let told = seen(&peek.tiers().results()[0]).2;
+    assert_eq!(told, after);
+    match change {
+        Change::Raise => {
+            assert!(told >= before, "{what}: {told} < {before} at {now}");
+            if cost <= before {
+                assert!(admitted, "{what}: a raise refused {cost} of {before}");
+            }
+        }
+        Change::Lower => {
+            assert!(told <= before, "{what}: {told} > {before} at {now}");
+            if cost > before {
+                assert!(!admitted, "{what}: a lower admitted {cost} over {before}");
+            }
+        }
+        Change::Mixed => {
+            let moved = (before + new.limit()).saturating_sub(old.limit());
+            assert_eq!(told, moved, "{what}: at {now}");
+        }
+    }
+    // Written back under the new parameters: later answers stay the same.
+    for _ in 0..10 {
+        same(&raised, &mut reference, next() % (new.limit() + 1), &what);
+        if next().is_multiple_of(2) {
+            thread::sleep(Duration::from_micros(next() % 3_000));
+        }
+    }
+    // A peer still on the old policy reads what the new one wrote
+    // re-expressed under its own parameters, as a change back would.
+    let o = rl.try_check_n("c", None, 0).unwrap();
+    let now = o.server_time().unwrap();
+    reference.reconfigure(now, old);
+    assert_eq!(
+        seen(&o.tiers().results()[0]),
+        seen(&reference.check_n(now, 0)),
+        "{what}: back at {now}"
+    );
+    for _ in 0..5 {
+        same(&rl, &mut reference, next() % (limit + 1), &what);
+    }
+    (before, told)
+}
+
+#[test]
+#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
+fn a_change_reads_each_state_as_in_process_translate_and_is_monotone() {
+    let url = standalone();
+    for (old, changes) in cases() {
+        let mut owing = 0;
+        for (change, new) in &changes {
+            for seed in [0x9e37_79b9_7f4a_7c15u64, 0x2545_f491_4f6c_dd1d, 77, 4_242] {
+                let (before, _) = one_change(&url, &old, *change, new, seed);
+                owing += usize::from(before < old.limit());
+            }
+        }
+        // The histories leave state to translate, not only idle clients.
+        assert!(owing > 8, "{:?}: {owing}", old.algorithm());
+    }
+}
+
+/// A key written before the parameters were kept in the value reads under
+/// the tier's parameters, as it always did: a rolling upgrade is safe.
+#[test]
+#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
+fn a_value_without_parameters_reads_under_the_tiers() {
+    let url = standalone();
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let time = |conn: &mut redis::Connection| -> u64 {
+        let (s, us): (u64, u64) = redis::cmd("TIME").query(conn).unwrap();
+        s * 1_000_000 + us
+    };
+    // GCRA, 100/s (T = 10 000 µs), burst 8: a TAT d µs ahead owes
+    // ⌈d/T⌉ cells.
+    let prefix = unique("legacy");
+    let rl = on(
+        &url,
+        RedisPolicy::new(&*prefix, vec![gcra(100, 8)]).unwrap(),
+    );
+    let tat = time(&mut conn) + 55_000;
+    let _: () = redis::cmd("SET")
+        .arg(format!("{prefix}:{{c}}:t"))
+        .arg(tat.to_string())
+        .query(&mut conn)
+        .unwrap();
+    let o = rl.try_check_n("c", None, 0).unwrap();
+    let owed = tat
+        .saturating_sub(o.server_time().unwrap())
+        .div_ceil(10_000);
+    assert!(owed > 0, "the check came too late to tell");
+    assert_eq!(o.tiers().results()[0].unwrap().remaining(), 8 - owed);
+    // A fixed window of 6 per 20 ms: a count of 4 in now's window.
+    let prefix = unique("legacy");
+    let tier = window(AlgorithmKind::FixedWindow, 6, 20, 0);
+    let rl = on(&url, RedisPolicy::new(&*prefix, vec![tier]).unwrap());
+    let now = time(&mut conn);
+    let _: () = redis::cmd("SET")
+        .arg(format!("{prefix}:{{c}}:t"))
+        .arg(format!("F{}:4", now / 20_000))
+        .query(&mut conn)
+        .unwrap();
+    let o = rl.try_check_n("c", None, 0).unwrap();
+    let k = o.server_time().unwrap() / 20_000;
+    let expected = if k == now / 20_000 { 2 } else { 6 };
+    assert_eq!(o.tiers().results()[0].unwrap().remaining(), expected);
+}
