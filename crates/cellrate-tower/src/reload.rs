@@ -113,8 +113,9 @@ use cellrate_config::ConfigError as Error;
 /// difference. Nobody is reset. Over any span a client is admitted at most
 /// the largest burst plus what the fastest rate earns, plus what each
 /// switch in the span may forgive (the cells above a lowered burst); the
-/// proof is in `docs/design/tower.md`. On Redis a kept tier's state is
-/// read under the new quota as it is (a debt kept as time). Reloads are
+/// proof is in `docs/design/tower.md`. On Redis the same rule holds per
+/// client at the first call that reads its key after the switch (the
+/// state carries the parameters it was written under). Reloads are
 /// serialized by a lock that no request takes.
 pub struct Reloader<C, B: Reload = KeyedTiers> {
     shared: Arc<Shared<ConfigKey, B, C>>,
