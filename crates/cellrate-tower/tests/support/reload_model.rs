@@ -163,9 +163,9 @@ impl Model {
                 let (t, _) = self.quota(old, tier, client);
                 let (t2, b2) = self.quota(new, tier, client);
                 let tat = self.tat.get_mut(tier).and_then(|m| m.get_mut(&client));
-                if let Some(tat) = tat {
-                    let debt = tat.saturating_sub(now);
-                    *tat = now + (debt * t2).div_ceil(t).min(b2 * t2);
+                if let Some(written) = tat {
+                    let debt = written.0.saturating_sub(now);
+                    *written = (now + (debt * t2).div_ceil(t).min(b2 * t2), (t2, b2));
                 }
             }
         }
