@@ -206,7 +206,7 @@ mod from_file {
     use cellrate::config::QuotaSpec;
     use cellrate::keyed::{Hashed, KeyedBox, Seed, WhenFull};
     use cellrate::{Clock, Quota, StdClock};
-    use cellrate_tower::config::{LayerConfig, RedisTarget, TierScope};
+    use cellrate_tower::config::{LayerConfig, TierScope};
     use cellrate_tower::{OverrideError, Reload, Reloader};
     use serde::Deserialize;
     use tracing::{info, warn};
@@ -234,6 +234,7 @@ mod from_file {
     /// What the command line puts over the file's `[limits.redis]`: the
     /// server's URL and the key prefix.
     #[derive(Clone, Default)]
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub struct Redis {
         pub url: Option<String>,
         pub prefix: Option<String>,
@@ -242,7 +243,11 @@ mod from_file {
     /// The file read and checked (its errors name their place), with the
     /// command line's Redis settings over it.
     fn read(path: &Path, redis: Option<&Redis>) -> Result<File, String> {
+        #[allow(unused_mut)]
         let mut file = read_file(path)?;
+        #[cfg(not(feature = "redis"))]
+        let _ = redis;
+        #[cfg(feature = "redis")]
         if let Some(r) = redis {
             let Some(rules) = &mut file.limits.redis else {
                 return Err(format!(
@@ -251,7 +256,8 @@ mod from_file {
                 ));
             };
             if let Some(url) = &r.url {
-                rules.target = RedisTarget::Standalone(url.clone());
+                rules.target = cellrate_redis::Target::standalone(url)
+                    .map_err(|e| format!("--redis {}: {e}", super::redact(url)))?;
             }
             if let Some(prefix) = &r.prefix {
                 rules.prefix = prefix.clone();
@@ -288,31 +294,20 @@ mod from_file {
         let file = read_file(path)?;
         let limits = &file.limits;
         let failed = |e: cellrate_config::ConfigError| format!("{}: limits.{e}", path.display());
-        if limits.redis.is_none() {
+        // Without the `redis` feature a `[limits.redis]` table is an
+        // error of `read_file`, at its place.
+        if !limits.on_redis() {
             limits
                 .build(StdClock::new(), StdClock::HZ)
                 .map_err(failed)?;
-            return Ok(format!("{}: valid: {}", path.display(), summary(limits)));
         }
         #[cfg(feature = "redis")]
-        let note = {
+        if limits.on_redis() {
             limits
                 .build_redis(StdClock::new(), StdClock::HZ)
                 .map_err(failed)?;
-            ""
-        };
-        #[cfg(not(feature = "redis"))]
-        let note = {
-            let mut tiers = limits.clone();
-            tiers.redis = None;
-            tiers.build(StdClock::new(), StdClock::HZ).map_err(failed)?;
-            " (limits.redis not checked: built without the `redis` feature)"
-        };
-        Ok(format!(
-            "{}: valid: {}{note}",
-            path.display(),
-            summary(limits)
-        ))
+        }
+        Ok(format!("{}: valid: {}", path.display(), summary(limits)))
     }
 
     /// The rules in one line: each tier's name, quota, scope and number of
@@ -334,11 +329,14 @@ mod from_file {
                 format!("{} {} {scope}{overrides}", t.name, t.quota)
             })
             .collect();
+        #[cfg(feature = "redis")]
         let place = match &limits.redis {
             None => "in process".to_string(),
             Some(rules) => format!(
                 "on Redis {} (prefix {:?})",
-                urls(&rules.target)
+                rules
+                    .target
+                    .urls()
                     .iter()
                     .map(|u| super::redact(u))
                     .collect::<Vec<_>>()
@@ -346,28 +344,34 @@ mod from_file {
                 rules.prefix
             ),
         };
+        #[cfg(not(feature = "redis"))]
+        let place = "in process";
         let s = if tiers.len() == 1 { "" } else { "s" };
         format!("{} tier{s}: {}; {place}", tiers.len(), tiers.join(", "))
     }
 
-    fn urls(target: &RedisTarget) -> Vec<String> {
-        match target {
-            RedisTarget::Standalone(url) => vec![url.clone()],
-            RedisTarget::Cluster(nodes) => nodes.clone(),
-        }
-    }
-
-    /// The rules as `/admin/config` shows them: every Redis URL masked.
-    fn redacted(mut limits: LayerConfig) -> LayerConfig {
-        if let Some(rules) = &mut limits.redis {
-            rules.target = match &rules.target {
-                RedisTarget::Standalone(url) => RedisTarget::Standalone(super::redact(url)),
-                RedisTarget::Cluster(nodes) => {
-                    RedisTarget::Cluster(nodes.iter().map(|u| super::redact(u)).collect())
+    /// The rules as `/admin/config` shows them: every Redis URL
+    /// (`redis.target.standalone`, each of `redis.target.cluster`) masked.
+    fn redacted(limits: &LayerConfig) -> Result<toml::Table, toml::ser::Error> {
+        let mut table = toml::Table::try_from(limits)?;
+        let target = table
+            .get_mut("redis")
+            .and_then(|r| r.get_mut("target"))
+            .and_then(|t| t.as_table_mut());
+        let mask = |v: &mut toml::Value| {
+            if let toml::Value::String(url) = v {
+                *url = super::redact(url);
+            }
+        };
+        if let Some(target) = target {
+            for (_, urls) in target.iter_mut() {
+                match urls {
+                    toml::Value::Array(nodes) => nodes.iter_mut().for_each(mask),
+                    one => mask(one),
                 }
-            };
+            }
         }
-        limits
+        Ok(table)
     }
 
     struct Admin<B: Reload> {
@@ -398,7 +402,7 @@ mod from_file {
                 .build_redis(StdClock::new(), StdClock::HZ)
                 .unwrap_or_else(|e| built(e));
             if let Some(rules) = &file.limits.redis {
-                probe(urls(&rules.target));
+                probe(rules.target.urls().to_vec());
             }
             #[cfg(not(feature = "tracing"))]
             watch_redis(layer.backend().counters());
@@ -722,7 +726,7 @@ mod from_file {
         if let Some(r) = refusal(&admin, peer.ip(), &headers) {
             return r;
         }
-        match toml::to_string(&redacted(admin.reloader.config())) {
+        match redacted(&admin.reloader.config()).and_then(|t| toml::to_string(&t)) {
             Ok(text) => text.into_response(),
             Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
         }

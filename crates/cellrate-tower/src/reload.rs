@@ -194,7 +194,7 @@ impl sealed::Reload for KeyedTiers {
         hz: u64,
         epoch: Epoch,
     ) -> Result<Self::Plan, Error> {
-        if config.redis.is_some() {
+        if config.on_redis() {
             return Err(fixed("redis"));
         }
         let plans = config.plan_tiers(hz, Some(self), epoch)?;
@@ -320,19 +320,10 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
     pub fn config(&self) -> LayerConfig {
         match applied(&self.lock()) {
             Some(a) => a.config.clone(),
-            None => LayerConfig {
-                key: super::config::KeyConfig {
-                    client: super::config::KeySource::PeerIp,
-                    endpoint: None,
-                },
-                tiers: Vec::new(),
-                fields: super::Fields::Both,
-                keyless: super::Keyless::Reject(http::StatusCode::BAD_REQUEST),
-                challenge: None,
-                when_full: cellrate::keyed::WhenFull::Deny,
-                redis: None,
-                metrics_name: None,
-            },
+            None => LayerConfig::new(
+                super::config::KeyConfig::new(super::config::KeySource::PeerIp),
+                Vec::new(),
+            ),
         }
     }
 
