@@ -40,10 +40,11 @@
 //! | `tiers[i].name` | 1 to 32 printable ASCII characters, unique | required |
 //! | `tiers[i].quota` | a quota in either [form](cellrate::config#quotas-two-forms), at the clock's `hz` | required |
 //! | `tiers[i].scope` | `"client"`, `"client_and_endpoint"` | `"client"` |
+//! | `tiers[i].algorithm` | `"gcra"`, `"token_bucket"`, `"leaky_bucket"`; on Redis also `"fixed_window"`, `"sliding_window"`, `"bucketed_window"` (with `buckets`), `"sliding_log"`: the quota's rate per period | `"gcra"` |
 //! | `tiers[i].capacity` | live keys the tier's table holds, ≥ 1 | required |
-//! | `tiers[i].overrides` | a table `client key → quota`: that client's own quota in this tier (scope `"client"` only) | none |
+//! | `tiers[i].overrides` | a table `client key → quota`: that client's own quota in this tier (on every endpoint of a `client_and_endpoint` tier: on Redis only) | none |
 //! | `tiers[i].max_overrides` | clients that can have an override in the tier at a time, counting those set at run time, 1 to 4 096 | 64 |
-//! | `tiers[i].routes` | the matched routes (`["/search", "/orders/{id}"]`) this tier decides, with `key.endpoint = "route"`; in process only | every route |
+//! | `tiers[i].routes` | the matched routes (`["/search", "/orders/{id}"]`) this tier decides, with `key.endpoint = "route"`; in process only; see [`LayerConfig::check_routes`] | every route |
 //! | `fields` | `"ietf"`, `"legacy"`, `"both"`, `"neither"` ([`Fields`]) | `"both"` |
 //! | `keyless` | `{ reject = <a 4xx status but 407> }`, `"shared"` ([`Keyless`]) | `{ reject = 400 }` |
 //! | `challenge` | `{ scheme = "Bearer", realm = "api" }`: the `WWW-Authenticate` of a keyless 401 ([`RateLimitBuilder::challenge`](super::RateLimitBuilder::challenge)); required with `reject = 401` | none |
@@ -51,13 +52,11 @@
 //! | `metrics_name` | the `limiter` label of the layer's series (feature `metrics`; checked and unused without it) | `"default"` |
 //! | `redis` | a `RedisRules` table (feature `redis`; without it the section is an error): the tiers live in Redis (`LayerConfig::build_redis`) | none (in process) |
 //!
-//! A request is decided, all or nothing, by the tiers of its route: those
-//! whose `routes` name it and those without `routes` (at least one), in
-//! the file's order; its `RateLimit-Policy` lists those tiers only. A
-//! client with an override is decided and announced by its own quota in
-//! that tier. A configured layer takes new rules at run time, keeping
-//! every client's state ([`Reloader`](super::Reloader)). Why tiers with
-//! `routes` stay in process, and what a reload keeps: docs/design/tower.md.
+//! A request is decided, all or nothing, by the tiers of its route (those
+//! whose `routes` name it and those without), in order; its
+//! `RateLimit-Policy` lists those only. An override decides and announces
+//! its client in its tier. New rules apply at run time, keeping every
+//! client's state ([`Reloader`](super::Reloader)); design: docs/design/tower.md.
 
 use std::collections::BTreeMap;
 
@@ -68,11 +67,13 @@ use crate::{Fields, Keyless};
 use cellrate::config::QuotaSpec;
 use cellrate::keyed::WhenFull;
 
+mod algorithm;
 mod build;
 mod key;
 mod plan;
 #[cfg(feature = "redis")]
 mod redis;
+mod routes;
 
 pub use key::ConfigKey;
 pub(crate) use plan::{Applied, TierPlan};
@@ -141,6 +142,16 @@ pub struct LayerTier {
     /// `None`: every route.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routes: Option<Vec<String>>,
+    /// The algorithm, by its configuration name (`"fixed_window"`, …, as
+    /// [`LimiterConfig`](cellrate::compose::LimiterConfig) reads it);
+    /// `None`: GCRA. A window tier admits its quota's rate count per
+    /// period (no burst).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<cellrate::compose::AlgorithmKind>,
+    /// The buckets of a `bucketed_window` tier (required there, refused
+    /// elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buckets: Option<u32>,
 }
 
 /// The override slots of a tier whose `max_overrides` is not set.

@@ -210,8 +210,13 @@ impl sealed::Reload for KeyedTiers {
     }
     fn commit(&self, plan: Self::Plan, metrics_name: &str) -> Self {
         let _ = metrics_name;
+        // What requests taught the rules in force about their routes is kept.
+        let routes = match (plan.1, &self.routes) {
+            (Some(new), Some(old)) => Some(new.carrying(old)),
+            (new, _) => new,
+        };
         #[allow(unused_mut)]
-        let mut backend = KeyedTiers::committed(plan.0, self.when_full, plan.1);
+        let mut backend = KeyedTiers::committed(plan.0, self.when_full, routes);
         // A kept tier keeps its table's series (and what they have
         // published); a new tier's are registered.
         #[cfg(feature = "metrics")]
@@ -275,6 +280,60 @@ fn fixed(field: &str) -> Error {
         field,
         "fixed when the layer is built: build a new layer to change it",
     )
+}
+
+impl<C> Reloader<C, KeyedTiers> {
+    /// The routes the tiers' `routes` name that no request has matched
+    /// since the rules naming them came into force (a reload keeps what
+    /// was learnt of a route it keeps naming), in order. After traffic has
+    /// reached every route, a route listed here is likely no route of the
+    /// application (a typo, or a path where its pattern is meant); see
+    /// [`LayerConfig::check_routes`](crate::config::LayerConfig::check_routes)
+    /// to catch it before serving.
+    ///
+    /// ```
+    /// use cellrate::ManualClock;
+    /// use cellrate_tower::config::LayerConfig;
+    /// let c: LayerConfig = toml::from_str(r#"
+    ///     key = { client = "peer_ip", endpoint = "route" }
+    ///     tiers = [{ name = "all", quota = "9/s", capacity = 8 },
+    ///              { name = "search", quota = "1/s", capacity = 8, routes = ["/serch"] }]
+    /// "#).unwrap();
+    /// let layer = c.build(ManualClock::new(0), 1_000).unwrap();
+    /// assert_eq!(layer.reloader().unmatched_routes(), ["/serch"]);
+    /// assert_eq!(layer.reloader().unrouted_requests(), 0);
+    /// ```
+    pub fn unmatched_routes(&self) -> Vec<String> {
+        let live = self.shared.live.load();
+        live.backend
+            .routes
+            .as_ref()
+            .map_or_else(Vec::new, |r| r.unmatched())
+    }
+
+    /// How many requests came on a route that no tier's `routes` names
+    /// (each decided by the tiers without `routes`), over the layer's life.
+    /// With the `tracing` feature, the first request on each such route
+    /// logs an event (`info`, target `cellrate::tower`, field `route`).
+    /// Counted only while some tier has `routes`.
+    ///
+    /// ```
+    /// use cellrate::ManualClock;
+    /// use cellrate_tower::config::LayerConfig;
+    /// let c: LayerConfig = toml::from_str(r#"
+    ///     key = { client = "peer_ip" }
+    ///     tiers = [{ name = "all", quota = "9/s", capacity = 8 }]
+    /// "#).unwrap();
+    /// let layer = c.build(ManualClock::new(0), 1_000).unwrap();
+    /// assert_eq!(layer.reloader().unrouted_requests(), 0);
+    /// ```
+    pub fn unrouted_requests(&self) -> u64 {
+        let live = self.shared.live.load();
+        live.backend
+            .routes
+            .as_ref()
+            .map_or(0, |r| r.unrouted_requests())
+    }
 }
 
 impl<C, B: Reload> Clone for Reloader<C, B> {

@@ -6,6 +6,7 @@
 
 use std::convert::Infallible;
 
+use cellrate::compose::AlgorithmKind;
 use cellrate::config::QuotaSpec;
 use cellrate::keyed::WhenFull;
 use cellrate::{Clock, ManualClock};
@@ -249,9 +250,11 @@ fn layer_config() -> impl Strategy<Value = LayerConfig> {
         prop::sample::select(vec![TierScope::Client, TierScope::ClientAndEndpoint]),
         1usize..1 << 20,
         prop::option::of(prop::collection::vec("/[ -~]{0,12}", 0..3)),
+        prop::option::of(prop::sample::select(AlgorithmKind::ALL.to_vec())),
+        prop::option::of(1u32..100),
     )
         .prop_map(
-            |(name, (rate, burst, has_burst), scope, capacity, routes)| {
+            |(name, (rate, burst, has_burst), scope, capacity, routes, algorithm, buckets)| {
                 let mut quota = QuotaSpec::new(rate, "min".parse().unwrap());
                 if has_burst {
                     quota = quota.with_burst(burst);
@@ -264,6 +267,8 @@ fn layer_config() -> impl Strategy<Value = LayerConfig> {
                     overrides: Default::default(),
                     max_overrides: None,
                     routes,
+                    algorithm,
+                    buckets,
                 }
             },
         );

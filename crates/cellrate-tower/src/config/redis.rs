@@ -37,8 +37,8 @@ impl LayerConfig {
                      under one prefix share their clients' state on the server",
                 ));
             }
-            let tier = RedisTier::new(t.name.as_str(), quota)
-                .map_err(|e| Error::new(format!("tiers[{i}]"), e))?;
+            let kind = self.tier_algorithm(i)?;
+            let tier = self.redis_tier(i, kind, quota, &format!("tiers[{i}]"))?;
             tiers.push(match t.scope {
                 TierScope::Client => tier,
                 TierScope::ClientAndEndpoint => tier.per_scope(),
@@ -62,7 +62,14 @@ impl LayerConfig {
                 let at = format!("tiers[{i}].overrides.{client}");
                 let q = self.override_quota(spec, hz, &at)?;
                 let key = crate::backend::owned(self.client_part(client, &at)?);
-                let tier = RedisTier::new(t.name.as_str(), q).map_err(|e| Error::new(at, e))?;
+                let kind = self.tier_algorithm(i)?;
+                let tier = self.redis_tier(i, kind, q, &at)?;
+                // A client_and_endpoint tier's override: that client's own
+                // quota on each of its endpoints (its keys per endpoint).
+                let tier = match t.scope {
+                    TierScope::Client => tier,
+                    TierScope::ClientAndEndpoint => tier.per_scope(),
+                };
                 let entry = own
                     .entry(key)
                     .or_insert_with(|| (client.as_str(), tiers.clone(), Vec::new()));
