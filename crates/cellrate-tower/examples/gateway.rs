@@ -180,12 +180,16 @@ where
     <L::Service as tower::Service<axum::extract::Request>>::Future: Send + 'static,
 {
     Router::new()
-        .route("/orders", get(|| async { "orders\n" }))
-        .route("/orders/{id}", get(|| async { "one order\n" }))
-        .route("/users", get(|| async { "users\n" }))
-        .route("/status", get(|| async { "ok\n" }))
+        .route(ROUTES[0], get(|| async { "orders\n" }))
+        .route(ROUTES[1], get(|| async { "one order\n" }))
+        .route(ROUTES[2], get(|| async { "users\n" }))
+        .route(ROUTES[3], get(|| async { "ok\n" }))
         .route_layer(layer)
 }
+
+/// The API's routes: a tier's `routes` must name some of them
+/// (`LayerConfig::check_routes`).
+const ROUTES: [&str; 4] = ["/orders", "/orders/{id}", "/users", "/status"];
 
 #[cfg(feature = "serde")]
 mod from_file {
@@ -278,6 +282,10 @@ mod from_file {
             .map_err(|e| format!("{}: not TOML: {e}", path.display()))?;
         let file: File = cellrate_config::from_deserializer(toml)
             .map_err(|e| format!("{}: {e}", path.display()))?;
+        // A tier's route that is no route of the API would decide nothing.
+        file.limits
+            .check_routes(super::ROUTES)
+            .map_err(|e| format!("{}: limits.{e}", path.display()))?;
         if file.admin.token.is_empty() {
             return Err(format!(
                 "{}: admin.token: must not be empty",

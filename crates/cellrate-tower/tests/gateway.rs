@@ -737,6 +737,14 @@ fn gateway_help_and_check() {
             "limits.tiers[0].capacity",
         ),
         (
+            "check-routes",
+            DRIVE_RULES.replace(
+                "quota = \"3/min\"\n",
+                "quota = \"3/min\"\nroutes = [\"/order\"]\n",
+            ),
+            "limits.tiers[1].routes[0]",
+        ),
+        (
             "check-token",
             DRIVE_RULES.replace("\"t0ken\"", "\"\""),
             "admin.token",
