@@ -42,7 +42,7 @@
 //! | `tiers[i].scope` | `"client"`, `"client_and_endpoint"` | `"client"` |
 //! | `tiers[i].algorithm` | `"gcra"`, `"token_bucket"`, `"leaky_bucket"`; on Redis also `"fixed_window"`, `"sliding_window"`, `"bucketed_window"` (with `buckets`), `"sliding_log"`: the quota's rate per period | `"gcra"` |
 //! | `tiers[i].capacity` | live keys the tier's table holds, ≥ 1 | required |
-//! | `tiers[i].overrides` | a table `client key → quota`: that client's own quota in this tier (on every endpoint of a `client_and_endpoint` tier: on Redis only) | none |
+//! | `tiers[i].overrides` | a table `client key → quota`: that client's own quota in this tier (on each endpoint of a `client_and_endpoint` tier) | none |
 //! | `tiers[i].max_overrides` | clients that can have an override in the tier at a time, counting those set at run time, 1 to 4 096 | 64 |
 //! | `tiers[i].routes` | the matched routes (`["/search", "/orders/{id}"]`) this tier decides, with `key.endpoint = "route"`; in process only; see [`LayerConfig::check_routes`] | every route |
 //! | `fields` | `"ietf"`, `"legacy"`, `"both"`, `"neither"` ([`Fields`]) | `"both"` |
@@ -128,8 +128,8 @@ pub struct LayerTier {
     /// The most live keys its table holds.
     pub capacity: usize,
     /// Per-client quotas, by the client's key (a header value, or an
-    /// address with `key.client = "peer_ip"`); only in a tier scoped
-    /// `client`.
+    /// address with `key.client = "peer_ip"`); in a tier scoped
+    /// `client_and_endpoint`, the client's quota on each of its endpoints.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub overrides: BTreeMap<String, QuotaSpec>,
     /// How many clients can have an override in this tier at a time,

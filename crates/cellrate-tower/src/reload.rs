@@ -76,11 +76,10 @@ use cellrate_config::ConfigError as Error;
 ///   so a check never reads another client's quota (a reload that needs
 ///   more slots than are free is refused with the override's place);
 /// * the overrides set at run time ([`set_override`](Self::set_override))
-///   are laid over the new configuration while their tier is in it
-///   (scoped `client`, with a slot for them), over its override of the
-///   same client if it has one; the answer, [`Reloaded`], says which were
-///   kept and which dropped and why (the tier removed, no longer scoped
-///   `client`, no slot left). An override removed at run time is gone
+///   are laid over the new configuration while their tier is in it (with
+///   a slot for them), over its override of the same client if it has
+///   one; the answer, [`Reloaded`], says which were kept and which
+///   dropped and why (the tier removed, no slot left). An override removed at run time is gone
 ///   until a configuration names it again;
 /// * the tier order, and so the order of the `RateLimit` fields, is the new
 ///   one.
@@ -507,8 +506,7 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
 }
 
 /// `config` with the overrides set at run time (`runtime`) laid over it:
-/// each kept while its tier is there, scoped `client` and has a slot for
-/// it (it takes the place of the configuration's override of the same
+/// each kept while its tier is there and has a slot for it (it takes the place of the configuration's override of the same
 /// client); the overrides kept, and what became of them.
 fn lay_over(config: &LayerConfig, runtime: &Runtime) -> (LayerConfig, Runtime, Reloaded) {
     let mut next = config.clone();
@@ -530,9 +528,7 @@ fn lay_over(config: &LayerConfig, runtime: &Runtime) -> (LayerConfig, Runtime, R
             let slots = t
                 .max_overrides
                 .unwrap_or(super::config::DEFAULT_MAX_OVERRIDES);
-            let why = if t.scope != super::config::TierScope::Client {
-                Some(Why::NotPerClient)
-            } else if !t.overrides.contains_key(client) && t.overrides.len() >= slots {
+            let why = if !t.overrides.contains_key(client) && t.overrides.len() >= slots {
                 Some(Why::NoSlot)
             } else {
                 None
@@ -616,9 +612,6 @@ pub struct Dropped {
 pub enum Why {
     /// The new configuration has no tier of that name.
     TierRemoved,
-    /// The tier is no longer scoped `client` (only such a tier has
-    /// overrides).
-    NotPerClient,
     /// The tier's `max_overrides` slots are taken by the configuration's
     /// own overrides and the run-time ones kept before it (in client order).
     NoSlot,
@@ -628,7 +621,6 @@ impl core::fmt::Display for Why {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(match self {
             Why::TierRemoved => "its tier was removed",
-            Why::NotPerClient => "its tier is no longer scoped \"client\"",
             Why::NoSlot => "no override slot left in its tier",
         })
     }

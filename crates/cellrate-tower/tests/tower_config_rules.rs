@@ -138,21 +138,41 @@ fn algorithm_errors_name_their_place() {
     assert_eq!(err("quota = \"3/s\"\nalgorithm = \"gcra\""), "built");
 }
 
-/// In process an override on a `client_and_endpoint` tier is refused with
-/// where it works instead.
-#[test]
-fn in_process_a_scoped_tier_refuses_overrides() {
+/// In process, an override on a `client_and_endpoint` tier names a client
+/// and gives it its own quota on each endpoint (each with its own state);
+/// the other clients keep the tier's quota, and the fields announce the
+/// quota that decided.
+#[tokio::test]
+async fn in_process_a_scoped_tier_override_applies_on_every_endpoint() {
     let text = format!(
         "{KEY}[[tiers]]\nname = \"t\"\nquota = \"1/min\"\nscope = \"client_and_endpoint\"\n\
          capacity = 8\noverrides = {{ bob = \"3/min\" }}"
     );
-    let e = read(&text)
+    let clock = Arc::new(ManualClock::new(0));
+    let layer = read(&text)
         .unwrap()
-        .build(ManualClock::new(0), 1_000)
-        .err()
+        .build(TestClock(clock.clone()), 1_000)
         .unwrap();
-    assert_eq!(e.path(), "tiers[0].overrides");
-    assert!(e.message().contains("on Redis"), "{}", e.message());
+    let reloader = layer.reloader();
+    let mut svc = layer.layer(ok_service());
+    assert_eq!(run(&mut svc, "ann", "/a", 2).await, "AD");
+    assert_eq!(run(&mut svc, "ann", "/b", 2).await, "AD");
+    assert_eq!(run(&mut svc, "bob", "/a", 4).await, "AAAD");
+    assert_eq!(run(&mut svc, "bob", "/b", 4).await, "AAAD");
+    let r = call(&mut svc, "bob", "/c").await;
+    assert_eq!(r.headers()["x-ratelimit-limit"], "3");
+    assert_eq!(
+        call(&mut svc, "ann", "/c").await.headers()["x-ratelimit-limit"],
+        "1"
+    );
+    // One more a minute for bob on /a (20 s per cell at 3/min).
+    clock.advance(20_000);
+    assert_eq!(run(&mut svc, "bob", "/a", 2).await, "AD");
+    // An override set at run time on the scoped tier, for ann.
+    reloader
+        .set_override("t", "ann", Some("2/min".parse().unwrap()))
+        .unwrap();
+    assert_eq!(run(&mut svc, "ann", "/d", 3).await, "AAD");
 }
 
 const ROUTED: &str = "[[tiers]]\nname = \"all\"\nquota = \"100/min\"\ncapacity = 8\n\

@@ -360,9 +360,12 @@ impl KeyedTiers {
         key: &RequestKey<'_>,
     ) -> Entry<'t, LiveQuota, Box<[Slot]>, LiveOverrides> {
         match (tier.scope, key.scope()) {
-            (Scope::ClientAndEndpoint, Some(scope)) => {
-                tier.table.entry(&(Hashed(key.client()), Hashed(scope)))
-            }
+            // Decided by the client's override, if it has one (overrides
+            // name clients), in the (client, endpoint)'s own state.
+            (Scope::ClientAndEndpoint, Some(scope)) => tier.table.entry_ruled(
+                &(Hashed(key.client()), Hashed(scope)),
+                &Hashed(key.client()),
+            ),
             _ => tier.table.entry(&Hashed(key.client())),
         }
     }

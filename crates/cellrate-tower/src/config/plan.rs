@@ -210,17 +210,6 @@ impl LayerConfig {
             cellrate_config::check_capacity(t.capacity)
                 .map_err(|e| Error::new(place("capacity"), e.message()))?;
             let max_overrides = self.check_overrides(i)?;
-            // An in-process table finds an override by its entry's key,
-            // here (client, endpoint): an override naming a client applies
-            // on every endpoint on Redis only.
-            if t.scope == TierScope::ClientAndEndpoint && !t.overrides.is_empty() {
-                return Err(Error::new(
-                    place("overrides"),
-                    "in process only a tier scoped \"client\" has overrides; on Redis \
-                     (LayerConfig::build_redis) a client_and_endpoint tier's override \
-                     applies to its client on every endpoint",
-                ));
-            }
             let scope = match t.scope {
                 TierScope::Client => crate::backend::keyed::Scope::Client,
                 TierScope::ClientAndEndpoint => crate::backend::keyed::Scope::ClientAndEndpoint,
