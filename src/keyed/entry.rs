@@ -93,9 +93,9 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     /// of `now`, whatever the quota; see [`Quota::rescaled`](crate::Quota::rescaled)).
     ///
     /// ```
-    /// use cellrate::keyed::{KeyedBox, Seed, WhenFull};
+    /// use cellrate::keyed::{Keyed, Seed, WhenFull};
     /// use cellrate::{Quota, RateLimiter};
-    /// let t = KeyedBox::with_capacity(16, Quota::per_minute(1).at_hz(1_000), WhenFull::Deny, Seed::new(1, 2));
+    /// let t: Keyed<Quota, 16> = Keyed::new(Quota::per_minute(1).at_hz(1_000), WhenFull::Deny, Seed::new(1, 2));
     /// // Without overrides a ruled entry is decided by the default quota.
     /// let e = t.entry_ruled(&("bob", "/a"), "bob");
     /// assert!(e.check(0).is_ok());
