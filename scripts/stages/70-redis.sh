@@ -124,16 +124,19 @@ counted "$work/test.log" tests/redis_algorithms.rs 9
 counted "$work/test.log" tests/redis_reconfigure.rs 2
 # The tower layer on both Redis clients through an outage (tests/tower_redis.rs),
 # the gateway example on Redis (tests/gateway.rs) and a layer configured onto
-# Redis (tests/tower_config.rs; `serde` on in the same build), and the
-# admin endpoint masking a Redis URL's password (tests/admin.rs).
+# Redis (tests/tower_config.rs; `serde` on in the same build), a window
+# tier and a scoped tier's override configured onto Redis
+# (tests/tower_config_rules.rs), and the admin endpoint masking a Redis
+# URL's password (tests/admin.rs).
 cargo clippy -p cellrate-tower --all-targets --features redis,axum,tracing,serde -- -D warnings
 cargo build -p cellrate-tower --features redis,axum,tracing,serde --example gateway
 cargo test -p cellrate-tower --features redis,axum,tracing,serde --test tower_redis --test gateway \
-    --test tower_config --test tower_redis_reload --test admin \
+    --test tower_config --test tower_config_rules --test tower_redis_reload --test admin \
     -- --include-ignored 2>&1 | tee "$work/tower.log"
 cargo test -p cellrate-tower --features redis,axum,tracing,serde --doc -- config
 counted "$work/tower.log" tests/tower_redis.rs 4
 counted "$work/tower.log" tests/gateway.rs 5
 counted "$work/tower.log" tests/tower_config.rs 5
+counted "$work/tower.log" tests/tower_config_rules.rs 7
 counted "$work/tower.log" tests/tower_redis_reload.rs 4
 counted "$work/tower.log" tests/admin.rs 8

@@ -36,6 +36,9 @@ pub struct Entry<'t, A, S, O = NoOverrides> {
     table: &'t KeyedTable<A, S, O>,
     id: KeyId,
     hash: u64,
+    /// The key whose override decides (`id` but for
+    /// [`entry_ruled`](KeyedTable::entry_ruled)).
+    rule: KeyId,
 }
 
 impl<A, S, O> Clone for Entry<'_, A, S, O> {
@@ -72,6 +75,44 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
             table: self,
             id,
             hash,
+            rule: id,
+        }
+    }
+
+    /// `key` of this table as a limiter of its own, decided by the
+    /// override of `rule` (another key of this table, e.g. the client of a
+    /// `(client, endpoint)` key) instead of its own: the key keeps its own
+    /// slot and state; only which algorithm decides it changes. A table
+    /// keyed by `(client, endpoint)` whose overrides name clients gives a
+    /// client's override on every endpoint so.
+    ///
+    /// A slot's idleness (what eviction tests) is still judged by its own
+    /// key's algorithm, so the overrides of such a table must agree with
+    /// its default on [`is_idle`](Algorithm::is_idle): GCRA quotas of one
+    /// scale and frequency do (a state is idle when its TAT is not ahead
+    /// of `now`, whatever the quota; see [`Quota::rescaled`](crate::Quota::rescaled)).
+    ///
+    /// ```
+    /// use cellrate::keyed::{Keyed, Seed, WhenFull};
+    /// use cellrate::{Quota, RateLimiter};
+    /// let t: Keyed<Quota, 16> = Keyed::new(Quota::per_minute(1).at_hz(1_000), WhenFull::Deny, Seed::new(1, 2));
+    /// // Without overrides a ruled entry is decided by the default quota.
+    /// let e = t.entry_ruled(&("bob", "/a"), "bob");
+    /// assert!(e.check(0).is_ok());
+    /// assert!(e.check(0).is_err());
+    /// assert!(t.entry_ruled(&("bob", "/b"), "bob").check(0).is_ok()); // its own state
+    /// ```
+    pub fn entry_ruled<K: Key + ?Sized, R: Key + ?Sized>(
+        &self,
+        key: &K,
+        rule: &R,
+    ) -> Entry<'_, A, S, O> {
+        let (id, hash) = identify(key, &self.seed);
+        Entry {
+            table: self,
+            id,
+            hash,
+            rule: identify(rule, &self.seed).0,
         }
     }
 }
@@ -79,11 +120,12 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
 impl<A: Algorithm, S: Storage, O: Overrides<A>> RateLimiter for Entry<'_, A, S, O> {
     #[inline(always)]
     fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        self.table.check_id(self.id, self.hash, now, cost)
+        self.table
+            .check_id(self.id, self.hash, self.rule, now, cost)
     }
 
     fn peek(&self, now: u64) -> Snapshot {
-        self.table.peek_id(self.id, self.hash, now)
+        self.table.peek_id(self.id, self.hash, self.rule, now)
     }
 }
 
@@ -131,7 +173,9 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> Revocable for Entry<'_, A, S, O>
 
     #[inline]
     fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, EntryReceipt), Denied> {
-        let (decision, charged) = self.table.check_id_charged(self.id, self.hash, now, cost)?;
+        let (decision, charged) = self
+            .table
+            .check_id_charged(self.id, self.hash, self.rule, now, cost)?;
         Ok((decision, EntryReceipt { cost, charged }))
     }
 
@@ -143,7 +187,8 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> Revocable for Entry<'_, A, S, O>
         }
         match receipt.charged {
             ChargedTo::Slot(mark) => {
-                self.table.refund_id(self.id, self.hash, mark, receipt.cost);
+                self.table
+                    .refund_id(self.id, self.hash, self.rule, mark, receipt.cost);
             }
             ChargedTo::Overflow(mark) => self.table.refund_overflow(mark, receipt.cost),
             ChargedTo::Nothing => {}
@@ -153,7 +198,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> Revocable for Entry<'_, A, S, O>
     /// Answers from the key's state without writing it: a key not in the
     /// table is answered as a new client and not inserted.
     fn probe_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        let quota = self.table.algorithm_for(self.id);
+        let quota = self.table.algorithm_for(self.rule);
         let state = self.table.state_id(self.id, self.hash);
         quota
             .check(state, now, cost)

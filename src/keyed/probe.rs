@@ -112,12 +112,13 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         &self,
         id: KeyId,
         hash: u64,
+        rule: KeyId,
         now: u64,
         cost: u64,
     ) -> Result<Found<'_>, Result<(Decision, ChargedTo), Denied>> {
         // Never insert a key for a request that a new client would be denied
         // (a cost above the burst): it would take a slot for nothing.
-        let algorithm = self.algorithm_for(id);
+        let algorithm = self.algorithm_for(rule);
         let (charged, decision) = match algorithm.check(A::NEW, now, cost) {
             Ok(charged) => charged,
             Err(denied) => return Err(Err(denied)),
@@ -128,7 +129,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                 decision,
                 ChargedTo::Slot(algorithm.mark(charged, now)),
             ))),
-            Located::Full => Err(self.overflow(id, hash, now, cost)),
+            Located::Full => Err(self.overflow(hash, rule, now, cost)),
         }
     }
 

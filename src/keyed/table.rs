@@ -228,7 +228,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         cost: u64,
     ) -> Result<Decision, Denied> {
         let (id, hash) = identify(key, &self.seed);
-        self.check_id(id, hash, now, cost)
+        self.check_id(id, hash, id, now, cost)
     }
 
     /// The state of `key` at `now`, consuming nothing (a key not in the table
@@ -244,7 +244,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     /// ```
     pub fn peek<K: Key + ?Sized>(&self, key: &K, now: u64) -> Snapshot {
         let (id, hash) = identify(key, &self.seed);
-        self.peek_id(id, hash, now)
+        self.peek_id(id, hash, id, now)
     }
 
     /// Whether `key` has a slot now.
@@ -272,9 +272,11 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         }
     }
 
-    /// [`peek`](Self::peek) of an identified key.
-    pub(super) fn peek_id(&self, id: KeyId, hash: u64, now: u64) -> Snapshot {
-        self.algorithm_for(id).peek(self.state_id(id, hash), now)
+    /// [`peek`](Self::peek) of an identified key, under the algorithm of
+    /// `rule`'s override (the key's own id but for a ruled
+    /// [`entry`](Self::entry_ruled)).
+    pub(super) fn peek_id(&self, id: KeyId, hash: u64, rule: KeyId, now: u64) -> Snapshot {
+        self.algorithm_for(rule).peek(self.state_id(id, hash), now)
     }
 
     /// [`check_n`](Self::check_n) of an identified key.
@@ -283,10 +285,11 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         &self,
         id: KeyId,
         hash: u64,
+        rule: KeyId,
         now: u64,
         cost: u64,
     ) -> Result<Decision, Denied> {
-        self.check_id_marked(id, hash, now, cost, |_, _| (), |_| ())
+        self.check_id_marked(id, hash, rule, now, cost, |_, _| (), |_| ())
             .map(|(d, ())| d)
     }
 
@@ -297,12 +300,14 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         &self,
         id: KeyId,
         hash: u64,
+        rule: KeyId,
         now: u64,
         cost: u64,
     ) -> Result<(Decision, ChargedTo), Denied> {
         self.check_id_marked(
             id,
             hash,
+            rule,
             now,
             cost,
             |algorithm, stored| ChargedTo::Slot(algorithm.mark(stored, now)),
@@ -310,20 +315,23 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         )
     }
 
-    /// The one check of an identified key: the decision and `slot(stored)`
-    /// for a charge to the key's slot, or `other(charged)` for a new key's
-    /// (inserted or sent to the [`WhenFull`] policy).
+    /// The one check of an identified key, under the algorithm of `rule`'s
+    /// override: the decision and `slot(stored)` for a charge to the key's
+    /// slot, or `other(charged)` for a new key's (inserted or sent to the
+    /// [`WhenFull`] policy).
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn check_id_marked<M>(
         &self,
         id: KeyId,
         hash: u64,
+        rule: KeyId,
         now: u64,
         cost: u64,
         slot: impl Fn(&A, u64) -> M,
         other: impl FnOnce(ChargedTo) -> M,
     ) -> Result<(Decision, M), Denied> {
-        let algorithm = self.algorithm_for(id);
+        let algorithm = self.algorithm_for(rule);
         if cost == 0 {
             let state = self.state_id(id, hash);
             let decision = algorithm.peek(state, now).to_decision();
@@ -334,7 +342,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
                 Some(found) => found,
                 // A new key is inserted already charged, so that it is never
                 // idle (evictable) between its insertion and its first charge.
-                None => match self.check_new(id, hash, now, cost) {
+                None => match self.check_new(id, hash, rule, now, cost) {
                     Ok(found) => found,
                     Err(answer) => return answer.map(|(d, charged)| (d, other(charged))),
                 },
@@ -384,7 +392,7 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
     pub fn refund_n<K: Key + ?Sized>(&self, key: &K, now: u64, cost: u64) -> Snapshot {
         let (id, hash) = identify(key, &self.seed);
         let algorithm = self.algorithm_for(id);
-        let state = self.refund_id(id, hash, algorithm.mark_at(now), cost);
+        let state = self.refund_id(id, hash, id, algorithm.mark_at(now), cost);
         algorithm.peek(state, now)
     }
 
@@ -396,8 +404,8 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
 
     /// Gives back `cost` cells counted under `mark` to an identified key:
     /// its state after (new, if the key has no slot).
-    pub(super) fn refund_id(&self, id: KeyId, hash: u64, mark: u64, cost: u64) -> u64 {
-        let algorithm = self.algorithm_for(id);
+    pub(super) fn refund_id(&self, id: KeyId, hash: u64, rule: KeyId, mark: u64, cost: u64) -> u64 {
+        let algorithm = self.algorithm_for(rule);
         loop {
             let Some((slot, value)) = self.locate(id, hash) else {
                 return A::NEW;
@@ -453,15 +461,16 @@ impl<A: Algorithm, S: Storage, O: Overrides<A>> KeyedTable<A, S, O> {
         }
     }
 
-    /// A new key whose window is full.
+    /// A new key whose window is full, under the algorithm of `rule`'s
+    /// override.
     pub(super) fn overflow(
         &self,
-        id: KeyId,
         hash: u64,
+        rule: KeyId,
         now: u64,
         cost: u64,
     ) -> Result<(Decision, ChargedTo), Denied> {
-        let algorithm = self.algorithm_for(id);
+        let algorithm = self.algorithm_for(rule);
         match self.when_full {
             WhenFull::Deny => {
                 self.counters.overflow_denied.add(1);

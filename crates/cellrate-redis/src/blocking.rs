@@ -14,7 +14,8 @@ use super::client::{Check, Limits};
 use super::degrade::{call_error, is_transport};
 use super::scripts::lease_script;
 use super::{
-    is_noscript, Backoff, Error, FailurePolicy, Outcome, RedisConfig, RedisPolicy, Request, Target,
+    config::Endpoint, is_noscript, Backoff, Error, FailurePolicy, Outcome, RedisConfig,
+    RedisPolicy, Request, Target,
 };
 
 enum Conn {
@@ -158,9 +159,9 @@ impl RedisGcra {
         Ok(RedisGcra {
             limits: Limits::new(policy, config)?,
             link: Arc::new(Link {
-                bare: match &target {
-                    Target::Standalone(client) => Bare::new(client),
-                    Target::Cluster(_) => None,
+                bare: match &target.endpoint {
+                    Endpoint::Standalone(client) => Bare::new(client),
+                    Endpoint::Cluster(_) => None,
                 },
                 target,
                 backoff: Backoff::default(),
@@ -299,40 +300,41 @@ impl RedisGcra {
         out: &mut Vec<Result<Outcome, Error>>,
     ) -> Result<(), Error> {
         let policy = &self.limits.policy;
-        let per_call = match self.link.target {
-            Target::Cluster(_) => 1,
-            Target::Standalone(_) => policy.requests_per_call(),
+        let per_call = match self.link.target.endpoint {
+            Endpoint::Cluster(_) => 1,
+            Endpoint::Standalone(_) => policy.requests_per_call(),
         };
         let deadline = self.deadline();
         let mut conn = self.take(deadline)?;
-        let replies =
-            if requests.len() <= per_call || matches!(self.link.target, Target::Cluster(_)) {
-                // One call, or a Cluster (whose blocking connection does not
-                // pipeline): one round trip per call.
-                requests
-                    .chunks(per_call)
-                    .map(|chunk| {
-                        let (script, cmd) = policy.check_cmd(chunk, &self.limits.bases);
-                        conn.arm(deadline)?;
-                        let reply = cmd.query::<Vec<i64>>(conn.as_dyn());
-                        match reply {
-                            Err(e) if is_noscript(&e) => {
-                                conn.arm(deadline)?;
-                                script.load(conn.as_dyn())?;
-                                conn.arm(deadline)?;
-                                cmd.query(conn.as_dyn())
-                            }
-                            other => other,
+        let replies = if requests.len() <= per_call
+            || matches!(self.link.target.endpoint, Endpoint::Cluster(_))
+        {
+            // One call, or a Cluster (whose blocking connection does not
+            // pipeline): one round trip per call.
+            requests
+                .chunks(per_call)
+                .map(|chunk| {
+                    let (script, cmd) = policy.check_cmd(chunk, &self.limits.bases);
+                    conn.arm(deadline)?;
+                    let reply = cmd.query::<Vec<i64>>(conn.as_dyn());
+                    match reply {
+                        Err(e) if is_noscript(&e) => {
+                            conn.arm(deadline)?;
+                            script.load(conn.as_dyn())?;
+                            conn.arm(deadline)?;
+                            cmd.query(conn.as_dyn())
                         }
-                    })
-                    .collect::<::redis::RedisResult<Vec<Vec<i64>>>>()
-            } else {
-                let cmds: Vec<(&::redis::Script, ::redis::Cmd)> = requests
-                    .chunks(per_call)
-                    .map(|chunk| policy.check_cmd(chunk, &self.limits.bases))
-                    .collect();
-                self.pipelined(&mut conn, &cmds, deadline)
-            };
+                        other => other,
+                    }
+                })
+                .collect::<::redis::RedisResult<Vec<Vec<i64>>>>()
+        } else {
+            let cmds: Vec<(&::redis::Script, ::redis::Cmd)> = requests
+                .chunks(per_call)
+                .map(|chunk| policy.check_cmd(chunk, &self.limits.bases))
+                .collect();
+            self.pipelined(&mut conn, &cmds, deadline)
+        };
         let replies = match replies {
             Ok(r) => {
                 self.link.backoff.succeeded();
@@ -511,7 +513,7 @@ impl RedisGcra {
         let left = deadline
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero());
-        let made = match (left, &self.link.target, &self.link.bare) {
+        let made = match (left, &self.link.target.endpoint, &self.link.bare) {
             (None, _, _) => Err(deadline_passed()),
             (Some(left), _, Some(bare)) => {
                 bare.client.get_connection_with_timeout(left).and_then(|c| {
@@ -523,13 +525,13 @@ impl RedisGcra {
                     Ok(conn)
                 })
             }
-            (Some(left), Target::Standalone(client), None) => {
+            (Some(left), Endpoint::Standalone(client), None) => {
                 client.get_connection_with_timeout(left).map(Conn::Single)
             }
             // A node's connect (handshake included) and its answer to
             // `CLUSTER SLOTS` get half of what is left each (the cluster
             // client tries the nodes one after the other until one answers).
-            (Some(left), Target::Cluster(client), _) => client
+            (Some(left), Endpoint::Cluster(client), _) => client
                 .get_connection_with_config(
                     ::redis::cluster::ClusterConfig::new()
                         .set_connection_timeout(left / 2)

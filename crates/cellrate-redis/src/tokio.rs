@@ -10,7 +10,8 @@ use std::vec::Vec;
 use super::client::{Check, Limits};
 use super::degrade::{call_error, is_transport};
 use super::{
-    is_noscript, Backoff, Error, FailurePolicy, Outcome, RedisConfig, RedisPolicy, Target,
+    config::Endpoint, is_noscript, Backoff, Error, FailurePolicy, Outcome, RedisConfig,
+    RedisPolicy, Target,
 };
 
 #[derive(Clone)]
@@ -240,7 +241,7 @@ impl AsyncRedisGcra {
             return Ok(early);
         }
         let deadline = inner.deadline();
-        if let Target::Cluster(_) = inner.link.target {
+        if let Endpoint::Cluster(_) = inner.link.target.endpoint {
             let mut out = Vec::with_capacity(1);
             inner
                 .run(&[(client, scope, cost)], &mut out, deadline)
@@ -387,8 +388,8 @@ impl Inner {
             return Err(Error::Timeout);
         }
         let made = tokio::time::timeout_at(deadline, async {
-            match &self.link.target {
-                Target::Standalone(client) => {
+            match &self.link.target.endpoint {
+                Endpoint::Standalone(client) => {
                     let cfg = ::redis::AsyncConnectionConfig::new()
                         .set_connection_timeout(Some(timeout))
                         .set_response_timeout(Some(timeout));
@@ -397,7 +398,7 @@ impl Inner {
                         .await
                         .map(Conn::Single)
                 }
-                Target::Cluster(client) => client
+                Endpoint::Cluster(client) => client
                     .get_async_connection_with_config(
                         ::redis::cluster::ClusterConfig::new()
                             .set_connection_timeout(timeout)

@@ -144,12 +144,16 @@ where
     <L::Service as tower::Service<axum::extract::Request>>::Future: Send + 'static,
 {
     Router::new()
-        .route("/orders", get(|| async { "orders\n" }))
-        .route("/orders/{id}", get(|| async { "one order\n" }))
-        .route("/users", get(|| async { "users\n" }))
-        .route("/status", get(|| async { "ok\n" }))
+        .route(ROUTES[0], get(|| async { "orders\n" }))
+        .route(ROUTES[1], get(|| async { "one order\n" }))
+        .route(ROUTES[2], get(|| async { "users\n" }))
+        .route(ROUTES[3], get(|| async { "ok\n" }))
         .route_layer(layer)
 }
+
+/// The API's routes: a tier's `routes` must name some of them
+/// (`LayerConfig::check_routes`).
+const ROUTES: [&str; 4] = ["/orders", "/orders/{id}", "/users", "/status"];
 
 #[cfg(feature = "serde")]
 mod from_file {
@@ -164,7 +168,7 @@ mod from_file {
     use axum::http::HeaderValue;
     use axum::Router;
     use cellrate::StdClock;
-    use cellrate_tower::config::{LayerConfig, RedisTarget};
+    use cellrate_tower::config::LayerConfig;
     use cellrate_tower::{Admin, AdminToken, Reload, Reloader, RulesWatcher};
     use serde::Deserialize;
     use tracing::info;
@@ -193,6 +197,7 @@ mod from_file {
     /// What the command line puts over the file's `[limits.redis]`: the
     /// server's URL and the key prefix.
     #[derive(Clone, Default)]
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub struct Redis {
         pub url: Option<String>,
         pub prefix: Option<String>,
@@ -201,7 +206,11 @@ mod from_file {
     /// The file read and checked (its errors name their place), with the
     /// command line's Redis settings over it.
     fn read(path: &Path, redis: Option<&Redis>) -> Result<File, String> {
+        #[allow(unused_mut)]
         let mut file = read_file(path)?;
+        // Without the `redis` feature a `[limits.redis]` table is an error
+        // of `read_file`, at its place, and `redis` is always `None`.
+        #[cfg(feature = "redis")]
         if let Some(r) = redis {
             let Some(rules) = &mut file.limits.redis else {
                 return Err(format!(
@@ -210,12 +219,16 @@ mod from_file {
                 ));
             };
             if let Some(url) = &r.url {
-                rules.target = RedisTarget::Standalone(url.clone());
+                rules.target = cellrate_redis::Target::standalone(url)
+                    .map_err(|e| format!("--redis {}: {e}", cellrate_tower::redact_url(url)))?;
             }
             if let Some(prefix) = &r.prefix {
                 rules.prefix = prefix.clone();
             }
-        } else if file.limits.redis.is_some() {
+            return Ok(file);
+        }
+        let _ = redis;
+        if file.limits.on_redis() {
             return Err(format!(
                 "{}: limits.redis: run the gateway with --redis to use it",
                 path.display()
@@ -229,7 +242,13 @@ mod from_file {
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let toml = toml::Deserializer::parse(&text)
             .map_err(|e| format!("{}: not TOML: {e}", path.display()))?;
-        cellrate_config::from_deserializer(toml).map_err(|e| format!("{}: {e}", path.display()))
+        let file: File = cellrate_config::from_deserializer(toml)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        // A tier's route that is no route of the API would decide nothing.
+        file.limits
+            .check_routes(super::ROUTES)
+            .map_err(|e| format!("{}: {}", path.display(), e.within("limits")))?;
+        Ok(file)
     }
 
     /// `--check`: the file at `path` read and its rules built as the
@@ -240,31 +259,20 @@ mod from_file {
         let limits = &file.limits;
         let failed =
             |e: cellrate_config::ConfigError| format!("{}: {}", path.display(), e.within("limits"));
-        if limits.redis.is_none() {
+        // Without the `redis` feature a `[limits.redis]` table is an error
+        // of `read_file`, at its place.
+        if !limits.on_redis() {
             limits
                 .build(StdClock::new(), StdClock::HZ)
                 .map_err(failed)?;
-            return Ok(format!("{}: valid: {}", path.display(), limits.summary()));
         }
         #[cfg(feature = "redis")]
-        let note = {
+        if limits.on_redis() {
             limits
                 .build_redis(StdClock::new(), StdClock::HZ)
                 .map_err(failed)?;
-            ""
-        };
-        #[cfg(not(feature = "redis"))]
-        let note = {
-            let mut tiers = limits.clone();
-            tiers.redis = None;
-            tiers.build(StdClock::new(), StdClock::HZ).map_err(failed)?;
-            " (limits.redis not checked: built without the `redis` feature)"
-        };
-        Ok(format!(
-            "{}: valid: {}{note}",
-            path.display(),
-            limits.summary()
-        ))
+        }
+        Ok(format!("{}: valid: {}", path.display(), limits.summary()))
     }
 
     /// The API router and the admin router (not limited), from `path`;
@@ -299,13 +307,10 @@ mod from_file {
     /// warns about those that do not answer: the gateway serves by its
     /// failure policy until they do.
     #[cfg(feature = "redis")]
-    fn probe(target: &RedisTarget) {
+    fn probe(target: &cellrate_redis::Target) {
         use cellrate_tower::redact_url;
         use tracing::warn;
-        let urls = match target {
-            RedisTarget::Standalone(url) => vec![url.clone()],
-            RedisTarget::Cluster(nodes) => nodes.clone(),
-        };
+        let urls = target.urls().to_vec();
         let ping = |url: &str| -> redis::RedisResult<()> {
             let client = redis::Client::open(url)?;
             let mut connection = client.get_connection_with_timeout(Duration::from_secs(1))?;

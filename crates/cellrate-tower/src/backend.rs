@@ -13,6 +13,7 @@ use super::key::RequestKey;
 
 mod global;
 pub(crate) mod keyed;
+mod routes;
 
 pub use global::{Global, Shaper};
 pub use keyed::KeyedTiers;

@@ -19,19 +19,16 @@
 //! name = "key"
 //! quota = "100/min, burst 20"
 //! capacity = 100000
-//!
 //! [[tiers]]
 //! name = "endpoint"
 //! quota = { rate = 10, per = "s" }
 //! scope = "client_and_endpoint"
 //! capacity = 100000
 //! "#;
-//! let config: LayerConfig = cellrate_config::from_deserializer(
-//!     toml::Deserializer::parse(text).unwrap(),
-//! ).unwrap();
-//! let layer = config.build(StdClock::new(), StdClock::HZ).unwrap();
+//! let config: LayerConfig =
+//!     cellrate_config::from_deserializer(toml::Deserializer::parse(text).unwrap()).unwrap();
 //! // axum: Router::new().route("/orders", get(handler)).route_layer(layer)
-//! # let _ = layer;
+//! let _layer = config.build(StdClock::new(), StdClock::HZ).unwrap();
 //! ```
 //!
 //! # Fields
@@ -43,26 +40,23 @@
 //! | `tiers[i].name` | 1 to 32 printable ASCII characters, unique | required |
 //! | `tiers[i].quota` | a quota in either [form](cellrate::config#quotas-two-forms), at the clock's `hz` | required |
 //! | `tiers[i].scope` | `"client"`, `"client_and_endpoint"` | `"client"` |
+//! | `tiers[i].algorithm` | `"gcra"`, `"token_bucket"`, `"leaky_bucket"`; on Redis also `"fixed_window"`, `"sliding_window"`, `"bucketed_window"` (with `buckets`), `"sliding_log"`: the quota's rate per period | `"gcra"` |
 //! | `tiers[i].capacity` | live keys the tier's table holds, ≥ 1 | required |
-//! | `tiers[i].overrides` | a table `client key → quota`: that client's own quota in this tier (scope `"client"` only) | none |
-//! | `tiers[i].routes` | the matched routes (`["/search", "/orders/{id}"]`) this tier decides, with `key.endpoint = "route"`; a request on another route is decided by the tiers without `routes` (at least one). In process only: on Redis, give each group of routes its own layer (tiers of one name under one prefix share their state on the server) | every route |
+//! | `tiers[i].overrides` | a table `client key → quota`: that client's own quota in this tier (on each endpoint of a `client_and_endpoint` tier) | none |
 //! | `tiers[i].max_overrides` | clients that can have an override in the tier at a time, counting those set at run time, 1 to 4 096 | 64 |
+//! | `tiers[i].routes` | the matched routes (`["/search", "/orders/{id}"]`) this tier decides, with `key.endpoint = "route"`; in process only; see [`LayerConfig::check_routes`] | every route |
 //! | `fields` | `"ietf"`, `"legacy"`, `"both"`, `"neither"` ([`Fields`]) | `"both"` |
 //! | `keyless` | `{ reject = <a 4xx status but 407> }`, `"shared"` ([`Keyless`]) | `{ reject = 400 }` |
-//! | `challenge` | `{ scheme = "Bearer", realm = "api" }`: the `WWW-Authenticate` a keyless 401 carries ([`RateLimitBuilder::challenge`](super::RateLimitBuilder::challenge)); required with `reject = 401` | none |
+//! | `challenge` | `{ scheme = "Bearer", realm = "api" }`: the `WWW-Authenticate` of a keyless 401 ([`RateLimitBuilder::challenge`](super::RateLimitBuilder::challenge)); required with `reject = 401` | none |
 //! | `when_full` | `"deny"`, `"admit"`, `"shared"` ([`WhenFull`]) | `"deny"` |
-//! | `metrics_name` | the `limiter` label of the layer's series ([`RateLimitBuilder::metrics_name`](super::RateLimitBuilder::metrics_name); feature `metrics`, checked and unused without it) | `"default"` |
-//! | `redis` | a [`RedisRules`] table: the tiers live in Redis (`LayerConfig::build_redis`, feature `redis`) | none (in process) |
+//! | `metrics_name` | the `limiter` label of the layer's series (feature `metrics`; checked and unused without it) | `"default"` |
+//! | `redis` | a `RedisRules` table (feature `redis`; without it the section is an error): the tiers live in Redis (`LayerConfig::build_redis`) | none (in process) |
 //!
-//! A layer built from a config can take a new one at run time, keeping
-//! every client's state and the overrides set at run time while their tier
-//! lives: see [`Reloader`](super::Reloader). A client with an override is
-//! decided and announced (`RateLimit-Policy` and every other field) by its
-//! own quota in that tier.
-//!
-//! A request is decided, all or nothing, by the tiers of its route: those
-//! whose `routes` name it and those without `routes`, in the file's
-//! order; its `RateLimit-Policy` lists those tiers only.
+//! A request is decided, all or nothing, by the tiers of its route (those
+//! whose `routes` name it and those without), in order; its
+//! `RateLimit-Policy` lists those only. An override decides and announces
+//! its client in its tier. New rules apply at run time, keeping every
+//! client's state ([`Reloader`](super::Reloader)); design: docs/design/tower.md.
 
 use std::collections::BTreeMap;
 
@@ -73,11 +67,13 @@ use crate::{Fields, Keyless};
 use cellrate::config::QuotaSpec;
 use cellrate::keyed::WhenFull;
 
+mod algorithm;
 mod build;
 mod key;
 mod plan;
 #[cfg(feature = "redis")]
 mod redis;
+mod routes;
 
 pub use key::ConfigKey;
 pub(crate) use plan::{Applied, TierPlan};
@@ -132,8 +128,8 @@ pub struct LayerTier {
     /// The most live keys its table holds.
     pub capacity: usize,
     /// Per-client quotas, by the client's key (a header value, or an
-    /// address with `key.client = "peer_ip"`); only in a tier scoped
-    /// `client`.
+    /// address with `key.client = "peer_ip"`); in a tier scoped
+    /// `client_and_endpoint`, the client's quota on each of its endpoints.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub overrides: BTreeMap<String, QuotaSpec>,
     /// How many clients can have an override in this tier at a time,
@@ -146,6 +142,16 @@ pub struct LayerTier {
     /// `None`: every route.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routes: Option<Vec<String>>,
+    /// The algorithm, by its configuration name (`"fixed_window"`, …, as
+    /// [`LimiterConfig`](cellrate::compose::LimiterConfig) reads it);
+    /// `None`: GCRA. A window tier admits its quota's rate count per
+    /// period (no burst).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<cellrate::compose::AlgorithmKind>,
+    /// The buckets of a `bucketed_window` tier (required there, refused
+    /// elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buckets: Option<u32>,
 }
 
 /// The override slots of a tier whose `max_overrides` is not set.
@@ -179,29 +185,6 @@ fn is_deny(w: &WhenFull) -> bool {
     *w == WhenFull::Deny
 }
 
-/// Where the Redis of a layer is.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RedisTarget {
-    /// A standalone server: `{ standalone = "redis://host:6379/" }`.
-    Standalone(String),
-    /// A Cluster, from some of its nodes: `{ cluster = ["redis://…"] }`.
-    Cluster(Vec<String>),
-}
-
-/// What a check answers while Redis cannot (the Redis backend's
-/// `FailurePolicy`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureMode {
-    /// Admit everything: `"open"`.
-    Open,
-    /// Deny everything (503): `"closed"`.
-    Closed,
-    /// Local quotas, one per tier in order: `{ fallback = ["20/min"] }`.
-    Fallback(Vec<QuotaSpec>),
-}
-
 /// The Redis backend of a layer (`LayerConfig::build_redis`, feature
 /// `redis`):
 ///
@@ -220,20 +203,27 @@ pub enum FailureMode {
 /// override is a limiter of its own for that client, over the same keys);
 /// the fallback's table holds `fallback_capacity` clients per tier.
 ///
-/// `target` and `failure` are data here, not `cellrate_redis::Target` and
-/// `FailurePolicy`: a `Target` holds an opened client (its URL cannot be
-/// written back), and a fallback quota is read at the clock's frequency
-/// only when the layer is built.
+/// `target` and `failure` are cellrate-redis's own [`Target`] and
+/// [`FailurePolicy`]: a bad URL is an error at `redis.target.standalone`
+/// (or `.cluster`) while the file is read. A fallback quota is a bare
+/// quota (its own `hz`, else [`DEFAULT_HZ`](cellrate::config::DEFAULT_HZ)):
+/// the Redis client runs the fallback on its own µs clock and re-expresses
+/// each quota there as it does every tier, so the layer's clock plays no
+/// part in it.
+///
+/// [`Target`]: cellrate_redis::Target
+/// [`FailurePolicy`]: cellrate_redis::FailurePolicy
+#[cfg(feature = "redis")]
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisRules {
     /// Where.
-    pub target: RedisTarget,
+    pub target: cellrate_redis::Target,
     /// The key prefix.
     #[serde(default = "default_prefix")]
     pub prefix: String,
     /// What a check answers while Redis cannot.
-    pub failure: FailureMode,
+    pub failure: cellrate_redis::FailurePolicy,
     /// Each call's deadline in milliseconds (default 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
@@ -245,6 +235,7 @@ pub struct RedisRules {
     pub fallback_capacity: Option<usize>,
 }
 
+#[cfg(feature = "redis")]
 fn default_prefix() -> String {
     String::from("rl")
 }
@@ -264,6 +255,8 @@ pub struct Challenge {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
+// Without `redis`, its one private field reads a `[redis]` section as an error.
+#[cfg_attr(not(feature = "redis"), allow(clippy::manual_non_exhaustive))]
 pub struct LayerConfig {
     /// Where the key comes from.
     pub key: KeyConfig,
@@ -282,8 +275,19 @@ pub struct LayerConfig {
     #[serde(default = "deny", skip_serializing_if = "is_deny")]
     pub when_full: WhenFull,
     /// The Redis backend; `None`: in-process tables.
+    #[cfg(feature = "redis")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redis: Option<RedisRules>,
+    /// Without the `redis` feature a `[redis]` section is an error at its
+    /// place, never ignored.
+    #[cfg(not(feature = "redis"))]
+    #[serde(
+        default,
+        rename = "redis",
+        deserialize_with = "no_redis",
+        skip_serializing
+    )]
+    no_redis: (),
     /// The `limiter` label of the layer's series (feature `metrics`);
     /// `None`: `"default"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -298,7 +302,7 @@ impl LayerConfig {
     /// ```
     /// use cellrate_tower::config::{KeyConfig, KeySource, LayerConfig};
     /// let rules = LayerConfig::new(KeyConfig::new(KeySource::PeerIp), Vec::new());
-    /// assert!(rules.redis.is_none());
+    /// assert!(!rules.on_redis());
     /// ```
     pub fn new(key: KeyConfig, tiers: Vec<LayerTier>) -> Self {
         LayerConfig {
@@ -308,9 +312,38 @@ impl LayerConfig {
             keyless: reject_400(),
             challenge: None,
             when_full: deny(),
+            #[cfg(feature = "redis")]
             redis: None,
+            #[cfg(not(feature = "redis"))]
+            no_redis: (),
             metrics_name: None,
         }
+    }
+}
+
+/// A `[redis]` section read without the `redis` feature.
+#[cfg(not(feature = "redis"))]
+fn no_redis<'de, D: serde::Deserializer<'de>>(_: D) -> Result<(), D::Error> {
+    Err(serde::de::Error::custom(
+        "a Redis backend needs cellrate-tower's `redis` feature, which this build lacks",
+    ))
+}
+
+impl LayerConfig {
+    /// Whether the rules put the tiers in Redis (a `redis` section; always
+    /// `false` without the `redis` feature, where such a section is an
+    /// error when read).
+    ///
+    /// ```
+    /// use cellrate_tower::config::{KeyConfig, KeySource, LayerConfig};
+    /// let rules = LayerConfig::new(KeyConfig::new(KeySource::PeerIp), Vec::new());
+    /// assert!(!rules.on_redis());
+    /// ```
+    pub fn on_redis(&self) -> bool {
+        #[cfg(feature = "redis")]
+        return self.redis.is_some();
+        #[cfg(not(feature = "redis"))]
+        false
     }
 }
 

@@ -75,11 +75,10 @@ use cellrate_config::ConfigError as Error;
 ///   so a check never reads another client's quota (a reload that needs
 ///   more slots than are free is refused with the override's place);
 /// * the overrides set at run time ([`set_override`](Self::set_override))
-///   are laid over the new configuration while their tier is in it
-///   (scoped `client`, with a slot for them), over its override of the
-///   same client if it has one; the answer, [`Reloaded`], says which were
-///   kept and which dropped and why (the tier removed, no longer scoped
-///   `client`, no slot left). An override removed at run time is gone
+///   are laid over the new configuration while their tier is in it (with
+///   a slot for them), over its override of the same client if it has
+///   one; the answer, [`Reloaded`], says which were kept and which
+///   dropped and why (the tier removed, no slot left). An override removed at run time is gone
 ///   until a configuration names it again;
 /// * the tier order, and so the order of the `RateLimit` fields, is the new
 ///   one.
@@ -201,7 +200,7 @@ impl sealed::Reload for KeyedTiers {
         hz: u64,
         epoch: Epoch,
     ) -> Result<Self::Plan, Error> {
-        if config.redis.is_some() {
+        if config.on_redis() {
             return Err(fixed("redis"));
         }
         let plans = config.plan_tiers(hz, Some(self), epoch)?;
@@ -218,8 +217,13 @@ impl sealed::Reload for KeyedTiers {
     fn commit(&self, plan: Self::Plan, metrics_name: &str, now: u64) -> Self {
         let _ = metrics_name;
         let before: Vec<_> = self.tiers.iter().map(|t| (t, t.quotas())).collect();
+        // What requests taught the rules in force about their routes is kept.
+        let routes = match (plan.1, &self.routes) {
+            (Some(new), Some(old)) => Some(new.carrying(old)),
+            (new, _) => new,
+        };
         #[allow(unused_mut)]
-        let mut backend = KeyedTiers::committed(plan.0, self.when_full, plan.1);
+        let mut backend = KeyedTiers::committed(plan.0, self.when_full, routes);
         // The quotas are published; each kept table's clients now keep the
         // cells they have used (until its walk passes a client, its debt
         // reads as time under the new quota).
@@ -293,6 +297,60 @@ fn fixed(field: &str) -> Error {
     )
 }
 
+impl<C> Reloader<C, KeyedTiers> {
+    /// The routes the tiers' `routes` name that no request has matched
+    /// since the rules naming them came into force (a reload keeps what
+    /// was learnt of a route it keeps naming), in order. After traffic has
+    /// reached every route, a route listed here is likely no route of the
+    /// application (a typo, or a path where its pattern is meant); see
+    /// [`LayerConfig::check_routes`](crate::config::LayerConfig::check_routes)
+    /// to catch it before serving.
+    ///
+    /// ```
+    /// use cellrate::ManualClock;
+    /// use cellrate_tower::config::LayerConfig;
+    /// let c: LayerConfig = toml::from_str(r#"
+    ///     key = { client = "peer_ip", endpoint = "route" }
+    ///     tiers = [{ name = "all", quota = "9/s", capacity = 8 },
+    ///              { name = "search", quota = "1/s", capacity = 8, routes = ["/serch"] }]
+    /// "#).unwrap();
+    /// let layer = c.build(ManualClock::new(0), 1_000).unwrap();
+    /// assert_eq!(layer.reloader().unmatched_routes(), ["/serch"]);
+    /// assert_eq!(layer.reloader().unrouted_requests(), 0);
+    /// ```
+    pub fn unmatched_routes(&self) -> Vec<String> {
+        let live = self.shared.live.load();
+        live.backend
+            .routes
+            .as_ref()
+            .map_or_else(Vec::new, |r| r.unmatched())
+    }
+
+    /// How many requests came on a route that no tier's `routes` names
+    /// (each decided by the tiers without `routes`), over the layer's life.
+    /// With the `tracing` feature, the first request on each such route
+    /// logs an event (`info`, target `cellrate::tower`, field `route`).
+    /// Counted only while some tier has `routes`.
+    ///
+    /// ```
+    /// use cellrate::ManualClock;
+    /// use cellrate_tower::config::LayerConfig;
+    /// let c: LayerConfig = toml::from_str(r#"
+    ///     key = { client = "peer_ip" }
+    ///     tiers = [{ name = "all", quota = "9/s", capacity = 8 }]
+    /// "#).unwrap();
+    /// let layer = c.build(ManualClock::new(0), 1_000).unwrap();
+    /// assert_eq!(layer.reloader().unrouted_requests(), 0);
+    /// ```
+    pub fn unrouted_requests(&self) -> u64 {
+        let live = self.shared.live.load();
+        live.backend
+            .routes
+            .as_ref()
+            .map_or(0, |r| r.unrouted_requests())
+    }
+}
+
 impl<C, B: Reload> Clone for Reloader<C, B> {
     fn clone(&self) -> Self {
         Reloader {
@@ -336,19 +394,10 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
     pub fn config(&self) -> LayerConfig {
         match applied(&self.lock()) {
             Some(a) => a.config.clone(),
-            None => LayerConfig {
-                key: super::config::KeyConfig {
-                    client: super::config::KeySource::PeerIp,
-                    endpoint: None,
-                },
-                tiers: Vec::new(),
-                fields: super::Fields::Both,
-                keyless: super::Keyless::Reject(http::StatusCode::BAD_REQUEST),
-                challenge: None,
-                when_full: cellrate::keyed::WhenFull::Deny,
-                redis: None,
-                metrics_name: None,
-            },
+            None => LayerConfig::new(
+                super::config::KeyConfig::new(super::config::KeySource::PeerIp),
+                Vec::new(),
+            ),
         }
     }
 
@@ -474,8 +523,7 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
 }
 
 /// `config` with the overrides set at run time (`runtime`) laid over it:
-/// each kept while its tier is there, scoped `client` and has a slot for
-/// it (it takes the place of the configuration's override of the same
+/// each kept while its tier is there and has a slot for it (it takes the place of the configuration's override of the same
 /// client); the overrides kept, and what became of them.
 fn lay_over(config: &LayerConfig, runtime: &Runtime) -> (LayerConfig, Runtime, Reloaded) {
     let mut next = config.clone();
@@ -497,9 +545,7 @@ fn lay_over(config: &LayerConfig, runtime: &Runtime) -> (LayerConfig, Runtime, R
             let slots = t
                 .max_overrides
                 .unwrap_or(super::config::DEFAULT_MAX_OVERRIDES);
-            let why = if t.scope != super::config::TierScope::Client {
-                Some(Why::NotPerClient)
-            } else if !t.overrides.contains_key(client) && t.overrides.len() >= slots {
+            let why = if !t.overrides.contains_key(client) && t.overrides.len() >= slots {
                 Some(Why::NoSlot)
             } else {
                 None
@@ -583,9 +629,6 @@ pub struct Dropped {
 pub enum Why {
     /// The new configuration has no tier of that name.
     TierRemoved,
-    /// The tier is no longer scoped `client` (only such a tier has
-    /// overrides).
-    NotPerClient,
     /// The tier's `max_overrides` slots are taken by the configuration's
     /// own overrides and the run-time ones kept before it (in client order).
     NoSlot,
@@ -595,7 +638,6 @@ impl core::fmt::Display for Why {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(match self {
             Why::TierRemoved => "its tier was removed",
-            Why::NotPerClient => "its tier is no longer scoped \"client\"",
             Why::NoSlot => "no override slot left in its tier",
         })
     }

@@ -11,7 +11,7 @@
 //! part (scheme, host, port, path, other parameters, fragment) is kept as
 //! written, so an operator can still tell the servers apart.
 
-use crate::config::{LayerConfig, RedisTarget, TierScope};
+use crate::config::{LayerConfig, TierScope};
 
 /// The query parameters that carry a secret, compared case-insensitively.
 const SECRET_PARAMETERS: [&str; 4] = ["pass", "password", "user", "username"];
@@ -66,12 +66,23 @@ pub fn redact_url(url: &str) -> String {
     format!("{scheme}://{user}{rest}")
 }
 
-/// The URLs of a Redis target, in the order written.
-fn urls(target: &RedisTarget) -> Vec<&str> {
-    match target {
-        RedisTarget::Standalone(url) => vec![url.as_str()],
-        RedisTarget::Cluster(nodes) => nodes.iter().map(String::as_str).collect(),
-    }
+/// `target` with every URL passed through [`redact_url`] (one that no
+/// longer opens after masking shows as `redis://redacted.invalid/`, so no
+/// secret can remain).
+#[cfg(feature = "redis")]
+fn redacted_target(target: &cellrate_redis::Target) -> cellrate_redis::Target {
+    use cellrate_redis::Target;
+    let urls: Vec<String> = target.urls().iter().map(|u| redact_url(u)).collect();
+    let masked = if target.is_cluster() {
+        Target::cluster(&urls)
+    } else {
+        urls.first()
+            .map_or_else(|| Target::cluster(&urls), |url| Target::standalone(url))
+    };
+    masked.unwrap_or_else(|_| {
+        Target::standalone("redis://redacted.invalid/")
+            .expect("a constant URL without secrets opens")
+    })
 }
 
 impl LayerConfig {
@@ -79,6 +90,8 @@ impl LayerConfig {
     /// what an admin endpoint or a log may show.
     ///
     /// ```
+    /// # #[cfg(feature = "redis")]
+    /// # fn main() {
     /// use cellrate_tower::config::LayerConfig;
     /// let rules: LayerConfig = toml::from_str(r#"
     ///     key = { client = { header = "x-api-key" } }
@@ -88,16 +101,16 @@ impl LayerConfig {
     /// let shown = toml::to_string(&rules.redacted()).unwrap();
     /// assert!(shown.contains("redis://:****@10.0.0.5:6379/"), "{shown}");
     /// assert!(!shown.contains("s3cret"));
+    /// # }
+    /// # #[cfg(not(feature = "redis"))]
+    /// # fn main() {}
     /// ```
     pub fn redacted(&self) -> LayerConfig {
+        #[allow(unused_mut)]
         let mut shown = self.clone();
+        #[cfg(feature = "redis")]
         if let Some(rules) = &mut shown.redis {
-            rules.target = match &rules.target {
-                RedisTarget::Standalone(url) => RedisTarget::Standalone(redact_url(url)),
-                RedisTarget::Cluster(nodes) => {
-                    RedisTarget::Cluster(nodes.iter().map(|u| redact_url(u)).collect())
-                }
-            };
+            rules.target = redacted_target(&rules.target);
         }
         shown
     }
@@ -143,18 +156,23 @@ impl LayerConfig {
                 format!("{} {} {scope}{overrides}", t.name, t.quota)
             })
             .collect();
+        #[cfg(feature = "redis")]
         let place = match &self.redis {
             None => "in process".to_string(),
             Some(rules) => format!(
                 "on Redis {} (prefix {:?})",
-                urls(&rules.target)
-                    .into_iter()
-                    .map(redact_url)
+                rules
+                    .target
+                    .urls()
+                    .iter()
+                    .map(|u| redact_url(u))
                     .collect::<Vec<_>>()
                     .join(", "),
                 rules.prefix
             ),
         };
+        #[cfg(not(feature = "redis"))]
+        let place = "in process";
         let s = if tiers.len() == 1 { "" } else { "s" };
         format!("{} tier{s}: {}; {place}", tiers.len(), tiers.join(", "))
     }

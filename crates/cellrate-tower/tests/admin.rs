@@ -220,16 +220,6 @@ async fn a_bad_change_is_400_and_changes_nothing() {
     .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert_eq!(r.body, "tiers: no tier is named \"nope\"\n");
-    // Only a tier scoped `client` has overrides.
-    let r = admin(
-        &router,
-        "PUT",
-        "/admin/overrides/endpoint/gina",
-        Some(TOKEN),
-        "5/min",
-    )
-    .await;
-    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
     assert_eq!(reloader.config(), before);
     assert_eq!(key_limit(&api, "gina").await, "10");
 }

@@ -737,6 +737,14 @@ fn gateway_help_and_check() {
             "limits.tiers[0].capacity",
         ),
         (
+            "check-routes",
+            DRIVE_RULES.replace(
+                "quota = \"3/min\"\n",
+                "quota = \"3/min\"\nroutes = [\"/order\"]\n",
+            ),
+            "limits.tiers[1].routes[0]",
+        ),
+        (
             "check-token",
             DRIVE_RULES.replace("\"t0ken\"", "\"\""),
             "admin.token",
@@ -760,15 +768,30 @@ fn gateway_help_and_check() {
     );
     let file = TempFile::new("check-redis", &redis_rules);
     let (code, stdout, stderr) = run(&["--check", file.path()]);
-    assert_eq!(code, Some(0), "{stderr}");
-    assert!(
-        stdout.contains("on Redis redis://:****@127.0.0.1:6379/"),
-        "{stdout}"
-    );
-    assert!(
-        !stdout.contains("s3cret") && !stdout.contains("ops"),
-        "{stdout}"
-    );
+    #[cfg(feature = "redis")]
+    {
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(
+            stdout.contains("on Redis redis://:****@127.0.0.1:6379/"),
+            "{stdout}"
+        );
+    }
+    // Without the feature the Redis table is an error at its place.
+    #[cfg(not(feature = "redis"))]
+    {
+        assert_ne!(code, Some(0), "{stdout}");
+        assert!(
+            stderr.starts_with(&format!("{}: limits.redis: ", file.path()))
+                && stderr.contains("`redis` feature"),
+            "{stderr}"
+        );
+    }
+    for shown in [&stdout, &stderr] {
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("ops"),
+            "{shown}"
+        );
+    }
 }
 
 /// On Redis, with a server that does not answer: a warning at start, the

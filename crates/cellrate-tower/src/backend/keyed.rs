@@ -8,6 +8,7 @@ use cellrate::compose::Tiers;
 use cellrate::keyed::{Entry, Hashed, KeyId, KeyedBox, LiveQuota, Overrides, Seed, Slot, WhenFull};
 use cellrate::Quota;
 
+pub(crate) use super::routes::Routes;
 use super::{Backend, Check, Mode, TierInfo, Verdict, MAX_TIERS};
 use crate::key::RequestKey;
 use crate::BuildError;
@@ -320,58 +321,6 @@ impl Probe {
     }
 }
 
-/// The tiers of each route: group 0 (the tiers limited to no route) for a
-/// route no tier names, else the group of the route's tiers, each in the
-/// tiers' order. Routes are the request's endpoint (`key.endpoint =
-/// "route"`: the matched route).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Routes {
-    /// Tier indices per group; group 0 is the tiers limited to no route.
-    pub(crate) groups: Vec<Vec<usize>>,
-    pub(crate) by_route: std::collections::HashMap<String, usize>,
-}
-
-// Routes are made from a configuration (feature `serde`).
-#[cfg_attr(not(feature = "serde"), allow(dead_code))]
-impl Routes {
-    /// The groups of tiers whose route lists are `routes` (`None`: every
-    /// route), and the group of each route named.
-    pub(crate) fn new(routes: &[Option<&[String]>]) -> Self {
-        let default: Vec<usize> = (0..routes.len()).filter(|&i| routes[i].is_none()).collect();
-        let mut groups = std::vec![default.clone()];
-        let mut by_route = std::collections::HashMap::new();
-        let named: std::collections::BTreeSet<&String> =
-            routes.iter().flatten().flat_map(|r| r.iter()).collect();
-        for route in named {
-            let members: Vec<usize> = (0..routes.len())
-                .filter(|&i| routes[i].is_none_or(|r| r.contains(route)))
-                .collect();
-            let g = match groups.iter().position(|m| *m == members) {
-                Some(g) => g,
-                None => {
-                    groups.push(members);
-                    groups.len() - 1
-                }
-            };
-            by_route.insert(route.clone(), g);
-        }
-        Routes { groups, by_route }
-    }
-
-    /// The groups of `all` (every tier, in order) that `routes` makes: one,
-    /// `all`, without routes.
-    pub(crate) fn groups_of(routes: Option<&Routes>, all: Vec<TierInfo>) -> Vec<Vec<TierInfo>> {
-        match routes {
-            None => std::vec![all],
-            Some(r) => r
-                .groups
-                .iter()
-                .map(|m| m.iter().map(|&i| all[i].clone()).collect())
-                .collect(),
-        }
-    }
-}
-
 impl Default for KeyedTiers {
     fn default() -> Self {
         Self::new()
@@ -447,9 +396,12 @@ impl KeyedTiers {
         key: &RequestKey<'_>,
     ) -> Entry<'t, LiveQuota, Box<[Slot]>, LiveOverrides> {
         match (tier.scope, key.scope()) {
-            (Scope::ClientAndEndpoint, Some(scope)) => {
-                tier.table.entry(&(Hashed(key.client()), Hashed(scope)))
-            }
+            // Decided by the client's override, if it has one (overrides
+            // name clients), in the (client, endpoint)'s own state.
+            (Scope::ClientAndEndpoint, Some(scope)) => tier.table.entry_ruled(
+                &(Hashed(key.client()), Hashed(scope)),
+                &Hashed(key.client()),
+            ),
             _ => tier.table.entry(&Hashed(key.client())),
         }
     }
@@ -470,7 +422,7 @@ impl KeyedTiers {
         let members = self
             .routes
             .as_ref()
-            .map(|routes| routes.groups[self.route_group(routes, key)].as_slice());
+            .map(|routes| routes.groups[Self::record_route(routes, key)].as_slice());
         let tiers = match members {
             None => {
                 let tiers = self.tiers.iter().map(|tier| Self::entry(tier, key));
@@ -524,17 +476,23 @@ impl KeyedTiers {
         verdict
     }
 
+    /// The group of `key`'s route, recorded as matched (a route of some
+    /// tier) or unrouted (named by none).
+    fn record_route(routes: &Routes, key: &RequestKey<'_>) -> usize {
+        let Some(route) = key.scope() else {
+            return 0;
+        };
+        let mut buf = crate::KeyText::new();
+        routes.group_of(route.as_str(&mut buf), true)
+    }
+
     /// The group of `key`'s route (its endpoint).
     fn route_group(&self, routes: &Routes, key: &RequestKey<'_>) -> usize {
         let Some(route) = key.scope() else {
             return 0;
         };
         let mut buf = crate::KeyText::new();
-        routes
-            .by_route
-            .get(route.as_str(&mut buf))
-            .copied()
-            .unwrap_or(0)
+        routes.group_of(route.as_str(&mut buf), false)
     }
 }
 

@@ -32,7 +32,7 @@ impl LayerConfig {
         clock: C,
         hz: u64,
     ) -> Result<RateLimitLayer<ConfigKey, KeyedTiers, C>, Error> {
-        if self.redis.is_some() {
+        if self.on_redis() {
             return Err(Error::new(
                 "redis",
                 "a Redis backend is built by LayerConfig::build_redis (feature redis)",

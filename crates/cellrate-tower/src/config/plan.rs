@@ -202,8 +202,9 @@ impl LayerConfig {
         }
         let mut plans = Vec::with_capacity(self.tiers.len());
         for (i, t) in self.tiers.iter().enumerate() {
-            let quota = self.tier_quota(i, hz)?;
             let place = |field: &str| format!("tiers[{i}].{field}");
+            let kind = self.tier_algorithm(i)?;
+            let quota = self.in_process_quota(i, kind, self.tier_quota(i, hz)?, &place("quota"))?;
             crate::error::check_name(&t.name).map_err(|e| Error::new(place("name"), e))?;
             // A size no allocator grants is an error here, not an abort.
             cellrate_config::check_capacity(t.capacity)
@@ -259,7 +260,9 @@ impl LayerConfig {
             let mut ids = Vec::with_capacity(t.overrides.len());
             for (client, spec) in &t.overrides {
                 let at = format!("tiers[{i}].overrides.{client}");
-                quotas.push(rescale(self.override_quota(spec, hz, &at)?, &at)?);
+                let own =
+                    self.in_process_quota(i, kind, self.override_quota(spec, hz, &at)?, &at)?;
+                quotas.push(rescale(own, &at)?);
                 ids.push(self.client_id(&table.table, client, &at)?);
             }
             let slots = table.table.overrides().assign(&ids, epoch).map_err(|n| {
@@ -347,12 +350,6 @@ impl LayerConfig {
                     "{} overrides, more than max_overrides ({max_overrides})",
                     t.overrides.len()
                 ),
-            ));
-        }
-        if t.scope == TierScope::ClientAndEndpoint && !t.overrides.is_empty() {
-            return Err(Error::new(
-                place("overrides"),
-                "overrides name clients: only a tier scoped \"client\" has them",
             ));
         }
         Ok(max_overrides)

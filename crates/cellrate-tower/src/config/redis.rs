@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::ConfigKey;
-use super::{FailureMode, LayerConfig, RedisTarget, TierScope};
+use super::{LayerConfig, TierScope};
 use crate::RateLimitLayer;
 use cellrate::Clock;
 use cellrate_config::ConfigError as Error;
@@ -37,8 +37,8 @@ impl LayerConfig {
                      under one prefix share their clients' state on the server",
                 ));
             }
-            let tier = RedisTier::new(t.name.as_str(), quota)
-                .map_err(|e| Error::new(format!("tiers[{i}]"), e))?;
+            let kind = self.tier_algorithm(i)?;
+            let tier = self.redis_tier(i, kind, quota, &format!("tiers[{i}]"))?;
             tiers.push(match t.scope {
                 TierScope::Client => tier,
                 TierScope::ClientAndEndpoint => tier.per_scope(),
@@ -62,7 +62,14 @@ impl LayerConfig {
                 let at = format!("tiers[{i}].overrides.{client}");
                 let q = self.override_quota(spec, hz, &at)?;
                 let key = crate::backend::owned(self.client_part(client, &at)?);
-                let tier = RedisTier::new(t.name.as_str(), q).map_err(|e| Error::new(at, e))?;
+                let kind = self.tier_algorithm(i)?;
+                let tier = self.redis_tier(i, kind, q, &at)?;
+                // A client_and_endpoint tier's override: that client's own
+                // quota on each of its endpoints (its keys per endpoint).
+                let tier = match t.scope {
+                    TierScope::Client => tier,
+                    TierScope::ClientAndEndpoint => tier.per_scope(),
+                };
                 let entry = own
                     .entry(key)
                     .or_insert_with(|| (client.as_str(), tiers.clone(), Vec::new()));
@@ -83,38 +90,28 @@ impl LayerConfig {
                 .map_err(|e| Error::new(format!("tiers.overrides.{client}"), e))?;
             overrides.push((key, p, marks));
         }
-        let failure = match &rules.failure {
-            FailureMode::Open => FailurePolicy::Open,
-            FailureMode::Closed => FailurePolicy::Closed,
-            FailureMode::Fallback(specs) => {
-                if specs.len() != self.tiers.len() {
-                    let plural = |n: usize| if n == 1 { "" } else { "s" };
-                    return Err(Error::new(
-                        "redis.failure.fallback",
-                        format_args!(
-                            "one quota per tier: {} tier{}, {} quota{}",
-                            self.tiers.len(),
-                            plural(self.tiers.len()),
-                            specs.len(),
-                            plural(specs.len())
-                        ),
-                    ));
-                }
-                let mut quotas = Vec::with_capacity(specs.len());
-                for (j, spec) in specs.iter().enumerate() {
-                    let place = || format!("redis.failure.fallback[{j}]");
-                    let q = spec.quota(hz).map_err(|e| Error::new(place(), e))?;
-                    if q.hz() != hz {
-                        return Err(Error::new(
-                            place(),
-                            "a fallback quota must count ticks at the clock's frequency",
-                        ));
-                    }
-                    quotas.push(q);
-                }
-                FailurePolicy::Fallback(quotas)
+        // The fallback's quotas as read: the client re-expresses each on
+        // its own µs clock, whatever frequency it was read at.
+        let failure = rules.failure.clone();
+        if let FailurePolicy::Fallback(quotas) = &failure {
+            if quotas.len() != self.tiers.len() {
+                let plural = |n: usize| if n == 1 { "" } else { "s" };
+                return Err(Error::new(
+                    "redis.failure.fallback",
+                    format_args!(
+                        "one quota per tier: {} tier{}, {} quota{}",
+                        self.tiers.len(),
+                        plural(self.tiers.len()),
+                        quotas.len(),
+                        plural(quotas.len())
+                    ),
+                ));
             }
-        };
+            for (j, q) in quotas.iter().enumerate() {
+                cellrate_redis::on_server_clock(*q)
+                    .map_err(|e| Error::new(format!("redis.failure.fallback[{j}]"), e))?;
+            }
+        }
         Ok(crate::redis::RedisPlan {
             policy,
             failure,
@@ -124,10 +121,10 @@ impl LayerConfig {
     }
 
     /// The layer over Redis (`redis` must be set): the tiers' quotas at
-    /// `hz`, in a policy under `redis.prefix`, the failure policy's
-    /// fallback quotas at `hz` too, one per tier. Connects lazily, at the
-    /// first request. Errors name the field (`redis.failure.fallback[1]`,
-    /// `redis.target.standalone`).
+    /// `hz`, in a policy under `redis.prefix`, and the failure policy's
+    /// fallback quotas, one per tier (each re-expressed on the client's µs
+    /// clock). Connects lazily, at the first request. Errors name the
+    /// field (`redis.failure.fallback[1]`, `redis.prefix`).
     ///
     /// ```
     /// use cellrate::StdClock;
@@ -150,7 +147,7 @@ impl LayerConfig {
         clock: C,
         hz: u64,
     ) -> Result<RateLimitLayer<ConfigKey, crate::RedisAsync, C>, Error> {
-        use cellrate_redis::{AsyncRedisGcra, RedisConfig, Target};
+        use cellrate_redis::{AsyncRedisGcra, RedisConfig};
         let Some(rules) = &self.redis else {
             return Err(Error::new("redis", "no Redis backend is configured"));
         };
@@ -171,15 +168,7 @@ impl LayerConfig {
                 .map_err(|e| Error::new("redis.fallback_capacity", e.message()))?;
             config = config.with_fallback_capacity(c);
         }
-        let target = match &rules.target {
-            RedisTarget::Standalone(url) => {
-                Target::standalone(url).map_err(|e| Error::new("redis.target.standalone", e))?
-            }
-            RedisTarget::Cluster(nodes) => {
-                Target::cluster(nodes).map_err(|e| Error::new("redis.target.cluster", e))?
-            }
-        };
-        let limiter = AsyncRedisGcra::new(target, plan.policy.clone(), config)
+        let limiter = AsyncRedisGcra::new(rules.target.clone(), plan.policy.clone(), config)
             .map_err(|e| Error::new("redis", e))?;
         let backend = crate::RedisAsync::new(limiter)
             .reconfigured(plan)
