@@ -19,14 +19,17 @@ use std::time::Duration;
 
 use cellrate::compose::{AlgorithmKind, LimiterConfig};
 use cellrate::window::SlidingLog;
-use cellrate::{Decision, Denied, Gcra, Limiter, Quota, RateLimiter};
+use cellrate::{Denied, Gcra, Limiter, Quota, RateLimiter};
 use cellrate_redis::{
     Error, FailurePolicy, Outcome, RedisConfig, RedisGcra, RedisPolicy, RedisTier, Source, Target,
     TierAlgorithm,
 };
 
+#[path = "support/answers.rs"]
+mod answers;
 #[path = "support/redis_env.rs"]
 mod redis_env;
+use answers::{rng, seen};
 use redis_env::{cluster_nodes, standalone, unique};
 
 fn on(target: Target, policy: RedisPolicy) -> RedisGcra {
@@ -50,32 +53,6 @@ fn local(tier: &RedisTier) -> Box<dyn RateLimiter> {
             Box::new(SlidingLog::<64>::new(limit, window))
         }
         other => panic!("no local limiter for {other:?}"),
-    }
-}
-
-/// What a result says, as numbers: admitted, limit, remaining,
-/// reset_after, retry_after (`None` when admitted or never).
-fn seen(r: &Result<Decision, Denied>) -> (bool, u64, u64, u64, Option<u64>) {
-    match r {
-        Ok(d) => (true, d.limit(), d.remaining(), d.reset_after(), None),
-        Err(Denied::Limited(l)) => (
-            false,
-            l.limit(),
-            l.remaining(),
-            l.reset_after(),
-            Some(l.retry_after()),
-        ),
-        Err(d) => (false, d.limit(), 0, 0, d.retry_after()),
-    }
-}
-
-/// A deterministic pseudo-random stream (xorshift64).
-fn rng(mut seed: u64) -> impl FnMut() -> u64 {
-    move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
     }
 }
 

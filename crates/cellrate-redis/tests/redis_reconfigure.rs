@@ -27,8 +27,11 @@ use cellrate_redis::{
     FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, RedisTier, Source, Target, TierAlgorithm,
 };
 
+#[path = "support/answers.rs"]
+mod answers;
 #[path = "support/redis_env.rs"]
 mod redis_env;
+use answers::{rng, seen};
 use redis_env::{standalone, unique};
 
 /// The in-process limiter of a tier, reconfigurable as the core does it.
@@ -95,32 +98,6 @@ impl Reference {
             }
             (_, other) => panic!("another algorithm: {other:?}"),
         }
-    }
-}
-
-/// What a result says, as numbers: admitted, limit, remaining,
-/// reset_after, retry_after (`None` when admitted or never).
-fn seen(r: &Result<Decision, Denied>) -> (bool, u64, u64, u64, Option<u64>) {
-    match r {
-        Ok(d) => (true, d.limit(), d.remaining(), d.reset_after(), None),
-        Err(Denied::Limited(l)) => (
-            false,
-            l.limit(),
-            l.remaining(),
-            l.reset_after(),
-            Some(l.retry_after()),
-        ),
-        Err(d) => (false, d.limit(), 0, 0, d.retry_after()),
-    }
-}
-
-/// A deterministic pseudo-random stream (xorshift64).
-fn rng(mut seed: u64) -> impl FnMut() -> u64 {
-    move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
     }
 }
 

@@ -209,7 +209,7 @@ fn routes_checked_against_the_application() {
 #[tokio::test]
 async fn routes_no_request_matched_are_reported() {
     #[cfg(feature = "tracing")]
-    let (log, _guard) = capture();
+    let (logs, _guard) = logs::Logs::capture();
     let clock = Arc::new(ManualClock::new(0));
     let config = read(&format!("{KEY}{ROUTED}")).unwrap();
     let layer = config.build(TestClock(clock.clone()), 1_000).unwrap();
@@ -235,12 +235,8 @@ async fn routes_no_request_matched_are_reported() {
     assert_eq!(reloader.unrouted_requests(), 5);
     #[cfg(feature = "tracing")]
     {
-        let log = String::from_utf8(log.lock().unwrap().clone()).unwrap();
-        let events = |route: &str| {
-            log.lines()
-                .filter(|l| l.contains("no tier's routes name") && l.contains(route))
-                .count()
-        };
+        let log = logs.text();
+        let events = |route: &str| logs.lines_with(&["no tier's routes name", route]).len();
         // Once per route, across the reload.
         assert_eq!(events("/health"), 1, "{log}");
         assert_eq!(events("/orders/{id}"), 1, "{log}");
@@ -248,31 +244,9 @@ async fn routes_no_request_matched_are_reported() {
     }
 }
 
-/// The crate's events, as text, while the guard lives (this thread).
 #[cfg(feature = "tracing")]
-fn capture() -> (
-    Arc<std::sync::Mutex<Vec<u8>>>,
-    tracing::subscriber::DefaultGuard,
-) {
-    #[derive(Clone)]
-    struct Sink(Arc<std::sync::Mutex<Vec<u8>>>);
-    impl std::io::Write for Sink {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let sink = Sink(log.clone());
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || sink.clone())
-        .with_ansi(false)
-        .finish();
-    (log, tracing::subscriber::set_default(subscriber))
-}
+#[path = "support/logs.rs"]
+mod logs;
 
 #[cfg(feature = "redis")]
 #[path = "../../cellrate-redis/tests/support/redis_env.rs"]
