@@ -623,10 +623,10 @@ async fn a_reload_keeps_every_series_exact() {
     // The kept table saw 4 clients in all: published once each.
     assert_eq!(keyed("key", "cellrate_keyed_inserted_total"), 4.0);
     assert_eq!(keyed("key", "cellrate_keyed_keys"), 4.0);
-    // The new table: tiers are checked in order and a refusal stops there,
-    // so only client-3 (new, admitted by "key") reached it: clients 1 and
-    // 2 still owe a minute, which at 5/min is the whole burst.
-    assert_eq!(keyed("extra", "cellrate_keyed_inserted_total"), 1.0);
+    // The new table: tiers are checked in order and a refusal stops there.
+    // The raise to 5/min keeps the 2 cells clients 1 and 2 used and gives
+    // them the 3 it adds, so all three clients reached it.
+    assert_eq!(keyed("extra", "cellrate_keyed_inserted_total"), 3.0);
     assert_eq!(keyed("extra", "cellrate_keyed_capacity"), 8.0);
 }
 
