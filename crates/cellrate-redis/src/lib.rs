@@ -36,13 +36,11 @@
 //!   stays an integer below 2⁵³ (Lua numbers are doubles): spans up to
 //!   [`MAX_SPAN_SUB_TICKS`], windows up to [`MAX_SPAN_MICROS`], logs up to
 //!   [`MAX_LOG_LIMIT`] cells ([`Error::QuotaTooLong`] beyond).
-//! * **Keys.** `<prefix>:{<client>}:<tier>`, or `…:<tier>:<scope>` for a
-//!   [`per_scope`](RedisTier::per_scope) tier: the hash tag keeps a
-//!   client's keys in one Cluster slot. No part may contain `{` or `}`
-//!   ([`Error::InvalidKey`]). A key holding what its tier cannot read
-//!   (another type, another algorithm's value) is reported, never
-//!   overwritten: the checks that use it fail with [`Error::CorruptKey`]
-//!   whatever the failure policy, every other check is decided normally.
+//! * **Keys.** `<prefix>:{<client>}:<tier>[:<scope>]` (a
+//!   [`per_scope`](RedisTier::per_scope) tier): one Cluster slot per client;
+//!   no part may hold `{` or `}` ([`Error::InvalidKey`]). A key its tier
+//!   cannot read is never overwritten: its checks fail with
+//!   [`Error::CorruptKey`] whatever the failure policy.
 //! * **Stored state.** Internal, but never misread: a GCRA key holds its
 //!   TAT, a window key a string led by its algorithm's letter, a sliding
 //!   log a ring of fixed-width expiries read and written by offset. After
@@ -53,10 +51,9 @@
 //!   ([`RedisConfig::with_timeout`]). While Redis fails, the
 //!   [`FailurePolicy`] answers: admit, deny, or decide per client on
 //!   bounded local tables with their own quotas; the [`Outcome`]'s
-//!   [`Source`] says which. A lost connection is rebuilt; after a failure
-//!   one caller per [`RedisConfig::with_reconnect_interval`] tries again,
-//!   the others get [`Error::Backoff`] (and the failure policy) at once.
-//!   No path panics.
+//!   [`Source`] says which. After a failure one caller per
+//!   [`RedisConfig::with_reconnect_interval`] reconnects, the others get
+//!   [`Error::Backoff`] (and the failure policy) at once. No path panics.
 //! * **Cost.** One round trip and one script call per check, or per batch
 //!   of up to [`MAX_KEYS_PER_CALL`] keys ([`RedisGcra::try_check_batch`];
 //!   concurrent [`AsyncRedisGcra`] checks coalesce into such batches).
