@@ -277,7 +277,7 @@ proptest! {
 }
 
 /// 100/min with 90 left, raised to 100/s: the 10 used stay used, nothing
-/// more (it used to refuse for about 5 s).
+/// more (debt kept as time would refuse for about 5 s).
 #[test]
 fn a_raise_from_per_minute_to_per_second_keeps_what_was_left() {
     let hz = 1_000;

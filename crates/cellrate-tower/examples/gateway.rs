@@ -47,7 +47,7 @@
 //!
 //! The admin endpoint is meant to be reachable by operators only:
 //! `--admin ADDR` serves it (and `/metrics`) on an address of its own,
-//! e.g. one bound to an internal interface, and no longer on the traffic
+//! e.g. one bound to an internal interface, apart from the traffic
 //! address. The scheme of `Authorization` is read case-insensitively
 //! (`bearer` works), the token is compared in time that does not depend on
 //! where it differs, and each peer IP gets 5 wrong tokens per minute (a
