@@ -11,7 +11,7 @@
 //! wrap of the counter only where the bucket divides 2⁶⁴); the limiters see
 //! `origin + now`, the reference `now`. `wrap_*` checks what holds across
 //! the wrap itself.
-use cellrate::compose::Revocable;
+use cellrate::compose::{AlgorithmKind, AnyLimiter, LimiterConfig, Revocable};
 use cellrate::keyed::{Keyed, Seed, WhenFull};
 use cellrate::window::{BucketedWindow, BucketedWindowQuota, WideBucketedWindow, WindowError};
 use cellrate::{Algorithm, Decision, Denied, RateLimiter};
@@ -101,6 +101,7 @@ proptest! {
             let quota = BucketedWindowQuota::new(limit, window, buckets);
             let shared = BucketedWindow::with_quota(quota);
             let wide = wide(buckets, limit, window);
+            let sized = WideBucketedWindow::<8>::try_with_buckets(limit, window, buckets).unwrap();
             let mut state = BucketedWindowQuota::NEW;
             let mut model = Model { limit, bucket, buckets: buckets as u64, admitted: vec![] };
             let mut now = start;
@@ -110,6 +111,7 @@ proptest! {
                 let as_decision = got.map(|(_, d)| d);
                 prop_assert_eq!(as_decision, shared.check_n(at(now), cost));
                 prop_assert_eq!(numbers(&as_decision), numbers(&wide.check_n(at(now), cost)));
+                prop_assert_eq!(numbers(&as_decision), numbers(&sized.check_n(at(now), cost)));
                 match got {
                     Ok((next, d)) => {
                         prop_assert!(model.fits(now, cost), "admitted {} at {}", cost, now);
@@ -136,6 +138,7 @@ proptest! {
                 prop_assert_eq!(peek.retry_after(), first_tick(now, 2 * window, |t| model.fits(t, 1)).unwrap());
                 prop_assert_eq!(peek.reset_after(), first_tick(now, 2 * window, |t| model.used(t) == 0).unwrap());
                 prop_assert_eq!(peek, wide.peek(at(now)));
+                prop_assert_eq!(peek, sized.peek(at(now)));
                 prop_assert_eq!(quota.is_idle(state, at(now)), model.used(now) == 0);
             }
             // The bounds of the module docs, on what was admitted: any
@@ -518,13 +521,77 @@ fn memory_is_as_documented() {
     use std::mem::size_of;
     // The window module's table: one state word beside the parameters, as
     // the fixed window; the wide form's ring with its head, index, sum,
-    // sequence word (with `std`) and parameters: 8·N + 72 bytes with
-    // `std`, 8·N + 64 without.
+    // sequence word (with `std`), parameters and bucket count: 8·N + 80
+    // bytes with `std`, 8·N + 72 without.
     let word = size_of::<BucketedWindow>() - size_of::<BucketedWindowQuota>();
     assert_eq!(word, 8);
-    let fixed = if cfg!(feature = "std") { 72 } else { 64 };
+    let fixed = if cfg!(feature = "std") { 80 } else { 72 };
     assert_eq!(size_of::<WideBucketedWindow<1>>(), 8 + fixed);
     assert_eq!(size_of::<WideBucketedWindow<8>>(), 8 * 8 + fixed);
-    // AnyLimiter's docs: the bucketed window's parameters, about 120 bytes.
-    assert!(size_of::<BucketedWindow>() <= 128);
+    // AnyLimiter's docs: about 8·N + 144 bytes (the ring of N buckets).
+    let any = size_of::<AnyLimiter<8>>();
+    assert!((8 * 8 + 128..=8 * 8 + 144).contains(&any), "{any}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Silences near multiples of `2^tag_bits` buckets (tags of 16 to 40
+    /// bits), where the one word's tag repeats: the ring a configuration builds
+    /// ([`AnyLimiter`]) and a ring of more buckets than it uses answer as
+    /// the reference, which keeps every admitted time.
+    #[test]
+    fn configured_bucketed_windows_are_exact_after_gaps_past_the_tag(
+        (buckets, bits) in (1u32..7).prop_flat_map(|n| (Just(n), 24u32.div_ceil(n)..=48 / n)),
+        bucket in 1u64..200,
+        steps in prop::collection::vec((0u64..4, -8i64..8, 0u64..300, 0u64..4), 1..12),
+    ) {
+        let limit = (1u64 << bits) - 1;
+        let window = bucket * u64::from(buckets);
+        let quota = BucketedWindowQuota::new(limit, window, buckets);
+        let lap = bucket << quota.tag_bits();
+        let config = LimiterConfig::new(AlgorithmKind::BucketedWindow, limit, window, 1_000_000)
+            .with_buckets(buckets);
+        let any: AnyLimiter<8> = AnyLimiter::from_config(config).unwrap();
+        let ring = WideBucketedWindow::<8>::try_with_buckets(limit, window, buckets).unwrap();
+        let mut model = Model { limit, bucket, buckets: u64::from(buckets), admitted: vec![] };
+        let mut now = 0u64;
+        for &(laps, buckets_off, ticks, scale) in &steps {
+            // A silence of `laps` laps give or take a few buckets, or a
+            // short one.
+            let gap = (laps * lap).saturating_add_signed(buckets_off * bucket as i64) + ticks;
+            now += gap;
+            let cost = (limit >> scale).max(1);
+            let want = model.fits(now, cost);
+            let got = any.check_n(now, cost);
+            prop_assert_eq!(numbers(&got), numbers(&ring.check_n(now, cost)));
+            prop_assert_eq!(got.is_ok(), want, "cost {} at {}", cost, now);
+            if want {
+                model.admitted.push((now, cost));
+                prop_assert_eq!(got.unwrap().remaining(), limit - model.used(now));
+            }
+        }
+    }
+}
+
+/// A full window, then a silence that lands one bucket short of a lap of
+/// the one word's tag (1 MHz clock, 6 buckets of 100 µs, limit 255: a
+/// 16-bit tag, so 65 535 buckets on): the configured limiter finds the
+/// window empty and admits, as Redis does; the one-word form reads the old
+/// counts as a state one bucket ahead, its documented aliasing.
+#[test]
+fn a_silence_of_a_lap_of_the_tag_is_a_silence() {
+    let config =
+        LimiterConfig::new(AlgorithmKind::BucketedWindow, 255, 600, 1_000_000).with_buckets(6);
+    let quota = BucketedWindowQuota::new(255, 600, 6);
+    assert_eq!(quota.tag_bits(), 16);
+    let any: AnyLimiter = AnyLimiter::from_config(config).unwrap();
+    let word = BucketedWindow::with_quota(quota);
+    let t0 = 1_796_525_042_889_588;
+    let t1 = t0 + 6_553_470;
+    assert!(any.check_n(t0, 255).is_ok() && word.check_n(t0, 255).is_ok());
+    let d = any.check_n(t1, 1).unwrap();
+    // Bucket ⌊t1 / 100⌋ ends 42 µs after t1; the window 5 buckets later.
+    assert_eq!((d.remaining(), d.reset_after()), (254, 42 + 500));
+    assert_eq!(numbers(&word.check_n(t1, 1)), (false, 0, 642, Some(642)));
 }

@@ -362,7 +362,7 @@ fn reconfiguration_within_a_family_keeps_its_state() {
     // Bucketed window: the cells of `now`'s window (3 + 4 at 450; bucket
     // 0's 2 have left), in the new grid's current bucket [400, 500): they
     // count for a whole new window, until 400 + 300 = 700.
-    let mut b = AnyLimiter::<1>::from_config(cfg(BucketedWindow, 10, 400).with_buckets(4)).unwrap();
+    let mut b = AnyLimiter::<4>::from_config(cfg(BucketedWindow, 10, 400).with_buckets(4)).unwrap();
     b.check_n(50, 2).unwrap();
     b.check_n(150, 3).unwrap();
     b.check_n(450, 4).unwrap();

@@ -5,8 +5,8 @@ use core::str::FromStr;
 
 use super::{Receipt, Revocable};
 use crate::window::{
-    BucketedWindow, BucketedWindowQuota, FixedWindow, FixedWindowQuota, SlidingLog, SlidingWindow,
-    SlidingWindowQuota, WindowError,
+    BucketedWindowQuota, FixedWindow, FixedWindowQuota, SlidingLog, SlidingWindow,
+    SlidingWindowQuota, WideBucketedWindow, WindowError,
 };
 use crate::{Decision, Denied, Gcra, Quota, QuotaError, RateLimiter, Snapshot};
 
@@ -32,8 +32,11 @@ pub enum AlgorithmKind {
     SlidingWindow,
     /// [`SlidingLog`]: `limit` per sliding window, exact (`limit ≤` the log's capacity).
     SlidingLog,
-    /// [`BucketedWindow`]: `limit` per `buckets` consecutive buckets of
-    /// `window / buckets` ticks ([`LimiterConfig::buckets`], required).
+    /// [`BucketedWindow`](crate::window::BucketedWindow): `limit` per
+    /// `buckets` consecutive buckets of `window / buckets` ticks
+    /// ([`LimiterConfig::buckets`], required). An [`AnyLimiter`] runs it
+    /// as a [`WideBucketedWindow`] of `buckets ≤ N` (exact after any
+    /// silence, as on Redis).
     BucketedWindow,
     /// [`TokenBucket`](crate::TokenBucket): capacity `burst` (default
     /// `limit`), refilled at `limit` per window.
@@ -299,19 +302,25 @@ enum Inner<const N: usize> {
     Fixed(FixedWindow),
     Sliding(SlidingWindow),
     Log(SlidingLog<N>),
-    Bucketed(BucketedWindow),
+    Bucketed(WideBucketedWindow<N>),
     Gcra(Gcra),
 }
 
 /// Any of the crate's limiters, chosen by a [`LimiterConfig`] at run time
 /// and reconfigurable in place.
 ///
-/// `N` is the capacity of the [`SlidingLog`] variant (default 64; a larger
-/// log limit is [`WindowError::LimitTooLarge`]). The log is stored inline,
-/// so an `AnyLimiter<N>` is about `8·N + 32` bytes (at least ~120) whatever
-/// it runs: pick a small `N` if you never configure a log. Every variant but
-/// the log is lock-free on targets with 64-bit CAS; the log needs the `std`
-/// feature or a `critical-section` implementation to link on a host.
+/// `N` is the capacity of the [`SlidingLog`] variant and the most buckets
+/// of the bucketed window (default 64; a larger log limit is
+/// [`WindowError::LimitTooLarge`], more buckets
+/// [`WindowError::TooManyBuckets`]). Both are stored inline, so an
+/// `AnyLimiter<N>` is about `8·N + 144` bytes whatever it runs: pick a
+/// small `N` if you configure neither. The bucketed window runs as a
+/// [`WideBucketedWindow`], which keeps the whole bucket index: after any
+/// silence it answers as Redis does, where the one-word
+/// [`BucketedWindow`](crate::window::BucketedWindow) may misread a silence
+/// of a multiple of `2^tag_bits` buckets. Every other variant is lock-free
+/// on targets with 64-bit CAS; the log and the bucketed window need the
+/// `std` feature or a `critical-section` implementation to link on a host.
 ///
 /// ```
 /// use cellrate::compose::{AlgorithmKind, AnyLimiter, LimiterConfig};
@@ -391,10 +400,14 @@ impl<const N: usize> AnyLimiter<N> {
             AlgorithmKind::BucketedWindow => {
                 config.window_burst_ok()?;
                 let buckets = config.buckets.ok_or(LimiterConfigError::BucketsRequired)?;
-                Inner::Bucketed(BucketedWindow::with_quota(
-                    BucketedWindowQuota::try_new(config.limit, config.window, buckets)
+                // The counts must fit the one-word form (as on Redis and in
+                // keyed tables); the ring keeps the whole bucket index.
+                BucketedWindowQuota::try_new(config.limit, config.window, buckets)
+                    .map_err(LimiterConfigError::Window)?;
+                Inner::Bucketed(
+                    WideBucketedWindow::try_with_buckets(config.limit, config.window, buckets)
                         .map_err(LimiterConfigError::Window)?,
-                ))
+                )
             }
             AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket | AlgorithmKind::Gcra => {
                 Inner::Gcra(Gcra::new(config.quota()?))
@@ -434,9 +447,6 @@ impl<const N: usize> AnyLimiter<N> {
                 w.set_quota(now, new.quota());
             }
             (Inner::Sliding(w), Inner::Sliding(new)) => {
-                w.set_quota(now, new.quota());
-            }
-            (Inner::Bucketed(w), Inner::Bucketed(new)) => {
                 w.set_quota(now, new.quota());
             }
             (Inner::Log(log), Inner::Log(_)) => log

@@ -5,7 +5,7 @@
 //! | [`FixedWindow`] | one `u64`: (window index, count) | exact for aligned windows `[k·W, (k+1)·W)`; up to `2·limit` across an edge | 8 bytes |
 //! | [`SlidingWindow`] | one `u64`: (window index, previous count, current count) | approximation of a sliding window (see [`SlidingWindowQuota`]) | 8 bytes |
 //! | [`BucketedWindow`] | one `u64`: (bucket index, suffix sums of `N` bucket counts) | exact per bucket of `W/N` ticks: at most `limit` in any `N` buckets, at most one bucket's count over in any `W` ticks (see [`BucketedWindowQuota`]) | 8 bytes |
-//! | [`WideBucketedWindow`] | a ring of `N` bucket counts, its head, the bucket index, the sum | as [`BucketedWindow`], for any limit | `8·N + 72` bytes (`8·N + 64` without `std`) |
+//! | [`WideBucketedWindow`] | a ring of `N` bucket counts, its head, the bucket index, the sum | as [`BucketedWindow`], for any limit | `8·N + 80` bytes (`8·N + 72` without `std`) |
 //! | [`SlidingLog`] | the expiry ticks of the last `limit` admitted cells, a ring position and a tick | exact: at most `limit` cells in any `W` consecutive ticks | `8·N + 40` bytes |
 //!
 //! The parameters of the counters ([`FixedWindowQuota`],
@@ -34,6 +34,9 @@
 //!   or take two) aliases: its old counts read as current for at most two
 //!   windows, which only denies more. With 16 tag bits and a 1 s window
 //!   that needs a silence of exactly 18 h 12 min; with 40, 34 000 years.
+//!   [`WideBucketedWindow`] (what a configured
+//!   [`AnyLimiter`](crate::compose::AnyLimiter) runs) and Redis keep the
+//!   whole index and never alias.
 //! * The counters rely on a monotonic clock more than [`Gcra`](crate::Gcra)
 //!   does: a clock that steps back by two windows or more finds the counts
 //!   too old and starts from zero.

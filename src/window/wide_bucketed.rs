@@ -45,7 +45,7 @@ struct View {
 /// answers (at most `limit` cells in any `N` consecutive buckets of
 /// `window / N` ticks) for any limit up to `u64::MAX` and up to 4 096
 /// buckets: a ring of `N` `u64` counts, its head, the bucket index and
-/// their sum (`8·N + 72` bytes). On the same traffic both forms give the
+/// their sum (`8·N + 80` bytes). On the same traffic both forms give the
 /// same answers, except that this one keeps the whole bucket index (it
 /// never aliases).
 ///
@@ -67,6 +67,8 @@ struct View {
 pub struct WideBucketedWindow<const N: usize> {
     limit: u64,
     bucket: Divisor,
+    /// The buckets in use: the first `n ≤ N` of the ring.
+    n: usize,
     /// The last bucket index, `⌊(2⁶⁴ − 1)/b⌋`.
     last: u64,
     ring: Guarded<Ring<N>>,
@@ -85,43 +87,64 @@ impl<const N: usize> WideBucketedWindow<N> {
         /// assert_eq!(WideBucketedWindow::<0>::try_new(10, 100).err(), Some(WindowError::ZeroBuckets));
         /// ```
         pub fn try_new(limit: u64, window: u64) -> Result<Self, WindowError> {
-            match Self::validate(limit, window) {
-                Ok(b) => Ok(WideBucketedWindow {
-                    limit,
-                    bucket: Divisor::new(b),
-                    last: u64::MAX / b,
-                    ring: Guarded::new(Ring {
-                        index: GuardedU64::new(0),
-                        head: GuardedU64::new(0),
-                        total: GuardedU64::new(0),
-                        counts: guarded_zeros(),
-                    }),
-                }),
-                Err(e) => Err(e),
-            }
+            let buckets = if N > MAX_BUCKETS as usize {
+                MAX_BUCKETS + 1
+            } else {
+                N as u32
+            };
+            Self::try_with_buckets(limit, window, buckets)
         }
     }
 
-    /// The checks of [`try_new`](Self::try_new): the bucket's length in
-    /// ticks, or what is wrong (a `const fn` under loom too).
-    const fn validate(limit: u64, window: u64) -> Result<u64, WindowError> {
-        if let Err(e) = check_params(limit, window, u64::MAX) {
-            return Err(e);
+    loom_const_fn! {
+        /// At most `limit` cells per `window` ticks in `buckets ≤ N`
+        /// buckets (the first `buckets` of the ring), or what is wrong with
+        /// them: a ring sized at compile time for a count chosen at run
+        /// time (as [`AnyLimiter`](crate::compose::AnyLimiter) builds it).
+        ///
+        /// ```
+        /// use cellrate::window::{WideBucketedWindow, WindowError};
+        /// let w = WideBucketedWindow::<8>::try_with_buckets(6, 600, 6).unwrap();
+        /// assert_eq!((w.buckets(), w.bucket_ticks()), (6, 100));
+        /// assert_eq!(WideBucketedWindow::<8>::try_with_buckets(6, 900, 9).err(),
+        ///            Some(WindowError::TooManyBuckets { max: 8 }));
+        /// ```
+        pub fn try_with_buckets(limit: u64, window: u64, buckets: u32) -> Result<Self, WindowError> {
+            if let Err(e) = check_params(limit, window, u64::MAX) {
+                return Err(e);
+            }
+            let max = if N > MAX_BUCKETS as usize {
+                MAX_BUCKETS
+            } else {
+                N as u32
+            };
+            if let Err(e) = check_buckets(window, buckets, max) {
+                return Err(e);
+            }
+            let b = window / buckets as u64;
+            Ok(WideBucketedWindow {
+                limit,
+                bucket: Divisor::new(b),
+                n: buckets as usize,
+                last: u64::MAX / b,
+                ring: Guarded::new(Ring {
+                    index: GuardedU64::new(0),
+                    head: GuardedU64::new(0),
+                    total: GuardedU64::new(0),
+                    counts: guarded_zeros(),
+                }),
+            })
         }
-        let buckets = if N > MAX_BUCKETS as usize {
-            MAX_BUCKETS + 1
-        } else {
-            N as u32
-        };
-        if let Err(e) = check_buckets(window, buckets, MAX_BUCKETS) {
-            return Err(e);
-        }
-        Ok(window / N as u64)
+    }
+
+    /// The number of buckets in use.
+    pub const fn buckets(&self) -> u32 {
+        self.n as u32
     }
 
     /// The window length in ticks.
     pub const fn window(&self) -> u64 {
-        self.bucket.get() * N as u64
+        self.bucket.get() * self.n as u64
     }
 
     /// The length of one bucket in ticks.
@@ -131,10 +154,10 @@ impl<const N: usize> WideBucketedWindow<N> {
 
     /// Ring position `at + k` (`at < N`, `k ≤ N`), wrapped by comparison.
     #[inline(always)]
-    fn pos(at: usize, k: usize) -> usize {
+    fn pos(&self, at: usize, k: usize) -> usize {
         let i = at + k;
-        if i >= N {
-            i - N
+        if i >= self.n {
+            i - self.n
         } else {
             i
         }
@@ -143,8 +166,8 @@ impl<const N: usize> WideBucketedWindow<N> {
     /// How `diff = now's index − stored` reads: `d ∈ 0..N` behind, `−a`
     /// for `a ∈ 1..N` ahead, `N` for too old (as the one-word form).
     #[inline]
-    fn lag(diff: u64) -> i64 {
-        let n = N as u64;
+    fn lag(&self, diff: u64) -> i64 {
+        let n = self.n as u64;
         if diff < n {
             diff as i64
         } else if diff.wrapping_neg() < n {
@@ -162,7 +185,7 @@ impl<const N: usize> WideBucketedWindow<N> {
         let total = ring.total.get();
         let fresh = View {
             index,
-            behind: N,
+            behind: self.n,
             total: 0,
             until_next,
         };
@@ -170,16 +193,16 @@ impl<const N: usize> WideBucketedWindow<N> {
             return fresh;
         }
         let stored = ring.index.get();
-        let mut lag = Self::lag(index.wrapping_sub(stored));
+        let mut lag = self.lag(index.wrapping_sub(stored));
         // Bucket 0 follows the last bucket, `last + 1` indices on.
         let cycle = self.last.wrapping_add(1);
         if cycle != 0 {
-            let n = N as u64;
+            let n = self.n as u64;
             if index < n {
-                lag = lag.min(Self::lag(index.wrapping_add(cycle).wrapping_sub(stored)));
+                lag = lag.min(self.lag(index.wrapping_add(cycle).wrapping_sub(stored)));
             }
             if index > self.last - n {
-                lag = lag.min(Self::lag(index.wrapping_sub(cycle).wrapping_sub(stored)));
+                lag = lag.min(self.lag(index.wrapping_sub(cycle).wrapping_sub(stored)));
             }
         }
         if lag < 0 {
@@ -192,12 +215,12 @@ impl<const N: usize> WideBucketedWindow<N> {
             };
         }
         let behind = lag as usize;
-        if behind >= N {
+        if behind >= self.n {
             return fresh;
         }
-        let head = Self::head(ring);
+        let head = self.head(ring);
         let expired = (1..=behind).fold(0u64, |sum, k| {
-            sum.saturating_add(ring.counts[Self::pos(head, k)].get())
+            sum.saturating_add(ring.counts[self.pos(head, k)].get())
         });
         View {
             index,
@@ -212,13 +235,13 @@ impl<const N: usize> WideBucketedWindow<N> {
     /// buckets are the `N − behind` ring positions from `behind + 1` after
     /// head, oldest first; moving on `d` buckets drops the `d` oldest.
     fn wait(&self, ring: &Ring<N>, v: &View, room: u64) -> u64 {
-        let head = Self::head(ring);
-        let stored = N - v.behind.min(N);
+        let head = self.head(ring);
+        let stored = self.n - v.behind.min(self.n);
         let mut total = v.total;
         let mut d = 1;
-        while d < N {
+        while d < self.n {
             if d <= stored {
-                let oldest = ring.counts[Self::pos(head, v.behind + d)].get();
+                let oldest = ring.counts[self.pos(head, v.behind + d)].get();
                 total = total.saturating_sub(oldest);
             }
             if total.saturating_add(room) <= self.limit {
@@ -231,9 +254,9 @@ impl<const N: usize> WideBucketedWindow<N> {
 
     /// The ring's head, below `N` also in a torn read (thrown away).
     #[inline(always)]
-    fn head(ring: &Ring<N>) -> usize {
+    fn head(&self, ring: &Ring<N>) -> usize {
         let head = ring.head.get() as usize;
-        if head < N {
+        if head < self.n {
             head
         } else {
             0
@@ -274,17 +297,17 @@ impl<const N: usize> WideBucketedWindow<N> {
                 Ok(v)
             },
             |ring, v| {
-                let head = Self::head(ring);
-                let head = if v.behind >= N {
+                let head = self.head(ring);
+                let head = if v.behind >= self.n {
                     for c in &ring.counts {
                         c.set(0);
                     }
                     head
                 } else {
                     for k in 1..=v.behind {
-                        ring.counts[Self::pos(head, k)].set(0);
+                        ring.counts[self.pos(head, k)].set(0);
                     }
-                    Self::pos(head, v.behind)
+                    self.pos(head, v.behind)
                 };
                 let newest = &ring.counts[head];
                 newest.set(newest.get() + cost);
@@ -292,7 +315,7 @@ impl<const N: usize> WideBucketedWindow<N> {
                 ring.index.set(v.index);
                 let total = v.total + cost;
                 ring.total.set(total);
-                let reset = v.until_next + (N as u64 - 1) * self.bucket.get();
+                let reset = v.until_next + (self.n as u64 - 1) * self.bucket.get();
                 Ok((
                     Decision::new(self.limit, self.limit - total, reset),
                     v.index,
@@ -307,7 +330,7 @@ impl<const N: usize> WideBucketedWindow<N> {
     pub(crate) fn revoke_at(&self, index: u64, cost: u64) {
         self.ring.write(|ring| {
             let stored = ring.index.get();
-            let n = N as u64;
+            let n = self.n as u64;
             let mut d = stored.wrapping_sub(index);
             let cycle = self.last.wrapping_add(1);
             if cycle != 0 {
@@ -322,8 +345,8 @@ impl<const N: usize> WideBucketedWindow<N> {
             if d >= n {
                 return;
             }
-            let head = Self::head(ring);
-            let at = Self::pos(head, N - d as usize);
+            let head = self.head(ring);
+            let at = self.pos(head, self.n - d as usize);
             let slot = &ring.counts[at];
             let given = cost.min(slot.get());
             slot.set(slot.get() - given);

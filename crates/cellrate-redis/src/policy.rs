@@ -17,7 +17,13 @@ use cellrate::{Denied, Quota};
 
 /// The algorithm a [`RedisTier`] decides by, with its parameters on the
 /// server's microsecond clock ([`HZ`]): the in-process limiter built from
-/// them decides exactly as the script at the same server times.
+/// them decides exactly as the script at the same server times. The script
+/// keeps whole window and bucket indices, as an
+/// [`AnyLimiter`](cellrate::compose::AnyLimiter) built from the same
+/// [`LimiterConfig`] does (its bucketed window is a
+/// [`WideBucketedWindow`](cellrate::window::WideBucketedWindow)); the
+/// one-word window limiters agree unless a client is silent for a multiple
+/// of their `2^tag_bits` windows or buckets, where they deny more.
 ///
 /// ```
 /// use cellrate::compose::{AlgorithmKind, LimiterConfig};

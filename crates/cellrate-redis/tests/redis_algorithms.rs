@@ -17,7 +17,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use cellrate::compose::{AlgorithmKind, LimiterConfig};
+use cellrate::compose::{AlgorithmKind, AnyLimiter, LimiterConfig};
 use cellrate::window::SlidingLog;
 use cellrate::{Denied, Gcra, Limiter, Quota, RateLimiter};
 use cellrate_redis::{
@@ -611,4 +611,66 @@ fn a_long_sliding_log_decides_like_in_process() {
             );
         }
     }
+}
+
+/// Fills a bucketed window, stays silent for one lap of the one-word tag
+/// (`b · 2^tag_bits` µs), checks one cell, then sends short random traffic,
+/// `rounds` times on one client: every answer equals the configured
+/// in-process limiter's ([`AnyLimiter`], which keeps the whole bucket
+/// index) at the server's times. Returns how many first checks after a
+/// silence the one-word form (a fresh [`Limiter`] filled at the same time)
+/// answered otherwise: the silences that landed where its tag repeats.
+fn bucketed_after_laps(config: LimiterConfig, rounds: usize, seed: u64) -> usize {
+    let tier = RedisTier::from_config("bucketed", &config).unwrap();
+    let TierAlgorithm::BucketedWindow(q) = tier.algorithm() else {
+        unreachable!()
+    };
+    let (limit, bucket) = (q.limit(), q.bucket_ticks());
+    let lap = bucket << q.tag_bits();
+    let policy = RedisPolicy::new(unique("lap"), vec![tier]).unwrap();
+    let rl = on(Target::standalone(&standalone()).unwrap(), policy);
+    let exact: AnyLimiter = AnyLimiter::from_config(config).unwrap();
+    let mut next = rng(seed);
+    let check = |cost: u64| {
+        let o = rl.try_check_n("c", None, cost).unwrap();
+        let now = o.server_time().expect("decided on Redis");
+        let expected = exact.check_n(now, cost);
+        let got = seen(&o.tiers().results()[0]);
+        assert_eq!(got, seen(&expected), "cost {cost} at server time {now}");
+        (now, got)
+    };
+    let mut misread = 0;
+    for _ in 0..rounds {
+        let word = Limiter::with_quota(q);
+        let (t0, _) = check(limit);
+        word.check_n(t0, limit).unwrap();
+        thread::sleep(Duration::from_micros(lap));
+        let (t1, after) = check(1);
+        assert!(t1 - t0 >= lap, "slept {} µs of {lap}", t1 - t0);
+        misread += usize::from(seen(&word.check_n(t1, 1)) != after);
+        for _ in 0..12 {
+            check(next() % (limit + 1));
+            thread::sleep(Duration::from_micros(next() % (3 * bucket)));
+        }
+    }
+    misread
+}
+
+/// The bucketed window decides the same on Redis and in process after
+/// silences past the one-word tag, the first at the numbers of a
+/// reported case (limit 255 in 6 buckets of 100 µs: a 16-bit tag, so a
+/// lap of 6.55 s).
+#[test]
+#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
+fn bucketed_window_decides_alike_after_silences_past_its_tag() {
+    let reported =
+        LimiterConfig::new(AlgorithmKind::BucketedWindow, 255, 600, 1_000_000).with_buckets(6);
+    bucketed_after_laps(reported, 1, 0x9e37_79b9_7f4a_7c15);
+    // One cell in 48 buckets of 50 µs: a 16-bit tag too (a lap of 3.3 s),
+    // and a band of ±47 buckets around each lap where the one word
+    // misreads, wide enough for a silence timed by a sleep to land in.
+    let wide_band =
+        LimiterConfig::new(AlgorithmKind::BucketedWindow, 1, 2_400, 1_000_000).with_buckets(48);
+    let misread = bucketed_after_laps(wide_band, 2, 0x2545_f491_4f6c_dd1d);
+    assert!(misread > 0, "no silence landed where the one word misreads");
 }
