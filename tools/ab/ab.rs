@@ -182,6 +182,18 @@ fn main() {
         denying
     );
     limiter!(
+        "WideBucketedWindow<8>",
+        ow::WideBucketedWindow::<8>::new(LIMIT, WINDOW),
+        nw::WideBucketedWindow::<8>::new(LIMIT, WINDOW),
+        admitting
+    );
+    limiter!(
+        "WideBucketedWindow<8>",
+        ow::WideBucketedWindow::<8>::new(100, WINDOW),
+        nw::WideBucketedWindow::<8>::new(100, WINDOW),
+        denying
+    );
+    limiter!(
         "(Gcra, FixedWindow)",
         (
             old::Gcra::new(old::Quota::per_ticks(LIMIT, WINDOW).at_hz(HZ)),
