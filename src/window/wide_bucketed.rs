@@ -27,6 +27,35 @@ struct Ring<const N: usize> {
     counts: [GuardedU64; N],
 }
 
+/// How many buckets of the ring are in use: all `N` (a constant, so the
+/// loops are unrolled for it) or the first `n` (chosen at run time). Each
+/// check is compiled once for each.
+trait Used: Copy {
+    fn get(self) -> usize;
+}
+
+/// All `N` buckets.
+#[derive(Clone, Copy)]
+struct All<const N: usize>;
+
+impl<const N: usize> Used for All<N> {
+    #[inline(always)]
+    fn get(self) -> usize {
+        N
+    }
+}
+
+/// The first `n < N` buckets.
+#[derive(Clone, Copy)]
+struct First(usize);
+
+impl Used for First {
+    #[inline(always)]
+    fn get(self) -> usize {
+        self.0
+    }
+}
+
 /// What a check reads: the judged bucket and its window.
 #[derive(Clone, Copy)]
 struct View {
@@ -154,10 +183,11 @@ impl<const N: usize> WideBucketedWindow<N> {
 
     /// Ring position `at + k` (`at < N`, `k ≤ N`), wrapped by comparison.
     #[inline(always)]
-    fn pos(&self, at: usize, k: usize) -> usize {
+    fn pos(&self, at: usize, k: usize, u: impl Used) -> usize {
+        let n = u.get();
         let i = at + k;
-        if i >= self.n {
-            i - self.n
+        if i >= n {
+            i - n
         } else {
             i
         }
@@ -166,8 +196,8 @@ impl<const N: usize> WideBucketedWindow<N> {
     /// How `diff = now's index − stored` reads: `d ∈ 0..N` behind, `−a`
     /// for `a ∈ 1..N` ahead, `N` for too old (as the one-word form).
     #[inline]
-    fn lag(&self, diff: u64) -> i64 {
-        let n = self.n as u64;
+    fn lag(&self, diff: u64, u: impl Used) -> i64 {
+        let n = u.get() as u64;
         if diff < n {
             diff as i64
         } else if diff.wrapping_neg() < n {
@@ -179,13 +209,14 @@ impl<const N: usize> WideBucketedWindow<N> {
 
     /// The ring read at `now`.
     #[inline]
-    fn view(&self, ring: &Ring<N>, now: u64) -> View {
+    fn view(&self, ring: &Ring<N>, now: u64, u: impl Used) -> View {
+        let n = u.get();
         let (index, elapsed) = self.bucket.div_rem(now);
         let until_next = self.bucket.get() - elapsed;
         let total = ring.total.get();
         let fresh = View {
             index,
-            behind: self.n,
+            behind: n,
             total: 0,
             until_next,
         };
@@ -193,16 +224,16 @@ impl<const N: usize> WideBucketedWindow<N> {
             return fresh;
         }
         let stored = ring.index.get();
-        let mut lag = self.lag(index.wrapping_sub(stored));
+        let mut lag = self.lag(index.wrapping_sub(stored), u);
         // Bucket 0 follows the last bucket, `last + 1` indices on.
         let cycle = self.last.wrapping_add(1);
         if cycle != 0 {
-            let n = self.n as u64;
-            if index < n {
-                lag = lag.min(self.lag(index.wrapping_add(cycle).wrapping_sub(stored)));
+            let n64 = n as u64;
+            if index < n64 {
+                lag = lag.min(self.lag(index.wrapping_add(cycle).wrapping_sub(stored), u));
             }
-            if index > self.last - n {
-                lag = lag.min(self.lag(index.wrapping_sub(cycle).wrapping_sub(stored)));
+            if index > self.last - n64 {
+                lag = lag.min(self.lag(index.wrapping_sub(cycle).wrapping_sub(stored), u));
             }
         }
         if lag < 0 {
@@ -215,12 +246,12 @@ impl<const N: usize> WideBucketedWindow<N> {
             };
         }
         let behind = lag as usize;
-        if behind >= self.n {
+        if behind >= n {
             return fresh;
         }
-        let head = self.head(ring);
+        let head = self.head(ring, u);
         let expired = (1..=behind).fold(0u64, |sum, k| {
-            sum.saturating_add(ring.counts[self.pos(head, k)].get())
+            sum.saturating_add(ring.counts[self.pos(head, k, u)].get())
         });
         View {
             index,
@@ -234,14 +265,15 @@ impl<const N: usize> WideBucketedWindow<N> {
     /// window leaves `room ≤ limit` cells free. The judged window's stored
     /// buckets are the `N − behind` ring positions from `behind + 1` after
     /// head, oldest first; moving on `d` buckets drops the `d` oldest.
-    fn wait(&self, ring: &Ring<N>, v: &View, room: u64) -> u64 {
-        let head = self.head(ring);
-        let stored = self.n - v.behind.min(self.n);
+    fn wait(&self, ring: &Ring<N>, v: &View, room: u64, u: impl Used) -> u64 {
+        let n = u.get();
+        let head = self.head(ring, u);
+        let stored = n - v.behind.min(n);
         let mut total = v.total;
         let mut d = 1;
-        while d < self.n {
+        while d < n {
             if d <= stored {
-                let oldest = ring.counts[self.pos(head, v.behind + d)].get();
+                let oldest = ring.counts[self.pos(head, v.behind + d, u)].get();
                 total = total.saturating_sub(oldest);
             }
             if total.saturating_add(room) <= self.limit {
@@ -254,9 +286,10 @@ impl<const N: usize> WideBucketedWindow<N> {
 
     /// The ring's head, below `N` also in a torn read (thrown away).
     #[inline(always)]
-    fn head(&self, ring: &Ring<N>) -> usize {
+    fn head(&self, ring: &Ring<N>, u: impl Used) -> usize {
+        let n = u.get();
         let head = ring.head.get() as usize;
-        if head < self.n {
+        if head < n {
             head
         } else {
             0
@@ -264,23 +297,35 @@ impl<const N: usize> WideBucketedWindow<N> {
     }
 
     /// Ticks until the window is empty (0 if it is).
-    fn reset_after(&self, ring: &Ring<N>, v: &View) -> u64 {
+    fn reset_after(&self, ring: &Ring<N>, v: &View, u: impl Used) -> u64 {
         if v.total == 0 {
             0
         } else {
-            self.wait(ring, v, self.limit)
+            self.wait(ring, v, self.limit, u)
         }
     }
 
     /// Admits `cost` cells at `now` and returns the index of the bucket
     /// they were counted in, or denies and writes nothing.
     pub(crate) fn admit_at(&self, now: u64, cost: u64) -> Result<(Decision, u64), Denied> {
+        // Two copies: with every bucket of the ring in use, `N` is a
+        // constant the loops are unrolled for.
+        if self.n == N {
+            self.admit_in(now, cost, All::<N>)
+        } else {
+            self.admit_in(now, cost, First(self.n))
+        }
+    }
+
+    #[inline]
+    fn admit_in(&self, now: u64, cost: u64, u: impl Used) -> Result<(Decision, u64), Denied> {
+        let n = u.get();
         crate::algorithm::within_limit(cost, self.limit)?;
         self.ring.update(
             |ring| {
-                let v = self.view(ring, now);
+                let v = self.view(ring, now, u);
                 if cost == 0 {
-                    let reset = self.reset_after(ring, &v);
+                    let reset = self.reset_after(ring, &v, u);
                     return Err(Ok((
                         Decision::new(self.limit, self.limit - v.total, reset),
                         v.index,
@@ -290,24 +335,24 @@ impl<const N: usize> WideBucketedWindow<N> {
                     return Err(Err(Denied::Limited(Limited::with_remaining(
                         self.limit,
                         self.limit.saturating_sub(v.total),
-                        self.wait(ring, &v, cost),
-                        self.reset_after(ring, &v),
+                        self.wait(ring, &v, cost, u),
+                        self.reset_after(ring, &v, u),
                     ))));
                 }
                 Ok(v)
             },
             |ring, v| {
-                let head = self.head(ring);
-                let head = if v.behind >= self.n {
+                let head = self.head(ring, u);
+                let head = if v.behind >= n {
                     for c in &ring.counts {
                         c.set(0);
                     }
                     head
                 } else {
                     for k in 1..=v.behind {
-                        ring.counts[self.pos(head, k)].set(0);
+                        ring.counts[self.pos(head, k, u)].set(0);
                     }
-                    self.pos(head, v.behind)
+                    self.pos(head, v.behind, u)
                 };
                 let newest = &ring.counts[head];
                 newest.set(newest.get() + cost);
@@ -315,7 +360,7 @@ impl<const N: usize> WideBucketedWindow<N> {
                 ring.index.set(v.index);
                 let total = v.total + cost;
                 ring.total.set(total);
-                let reset = v.until_next + (self.n as u64 - 1) * self.bucket.get();
+                let reset = v.until_next + (n as u64 - 1) * self.bucket.get();
                 Ok((
                     Decision::new(self.limit, self.limit - total, reset),
                     v.index,
@@ -345,8 +390,8 @@ impl<const N: usize> WideBucketedWindow<N> {
             if d >= n {
                 return;
             }
-            let head = self.head(ring);
-            let at = self.pos(head, self.n - d as usize);
+            let head = self.head(ring, First(self.n));
+            let at = self.pos(head, self.n - d as usize, First(self.n));
             let slot = &ring.counts[at];
             let given = cost.min(slot.get());
             slot.set(slot.get() - given);
@@ -375,17 +420,26 @@ impl<const N: usize> WideBucketedWindow<N> {
 
     /// The state at `now`, writing nothing.
     pub fn peek(&self, now: u64) -> Snapshot {
+        if self.n == N {
+            self.peek_in(now, All::<N>)
+        } else {
+            self.peek_in(now, First(self.n))
+        }
+    }
+
+    #[inline]
+    fn peek_in(&self, now: u64, u: impl Used) -> Snapshot {
         self.ring.read(|ring| {
-            let v = self.view(ring, now);
+            let v = self.view(ring, now, u);
             let retry = if v.total < self.limit {
                 0
             } else {
-                self.wait(ring, &v, 1)
+                self.wait(ring, &v, 1, u)
             };
             Snapshot::new(
                 self.limit,
                 self.limit.saturating_sub(v.total),
-                self.reset_after(ring, &v),
+                self.reset_after(ring, &v, u),
                 retry,
             )
         })
