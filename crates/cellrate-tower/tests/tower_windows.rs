@@ -422,3 +422,52 @@ fn a_run_time_override_of_a_window_tier_is_refused() {
     );
     assert_eq!(reloader.config(), before);
 }
+
+/// A `client_and_endpoint` window tier keeps a window per (client,
+/// endpoint), each answered as the core's limiter of that pair.
+#[tokio::test]
+async fn a_window_tier_per_client_and_endpoint() {
+    let text = "key = { client = { header = \"x-api-key\" }, endpoint = \"route\" }\n\
+                [[tiers]]\nname = \"w\"\ncapacity = 64\nquota = \"2/s\"\n\
+                algorithm = \"fixed_window\"\nscope = \"client_and_endpoint\"";
+    let clock = Arc::new(ManualClock::new(5_000));
+    let layer = read(text)
+        .unwrap()
+        .build(TestClock(clock.clone()), HZ)
+        .unwrap();
+    let mut svc = layer.layer(ok_service());
+    let quota = FixedWindowQuota::new(2, 1_000);
+    let mut pairs: HashMap<(&str, &str), Limiter<FixedWindowQuota>> = HashMap::new();
+    let mut statuses = String::new();
+    for (wait, client, route) in [
+        (0, "ann", "/a"),
+        (0, "ann", "/a"),
+        (0, "ann", "/a"),
+        (10, "ann", "/b"),
+        (0, "ann", "/b"),
+        (0, "ann", "/b"),
+        (0, "bob", "/a"),
+        (990, "ann", "/a"),
+    ] {
+        clock.advance(wait);
+        let now = clock.now();
+        let expected = pairs
+            .entry((client, route))
+            .or_insert_with(|| Limiter::with_quota(quota))
+            .check(now);
+        let mut req = Request::builder()
+            .header("x-api-key", client)
+            .body(String::new())
+            .unwrap();
+        req.extensions_mut()
+            .insert(cellrate_tower::RouteName(route));
+        let got = svc.ready().await.unwrap().call(req).await.unwrap();
+        assert_answer(&got, &expected, &format!("{client} {route} at {now}"));
+        statuses.push(if got.status() == StatusCode::OK {
+            'A'
+        } else {
+            'D'
+        });
+    }
+    assert_eq!(statuses, "AADAADAA");
+}

@@ -159,11 +159,15 @@ pub(crate) struct TierQuotas {
     overrides: std::collections::HashMap<u64, Quota>,
 }
 
-/// All-or-nothing in-process tiers, each a keyed GCRA table keyed by the
-/// client or by (client, endpoint): a request is admitted only if every
-/// tier admits it, and a request refused by one tier consumes from none
+/// All-or-nothing in-process tiers, each a keyed table keyed by the client
+/// or by (client, endpoint): a GCRA table (built here, or from a
+/// configuration's GCRA, token-bucket or leaky-bucket tier) or a window
+/// table (a configuration's fixed, sliding or bucketed window tier). A
+/// request is admitted only if every tier admits it, and a request refused
+/// by one tier consumes from none
 /// ([`compose::check_all`](cellrate::compose::check_all) over the request's
-/// [`Entry`] in each table: charged in order, revoked on refusal; the tiers
+/// [`Entry`](cellrate::keyed::Entry) in each table: charged in order,
+/// revoked on refusal; the tiers
 /// after the refusing one are asked without being charged, so every tier
 /// reports its own exact answer and `Retry-After` is the longest wait of
 /// all).
