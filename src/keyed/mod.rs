@@ -67,6 +67,7 @@ mod key;
 mod live;
 mod policy;
 mod probe;
+mod rewrite;
 mod slot;
 mod stats;
 mod storage;

@@ -56,3 +56,39 @@ fn windows_stay_inside_the_table() {
         assert_eq!(home(u64::MAX, n), n - w);
     }
 }
+
+/// A rewrite reaches every live key (with its own id) and the shared
+/// overflow word, and nothing else: a key never checked stays new.
+#[test]
+fn rewrite_reaches_every_live_key_and_the_overflow() {
+    use crate::window::FixedWindowQuota;
+    use crate::Algorithm;
+    let old = FixedWindowQuota::new(4, 1_000);
+    let new = FixedWindowQuota::new(2, 1_000);
+    // Two slots: keys 1 and 2 take them, key 3 is charged to the overflow.
+    let t: Keyed<FixedWindowQuota, 2> = Keyed::new(old, WhenFull::Shared, Seed::new(1, 2));
+    let mut expected = std::vec::Vec::new();
+    for (key, cost) in [(1u32, 3), (2, 1), (3, 2)] {
+        t.check_n(&key, 10, cost).unwrap();
+        if t.contains(&key, 10) {
+            expected.push(Some(t.key_id(&key)));
+        }
+    }
+    expected.push(None);
+    let seen = std::sync::Mutex::new(std::vec::Vec::new());
+    t.rewrite_states(|id, state| {
+        seen.lock().unwrap().push(id);
+        old.translate(state, 10, &new)
+    });
+    let mut seen = seen.into_inner().unwrap();
+    seen.sort();
+    expected.sort();
+    assert_eq!(seen, expected);
+    // Read under the new limit: key 1's 3 cells are clamped to 2, key 2
+    // keeps its 1; the overflow's 2 cells are kept.
+    let peek = |key: u32| new.peek(t.state_id(t.key_id(&key), identify(&key, &t.seed).1), 10);
+    assert_eq!(peek(1).remaining(), 0);
+    assert_eq!(peek(2).remaining(), 1);
+    assert_eq!(new.peek(t.overflow.load(), 10).remaining(), 0);
+    assert!(!t.contains(&3u32, 10));
+}

@@ -13,10 +13,20 @@ use super::key::RequestKey;
 
 mod global;
 pub(crate) mod keyed;
+mod overrides;
 mod routes;
+mod tier;
+mod window;
 
 pub use global::{Global, Shaper};
 pub use keyed::KeyedTiers;
+
+/// What a keyed tier is keyed by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Scope {
+    Client,
+    ClientAndEndpoint,
+}
 
 /// The most tiers a backend may have (the Redis policy's limit too).
 pub const MAX_TIERS: usize = 8;

@@ -62,8 +62,10 @@ use cellrate_config::ConfigError as Error;
 /// * a tier whose **name** is in both keeps its table, so every client's
 ///   state; its default quota and its overrides switch, and each client
 ///   keeps the cells it has used (below). Its
-///   scope, capacity and `max_overrides` are fixed while it lives: to
-///   change them, give the tier a new name;
+///   scope, capacity and `max_overrides` are fixed while it lives, and so
+///   is its algorithm but within the GCRA family (GCRA, token bucket,
+///   leaky bucket share one kind of table): to change them, give the
+///   tier a new name;
 /// * a tier only in the new configuration starts with an empty table; a
 ///   tier only in the old one is dropped when the last request that read
 ///   it is answered;
@@ -109,7 +111,10 @@ use cellrate_config::ConfigError as Error;
 /// at the instant of the switch a raise (rate and burst both at least the
 /// old) never refuses what the old rules admit, a lower never admits what
 /// they refuse, and a client may take what it could before plus the burst
-/// difference. Nobody is reset. Over any span a client is admitted at most
+/// difference. A window tier's quota switches and its clients' states are
+/// re-expressed (`Algorithm::translate`: the cells used kept, at most the
+/// new limit) before any check reads the new quota. Nobody is reset. Over
+/// any span a client is admitted at most
 /// the largest burst plus what the fastest rate earns, plus what each
 /// switch in the span may forgive (the cells above a lowered burst); the
 /// proof is in `docs/design/tower.md`. On Redis the same rule holds per
@@ -223,12 +228,13 @@ impl sealed::Reload for KeyedTiers {
             (new, _) => new,
         };
         #[allow(unused_mut)]
-        let mut backend = KeyedTiers::committed(plan.0, self.when_full, routes);
-        // The quotas are published; each kept table's clients now keep the
-        // cells they have used (until its walk passes a client, its debt
-        // reads as time under the new quota).
+        let mut backend = KeyedTiers::committed(plan.0, self.when_full, routes, now);
+        // The quotas are published (a window tier's clients already
+        // re-expressed); each kept GCRA table's clients now keep the cells
+        // they have used (until its walk passes a client, its debt reads as
+        // time under the new quota).
         for tier in &backend.tiers {
-            if let Some((_, was)) = before.iter().find(|(old, _)| Arc::ptr_eq(old, tier)) {
+            if let Some((_, Some(was))) = before.iter().find(|(old, _)| Arc::ptr_eq(old, tier)) {
                 tier.translate_states(now, was);
             }
         }

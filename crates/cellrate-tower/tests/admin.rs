@@ -466,3 +466,41 @@ async fn config_masks_redis_passwords() {
         r.body
     );
 }
+
+/// An override on a window tier in process is refused with 400 and its
+/// place (a window tier's table has no override slots); nothing changes.
+#[tokio::test(flavor = "current_thread")]
+async fn an_override_of_a_window_tier_is_400() {
+    let layer = toml::from_str::<LayerConfig>(
+        r#"
+        key = { client = { header = "x-api-key" } }
+        [[tiers]]
+        name = "window"
+        quota = "10/min"
+        algorithm = "fixed_window"
+        capacity = 64
+        "#,
+    )
+    .unwrap()
+    .build(StdClock::new(), StdClock::HZ)
+    .unwrap();
+    let reloader = layer.reloader();
+    let before = reloader.config();
+    let router = Admin::new(layer.reloader(), AdminToken::new(TOKEN).unwrap()).router();
+    let r = admin(
+        &router,
+        "PUT",
+        "/admin/overrides/window/gina",
+        Some(TOKEN),
+        "20/min",
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(
+        r.body
+            .starts_with("tiers[0].overrides.gina: a fixed_window tier in process takes no"),
+        "{}",
+        r.body
+    );
+    assert_eq!(reloader.config(), before);
+}

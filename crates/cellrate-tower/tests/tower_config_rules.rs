@@ -1,5 +1,5 @@
 //! What a configured layer's rules can say beyond GCRA tiers: each tier's
-//! algorithm (in process: the GCRA family; on Redis: every algorithm),
+//! algorithm (in process: all but the sliding log; on Redis: every algorithm),
 //! overrides on `client_and_endpoint` tiers (on Redis), and `routes`
 //! checked against the application's routes.
 //!
@@ -114,8 +114,14 @@ fn algorithm_errors_name_their_place() {
     };
     assert_eq!(
         err("quota = \"3/s\"\nalgorithm = \"fixed_window\""),
-        "tiers[0].algorithm: fixed_window runs on Redis (LayerConfig::build_redis); \
-         a tier in process runs gcra, token_bucket or leaky_bucket"
+        "built"
+    );
+    assert_eq!(
+        err("quota = \"3/s\"\nalgorithm = \"sliding_log\""),
+        "tiers[0].algorithm: sliding_log runs on Redis (LayerConfig::build_redis): it keeps \
+         a time per cell, and a tier's table in process holds one state word per client; \
+         in process a tier runs gcra, token_bucket, leaky_bucket, fixed_window, \
+         sliding_window or bucketed_window"
     );
     assert!(
         err("quota = \"3/s\"\nalgorithm = \"hourglass\"")

@@ -1,177 +1,44 @@
 //! In-process keyed tiers: a table per tier, all or nothing, with
 //! per-client overrides and route groups that change at run time.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cellrate::compose::Tiers;
-use cellrate::keyed::{Entry, Hashed, KeyId, KeyedBox, LiveQuota, Overrides, Seed, Slot, WhenFull};
+use cellrate::keyed::{Hashed, KeyId, KeyedBox, LiveQuota, Seed, WhenFull};
 use cellrate::Quota;
+
+pub use super::overrides::Epoch;
+pub(crate) use super::overrides::LiveOverrides;
+pub(crate) use super::tier::{TierEntry, TierTable};
+pub(crate) use super::window::{WindowQuota, WindowTable};
+pub(crate) use super::Scope;
 
 pub(crate) use super::routes::Routes;
 use super::{Backend, Check, Mode, TierInfo, Verdict, MAX_TIERS};
 use crate::key::RequestKey;
 use crate::BuildError;
 
-/// What a keyed tier is keyed by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Scope {
-    Client,
-    ClientAndEndpoint,
+/// A tier's quota: a GCRA quota (GCRA, token bucket, leaky bucket) or a
+/// window's, with the frequency of the clock it counts ticks of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TierQuota {
+    Gcra(Quota),
+    Window { quota: WindowQuota, hz: u64 },
 }
 
-/// A tier's per-client quotas that change at run time: at most `capacity`
-/// clients at a time, each in a slot of its own. A slot's key word is `0`
-/// (never used; every slot after it is unused too), `id + 1` (bound to
-/// that client) or [`RETIRED`] (freed); only the reloader, one at a time,
-/// writes it, a bound slot's quota before its key word.
-///
-/// A check that found its client's slot reads that client's quota, whatever
-/// a reload does meanwhile: a freed slot is given to another client only
-/// once every request that could have found it bound is answered. The
-/// reloader says when that is with [`Epoch`]: a slot freed while the rules
-/// of generation `g` were in force is given again once no rules of a
-/// generation `≤ g` are read by any request.
-pub(crate) struct LiveOverrides {
-    slots: Box<[OverrideSlot]>,
-}
-
-/// The key word of a freed slot (no client's: an id has 62 bits).
-const RETIRED: u64 = u64::MAX;
-
-struct OverrideSlot {
-    key: AtomicU64,
-    quota: LiveQuota,
-    /// The generation of the rules in force when the slot was freed
-    /// (written and read by the reloader only).
-    retired_at: AtomicU64,
-}
-
-/// Which rules a reload replaces, and the oldest that requests still read:
-/// the generation of the rules in force (each reload makes the next one),
-/// and the oldest generation some request may still be deciding by.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Epoch {
-    pub(crate) current: u64,
-    pub(crate) oldest: u64,
-}
-
-// Reloads are made from a configuration (feature `serde`).
-#[cfg_attr(not(feature = "serde"), allow(dead_code))]
-impl LiveOverrides {
-    fn new(capacity: usize, default: Quota) -> Self {
-        LiveOverrides {
-            slots: (0..capacity)
-                .map(|_| OverrideSlot {
-                    key: AtomicU64::new(0),
-                    quota: LiveQuota::new(default),
-                    retired_at: AtomicU64::new(0),
-                })
-                .collect(),
+impl TierQuota {
+    /// What tier `name` announces under this quota.
+    pub(crate) fn info(&self, name: &str) -> TierInfo {
+        match self {
+            TierQuota::Gcra(q) => TierInfo::from_quota(name, q),
+            TierQuota::Window { quota, hz } => quota.info(name, *hz),
         }
     }
-    /// How many clients can have an override at a time.
-    pub(crate) fn capacity(&self) -> usize {
-        self.slots.len()
-    }
-    /// The slots that are or were in use.
-    fn used(&self) -> impl Iterator<Item = (usize, &OverrideSlot)> {
-        self.slots
-            .iter()
-            .enumerate()
-            .take_while(|(_, s)| s.key.load(Ordering::Acquire) != 0)
-    }
-    /// The slot of `id`, if it has one.
-    #[inline]
-    pub(crate) fn slot_of(&self, id: KeyId) -> Option<usize> {
-        let word = id.get() + 1;
-        self.used()
-            .find(|(_, s)| s.key.load(Ordering::Acquire) == word)
-            .map(|(i, _)| i)
-    }
-    /// The slot each of `ids` will hold once a reload with these overrides
-    /// (and no others) is committed at `epoch`: its own if it has one, else
-    /// a slot freed long enough ago (see [`LiveOverrides`]), else the first
-    /// never used. `Err(i)`: `ids[i]` finds no slot.
-    pub(crate) fn assign(&self, ids: &[KeyId], epoch: Epoch) -> Result<Vec<usize>, usize> {
-        let mut free = self
-            .used()
-            .filter(|(_, s)| {
-                s.key.load(Ordering::Acquire) == RETIRED
-                    && s.retired_at.load(Ordering::Relaxed) < epoch.oldest
-            })
-            .map(|(i, _)| i)
-            .chain(
-                self.slots
-                    .iter()
-                    .enumerate()
-                    .skip_while(|(_, s)| s.key.load(Ordering::Acquire) != 0)
-                    .map(|(i, _)| i),
-            );
-        let mut taken = Vec::with_capacity(ids.len());
-        for (n, &id) in ids.iter().enumerate() {
-            match self.slot_of(id).or_else(|| free.next()) {
-                Some(slot) => taken.push(slot),
-                None => return Err(n),
-            }
+    pub(crate) fn hz(&self) -> u64 {
+        match self {
+            TierQuota::Gcra(q) => q.hz(),
+            TierQuota::Window { hz, .. } => *hz,
         }
-        Ok(taken)
-    }
-    /// Commits one reload's overrides, `(slot, id, quota)` as
-    /// [`assign`](Self::assign) placed them, quotas already at the tier's
-    /// scale: each client's quota is written before its key word; a bound
-    /// client not among them follows `default` and its slot is freed at
-    /// `epoch`. Only the reloader (one at a time) calls this.
-    fn apply(&self, overrides: &[(usize, KeyId, Quota)], default: Quota, epoch: Epoch) {
-        for (_, slot) in self.used() {
-            let word = slot.key.load(Ordering::Acquire);
-            if word != RETIRED && !overrides.iter().any(|&(_, id, _)| id.get() + 1 == word) {
-                let _ = slot.quota.set_quota(default);
-                slot.retired_at.store(epoch.current, Ordering::Relaxed);
-                slot.key.store(RETIRED, Ordering::Release);
-            }
-        }
-        for &(i, id, q) in overrides {
-            let Some(slot) = self.slots.get(i) else {
-                continue; // placed by `assign`: unreachable
-            };
-            let _ = slot.quota.set_quota(q);
-            slot.key.store(id.get() + 1, Ordering::Release);
-        }
-    }
-    /// Each client bound to a slot, by [`KeyId::get`], with its quota.
-    fn bound(&self) -> std::collections::HashMap<u64, Quota> {
-        self.used()
-            .filter_map(|(_, s)| match s.key.load(Ordering::Acquire) {
-                RETIRED => None,
-                word => Some((word - 1, s.quota.quota())),
-            })
-            .collect()
-    }
-    /// What each slot gives its client in tier `name` (`None`: free).
-    fn infos(&self, name: &str) -> Vec<Option<TierInfo>> {
-        self.slots
-            .iter()
-            .map(|s| match s.key.load(Ordering::Acquire) {
-                0 | RETIRED => None,
-                _ => Some(TierInfo::from_quota(name, &s.quota.quota())),
-            })
-            .collect()
-    }
-}
-
-impl Overrides<LiveQuota> for LiveOverrides {
-    #[inline]
-    fn get(&self, id: KeyId) -> Option<&LiveQuota> {
-        let word = id.get() + 1;
-        for slot in self.slots.iter() {
-            match slot.key.load(Ordering::Acquire) {
-                0 => return None,
-                w if w == word => return Some(&slot.quota),
-                _ => {} // another client's, or freed
-            }
-        }
-        None
     }
 }
 
@@ -180,65 +47,108 @@ impl Overrides<LiveQuota> for LiveOverrides {
 /// in it).
 pub(crate) struct KeyedTier {
     pub(crate) name: String,
-    pub(crate) table: KeyedBox<LiveQuota, LiveOverrides>,
+    pub(crate) table: TierTable,
     pub(crate) scope: Scope,
+    hz: u64,
 }
 
 #[cfg_attr(not(feature = "serde"), allow(dead_code))]
 impl KeyedTier {
     pub(crate) fn new(
         name: &str,
-        quota: Quota,
+        quota: TierQuota,
         capacity: usize,
         max_overrides: usize,
         scope: Scope,
         when_full: WhenFull,
     ) -> Self {
-        KeyedTier {
-            name: name.to_string(),
-            table: KeyedBox::with_capacity_and_overrides(
+        let table = match quota {
+            TierQuota::Gcra(quota) => TierTable::Gcra(KeyedBox::with_capacity_and_overrides(
                 capacity,
                 LiveQuota::new(quota),
                 LiveOverrides::new(max_overrides, quota),
                 when_full,
                 Seed::random(),
-            ),
+            )),
+            TierQuota::Window { quota, .. } => {
+                TierTable::Window(WindowTable::new(quota, capacity, when_full))
+            }
+        };
+        KeyedTier {
+            name: name.to_string(),
+            table,
             scope,
+            hz: quota.hz(),
         }
     }
     /// The quota in force.
-    pub(crate) fn quota(&self) -> Quota {
-        self.table.algorithm().quota()
+    pub(crate) fn quota(&self) -> TierQuota {
+        match &self.table {
+            TierTable::Gcra(t) => TierQuota::Gcra(t.algorithm().quota()),
+            TierTable::Window(t) => TierQuota::Window {
+                quota: t.quota(),
+                hz: self.hz,
+            },
+        }
+    }
+    /// How many override slots the tier has (none for a window tier).
+    pub(crate) fn override_capacity(&self) -> usize {
+        self.table.gcra().map_or(0, |t| t.overrides().capacity())
     }
     /// What each override slot gives its client.
     pub(crate) fn override_infos(&self) -> Vec<Option<TierInfo>> {
-        self.table.overrides().infos(&self.name)
+        self.table
+            .gcra()
+            .map_or_else(Vec::new, |t| t.overrides().infos(&self.name))
     }
     /// Sets the default quota and the overrides (both already re-expressed
     /// at the table's scale, checked and placed in their slots), at `epoch`.
-    /// They are only published: [`translate_states`](Self::translate_states)
-    /// then re-expresses each client's state.
-    pub(crate) fn apply(&self, default: Quota, overrides: &[(usize, KeyId, Quota)], epoch: Epoch) {
-        let _ = self.table.algorithm().set_quota(default);
-        self.table.overrides().apply(overrides, default, epoch);
-    }
-    /// The quota each client follows: the default, and each override's.
-    pub(crate) fn quotas(&self) -> TierQuotas {
-        TierQuotas {
-            default: self.quota(),
-            overrides: self.table.overrides().bound(),
+    /// A GCRA tier's are only published:
+    /// [`translate_states`](Self::translate_states) then re-expresses each
+    /// client's state. A window tier's quota is published and every
+    /// client's state re-expressed at `now` before any check reads it
+    /// (the table's gate; see `backend/window.rs`).
+    pub(crate) fn apply(
+        &self,
+        default: TierQuota,
+        overrides: &[(usize, KeyId, Quota)],
+        epoch: Epoch,
+        now: u64,
+    ) {
+        match (&self.table, default) {
+            (TierTable::Gcra(t), TierQuota::Gcra(default)) => {
+                let _ = t.algorithm().set_quota(default);
+                t.overrides().apply(overrides, default, epoch);
+            }
+            (TierTable::Window(t), TierQuota::Window { quota, .. }) => t.set(now, quota),
+            _ => {} // a plan keeps a table only for its own kind of quota
         }
     }
-    /// After [`apply`](Self::apply) changed the quotas from `before`, at
-    /// `now`: every client whose quota changed keeps the cells it has
-    /// used, at most its new burst
+    /// The quota each client of a GCRA tier follows: the default, and each
+    /// override's (`None` for a window tier, whose change translates as it
+    /// publishes).
+    pub(crate) fn quotas(&self) -> Option<TierQuotas> {
+        self.table.gcra().map(|t| TierQuotas {
+            default: t.algorithm().quota(),
+            overrides: t.overrides().bound(),
+        })
+    }
+    /// After [`apply`](Self::apply) changed a GCRA tier's quotas from
+    /// `before`, at `now`: every client whose quota changed keeps the
+    /// cells it has used, at most its new burst
     /// ([`KeyedTable::translate_states`](cellrate::keyed::KeyedTable::translate_states)).
     /// Only the reloader (one at a time) calls this, so the table is never
     /// busy with another change.
     pub(crate) fn translate_states(&self, now: u64, before: &TierQuotas) {
-        let _ = self.table.translate_states(now, before.default, |id| {
-            before.overrides.get(&id.get()).copied()
-        });
+        if let Some(t) = self.table.gcra() {
+            let _ = t.translate_states(now, before.default, |id| {
+                before.overrides.get(&id.get()).copied()
+            });
+        }
+    }
+    #[cfg(feature = "metrics")]
+    pub(crate) fn capacity(&self) -> usize {
+        self.table.capacity()
     }
 }
 
@@ -249,11 +159,15 @@ pub(crate) struct TierQuotas {
     overrides: std::collections::HashMap<u64, Quota>,
 }
 
-/// All-or-nothing in-process tiers, each a keyed GCRA table keyed by the
-/// client or by (client, endpoint): a request is admitted only if every
-/// tier admits it, and a request refused by one tier consumes from none
+/// All-or-nothing in-process tiers, each a keyed table keyed by the client
+/// or by (client, endpoint): a GCRA table (built here, or from a
+/// configuration's GCRA, token-bucket or leaky-bucket tier) or a window
+/// table (a configuration's fixed, sliding or bucketed window tier). A
+/// request is admitted only if every tier admits it, and a request refused
+/// by one tier consumes from none
 /// ([`compose::check_all`](cellrate::compose::check_all) over the request's
-/// [`Entry`] in each table: charged in order, revoked on refusal; the tiers
+/// [`Entry`](cellrate::keyed::Entry) in each table: charged in order,
+/// revoked on refusal; the tiers
 /// after the refusing one are asked without being charged, so every tier
 /// reports its own exact answer and `Retry-After` is the longest wait of
 /// all).
@@ -356,7 +270,7 @@ impl KeyedTiers {
             return Err(BuildError::TooManyTiers);
         }
         if let Some(first) = self.tiers.first() {
-            if first.quota().hz() != quota.hz() {
+            if first.hz != quota.hz() {
                 return Err(BuildError::MixedHz);
             }
         }
@@ -366,7 +280,7 @@ impl KeyedTiers {
         }
         self.tiers.push(Arc::new(KeyedTier::new(
             name,
-            quota,
+            TierQuota::Gcra(quota),
             capacity,
             0,
             scope,
@@ -391,19 +305,21 @@ impl KeyedTiers {
     }
 
     /// `key`'s entry in `tier`'s table: the client, or (client, endpoint).
-    fn entry<'t>(
-        tier: &'t KeyedTier,
-        key: &RequestKey<'_>,
-    ) -> Entry<'t, LiveQuota, Box<[Slot]>, LiveOverrides> {
-        match (tier.scope, key.scope()) {
+    #[inline]
+    fn entry<'t>(tier: &'t KeyedTier, key: &RequestKey<'_>) -> TierEntry<'t> {
+        let table = match &tier.table {
+            TierTable::Gcra(table) => table,
+            TierTable::Window(table) => return TierEntry::Window(table.entry(tier.scope, key)),
+        };
+        TierEntry::Gcra(match (tier.scope, key.scope()) {
             // Decided by the client's override, if it has one (overrides
             // name clients), in the (client, endpoint)'s own state.
-            (Scope::ClientAndEndpoint, Some(scope)) => tier.table.entry_ruled(
+            (Scope::ClientAndEndpoint, Some(scope)) => table.entry_ruled(
                 &(Hashed(key.client()), Hashed(scope)),
                 &Hashed(key.client()),
             ),
-            _ => tier.table.entry(&Hashed(key.client())),
-        }
+            _ => table.entry(&Hashed(key.client())),
+        })
     }
     /// Every tier's result for `cost` cells of `key` at `now`, all or nothing.
     ///
@@ -468,8 +384,11 @@ impl KeyedTiers {
                 Probe::Unless(burst) if burst == limit => continue,
                 _ => {}
             }
-            let id = tier.table.key_id(&Hashed(key.client()));
-            if let Some(slot) = tier.table.overrides().slot_of(id) {
+            let Some(table) = tier.table.gcra() else {
+                continue; // a window tier has no overrides
+            };
+            let id = table.key_id(&Hashed(key.client()));
+            if let Some(slot) = table.overrides().slot_of(id) {
                 verdict = verdict.with_override(position, slot);
             }
         }
@@ -516,7 +435,7 @@ impl KeyedTiers {
                         Arc::new(cellrate_metrics::KeyedMetrics::new(
                             limiter,
                             &t.name,
-                            t.table.capacity(),
+                            t.capacity(),
                         ))
                     })
             })
@@ -527,10 +446,7 @@ impl KeyedTiers {
 impl Backend for KeyedTiers {
     type Future = core::future::Ready<Verdict>;
     fn tiers(&self) -> Vec<TierInfo> {
-        self.tiers
-            .iter()
-            .map(|t| TierInfo::from_quota(&t.name, &t.quota()))
-            .collect()
+        self.tiers.iter().map(|t| t.quota().info(&t.name)).collect()
     }
     fn groups(&self) -> Vec<Vec<TierInfo>> {
         Routes::groups_of(self.routes.as_ref(), self.tiers())
@@ -561,7 +477,7 @@ impl Backend for KeyedTiers {
                 Arc::new(cellrate_metrics::KeyedMetrics::new(
                     limiter,
                     &t.name,
-                    t.table.capacity(),
+                    t.capacity(),
                 ))
             })
             .collect();

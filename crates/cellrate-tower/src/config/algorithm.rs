@@ -1,14 +1,16 @@
 //! A tier's algorithm: its quota read as `limit` cells per `window` (the
 //! quota's rate and period) of the algorithm the tier names, GCRA by
 //! default. In process a tier's table runs the GCRA family (GCRA, token
-//! bucket, leaky bucket); on Redis every algorithm runs, each the same
-//! step as in process.
+//! bucket, leaky bucket) and the fixed, sliding and bucketed windows (not
+//! the sliding log, whose state is more than a word); on Redis every
+//! algorithm runs, each the same step as in process.
 
 use cellrate::compose::{AlgorithmKind, LimiterConfig};
 use cellrate::Quota;
 use cellrate_config::ConfigError as Error;
 
 use super::LayerConfig;
+use crate::backend::keyed::{TierQuota, WindowQuota};
 
 /// Whether `kind` is of the GCRA family (one quota: a table of the layer
 /// runs it in process).
@@ -75,30 +77,39 @@ impl LayerConfig {
     }
 
     /// Tier `i`'s quota `q` as its table runs it in process: itself for
-    /// GCRA and the token bucket, one cell at a time for the leaky bucket;
-    /// another algorithm is an error at `tiers[i].algorithm` (it runs on
-    /// Redis only).
+    /// GCRA and the token bucket, one cell at a time for the leaky bucket,
+    /// the window quota of its limiter configuration for the fixed,
+    /// sliding and bucketed windows (errors at `at`); the sliding log is
+    /// an error at `tiers[i].algorithm` (it runs on Redis only).
     pub(super) fn in_process_quota(
         &self,
         i: usize,
         kind: AlgorithmKind,
         q: Quota,
         at: &str,
-    ) -> Result<Quota, Error> {
+    ) -> Result<TierQuota, Error> {
         match kind {
             AlgorithmKind::LeakyBucket => self
                 .limiter_config(i, kind, q)
                 .quota()
+                .map(TierQuota::Gcra)
                 .map_err(|e| Error::new(at, e)),
-            k if is_gcra_family(k) => Ok(q),
-            k => Err(Error::new(
+            k if is_gcra_family(k) => Ok(TierQuota::Gcra(q)),
+            AlgorithmKind::SlidingLog => Err(Error::new(
                 format!("tiers[{i}].algorithm"),
-                format_args!(
-                    "{} runs on Redis (LayerConfig::build_redis); a tier in process runs \
-                     gcra, token_bucket or leaky_bucket",
-                    k.as_str()
-                ),
+                "sliding_log runs on Redis (LayerConfig::build_redis): it keeps a time per \
+                 cell, and a tier's table in process holds one state word per client; \
+                 in process a tier runs gcra, token_bucket, leaky_bucket, fixed_window, \
+                 sliding_window or bucketed_window",
             )),
+            k => match WindowQuota::from_config(&self.limiter_config(i, k, q)) {
+                Some(Ok(quota)) => Ok(TierQuota::Window { quota, hz: q.hz() }),
+                Some(Err(e)) => Err(Error::new(at, e)),
+                None => Err(Error::new(
+                    format!("tiers[{i}].algorithm"),
+                    format_args!("{} does not run in process", k.as_str()),
+                )),
+            },
         }
     }
 

@@ -41,7 +41,8 @@ impl LayerConfig {
         let key = self.checked_key()?;
         let plan = self.plan_tiers(hz, None, Default::default())?;
         let routes = self.routes()?;
-        let tiers = KeyedTiers::committed(plan, self.when_full, routes);
+        // New tables: no client's state to re-express.
+        let tiers = KeyedTiers::committed(plan, self.when_full, routes, 0);
         self.layer(key, tiers, clock, hz)
     }
 

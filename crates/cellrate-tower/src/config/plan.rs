@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::{KeySource, LayerConfig, QuotaSpec, TierScope, DEFAULT_MAX_OVERRIDES, MAX_OVERRIDES};
-use crate::backend::keyed::{Epoch, Probe};
+use crate::backend::keyed::{Epoch, Probe, TierQuota};
 use crate::{KeyedTiers, Part};
 use cellrate_config::ConfigError as Error;
 
@@ -73,7 +73,7 @@ impl Planned {
 /// each override placed in its slot.
 pub(crate) struct TierPlan {
     tier: Planned,
-    default: cellrate::Quota,
+    default: TierQuota,
     overrides: Vec<(usize, cellrate::keyed::KeyId, cellrate::Quota)>,
     /// The generation of the rules in force, which the committed rules
     /// replace.
@@ -83,12 +83,11 @@ pub(crate) struct TierPlan {
 impl TierPlan {
     /// What the tier announces once committed.
     pub(crate) fn info(&self) -> crate::TierInfo {
-        crate::TierInfo::from_quota(&self.tier.tier().name, &self.default)
+        self.default.info(&self.tier.tier().name)
     }
     /// What each of its override slots will give its client.
     pub(crate) fn override_infos(&self) -> Vec<Option<crate::TierInfo>> {
-        let table = &self.tier.tier().table;
-        let mut infos = vec![None; table.overrides().capacity()];
+        let mut infos = vec![None; self.tier.tier().override_capacity()];
         for &(slot, _, q) in &self.overrides {
             if let Some(info) = infos.get_mut(slot) {
                 *info = Some(crate::TierInfo::from_quota(&self.tier.tier().name, &q));
@@ -96,31 +95,37 @@ impl TierPlan {
         }
         infos
     }
-    /// Sets the tier's quotas (each switches on its own, whole) and hands
-    /// its table on.
-    pub(crate) fn commit(self) -> Arc<crate::backend::keyed::KeyedTier> {
+    /// Sets the tier's quotas (each switches on its own, whole; a window
+    /// tier's clients re-expressed at `now` as it switches) and hands its
+    /// table on.
+    pub(crate) fn commit(self, now: u64) -> Arc<crate::backend::keyed::KeyedTier> {
         let tier = match self.tier {
             Planned::Kept(t) => t,
             Planned::New(t) => Arc::from(t),
         };
-        tier.apply(self.default, &self.overrides, self.epoch);
+        tier.apply(self.default, &self.overrides, self.epoch, now);
         tier
     }
 }
 
 impl KeyedTiers {
-    /// The tiers of committed `plans` (every quota set), with `routes`.
+    /// The tiers of committed `plans` (every quota set at `now`), with
+    /// `routes`.
     pub(crate) fn committed(
         plans: Vec<TierPlan>,
         when_full: cellrate::keyed::WhenFull,
         routes: Option<crate::backend::keyed::Routes>,
+        now: u64,
     ) -> Self {
         let probes: Vec<Probe> = plans
             .iter()
-            .map(|p| Probe::new(p.default, p.overrides.iter().map(|&(_, _, q)| q)))
+            .map(|p| match p.default {
+                TierQuota::Gcra(q) => Probe::new(q, p.overrides.iter().map(|&(_, _, q)| q)),
+                TierQuota::Window { .. } => Probe::None,
+            })
             .collect();
         KeyedTiers {
-            tiers: plans.into_iter().map(|p| p.commit()).collect(),
+            tiers: plans.into_iter().map(|p| p.commit(now)).collect(),
             when_full,
             routes,
             overridden: probes.iter().any(|p| *p != Probe::None),
@@ -214,6 +219,17 @@ impl LayerConfig {
                 TierScope::Client => crate::backend::keyed::Scope::Client,
                 TierScope::ClientAndEndpoint => crate::backend::keyed::Scope::ClientAndEndpoint,
             };
+            if let (TierQuota::Window { .. }, Some(client)) = (quota, t.overrides.keys().next()) {
+                return Err(Error::new(
+                    format!("tiers[{i}].overrides.{client}"),
+                    format_args!(
+                        "a {} tier in process takes no per-client overrides (its table \
+                         reads every slot by the tier's one quota); on Redis it does, or \
+                         give the tier a GCRA-family algorithm",
+                        kind.as_str()
+                    ),
+                ));
+            }
             let existing = old.and_then(|o| o.tiers.iter().find(|k| k.name == t.name));
             let tier = match existing {
                 Some(k) => {
@@ -227,13 +243,17 @@ impl LayerConfig {
                             ),
                         )
                     };
+                    if !same_table_kind(&k.quota(), &quota) {
+                        return Err(fixed("algorithm"));
+                    }
                     if k.scope != scope {
                         return Err(fixed("scope"));
                     }
                     if k.table.capacity() != t.capacity {
                         return Err(fixed("capacity"));
                     }
-                    if k.table.overrides().capacity() != max_overrides {
+                    if matches!(quota, TierQuota::Gcra(_)) && k.override_capacity() != max_overrides
+                    {
                         return Err(fixed("max_overrides"));
                     }
                     Planned::Kept(Arc::clone(k))
@@ -247,10 +267,22 @@ impl LayerConfig {
                     self.when_full,
                 ))),
             };
-            let table = tier.tier();
+            let (quota, table) = match (quota, tier.tier().table.gcra()) {
+                (TierQuota::Gcra(quota), Some(table)) => (quota, table),
+                // A window tier: its one quota, no overrides.
+                (quota, _) => {
+                    plans.push(TierPlan {
+                        tier,
+                        default: quota,
+                        overrides: Vec::new(),
+                        epoch,
+                    });
+                    continue;
+                }
+            };
             // Every quota at the table's scale (that of the quota it was
             // made with), rounded toward admitting less; refused past 1 %.
-            let fixed = table.quota();
+            let fixed = table.algorithm().quota();
             let rescale = |q: cellrate::Quota, place: &str| {
                 q.rescaled(fixed.scale(), fixed.hz())
                     .map_err(|e| Error::new(place, e))
@@ -260,12 +292,19 @@ impl LayerConfig {
             let mut ids = Vec::with_capacity(t.overrides.len());
             for (client, spec) in &t.overrides {
                 let at = format!("tiers[{i}].overrides.{client}");
-                let own =
-                    self.in_process_quota(i, kind, self.override_quota(spec, hz, &at)?, &at)?;
+                let own = match self.in_process_quota(
+                    i,
+                    kind,
+                    self.override_quota(spec, hz, &at)?,
+                    &at,
+                )? {
+                    TierQuota::Gcra(own) => own,
+                    TierQuota::Window { .. } => continue, // refused above
+                };
                 quotas.push(rescale(own, &at)?);
-                ids.push(self.client_id(&table.table, client, &at)?);
+                ids.push(self.client_id(table, client, &at)?);
             }
-            let slots = table.table.overrides().assign(&ids, epoch).map_err(|n| {
+            let slots = table.overrides().assign(&ids, epoch).map_err(|n| {
                 let client = t.overrides.keys().nth(n).map_or("", String::as_str);
                 Error::new(
                     format!("tiers[{i}].overrides.{client}"),
@@ -285,7 +324,7 @@ impl LayerConfig {
                 .collect();
             plans.push(TierPlan {
                 tier,
-                default,
+                default: TierQuota::Gcra(default),
                 overrides,
                 epoch,
             });
@@ -399,5 +438,17 @@ impl LayerConfig {
             ));
         }
         Ok(quota)
+    }
+}
+
+/// Whether a table made for quota `a` can run quota `b`: both of the GCRA
+/// family (one live GCRA table), or both windows of one algorithm.
+fn same_table_kind(a: &TierQuota, b: &TierQuota) -> bool {
+    match (a, b) {
+        (TierQuota::Gcra(_), TierQuota::Gcra(_)) => true,
+        (TierQuota::Window { quota: a, .. }, TierQuota::Window { quota: b, .. }) => {
+            a.kind() == b.kind()
+        }
+        _ => false,
     }
 }
