@@ -43,7 +43,9 @@
 //! with the reason; a DELETE of an override the client does not have: 404.
 //! An override set this way outlives reloads of the file while its tier is
 //! in the file (over the file's override of that client, if any); the log
-//! line of each reload says which were kept and which dropped.
+//! line of each reload says which were kept and which dropped. With
+//! `overrides = "FILE"` in `[admin]` they are also written to FILE after
+//! each change and set again at start, so a restart keeps them.
 //!
 //! The admin endpoint is meant to be reachable by operators only:
 //! `--admin ADDR` serves it (and `/metrics`) on an address of its own,
@@ -186,6 +188,10 @@ mod from_file {
     struct AdminRules {
         /// `Authorization: Bearer <token>` for /admin/*.
         token: AdminToken,
+        /// Where the overrides set through /admin/* are kept across
+        /// restarts (`Admin::keep_overrides`), if anywhere.
+        #[serde(default)]
+        overrides: Option<PathBuf>,
     }
 
     impl AsRef<LayerConfig> for File {
@@ -340,10 +346,15 @@ mod from_file {
         reloader: Reloader<StdClock, B>,
         redis: Option<Redis>,
     ) -> Router {
-        let admin = Admin::new(reloader.clone(), file.admin.token).show_config(
+        let mut admin = Admin::new(reloader.clone(), file.admin.token).show_config(
             HeaderValue::from_static("text/plain; charset=utf-8"),
             toml::to_string,
         );
+        if let Some(kept) = file.admin.overrides {
+            admin = admin
+                .keep_overrides(kept, toml::to_string, |text| toml::from_str(text))
+                .unwrap_or_else(|e| super::exit(e.to_string()));
+        }
         // Every `$CELLRATE_GATEWAY_POLL_MS` ms (0: never), and on SIGHUP.
         let poll_ms: u64 = std::env::var("CELLRATE_GATEWAY_POLL_MS")
             .ok()

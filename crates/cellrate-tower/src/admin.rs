@@ -13,6 +13,7 @@
 //!   before the application's renderer sees it.
 
 mod auth;
+mod keep;
 
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, RwLock};
@@ -27,10 +28,11 @@ use cellrate::Clock;
 use tracing::{error, info};
 
 pub use auth::{AdminToken, TokenError};
+pub use keep::KeepError;
 
 use crate::config::LayerConfig;
 use crate::key::peer_ip;
-use crate::reload::{OverrideError, Reload, Reloader};
+use crate::reload::{OverrideError, OverrideSet, Reload, Reloader};
 use crate::KeyedTiers;
 
 type Render = Box<dyn Fn(&LayerConfig) -> Result<String, String> + Send + Sync>;
@@ -98,6 +100,8 @@ struct Inner<C, B: Reload> {
     /// Held by each change, so the quota it logs as the old one is the one
     /// it replaced.
     changes: Mutex<()>,
+    /// Where the overrides set here are kept, if anywhere.
+    keep: RwLock<Option<keep::Keep>>,
 }
 
 impl<C, B: Reload> Clone for Admin<C, B> {
@@ -141,6 +145,7 @@ where
                 guard: auth::Guard::new(token),
                 render: RwLock::new(None),
                 changes: Mutex::new(()),
+                keep: RwLock::new(None),
             }),
         }
     }
@@ -172,6 +177,56 @@ where
         let render: Render = Box::new(move |c| render(c).map_err(|e| e.to_string()));
         *self.inner.render.write().unwrap_or_else(|p| p.into_inner()) = Some((media_type, render));
         self
+    }
+
+    /// Keeps the overrides set at run time in the file at `path`, in the
+    /// format of `render` and `parse` (any serde format: `toml::to_string`
+    /// and `|text| toml::from_str(text)`, say), so that a restart restores them: each
+    /// override the file holds is set now (one whose tier no longer exists,
+    /// or that the rules refuse, is logged and left out), and the file is
+    /// rewritten after every change the endpoint accepts, through a
+    /// temporary file renamed over it. A missing file holds none; one that
+    /// cannot be read or parsed is an error, and nothing is set.
+    ///
+    /// ```
+    /// use cellrate::StdClock;
+    /// use cellrate_tower::config::LayerConfig;
+    /// use cellrate_tower::{Admin, AdminToken};
+    /// let layer = toml::from_str::<LayerConfig>(r#"
+    ///     key = { client = { header = "x-api-key" } }
+    ///     tiers = [{ name = "key", quota = "100/min", capacity = 1000 }]
+    /// "#).unwrap().build(StdClock::new(), StdClock::HZ).unwrap();
+    /// let file = std::env::temp_dir().join("cellrate-doc-overrides.toml");
+    /// std::fs::write(&file, "[key]\nacct_1 = \"500/min\"\n").unwrap();
+    /// let admin = Admin::new(layer.reloader(), AdminToken::new("change-me").unwrap())
+    ///     .keep_overrides(&file, toml::to_string, |text| toml::from_str(text))
+    ///     .unwrap();
+    /// assert_eq!(layer.reloader().run_time_overrides()["key"]["acct_1"].to_string(), "500/min");
+    /// # let _ = (admin, std::fs::remove_file(file));
+    /// ```
+    pub fn keep_overrides<E, D, R, P>(
+        self,
+        path: impl Into<std::path::PathBuf>,
+        render: R,
+        parse: P,
+    ) -> Result<Self, KeepError>
+    where
+        E: core::fmt::Display,
+        D: core::fmt::Display,
+        R: Fn(&OverrideSet) -> Result<String, E> + Send + Sync + 'static,
+        P: Fn(&str) -> Result<OverrideSet, D>,
+    {
+        let render: keep::RenderSet = Box::new(move |s| render(s).map_err(|e| e.to_string()));
+        let change = self.inner.change();
+        let kept = keep::Keep::restore(
+            path.into(),
+            render,
+            |text| parse(text).map_err(|e| e.to_string()),
+            &self.inner.reloader,
+        )?;
+        *self.inner.keep.write().unwrap_or_else(|p| p.into_inner()) = Some(kept);
+        drop(change);
+        Ok(self)
     }
 
     /// Makes `token` the one the endpoint accepts (a rules file reloaded
@@ -242,6 +297,14 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Inner<C, B> {
     fn change(&self) -> std::sync::MutexGuard<'_, ()> {
         self.changes.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Writes the overrides in force to the kept file, if there is one
+    /// (under the change lock).
+    fn save(&self) {
+        if let Some(keep) = &*self.keep.read().unwrap_or_else(|p| p.into_inner()) {
+            keep.save(&self.reloader.run_time_overrides());
+        }
+    }
 }
 
 fn bad_request(e: impl core::fmt::Display) -> Response {
@@ -274,6 +337,7 @@ where
         Ok(()) => {
             let new = format!("{quota} (override)");
             info!(%tier, %client, ?old, ?new, %peer, "admin: override set");
+            admin.save();
             StatusCode::NO_CONTENT.into_response()
         }
         Err(e) => bad_request(e),
@@ -302,6 +366,7 @@ where
         Ok(()) => {
             let new = admin.deciding(&tier, &client);
             info!(%tier, %client, ?old, ?new, %peer, "admin: override removed");
+            admin.save();
             StatusCode::NO_CONTENT.into_response()
         }
         Err(e @ (OverrideError::NoTier(_) | OverrideError::NoOverride { .. })) => {

@@ -109,7 +109,7 @@ mod body {
 }
 
 #[cfg(all(feature = "axum", feature = "serde"))]
-pub use admin::{Admin, AdminToken, TokenError};
+pub use admin::{Admin, AdminToken, KeepError, TokenError};
 pub use backend::{
     Backend, Check, Fault, Global, KeyedTiers, Mode, Shaper, TierInfo, Verdict, MAX_TIERS,
 };
@@ -131,7 +131,7 @@ pub use redis::{
     FallbackCounters, FallbackStats, RedisAsync, RedisBackend, RedisBlocking, RedisClient,
 };
 #[cfg(feature = "serde")]
-pub use reload::{Dropped, OverrideError, Reload, Reloaded, Reloader, Why};
+pub use reload::{Dropped, OverrideError, OverrideSet, Reload, Reloaded, Reloader, Why};
 pub use service::RateLimit;
 #[cfg(feature = "serde")]
 pub use show::redact_url;

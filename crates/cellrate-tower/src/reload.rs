@@ -407,6 +407,28 @@ impl<C: Clock + Send + Sync + 'static, B: Reload> Reloader<C, B> {
         }
     }
 
+    /// The overrides set at run time ([`set_override`](Self::set_override))
+    /// that are in force, by tier and client: what
+    /// [`Admin::keep_overrides`](crate::Admin::keep_overrides) writes.
+    ///
+    /// ```
+    /// use cellrate::StdClock;
+    /// use cellrate_tower::config::LayerConfig;
+    /// let layer = toml::from_str::<LayerConfig>(r#"
+    ///     key = { client = { header = "x-api-key" } }
+    ///     tiers = [{ name = "key", quota = "100/min", capacity = 1000 }]
+    /// "#).unwrap().build(StdClock::new(), StdClock::HZ).unwrap();
+    /// let reloader = layer.reloader();
+    /// reloader.set_override("key", "acct_1", Some("500/min".parse().unwrap())).unwrap();
+    /// assert_eq!(reloader.run_time_overrides()["key"]["acct_1"].to_string(), "500/min");
+    /// ```
+    pub fn run_time_overrides(&self) -> OverrideSet {
+        match applied(&self.lock()) {
+            Some(a) => a.runtime.clone(),
+            None => OverrideSet::new(),
+        }
+    }
+
     /// Makes `config` the rules in force, keeping every client's state
     /// (see [`Reloader`]), with the overrides set at run time laid over it
     /// while their tier lives; all or nothing: an error names the place of
@@ -575,7 +597,17 @@ fn lay_over(config: &LayerConfig, runtime: &Runtime) -> (LayerConfig, Runtime, R
 }
 
 /// The overrides set at run time, by tier and client.
-type Runtime = BTreeMap<String, BTreeMap<String, QuotaSpec>>;
+type Runtime = OverrideSet;
+
+/// Per-client quotas by tier name and client: the overrides set at run
+/// time ([`Reloader::run_time_overrides`]).
+///
+/// ```
+/// use cellrate_tower::OverrideSet;
+/// let set: OverrideSet = toml::from_str("[key]\nacct_1 = \"500/min\"\n").unwrap();
+/// assert_eq!(set["key"]["acct_1"].to_string(), "500/min");
+/// ```
+pub type OverrideSet = BTreeMap<String, BTreeMap<String, QuotaSpec>>;
 
 /// What a reload ([`Reloader::apply`]) did with the overrides set at run
 /// time ([`Reloader::set_override`]): they outlive reloads while their tier

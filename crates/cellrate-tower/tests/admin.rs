@@ -504,3 +504,95 @@ async fn an_override_of_a_window_tier_is_400() {
     );
     assert_eq!(reloader.config(), before);
 }
+
+/// The API and an admin router keeping its overrides in `file`: a layer
+/// started afresh, as after a restart.
+fn kept_gateway(file: &std::path::Path) -> Result<(Router, Router), cellrate_tower::KeepError> {
+    let layer = toml::from_str::<LayerConfig>(RULES)
+        .unwrap()
+        .build(StdClock::new(), StdClock::HZ)
+        .unwrap();
+    let admin = Admin::new(layer.reloader(), AdminToken::new(TOKEN).unwrap()).keep_overrides(
+        file,
+        toml::to_string,
+        |text| toml::from_str(text),
+    )?;
+    let api = Router::new()
+        .route("/orders", get(|| async { "orders\n" }))
+        .route_layer(layer);
+    Ok((api, admin.router()))
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn kept_overrides_outlive_a_restart() {
+    let dir = std::env::temp_dir().join(format!("cellrate-keep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("overrides.toml");
+    let _ = std::fs::remove_file(&file);
+    let (logs, _capture) = Logs::capture();
+
+    // No file yet: nothing to restore.
+    let (api, router) = kept_gateway(&file).unwrap();
+    assert_eq!(key_limit(&api, "gina").await, "10");
+    for (client, quota) in [("gina", "100/s"), ("hank", "40/min"), ("ivy", "7/min")] {
+        let path = format!("/admin/overrides/key/{client}");
+        let r = admin(&router, "PUT", &path, Some(TOKEN), quota).await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    }
+    let r = admin(
+        &router,
+        "DELETE",
+        "/admin/overrides/key/ivy",
+        Some(TOKEN),
+        "",
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    let kept: toml::Table = toml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(
+        kept.to_string(),
+        "[key]\ngina = \"100/s\"\nhank = \"40/min\"\n"
+    );
+
+    // A restart: the overrides in force are set again; the rules' own
+    // override of acct_1 is the file's business only if changed here.
+    let (api, router) = kept_gateway(&file).unwrap();
+    assert_eq!(key_limit(&api, "gina").await, "100");
+    assert_eq!(key_limit(&api, "hank").await, "40");
+    assert_eq!(key_limit(&api, "ivy").await, "10");
+    assert_eq!(key_limit(&api, "acct_1").await, "20");
+    let r = admin(
+        &router,
+        "DELETE",
+        "/admin/overrides/key/gina",
+        Some(TOKEN),
+        "",
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    let (api, _router) = kept_gateway(&file).unwrap();
+    assert_eq!(key_limit(&api, "gina").await, "10");
+    assert_eq!(key_limit(&api, "hank").await, "40");
+
+    // An override of a tier the rules no longer have is logged and left
+    // out; the file then holds what is in force.
+    std::fs::write(&file, "[gone]\nzed = \"5/min\"\n[key]\nhank = \"40/min\"\n").unwrap();
+    let (api, _router) = kept_gateway(&file).unwrap();
+    assert_eq!(key_limit(&api, "hank").await, "40");
+    let skipped = logs.lines_with(&["a kept override is not restored", "tier=gone", "client=zed"]);
+    assert_eq!(skipped.len(), 1, "{}", logs.text());
+    assert!(skipped[0].contains("WARN"), "{}", skipped[0]);
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "[key]\nhank = \"40/min\"\n"
+    );
+
+    // A file that does not parse is an error naming it; nothing is set.
+    std::fs::write(&file, "[key]\nhank = \"forty\"\n").unwrap();
+    let Err(e) = kept_gateway(&file) else {
+        panic!("a bad file is an error")
+    };
+    assert_eq!(e.path(), file.as_path());
+    assert!(e.to_string().contains("overrides.toml"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
