@@ -434,7 +434,23 @@ impl Inner {
         deadline: tokio::time::Instant,
     ) -> Result<(), Error> {
         let mut conn = self.connection(deadline).await?;
-        let (script, cmd) = self.limits.policy.check_cmd(requests, &self.limits.bases);
+        let bases = match self.limits.bases() {
+            Some(bases) => bases,
+            None => {
+                // This limiter's bases, learned before its first script
+                // call (one round trip, once per limiter).
+                let record = self.limits.record_cmd();
+                let reply = tokio::time::timeout_at(deadline, async {
+                    match &mut conn {
+                        Conn::Single(c) => record.query_async::<Vec<String>>(c).await,
+                        Conn::Cluster(c) => record.query_async::<Vec<String>>(c).await,
+                    }
+                })
+                .await;
+                self.limits.learn(&self.answered(reply)?)?
+            }
+        };
+        let (script, cmd) = self.limits.policy.check_cmd(requests, bases);
         let reply = tokio::time::timeout_at(deadline, async {
             match &mut conn {
                 Conn::Single(c) => eval(c, script, &cmd).await,
@@ -442,8 +458,20 @@ impl Inner {
             }
         })
         .await;
+        self.limits
+            .policy
+            .decode_checks(&self.answered(reply)?, requests, out)
+    }
+
+    /// A reply within the deadline, or the error it is; a connection that
+    /// failed or timed out is dropped, and reconnects held back for the
+    /// interval.
+    fn answered<T>(
+        &self,
+        reply: Result<::redis::RedisResult<T>, tokio::time::error::Elapsed>,
+    ) -> Result<T, Error> {
         match reply {
-            Ok(Ok(reply)) => self.limits.policy.decode_checks(&reply, requests, out),
+            Ok(Ok(reply)) => Ok(reply),
             Ok(Err(e)) => {
                 if is_transport(&e) {
                     // The connection is gone or stuck: drop it, and hold
