@@ -119,8 +119,10 @@ impl AsyncRedisGcra {
     /// named by the prefix, the client and the tier's **name**, so a tier
     /// kept by name keeps every client's state on the server. A state says
     /// which parameters it was written under (when they are not the tier's
-    /// first ones in this line of limiters), and the first call that reads
-    /// it under others re-expresses it and writes it back, as the
+    /// first ones under the prefix, which the fleet records on the server,
+    /// so a limiter made fresh with new parameters reads them alike), and
+    /// the first call that reads it under others re-expresses it and
+    /// writes it back, as the
     /// in-process `Algorithm::translate` does at that call's server time:
     /// the **cells used are kept** (at most the new burst or limit), so a
     /// raise never refuses, at that instant, what the old quota would
