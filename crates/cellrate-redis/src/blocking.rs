@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use std::vec::Vec;
 
-use super::client::{Bases, Check, Limits};
+use super::client::{Check, Learned, Limits};
 use super::degrade::{call_error, is_transport};
 use super::scripts::lease_script;
 use super::{
@@ -305,7 +305,8 @@ impl RedisGcra {
             Endpoint::Standalone(_) => policy.requests_per_call(),
         };
         let deadline = self.deadline();
-        let (mut conn, bases) = self.ready(deadline)?;
+        let (mut conn, learned) = self.ready(deadline)?;
+        let bases = learned.bases();
         let replies = if requests.len() <= per_call
             || matches!(self.link.target.endpoint, Endpoint::Cluster(_))
         {
@@ -444,9 +445,9 @@ impl RedisGcra {
     /// Runs the lease script once: `(cells granted, outcome)`.
     pub(crate) fn run(&self, keys: &[String], request: Request) -> Result<(u64, Outcome), Error> {
         let deadline = self.deadline();
-        let (mut conn, bases) = self.ready(deadline)?;
+        let (mut conn, learned) = self.ready(deadline)?;
         let policy = &self.limits.policy;
-        let inv = policy.invocation(lease_script(), keys, request, bases);
+        let inv = policy.invocation(lease_script(), keys, request, learned.bases());
         let reply = conn
             .arm(deadline)
             .and_then(|()| inv.invoke::<Vec<i64>>(conn.as_dyn()));
@@ -466,12 +467,13 @@ impl RedisGcra {
     }
 
     /// A connection ([`take`](Self::take)) and this limiter's bases,
-    /// learned on it first (one round trip, once per limiter) while they
-    /// are not known: no script runs before.
-    fn ready(&self, deadline: Instant) -> Result<(Conn, &Bases), Error> {
+    /// learned on it first (one round trip) before the first script call
+    /// and the first after each connection failure: no script runs before.
+    fn ready(&self, deadline: Instant) -> Result<(Conn, Arc<Learned>), Error> {
         let mut conn = self.take(deadline)?;
-        if let Some(bases) = self.limits.bases() {
-            return Ok((conn, bases));
+        let failures = self.link.backoff.failures();
+        if let Some(learned) = self.limits.bases(failures) {
+            return Ok((conn, learned));
         }
         let reply = conn
             .arm(deadline)
@@ -479,9 +481,9 @@ impl RedisGcra {
         match reply {
             Ok(reply) => {
                 self.link.backoff.succeeded();
-                let learned = self.limits.learn(&reply);
+                let learned = self.limits.learn(&reply, failures);
                 match learned {
-                    Ok(bases) => Ok((conn, bases)),
+                    Ok(learned) => Ok((conn, learned)),
                     Err(e) => {
                         self.put(conn);
                         Err(e)

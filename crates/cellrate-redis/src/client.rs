@@ -9,14 +9,15 @@
 //! hash `<prefix>:bases` (every client key holds a `{`; one key, so one
 //! node of a Cluster), field `c:<kind>:<tier>` (`s:…` per scope), value
 //! `<a>:<b>:<c>` (the script arguments), kept without expiry. Before its
-//! first script call a limiter records each tier's base there if none is
-//! (`HSETNX`, the first parameters of its line) and learns the recorded
-//! one: one round trip, once per limiter (again only while it fails). No
+//! first script call, and its first after each failure of the connection
+//! (the server may have restarted empty), a limiter records each tier's
+//! base there if none is (`HSETNX`: the first parameters of its line, or
+//! the base it learned) and learns the recorded one: one round trip. No
 //! script runs before that, so no state is read under a base the fleet
 //! did not agree on.
 
 use std::string::{String, ToString};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use std::vec::Vec;
 
@@ -37,12 +38,14 @@ pub(crate) struct Limits {
     /// The first parameters of every tier (name, scope and algorithm) the
     /// line has had under this prefix, removed ones included.
     origins: Vec<Origin>,
-    /// What the fleet recorded, once learned.
-    learned: OnceLock<Learned>,
+    /// What the fleet recorded, once learned, and the connection failures
+    /// there had been then (`Backoff::failures`).
+    learned: Mutex<Option<(u64, Arc<Learned>)>>,
 }
 
 /// The bases the fleet recorded for a limiter's tiers.
-struct Learned {
+#[derive(Debug)]
+pub(crate) struct Learned {
     /// Per tier, its recorded base.
     recorded: Vec<Origin>,
     /// Per tier, its recorded base's parameters when they differ from the
@@ -50,6 +53,14 @@ struct Learned {
     /// as written under the base, and write a tagged one only while a tier
     /// runs on other parameters than its base.
     bases: Vec<Option<[u64; 3]>>,
+}
+
+impl Learned {
+    /// Per tier, the parameters an untagged state was written under when
+    /// they are not the tier's own (the scripts' `bases`).
+    pub(crate) fn bases(&self) -> &Bases {
+        &self.bases
+    }
 }
 
 /// The script that records each tier's base unless one is, and answers
@@ -116,7 +127,7 @@ impl Limits {
             degrade,
             firsts: origins.clone(),
             origins,
-            learned: OnceLock::new(),
+            learned: Mutex::new(None),
         })
     }
 
@@ -134,7 +145,7 @@ impl Limits {
         let mut origins = if policy.prefix() == self.policy.prefix() {
             let mut origins = self.origins.clone();
             // What the fleet recorded stands for what this line had.
-            for r in self.learned.get().iter().flat_map(|l| &l.recorded) {
+            for r in self.known().iter().flat_map(|l| &l.recorded) {
                 if let Some(o) = origins.iter_mut().find(|o| same_tier(o, r)) {
                     *o = r.clone();
                 }
@@ -159,33 +170,46 @@ impl Limits {
             degrade,
             firsts,
             origins,
-            learned: OnceLock::new(),
+            learned: Mutex::new(None),
         })
     }
 
-    /// Per tier, the parameters an untagged state was written under when
-    /// they are not the tier's own (the scripts' `bases`); `None` until the
-    /// fleet's record is learned ([`learn`](Self::learn)).
-    pub(crate) fn bases(&self) -> Option<&Bases> {
-        self.learned.get().map(|l| l.bases.as_slice())
+    /// What this limiter learned last, if anything.
+    fn known(&self) -> Option<Arc<Learned>> {
+        let learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
+        learned.as_ref().map(|(_, l)| Arc::clone(l))
+    }
+
+    /// The fleet's record as learned with no connection failure since
+    /// (`failures` failures so far); `None` when it must be learned
+    /// ([`learn`](Self::learn)) before a script runs.
+    pub(crate) fn bases(&self, failures: u64) -> Option<Arc<Learned>> {
+        let learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
+        match &*learned {
+            Some((at, l)) if *at == failures => Some(Arc::clone(l)),
+            _ => None,
+        }
     }
 
     /// The call that records this limiter's bases where the fleet has none
-    /// and answers the recorded ones (one key: a Cluster sends it to the
-    /// node that owns it).
+    /// (those it learned, else its line's first) and answers the recorded
+    /// ones (one key: a Cluster sends it to the node that owns it).
     pub(crate) fn record_cmd(&self) -> ::redis::Cmd {
         let mut cmd = ::redis::cmd("EVAL");
         cmd.arg(RECORD).arg(1).arg(bases_key(self.policy.prefix()));
-        for o in &self.firsts {
+        let known = self.known();
+        let ours = known.as_ref().map_or(&self.firsts, |l| &l.recorded);
+        for o in ours {
             cmd.arg(field(o)).arg(value(o));
         }
         cmd
     }
 
-    /// Takes the recorded bases, the reply to [`record_cmd`](Self::record_cmd):
-    /// a tier whose recorded base is not its own parameters reads untagged
-    /// states under it (and writes tagged ones). The bases from then on.
-    pub(crate) fn learn(&self, reply: &[String]) -> Result<&Bases, Error> {
+    /// Takes the recorded bases, the reply to [`record_cmd`](Self::record_cmd)
+    /// sent with `failures` connection failures so far: a tier whose
+    /// recorded base is not its own parameters reads untagged states under
+    /// it (and writes tagged ones). The bases from then on.
+    pub(crate) fn learn(&self, reply: &[String], failures: u64) -> Result<Arc<Learned>, Error> {
         if reply.len() != self.firsts.len() {
             return Err(Error::BadReply);
         }
@@ -198,10 +222,10 @@ impl Limits {
             bases.push((args != own).then_some(args));
             recorded.push((first.0.to_string(), first.1, first.2, args));
         }
-        Ok(&self
-            .learned
-            .get_or_init(|| Learned { recorded, bases })
-            .bases)
+        let learned = Arc::new(Learned { recorded, bases });
+        *self.learned.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((failures, Arc::clone(&learned)));
+        Ok(learned)
     }
 
     pub(crate) fn config(&self) -> &RedisConfig {
@@ -275,20 +299,29 @@ mod tests {
         Limits::new(policy, RedisConfig::new(FailurePolicy::Closed)).unwrap()
     }
 
+    /// The values `l` records.
     fn recorded(l: &Limits) -> Vec<String> {
-        l.firsts.iter().map(value).collect()
+        let known = l.known();
+        let ours = known.as_ref().map_or(&l.firsts, |k| &k.recorded);
+        ours.iter().map(value).collect()
     }
 
     #[test]
     fn a_limiter_reads_untagged_states_under_the_recorded_base() {
         let (old, fresh) = (limits(5), limits(9));
-        assert_eq!(fresh.bases(), None);
+        assert!(fresh.bases(0).is_none());
         let base = old.policy.tiers()[0].script_args().1;
-        assert_eq!(fresh.learn(&recorded(&old)).unwrap(), [Some(base)]);
-        assert_eq!(fresh.bases(), Some(&[Some(base)][..]));
+        assert_eq!(
+            fresh.learn(&recorded(&old), 0).unwrap().bases(),
+            [Some(base)]
+        );
+        assert_eq!(fresh.bases(0).unwrap().bases(), [Some(base)]);
+        // After a connection failure it learns again, recording what it knows.
+        assert!(fresh.bases(1).is_none());
+        assert_eq!(recorded(&fresh), recorded(&old));
         // Its own parameters recorded: untagged states are its own.
         let own = limits(9);
-        assert_eq!(own.learn(&recorded(&own)).unwrap(), [None]);
+        assert_eq!(own.learn(&recorded(&own), 0).unwrap().bases(), [None]);
     }
 
     #[test]
@@ -301,12 +334,15 @@ mod tests {
         };
         // Before learning: the line's first parameters.
         assert_eq!(recorded(&reloaded(&fresh)), recorded(&fresh));
-        fresh.learn(&recorded(&old)).unwrap();
+        fresh.learn(&recorded(&old), 0).unwrap();
         let after = reloaded(&fresh);
         assert_eq!(recorded(&after), recorded(&old));
-        assert_eq!(after.bases(), None);
+        assert!(after.bases(0).is_none());
         let base = old.policy.tiers()[0].script_args().1;
-        assert_eq!(after.learn(&recorded(&old)).unwrap(), [Some(base)]);
+        assert_eq!(
+            after.learn(&recorded(&old), 0).unwrap().bases(),
+            [Some(base)]
+        );
     }
 
     #[test]
@@ -333,14 +369,14 @@ mod tests {
     fn a_record_that_is_no_base_is_an_error() {
         let l = limits(5);
         for bad in ["", "1:2", "1:2:x", "1:2:3:4", "-1:2:3"] {
-            let e = l.learn(&[bad.into()]).unwrap_err();
+            let e = l.learn(&[bad.into()], 0).unwrap_err();
             assert!(
                 matches!(e, Error::CorruptKey(ref k) if k == "rl:bases"),
                 "{bad}"
             );
         }
-        assert!(matches!(l.learn(&[]), Err(Error::BadReply)));
-        assert_eq!(l.bases(), None);
+        assert!(matches!(l.learn(&[], 0), Err(Error::BadReply)));
+        assert!(l.bases(0).is_none());
     }
 
     #[test]

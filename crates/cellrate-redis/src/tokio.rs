@@ -435,12 +435,14 @@ impl Inner {
         out: &mut Vec<Result<Outcome, Error>>,
         deadline: tokio::time::Instant,
     ) -> Result<(), Error> {
+        let failures = self.link.backoff.failures();
         let mut conn = self.connection(deadline).await?;
-        let bases = match self.limits.bases() {
-            Some(bases) => bases,
+        let learned = match self.limits.bases(failures) {
+            Some(learned) => learned,
             None => {
                 // This limiter's bases, learned before its first script
-                // call (one round trip, once per limiter).
+                // call and its first after each connection failure (one
+                // round trip).
                 let record = self.limits.record_cmd();
                 let reply = tokio::time::timeout_at(deadline, async {
                     match &mut conn {
@@ -449,10 +451,10 @@ impl Inner {
                     }
                 })
                 .await;
-                self.limits.learn(&self.answered(reply)?)?
+                self.limits.learn(&self.answered(reply)?, failures)?
             }
         };
-        let (script, cmd) = self.limits.policy.check_cmd(requests, bases);
+        let (script, cmd) = self.limits.policy.check_cmd(requests, learned.bases());
         let reply = tokio::time::timeout_at(deadline, async {
             match &mut conn {
                 Conn::Single(c) => eval(c, script, &cmd).await,

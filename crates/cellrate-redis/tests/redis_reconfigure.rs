@@ -519,6 +519,61 @@ fn a_fresh_limiter_learns_the_base_when_the_server_first_answers() {
     server.stop();
 }
 
+/// A server restarted empty loses the record with the states: the first
+/// limiter to reach it records its own parameters, and a running limiter,
+/// whose connection failed, learns that record before its next script; so
+/// the fresh limiter reads what the running one writes as written under
+/// the running one's parameters.
+#[test]
+#[ignore = "needs redis-server: scripts/stages/70-redis.sh"]
+fn after_a_restart_a_running_limiter_learns_the_base_again() {
+    let mut server = OwnServer::start(&env("CELLRATE_REDIS_SERVER"));
+    let url = server.url();
+    let (old, new) = (gcra(2, 8), gcra(5, 12));
+    let prefix = unique("restart");
+    let made = |tier: &RedisTier| {
+        RedisGcra::new(
+            Target::standalone(&url).unwrap(),
+            RedisPolicy::new(&*prefix, vec![tier.clone()]).unwrap(),
+            RedisConfig::new(FailurePolicy::Closed)
+                .with_timeout(Duration::from_millis(500))
+                .with_reconnect_interval(Duration::from_millis(20)),
+        )
+        .unwrap()
+    };
+    let running = made(&old);
+    running.try_check_n("c", None, 1).unwrap();
+    server.stop();
+    server.restart();
+    let fresh = made(&new);
+    fresh.try_check_n("d", None, 1).unwrap();
+    // The running limiter's connection is gone: a call fails, then one
+    // reconnects.
+    let mut failed = 0;
+    let o = loop {
+        match running.try_check_n("c", None, 6) {
+            Ok(o) => break o,
+            Err(e) => {
+                failed += 1;
+                assert!(failed < 100, "{e}");
+                thread::sleep(Duration::from_millis(25));
+            }
+        }
+    };
+    assert!(failed > 0);
+    let mut reference = Reference::new(&old);
+    reference.check_n(o.server_time().unwrap(), 6).unwrap();
+    let peek = fresh.try_check_n("c", None, 0).unwrap();
+    let now = peek.server_time().unwrap();
+    reference.reconfigure(now, &new);
+    assert_eq!(
+        seen(&peek.tiers().results()[0]),
+        seen(&reference.check_n(now, 0)),
+        "at {now}"
+    );
+    server.stop();
+}
+
 /// A key written before the parameters were kept in the value reads under
 /// the tier's parameters, as it always did: a rolling upgrade is safe.
 #[test]
