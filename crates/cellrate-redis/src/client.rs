@@ -12,9 +12,10 @@
 //! first script call, and its first after each failure of the connection
 //! (the server may have restarted empty), a limiter records each tier's
 //! base there if none is (`HSETNX`: the first parameters of its line, or
-//! the base it learned) and learns the recorded one: one round trip. No
-//! script runs before that, so no state is read under a base the fleet
-//! did not agree on.
+//! the base it learned) and learns the recorded one: one round trip (none
+//! for a `with_policy` limiter whose tiers its limiter learned). No script
+//! runs before that, so no state is read under a base the fleet did not
+//! agree on.
 
 use std::string::{String, ToString};
 use std::sync::{Arc, Mutex};
@@ -56,6 +57,16 @@ pub(crate) struct Learned {
 }
 
 impl Learned {
+    /// What `policy`'s tiers read under, given their recorded bases.
+    fn new(policy: &RedisPolicy, recorded: Vec<Origin>) -> Self {
+        let bases = policy.tiers().iter().zip(&recorded);
+        let bases = bases.map(|(t, r)| (r.3 != t.script_args().1).then_some(r.3));
+        Learned {
+            bases: bases.collect(),
+            recorded,
+        }
+    }
+
     /// Per tier, the parameters an untagged state was written under when
     /// they are not the tier's own (the scripts' `bases`).
     pub(crate) fn bases(&self) -> &Bases {
@@ -165,12 +176,25 @@ impl Limits {
                 }
             }
         }
+        // When this limiter learned the record of every tier kept, the new
+        // one knows its bases as this one does: no round trip.
+        let learned = self.learned.lock().unwrap_or_else(|e| e.into_inner());
+        let inherited = learned.as_ref().and_then(|(at, l)| {
+            let recorded = policy.tiers().iter().map(|t| {
+                let own = origin_of(t);
+                l.recorded.iter().find(|r| same_tier(r, &own)).cloned()
+            });
+            let recorded = recorded.collect::<Option<Vec<Origin>>>()?;
+            (policy.prefix() == self.policy.prefix())
+                .then(|| (*at, Arc::new(Learned::new(&policy, recorded))))
+        });
+        drop(learned);
         Ok(Limits {
             policy,
             degrade,
             firsts,
             origins,
-            learned: Mutex::new(None),
+            learned: Mutex::new(inherited),
         })
     }
 
@@ -214,15 +238,12 @@ impl Limits {
             return Err(Error::BadReply);
         }
         let mut recorded = Vec::with_capacity(reply.len());
-        let mut bases = Vec::with_capacity(reply.len());
-        for ((v, first), tier) in reply.iter().zip(&self.firsts).zip(self.policy.tiers()) {
+        for (v, first) in reply.iter().zip(&self.firsts) {
             let args =
                 parse(v).ok_or_else(|| Error::CorruptKey(bases_key(self.policy.prefix())))?;
-            let (_, own) = tier.script_args();
-            bases.push((args != own).then_some(args));
             recorded.push((first.0.to_string(), first.1, first.2, args));
         }
-        let learned = Arc::new(Learned { recorded, bases });
+        let learned = Arc::new(Learned::new(&self.policy, recorded));
         *self.learned.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((failures, Arc::clone(&learned)));
         Ok(learned)
@@ -337,12 +358,25 @@ mod tests {
         fresh.learn(&recorded(&old), 0).unwrap();
         let after = reloaded(&fresh);
         assert_eq!(recorded(&after), recorded(&old));
-        assert!(after.bases(0).is_none());
+        // Its tiers' records learned: no round trip until a failure.
         let base = old.policy.tiers()[0].script_args().1;
-        assert_eq!(
-            after.learn(&recorded(&old), 0).unwrap().bases(),
-            [Some(base)]
-        );
+        assert_eq!(after.bases(0).unwrap().bases(), [Some(base)]);
+        assert!(after.bases(1).is_none());
+        let again = after.learn(&recorded(&old), 1).unwrap();
+        assert_eq!(again.bases(), [Some(base)]);
+        // A tier it has not learned: the new limiter learns first.
+        let two = RedisPolicy::new(
+            "rl",
+            std::vec![
+                RedisTier::new("api", Quota::per_second(10).with_burst(5).at_hz(1_000)).unwrap(),
+                RedisTier::new("day", Quota::per_day(10).at_hz(1_000)).unwrap(),
+            ],
+        )
+        .unwrap();
+        let added = fresh.with_policy(two, FailurePolicy::Closed).unwrap();
+        assert!(added.bases(0).is_none());
+        let learned = added.learn(&recorded(&added), 0).unwrap();
+        assert_eq!(learned.bases(), [None, None]);
     }
 
     #[test]

@@ -57,7 +57,7 @@
 //! * **Cost.** One round trip and one script call per check, or per batch
 //!   of up to [`MAX_KEYS_PER_CALL`] keys ([`RedisGcra::try_check_batch`];
 //!   concurrent [`AsyncRedisGcra`] checks coalesce into such batches), and
-//!   one for `<prefix>:bases` before a limiter's first (and after failures).
+//!   one for `<prefix>:bases` before a new limiter's first and after failures.
 //!
 //! Proofs, the scripts' shape and measured costs: docs/design/redis.md.
 #![cfg_attr(docsrs, feature(doc_cfg))]
