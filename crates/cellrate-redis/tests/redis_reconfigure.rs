@@ -9,7 +9,8 @@
 //! at least the old; lower: both at most; mixed), a random history on the
 //! old policy is replayed on the in-process limiter at the server's times;
 //! then the new limiter answers a peek and a request in one call (one
-//! server time `t`), which must be what the in-process limiter
+//! server time `t`; the request alone on the async client and on a
+//! Cluster), which must be what the in-process limiter
 //! reconfigured at `t` answers, and the monotone rule itself is checked
 //! against what the old rules allowed at `t`: a raise refuses nothing the
 //! old rules admit, a lower admits nothing they refuse, and a mixed change
