@@ -121,7 +121,7 @@ cargo clippy -p cellrate-redis --all-targets --features metrics -- -D warnings
 cargo test -p cellrate-redis --lib --tests -- --include-ignored 2>&1 | tee "$work/test.log"
 counted "$work/test.log" tests/redis.rs 25
 counted "$work/test.log" tests/redis_algorithms.rs 9
-counted "$work/test.log" tests/redis_reconfigure.rs 2
+counted "$work/test.log" tests/redis_reconfigure.rs 6
 # The tower layer on both Redis clients through an outage (tests/tower_redis.rs),
 # the gateway example on Redis (tests/gateway.rs) and a layer configured onto
 # Redis (tests/tower_config.rs; `serde` on in the same build), a window

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use std::vec::Vec;
 
-use super::client::{Check, Limits};
+use super::client::{Check, Learned, Limits};
 use super::degrade::{call_error, is_transport};
 use super::scripts::lease_script;
 use super::{
@@ -305,7 +305,8 @@ impl RedisGcra {
             Endpoint::Standalone(_) => policy.requests_per_call(),
         };
         let deadline = self.deadline();
-        let mut conn = self.take(deadline)?;
+        let (mut conn, learned) = self.ready(deadline)?;
+        let bases = learned.bases();
         let replies = if requests.len() <= per_call
             || matches!(self.link.target.endpoint, Endpoint::Cluster(_))
         {
@@ -314,7 +315,7 @@ impl RedisGcra {
             requests
                 .chunks(per_call)
                 .map(|chunk| {
-                    let (script, cmd) = policy.check_cmd(chunk, &self.limits.bases);
+                    let (script, cmd) = policy.check_cmd(chunk, bases);
                     conn.arm(deadline)?;
                     let reply = cmd.query::<Vec<i64>>(conn.as_dyn());
                     match reply {
@@ -331,7 +332,7 @@ impl RedisGcra {
         } else {
             let cmds: Vec<(&::redis::Script, ::redis::Cmd)> = requests
                 .chunks(per_call)
-                .map(|chunk| policy.check_cmd(chunk, &self.limits.bases))
+                .map(|chunk| policy.check_cmd(chunk, bases))
                 .collect();
             self.pipelined(&mut conn, &cmds, deadline)
         };
@@ -444,9 +445,9 @@ impl RedisGcra {
     /// Runs the lease script once: `(cells granted, outcome)`.
     pub(crate) fn run(&self, keys: &[String], request: Request) -> Result<(u64, Outcome), Error> {
         let deadline = self.deadline();
-        let mut conn = self.take(deadline)?;
+        let (mut conn, learned) = self.ready(deadline)?;
         let policy = &self.limits.policy;
-        let inv = policy.invocation(lease_script(), keys, request, &self.limits.bases);
+        let inv = policy.invocation(lease_script(), keys, request, learned.bases());
         let reply = conn
             .arm(deadline)
             .and_then(|()| inv.invoke::<Vec<i64>>(conn.as_dyn()));
@@ -463,6 +464,34 @@ impl RedisGcra {
     /// When a call starting now must be answered: now + the timeout.
     fn deadline(&self) -> Instant {
         Instant::now() + self.limits.timeout()
+    }
+
+    /// A connection ([`take`](Self::take)) and this limiter's bases,
+    /// learned on it first (one round trip) before the first script call
+    /// and the first after each connection failure: no script runs before.
+    fn ready(&self, deadline: Instant) -> Result<(Conn, Arc<Learned>), Error> {
+        let mut conn = self.take(deadline)?;
+        let failures = self.link.backoff.failures();
+        if let Some(learned) = self.limits.bases(failures) {
+            return Ok((conn, learned));
+        }
+        let reply = conn
+            .arm(deadline)
+            .and_then(|()| self.limits.record_cmd().query::<Vec<String>>(conn.as_dyn()));
+        match reply {
+            Ok(reply) => {
+                self.link.backoff.succeeded();
+                let learned = self.limits.learn(&reply, failures);
+                match learned {
+                    Ok(learned) => Ok((conn, learned)),
+                    Err(e) => {
+                        self.put(conn);
+                        Err(e)
+                    }
+                }
+            }
+            Err(e) => Err(self.failed(conn, e)),
+        }
     }
 
     /// An idle connection, or a new one made before `deadline`.

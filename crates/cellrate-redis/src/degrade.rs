@@ -21,7 +21,7 @@
 
 use core::fmt;
 use std::string::String;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use std::vec::Vec;
@@ -224,6 +224,9 @@ pub(crate) struct Backoff {
     failed_at: Mutex<Option<Instant>>,
     /// Whether `failed_at` is set (read without the lock on every answer).
     failing: AtomicBool,
+    /// How many failures there have been: what the limiters' learned bases
+    /// are tied to (a failure may be the server restarting empty).
+    failures: AtomicU64,
 }
 
 impl Backoff {
@@ -245,6 +248,11 @@ impl Backoff {
     pub(crate) fn failed(&self) {
         *self.failed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         self.failing.store(true, Ordering::Relaxed);
+        self.failures.fetch_add(1, Ordering::AcqRel);
+    }
+    /// How many failures there have been so far.
+    pub(crate) fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Acquire)
     }
     /// Redis answered a call.
     pub(crate) fn succeeded(&self) {

@@ -43,10 +43,10 @@
 //!   [`Error::CorruptKey`] whatever the failure policy.
 //! * **Stored state.** Internal, but never misread: a GCRA key holds its
 //!   TAT, a window key a string led by its algorithm's letter, a sliding
-//!   log a ring of fixed-width expiries read and written by offset. After
-//!   `with_policy` the first call that reads a state written under other
-//!   parameters re-expresses it as the in-process `translate` does (the
-//!   cells used kept) and writes it back.
+//!   log a ring of fixed-width expiries read and written by offset. A
+//!   state written under other parameters than a tier's first (recorded
+//!   in `<prefix>:bases`) is re-expressed at its first read as the
+//!   in-process `translate` does (the cells used kept) and written back.
 //! * **Failures.** Each call has a deadline, connect included
 //!   ([`RedisConfig::with_timeout`]). While Redis fails, the
 //!   [`FailurePolicy`] answers: admit, deny, or decide per client on
@@ -56,7 +56,8 @@
 //!   [`Error::Backoff`] (and the failure policy) at once. No path panics.
 //! * **Cost.** One round trip and one script call per check, or per batch
 //!   of up to [`MAX_KEYS_PER_CALL`] keys ([`RedisGcra::try_check_batch`];
-//!   concurrent [`AsyncRedisGcra`] checks coalesce into such batches).
+//!   concurrent [`AsyncRedisGcra`] checks coalesce into such batches), and
+//!   one for `<prefix>:bases` before a new limiter's first and after failures.
 //!
 //! Proofs, the scripts' shape and measured costs: docs/design/redis.md.
 #![cfg_attr(docsrs, feature(doc_cfg))]

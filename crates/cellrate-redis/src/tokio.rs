@@ -119,8 +119,10 @@ impl AsyncRedisGcra {
     /// named by the prefix, the client and the tier's **name**, so a tier
     /// kept by name keeps every client's state on the server. A state says
     /// which parameters it was written under (when they are not the tier's
-    /// first ones in this line of limiters), and the first call that reads
-    /// it under others re-expresses it and writes it back, as the
+    /// first ones under the prefix, which the fleet records on the server,
+    /// so a limiter made fresh with new parameters reads them alike), and
+    /// the first call that reads it under others re-expresses it and
+    /// writes it back, as the
     /// in-process `Algorithm::translate` does at that call's server time:
     /// the **cells used are kept** (at most the new burst or limit), so a
     /// raise never refuses, at that instant, what the old quota would
@@ -433,8 +435,26 @@ impl Inner {
         out: &mut Vec<Result<Outcome, Error>>,
         deadline: tokio::time::Instant,
     ) -> Result<(), Error> {
+        let failures = self.link.backoff.failures();
         let mut conn = self.connection(deadline).await?;
-        let (script, cmd) = self.limits.policy.check_cmd(requests, &self.limits.bases);
+        let learned = match self.limits.bases(failures) {
+            Some(learned) => learned,
+            None => {
+                // This limiter's bases, learned before its first script
+                // call and its first after each connection failure (one
+                // round trip).
+                let record = self.limits.record_cmd();
+                let reply = tokio::time::timeout_at(deadline, async {
+                    match &mut conn {
+                        Conn::Single(c) => record.query_async::<Vec<String>>(c).await,
+                        Conn::Cluster(c) => record.query_async::<Vec<String>>(c).await,
+                    }
+                })
+                .await;
+                self.limits.learn(&self.answered(reply)?, failures)?
+            }
+        };
+        let (script, cmd) = self.limits.policy.check_cmd(requests, learned.bases());
         let reply = tokio::time::timeout_at(deadline, async {
             match &mut conn {
                 Conn::Single(c) => eval(c, script, &cmd).await,
@@ -442,8 +462,20 @@ impl Inner {
             }
         })
         .await;
+        self.limits
+            .policy
+            .decode_checks(&self.answered(reply)?, requests, out)
+    }
+
+    /// A reply within the deadline, or the error it is; a connection that
+    /// failed or timed out is dropped, and reconnects held back for the
+    /// interval.
+    fn answered<T>(
+        &self,
+        reply: Result<::redis::RedisResult<T>, tokio::time::error::Elapsed>,
+    ) -> Result<T, Error> {
         match reply {
-            Ok(Ok(reply)) => self.limits.policy.decode_checks(&reply, requests, out),
+            Ok(Ok(reply)) => Ok(reply),
             Ok(Err(e)) => {
                 if is_transport(&e) {
                     // The connection is gone or stuck: drop it, and hold

@@ -9,13 +9,19 @@
 //! at least the old; lower: both at most; mixed), a random history on the
 //! old policy is replayed on the in-process limiter at the server's times;
 //! then the new limiter answers a peek and a request in one call (one
-//! server time `t`), which must be what the in-process limiter
+//! server time `t`; the request alone on the async client and on a
+//! Cluster), which must be what the in-process limiter
 //! reconfigured at `t` answers, and the monotone rule itself is checked
 //! against what the old rules allowed at `t`: a raise refuses nothing the
 //! old rules admit, a lower admits nothing they refuse, and a mixed change
 //! moves the allowance by exactly the change of limit (burst), floored at 0.
 //! A limiter still on the old policy then reads the state the new one
 //! wrote re-expressed back under its own parameters.
+//!
+//! The new limiter is made by `with_policy`, or started fresh on the same
+//! prefix (a process deployed with the new rules: blocking, async, on a
+//! Cluster, or fresh on other parameters and then reloaded): each reads the
+//! old states under the base the fleet recorded, so all answer alike.
 
 use std::thread;
 use std::time::Duration;
@@ -24,15 +30,19 @@ use cellrate::compose::{AlgorithmKind, LimiterConfig};
 use cellrate::window::{BucketedWindowQuota, FixedWindowQuota, SlidingLog, SlidingWindowQuota};
 use cellrate::{Decision, Denied, Limiter, LocalGcra, Quota};
 use cellrate_redis::{
-    FailurePolicy, RedisConfig, RedisGcra, RedisPolicy, RedisTier, Source, Target, TierAlgorithm,
+    AsyncRedisGcra, FailurePolicy, Outcome, RedisConfig, RedisGcra, RedisPolicy, RedisTier, Source,
+    Target, TierAlgorithm,
 };
 
 #[path = "support/answers.rs"]
 mod answers;
 #[path = "support/redis_env.rs"]
 mod redis_env;
+#[path = "support/redis_server.rs"]
+mod redis_server;
 use answers::{rng, seen};
-use redis_env::{standalone, unique};
+use redis_env::{cluster_nodes, env, standalone, unique};
+use redis_server::Server as OwnServer;
 
 /// The in-process limiter of a tier, reconfigurable as the core does it.
 enum Reference {
@@ -190,19 +200,48 @@ fn cases() -> Vec<(RedisTier, Vec<(Change, RedisTier)>)> {
     ]
 }
 
+/// How the limiter on the new parameters is made.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Made {
+    /// `with_policy` of the old limiter (a reload).
+    Reload,
+    /// `RedisGcra::new` on the same prefix: a process started with the
+    /// new parameters.
+    Fresh,
+    /// `AsyncRedisGcra::new` on the same prefix.
+    FreshAsync,
+    /// `RedisGcra::new` on the same prefix with other parameters, which
+    /// decides for another client, then its `with_policy`.
+    FreshThenReload,
+}
+
+fn config() -> RedisConfig {
+    RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_secs(3))
+}
+
 fn on(url: &str, policy: RedisPolicy) -> RedisGcra {
-    RedisGcra::new(
-        Target::standalone(url).unwrap(),
-        policy,
-        RedisConfig::new(FailurePolicy::Closed).with_timeout(Duration::from_secs(3)),
-    )
-    .unwrap()
+    RedisGcra::new(Target::standalone(url).unwrap(), policy, config()).unwrap()
+}
+
+/// The limiter deciding after the change, blocking or async.
+enum Deciding {
+    Blocking(RedisGcra),
+    Async(AsyncRedisGcra, tokio::runtime::Runtime),
+}
+
+impl Deciding {
+    fn check(&self, cost: u64) -> Outcome {
+        match self {
+            Deciding::Blocking(rl) => rl.try_check_n("c", None, cost).unwrap(),
+            Deciding::Async(rl, rt) => rt.block_on(rl.try_check_n("c", None, cost)).unwrap(),
+        }
+    }
 }
 
 /// One request on Redis, checked against the reference at the server's
 /// time; returns that time.
-fn same(rl: &RedisGcra, reference: &mut Reference, cost: u64, what: &str) -> u64 {
-    let o = rl.try_check_n("c", None, cost).unwrap();
+fn same(rl: &Deciding, reference: &mut Reference, cost: u64, what: &str) -> u64 {
+    let o = rl.check(cost);
     assert_eq!(o.source(), Source::Redis);
     let now = o.server_time().unwrap();
     let expected = reference.check_n(now, cost);
@@ -214,25 +253,48 @@ fn same(rl: &RedisGcra, reference: &mut Reference, cost: u64, what: &str) -> u64
     now
 }
 
-/// Runs one change: `history` random requests under `old`, the change, a
-/// peek and a request of `cost` in one call, then `after` more requests.
+/// Where the limiters of one change live.
+#[derive(Clone, Copy)]
+enum Server<'a> {
+    Standalone(&'a str),
+    Cluster(&'a [String]),
+}
+
+impl Server<'_> {
+    fn target(self) -> Target {
+        match self {
+            Server::Standalone(url) => Target::standalone(url).unwrap(),
+            Server::Cluster(nodes) => Target::cluster(nodes.iter().map(String::as_str)).unwrap(),
+        }
+    }
+
+    fn blocking(self, prefix: &str, tier: &RedisTier) -> RedisGcra {
+        let policy = RedisPolicy::new(prefix, vec![tier.clone()]).unwrap();
+        RedisGcra::new(self.target(), policy, config()).unwrap()
+    }
+}
+
+/// Runs one change: `history` random requests under `old`, the change
+/// (the new limiter `made` as said; `other`: the parameters a
+/// [`Made::FreshThenReload`] starts on), a peek and a request of `cost`,
+/// then `after` more requests.
 fn one_change(
-    url: &str,
+    server: Server<'_>,
     old: &RedisTier,
     change: Change,
     new: &RedisTier,
+    (made, other): (Made, &RedisTier),
     seed: u64,
 ) -> (u64, u64) {
     let what = format!(
-        "{:?} {:?} -> {:?}",
+        "{:?} {:?} {:?} -> {:?}",
+        made,
         change,
         old.algorithm(),
         new.algorithm()
     );
-    let rl = on(
-        url,
-        RedisPolicy::new(unique("reconf"), vec![old.clone()]).unwrap(),
-    );
+    let prefix = unique("reconf");
+    let rl = Deciding::Blocking(server.blocking(&prefix, old));
     let mut reference = Reference::new(old);
     let mut next = rng(seed);
     let limit = old.limit();
@@ -242,38 +304,69 @@ fn one_change(
             thread::sleep(Duration::from_micros(next() % 4_000));
         }
     }
-    let prefix = rl.policy().prefix().to_owned();
-    let raised = rl
-        .with_policy(
-            RedisPolicy::new(prefix, vec![new.clone()]).unwrap(),
-            FailurePolicy::Closed,
-        )
-        .unwrap();
-    // A peek and a request in one call: both at the same server time.
+    let policy = RedisPolicy::new(&*prefix, vec![new.clone()]).unwrap();
+    let Deciding::Blocking(old_rl) = &rl else {
+        unreachable!()
+    };
+    let raised = match made {
+        Made::Reload => {
+            Deciding::Blocking(old_rl.with_policy(policy, FailurePolicy::Closed).unwrap())
+        }
+        Made::Fresh => Deciding::Blocking(server.blocking(&prefix, new)),
+        Made::FreshAsync => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let rl = AsyncRedisGcra::new(server.target(), policy, config()).unwrap();
+            Deciding::Async(rl, rt)
+        }
+        Made::FreshThenReload => {
+            let started = server.blocking(&prefix, other);
+            // It reaches the server (for another client) before the reload.
+            started.try_check_n("d", None, 1).unwrap();
+            Deciding::Blocking(started.with_policy(policy, FailurePolicy::Closed).unwrap())
+        }
+    };
     let cost = 1 + next() % new.limit();
-    let outcomes = raised
-        .try_check_batch(&[("c", None, 0), ("c", None, cost)])
-        .unwrap();
-    let peek = outcomes[0].as_ref().unwrap();
-    let request = outcomes[1].as_ref().unwrap();
-    let now = peek.server_time().unwrap();
-    assert_eq!(request.server_time(), Some(now));
+    // A peek and a request in one call (one server time) where the client
+    // makes one call of both (a standalone blocking limiter); elsewhere the
+    // request alone.
+    let (peek, request) = match (&raised, server) {
+        (Deciding::Blocking(rl), Server::Standalone(_)) => {
+            let mut outcomes = rl
+                .try_check_batch(&[("c", None, 0), ("c", None, cost)])
+                .unwrap()
+                .into_iter()
+                .map(Result::unwrap);
+            let peek = outcomes.next().unwrap();
+            (Some(peek), outcomes.next().unwrap())
+        }
+        _ => (None, raised.check(cost)),
+    };
+    let now = request.server_time().unwrap();
+    if let Some(peek) = &peek {
+        assert_eq!(peek.server_time(), Some(now));
+    }
     let before = reference.allowance(now);
     reference.reconfigure(now, new);
     let after = reference.allowance(now);
-    assert_eq!(
-        seen(&peek.tiers().results()[0]),
-        seen(&reference.check_n(now, 0)),
-        "{what}: peek at {now}"
-    );
+    if let Some(peek) = &peek {
+        assert_eq!(
+            seen(&peek.tiers().results()[0]),
+            seen(&reference.check_n(now, 0)),
+            "{what}: peek at {now}"
+        );
+    }
     let admitted = request.tiers().is_admitted();
     assert_eq!(
         seen(&request.tiers().results()[0]),
         seen(&reference.check_n(now, cost)),
         "{what}: cost {cost} at {now}"
     );
-    // The rule itself, on what Redis answered.
-    let told = seen(&peek.tiers().results()[0]).2;
+    // The rule itself, on what Redis answered (or, with no peek, on the
+    // reference the request matched).
+    let told = peek.map_or(after, |p| seen(&p.tiers().results()[0]).2);
     assert_eq!(told, after);
     match change {
         Change::Raise => {
@@ -302,7 +395,7 @@ fn one_change(
     }
     // A peer still on the old policy reads what the new one wrote
     // re-expressed under its own parameters, as a change back would.
-    let o = rl.try_check_n("c", None, 0).unwrap();
+    let o = rl.check(0);
     let now = o.server_time().unwrap();
     reference.reconfigure(now, old);
     assert_eq!(
@@ -316,21 +409,166 @@ fn one_change(
     (before, told)
 }
 
-#[test]
-#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
-fn a_change_reads_each_state_as_in_process_translate_and_is_monotone() {
-    let url = standalone();
+/// Runs every case's changes with the new limiter `made`, on `seeds`.
+fn every_change(server: Server<'_>, made: Made, seeds: &[u64], min_owing: usize) {
     for (old, changes) in cases() {
         let mut owing = 0;
-        for (change, new) in &changes {
-            for seed in [0x9e37_79b9_7f4a_7c15u64, 0x2545_f491_4f6c_dd1d, 77, 4_242] {
-                let (before, _) = one_change(&url, &old, *change, new, seed);
+        for (i, (change, new)) in changes.iter().enumerate() {
+            // Another change's parameters, for a fresh limiter then reloaded.
+            let other = &changes[(i + 1) % changes.len()].1;
+            for &seed in seeds {
+                let (before, _) = one_change(server, &old, *change, new, (made, other), seed);
                 owing += usize::from(before < old.limit());
             }
         }
         // The histories leave state to translate, not only idle clients.
-        assert!(owing > 8, "{:?}: {owing}", old.algorithm());
+        assert!(owing > min_owing, "{made:?} {:?}: {owing}", old.algorithm());
     }
+}
+
+#[test]
+#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
+fn a_change_reads_each_state_as_in_process_translate_and_is_monotone() {
+    let url = standalone();
+    every_change(
+        Server::Standalone(&url),
+        Made::Reload,
+        &[0x9e37_79b9_7f4a_7c15u64, 0x2545_f491_4f6c_dd1d, 77, 4_242],
+        8,
+    );
+}
+
+/// A process started fresh with new parameters (no `with_policy`) reads
+/// the states the old ones wrote under the base the fleet recorded: the
+/// same answers as a reload, blocking or async, and after a reload of its
+/// own.
+#[test]
+#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
+fn a_fresh_limiter_reads_old_states_under_the_recorded_base() {
+    let url = standalone();
+    let server = Server::Standalone(&url);
+    every_change(
+        server,
+        Made::Fresh,
+        &[0x9e37_79b9_7f4a_7c15u64, 77, 4_242],
+        4,
+    );
+    every_change(server, Made::FreshAsync, &[0x2545_f491_4f6c_dd1d, 4_242], 2);
+    every_change(
+        server,
+        Made::FreshThenReload,
+        &[0x9e37_79b9_7f4a_7c15u64, 91],
+        2,
+    );
+}
+
+/// The same on a Redis Cluster: the recorded base is one key on one node,
+/// the clients' states on others.
+#[test]
+#[ignore = "needs a Redis Cluster: scripts/stages/70-redis.sh"]
+fn a_fresh_limiter_on_a_cluster_reads_under_the_recorded_base() {
+    let nodes = cluster_nodes();
+    let server = Server::Cluster(&nodes);
+    every_change(server, Made::Fresh, &[0x9e37_79b9_7f4a_7c15u64, 4_242], 2);
+    every_change(server, Made::FreshAsync, &[77, 91], 2);
+}
+
+/// A fresh limiter that finds the server frozen decides nothing (no base
+/// known, no script run); once the server answers, its first call learns
+/// the recorded base before its script reads the state the old limiter
+/// wrote, and answers as the in-process limiter reconfigured then.
+#[test]
+#[ignore = "needs redis-server: scripts/stages/70-redis.sh"]
+fn a_fresh_limiter_learns_the_base_when_the_server_first_answers() {
+    let mut server = OwnServer::start(&env("CELLRATE_REDIS_SERVER"));
+    let url = server.url();
+    // Slow enough that the debt outlasts the freeze (a cell per 500 ms).
+    let old = gcra(2, 8);
+    let new = gcra(5, 12);
+    let prefix = unique("frozen");
+    let rl = on(&url, RedisPolicy::new(&*prefix, vec![old.clone()]).unwrap());
+    let mut reference = Reference::new(&old);
+    let o = rl.try_check_n("c", None, 6).unwrap();
+    reference.check_n(o.server_time().unwrap(), 6).unwrap();
+    server.pause();
+    let fresh = RedisGcra::new(
+        Target::standalone(&url).unwrap(),
+        RedisPolicy::new(&*prefix, vec![new.clone()]).unwrap(),
+        RedisConfig::new(FailurePolicy::Closed)
+            .with_timeout(Duration::from_millis(200))
+            .with_reconnect_interval(Duration::from_millis(50)),
+    )
+    .unwrap();
+    assert!(fresh.try_check_n("c", None, 1).is_err());
+    server.resume();
+    thread::sleep(Duration::from_millis(60));
+    let peek = fresh.try_check_n("c", None, 0).unwrap();
+    let now = peek.server_time().unwrap();
+    let before = reference.allowance(now);
+    assert!(before < 8, "the old limiter's debt is gone at {now}");
+    reference.reconfigure(now, &new);
+    assert_eq!(
+        seen(&peek.tiers().results()[0]),
+        seen(&reference.check_n(now, 0)),
+        "at {now}"
+    );
+    assert!(reference.allowance(now) >= before);
+    server.stop();
+}
+
+/// A server restarted empty loses the record with the states: the first
+/// limiter to reach it records its own parameters, and a running limiter,
+/// whose connection failed, learns that record before its next script; so
+/// the fresh limiter reads what the running one writes as written under
+/// the running one's parameters.
+#[test]
+#[ignore = "needs redis-server: scripts/stages/70-redis.sh"]
+fn after_a_restart_a_running_limiter_learns_the_base_again() {
+    let mut server = OwnServer::start(&env("CELLRATE_REDIS_SERVER"));
+    let url = server.url();
+    let (old, new) = (gcra(2, 8), gcra(5, 12));
+    let prefix = unique("restart");
+    let made = |tier: &RedisTier| {
+        RedisGcra::new(
+            Target::standalone(&url).unwrap(),
+            RedisPolicy::new(&*prefix, vec![tier.clone()]).unwrap(),
+            RedisConfig::new(FailurePolicy::Closed)
+                .with_timeout(Duration::from_millis(500))
+                .with_reconnect_interval(Duration::from_millis(20)),
+        )
+        .unwrap()
+    };
+    let running = made(&old);
+    running.try_check_n("c", None, 1).unwrap();
+    server.stop();
+    server.restart();
+    let fresh = made(&new);
+    fresh.try_check_n("d", None, 1).unwrap();
+    // The running limiter's connection is gone: a call fails, then one
+    // reconnects.
+    let mut failed = 0;
+    let o = loop {
+        match running.try_check_n("c", None, 6) {
+            Ok(o) => break o,
+            Err(e) => {
+                failed += 1;
+                assert!(failed < 100, "{e}");
+                thread::sleep(Duration::from_millis(25));
+            }
+        }
+    };
+    assert!(failed > 0);
+    let mut reference = Reference::new(&old);
+    reference.check_n(o.server_time().unwrap(), 6).unwrap();
+    let peek = fresh.try_check_n("c", None, 0).unwrap();
+    let now = peek.server_time().unwrap();
+    reference.reconfigure(now, &new);
+    assert_eq!(
+        seen(&peek.tiers().results()[0]),
+        seen(&reference.check_n(now, 0)),
+        "at {now}"
+    );
+    server.stop();
 }
 
 /// A key written before the parameters were kept in the value reads under
