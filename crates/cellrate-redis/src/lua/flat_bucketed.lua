@@ -5,9 +5,11 @@
 -- limiter on its base, written straight through (flat_fixed.lua says why
 -- and what leaves this block for the general code after it). A key
 -- rewritten at the bucket it already held keeps its expiry (KEEPTTL); any
--- other write sets it. A key's view is one table of N counts, newest
--- first; T(d), the window's count d buckets after the judged one with no
--- more admissions, is T(d - 1) less the oldest count T(d - 1) holds.
+-- other write sets it. A key's view is one table, the table of its
+-- value's fields: the stored bucket, then the judged window's N counts,
+-- newest first (count i at index i + 1); T(d), the window's count d
+-- buckets after the judged one with no more admissions, is T(d - 1) less
+-- the oldest count T(d - 1) holds.
 repeat
   local n, na, nb = #KEYS, #ARGV, tonumber(ARGV[5])
   if ARGV[1] ~= '1' or n < 1 or (na ~= 6 and na ~= 5 + n) or not nb or nb < 1 or nb > 31 then break end
@@ -30,33 +32,40 @@ repeat
     -- The stored bucket (false: none), the judged one (now's, or the
     -- stored one up to N - 1 ahead when it counts anything: the clock
     -- stepped back) and the view's counts.
-    local a, s, v = false, j, {}
-    for i = 1, nb do v[i] = 0 end
+    local a, s, v = false, j, nil
     if raw then
       if type(raw) == 'table' then return {now, 0, 0, 0, 0, 1} end
-      local f, ok = {match(raw, pattern)}, true
-      if not f[1] then break end
+      v = {match(raw, pattern)}
+      if not v[1] then break end
+      local ok = true
       for i = 1, nb + 1 do
-        f[i] = f[i] + 0
-        if f[i] >= 9007199254740992 then ok = false end
+        local x = v[i] + 0
+        if x >= 9007199254740992 then ok = false end
+        v[i] = x
       end
       if not ok then break end
-      a = f[1]
+      a = v[1]
       local d = j - a
       if d >= 0 and d < nb then
-        for i = 1, nb - d do v[i + d] = f[i + 1] end
+        for i = nb, 1, -1 do
+          if i > d then v[i + 1] = v[i + 1 - d] else v[i + 1] = 0 end
+        end
       elseif d < 0 and -d < nb then
         local any = false
-        for i = 1, nb do
-          v[i] = f[i + 1]
+        for i = 2, nb + 1 do
           if v[i] > 0 then any = true end
         end
         if any then s = a end
+      else
+        for i = 2, nb + 1 do v[i] = 0 end
       end
+    else
+      v = {j}
+      for i = 2, nb + 1 do v[i] = 0 end
     end
     local until_next = b - e + (s - j) * b
     local total = 0
-    for i = 1, nb do total = total + v[i] end
+    for i = 2, nb + 1 do total = total + v[i] end
     -- (Below 2^53 every partial sum is exact; a larger one, which only
     -- another program can have written, goes to the general code.)
     if total >= 9007199254740992 then break end
@@ -64,9 +73,9 @@ repeat
     if fit then
       if cost > 0 then
         if format('%d', 4503599627370497) ~= '4503599627370497' then break end
-        v[1] = v[1] + cost
+        v[2] = v[2] + cost
         total = total + cost
-        local text = format('B%d:' .. string.rep('%d,', nb - 1) .. '%d', s, unpack(v))
+        local text = format('B%d:' .. string.rep('%d,', nb - 1) .. '%d', s, unpack(v, 2, nb + 1))
         if s == a then
           call('SET', key, text, 'KEEPTTL')
         else
@@ -76,10 +85,10 @@ repeat
     else
       -- Until the first bucket d >= 1 after the judged one whose window
       -- leaves room for `cost`.
-      local d, td = 1, total - v[nb]
+      local d, td = 1, total - v[nb + 1]
       while d < nb and td + cost > limit do
         d = d + 1
-        td = td - v[nb - d + 1]
+        td = td - v[nb - d + 2]
       end
       wait = until_next + (d - 1) * b
     end
@@ -87,10 +96,10 @@ repeat
     if remaining < 0 then remaining = 0 end
     if total ~= 0 then
       -- Until the first bucket whose window counts nothing.
-      local d, td = 1, total - v[nb]
+      local d, td = 1, total - v[nb + 1]
       while d < nb and td > 0 do
         d = d + 1
-        td = td - v[nb - d + 1]
+        td = td - v[nb - d + 2]
       end
       reset = until_next + (d - 1) * b
     end
@@ -113,30 +122,36 @@ repeat
   for r = 1, n do
     local key, raw = KEYS[r], raws[r]
     if not counts[key] then
-      local a, s, v = false, j, {}
-      for i = 1, nb do v[i] = 0 end
+      local a, s, v = false, j, nil
       if raw then
-        local f = {match(raw, pattern)}
-        ok = f[1] ~= nil
+        v = {match(raw, pattern)}
+        ok = v[1] ~= nil
         if ok then
           for i = 1, nb + 1 do
-            f[i] = f[i] + 0
-            if f[i] >= 9007199254740992 then ok = false end
+            local x = v[i] + 0
+            if x >= 9007199254740992 then ok = false end
+            v[i] = x
           end
         end
         if not ok then break end
-        a = f[1]
+        a = v[1]
         local d = j - a
         if d >= 0 and d < nb then
-          for i = 1, nb - d do v[i + d] = f[i + 1] end
+          for i = nb, 1, -1 do
+            if i > d then v[i + 1] = v[i + 1 - d] else v[i + 1] = 0 end
+          end
         elseif d < 0 and -d < nb then
           local any = false
-          for i = 1, nb do
-            v[i] = f[i + 1]
+          for i = 2, nb + 1 do
             if v[i] > 0 then any = true end
           end
           if any then s = a end
+        else
+          for i = 2, nb + 1 do v[i] = 0 end
         end
+      else
+        v = {j}
+        for i = 2, nb + 1 do v[i] = 0 end
       end
       held[key], counts[key], judged[key] = a, v, s
     end
@@ -149,7 +164,7 @@ repeat
     local v, o = counts[key], 4 * r - 2
     local until_next = b - e + (judged[key] - j) * b
     local total = 0
-    for i = 1, nb do total = total + v[i] end
+    for i = 2, nb + 1 do total = total + v[i] end
     if total >= 9007199254740992 then
       ok = false
       break
@@ -161,24 +176,24 @@ repeat
           changed[key] = true
           order[#order + 1] = key
         end
-        v[1] = v[1] + cost
+        v[2] = v[2] + cost
         total = total + cost
       end
     else
-      local d, td = 1, total - v[nb]
+      local d, td = 1, total - v[nb + 1]
       while d < nb and td + cost > limit do
         d = d + 1
-        td = td - v[nb - d + 1]
+        td = td - v[nb - d + 2]
       end
       wait = until_next + (d - 1) * b
     end
     local remaining, reset = limit - total, 0
     if remaining < 0 then remaining = 0 end
     if total ~= 0 then
-      local d, td = 1, total - v[nb]
+      local d, td = 1, total - v[nb + 1]
       while d < nb and td > 0 do
         d = d + 1
-        td = td - v[nb - d + 1]
+        td = td - v[nb - d + 2]
       end
       reset = until_next + (d - 1) * b
     end
@@ -192,9 +207,9 @@ repeat
       local key = order[r]
       local s = judged[key]
       if s == held[key] then
-        call('SET', key, format(text, s, unpack(counts[key])), 'KEEPTTL')
+        call('SET', key, format(text, s, unpack(counts[key], 2, nb + 1)), 'KEEPTTL')
       else
-        call('SET', key, format(text, s, unpack(counts[key])), 'PX', floor(((s + nb) * b - now) / 1000) + 1)
+        call('SET', key, format(text, s, unpack(counts[key], 2, nb + 1)), 'PX', floor(((s + nb) * b - now) / 1000) + 1)
       end
     end
   end
