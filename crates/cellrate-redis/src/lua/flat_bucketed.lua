@@ -46,7 +46,7 @@ repeat
       if not ok then break end
       a = v[1]
       local d = j - a
-      if d >= 0 and d < nb then
+      if d > 0 and d < nb then
         for i = nb, 1, -1 do
           if i > d then v[i + 1] = v[i + 1 - d] else v[i + 1] = 0 end
         end
@@ -56,7 +56,7 @@ repeat
           if v[i] > 0 then any = true end
         end
         if any then s = a end
-      else
+      elseif d ~= 0 then
         for i = 2, nb + 1 do v[i] = 0 end
       end
     else
@@ -136,7 +136,7 @@ repeat
         if not ok then break end
         a = v[1]
         local d = j - a
-        if d >= 0 and d < nb then
+        if d > 0 and d < nb then
           for i = nb, 1, -1 do
             if i > d then v[i + 1] = v[i + 1 - d] else v[i + 1] = 0 end
           end
@@ -146,7 +146,7 @@ repeat
             if v[i] > 0 then any = true end
           end
           if any then s = a end
-        else
+        elseif d ~= 0 then
           for i = 2, nb + 1 do v[i] = 0 end
         end
       else
