@@ -3,9 +3,8 @@
 -- requests whose keys are absent or hold an untagged 'B<s>:<c_s>,...' of
 -- exactly N counts, N at most 31 (one match captures them all), of a
 -- limiter on its base, written straight through (flat_fixed.lua says why
--- and what leaves this block for the general code after it). A key
--- rewritten at the bucket it already held keeps its expiry (KEEPTTL); any
--- other write sets it. A key's view is one table, the table of its
+-- and what leaves this block for the general code after it, and how a key
+-- rewritten at the bucket it already held keeps its expiry). A key's view is one table, the table of its
 -- value's fields: the stored bucket, then the judged window's N counts,
 -- newest first (count i at index i + 1); T(d), the window's count d
 -- buckets after the judged one with no more admissions, is T(d - 1) less
@@ -76,8 +75,8 @@ repeat
         v[2] = v[2] + cost
         total = total + cost
         local text = format('B%d:' .. string.rep('%d,', nb - 1) .. '%d', s, unpack(v, 2, nb + 1))
-        if s == a then
-          call('SET', key, text, 'KEEPTTL')
+        if s == a and #text >= #raw then
+          call('SETRANGE', key, 0, text)
         else
           call('SET', key, text, 'PX', floor(((s + nb) * b - now) / 1000) + 1)
         end
@@ -153,7 +152,7 @@ repeat
         v = {j}
         for i = 2, nb + 1 do v[i] = 0 end
       end
-      held[key], counts[key], judged[key] = a, v, s
+      held[key], counts[key], judged[key] = a == s and #raw, v, s
     end
   end
   if not ok then break end
@@ -206,10 +205,11 @@ repeat
     for r = 1, #order do
       local key = order[r]
       local s = judged[key]
-      if s == held[key] then
-        call('SET', key, format(text, s, unpack(counts[key], 2, nb + 1)), 'KEEPTTL')
+      local value, size = format(text, s, unpack(counts[key], 2, nb + 1)), held[key]
+      if size and #value >= size then
+        call('SETRANGE', key, 0, value)
       else
-        call('SET', key, format(text, s, unpack(counts[key], 2, nb + 1)), 'PX', floor(((s + nb) * b - now) / 1000) + 1)
+        call('SET', key, value, 'PX', floor(((s + nb) * b - now) / 1000) + 1)
       end
     end
   end

@@ -6,8 +6,10 @@
 -- does not read so, a key of another type in a batch, a malformed call, a
 -- '%d' narrower than 53 bits) leaves this block before any write and runs
 -- the general code after it, which decides everything. A key rewritten in
--- the window it already held keeps its expiry (KEEPTTL: set by the write
--- that moved it there, at that window's end); any other write sets it.
+-- the window it already held, by a value no shorter, is overwritten in
+-- place (SETRANGE from 0, which keeps the expiry the write that moved it
+-- there set to that window's end; SET's KEEPTTL needs Redis 6); any other
+-- write sets the value and its expiry.
 repeat
   local n, na = #KEYS, #ARGV
   if ARGV[1] ~= '1' or n < 1 or (na ~= 6 and na ~= 5 + n) then break end
@@ -49,10 +51,11 @@ repeat
       if cost > 0 then
         if format('%d', 4503599627370497) ~= '4503599627370497' then break end
         c = c + cost
-        if j == a then
-          call('SET', key, format('F%d:%d', j, c), 'KEEPTTL')
+        local text = format('F%d:%d', j, c)
+        if j == a and #text >= #raw then
+          call('SETRANGE', key, 0, text)
         else
-          call('SET', key, format('F%d:%d', j, c), 'PX', floor(((j + 1) * w - now) / 1000) + 1)
+          call('SET', key, text, 'PX', floor(((j + 1) * w - now) / 1000) + 1)
         end
       end
       if c == 0 then return {now, 1, limit, 0, 0} end
@@ -98,7 +101,7 @@ repeat
           j, c = a, b
         end
       end
-      held[key], win[key], count[key] = a, j, c
+      held[key], win[key], count[key] = a == j and #raw, j, c
     end
   end
   if not ok then break end
@@ -131,10 +134,11 @@ repeat
   for r = 1, #order do
     local key = order[r]
     local j = win[key]
-    if j == held[key] then
-      call('SET', key, format('F%d:%d', j, count[key]), 'KEEPTTL')
+    local text, size = format('F%d:%d', j, count[key]), held[key]
+    if size and #text >= size then
+      call('SETRANGE', key, 0, text)
     else
-      call('SET', key, format('F%d:%d', j, count[key]), 'PX', floor(((j + 1) * w - now) / 1000) + 1)
+      call('SET', key, text, 'PX', floor(((j + 1) * w - now) / 1000) + 1)
     end
   end
   return out

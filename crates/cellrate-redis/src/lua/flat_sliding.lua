@@ -2,10 +2,9 @@
 -- script): one.lua's contract and answers (step_sliding.lua's rule) for
 -- requests whose keys are absent or hold an untagged 'S<k>:<p>:<c>' of a
 -- limiter on its base, written straight through (flat_fixed.lua says
--- why and what leaves this block for the general code after it). A key
--- rewritten in the window it already held keeps its expiry (KEEPTTL);
--- any other write sets it. Every quotient is split.lua's (q, then one
--- correction), written out.
+-- why and what leaves this block for the general code after it, and how a
+-- key rewritten in the window it already held keeps its expiry). Every
+-- quotient is common.lua's `split` (q, then one correction), written out.
 repeat
   local n, na = #KEYS, #ARGV
   if ARGV[1] ~= '1' or n < 1 or (na ~= 6 and na ~= 5 + n) then break end
@@ -51,10 +50,11 @@ repeat
       if cost > 0 then
         if format('%d', 4503599627370497) ~= '4503599627370497' then break end
         c = c + cost
-        if j == a then
-          call('SET', key, format('S%d:%d:%d', j, p, c), 'KEEPTTL')
+        local text = format('S%d:%d:%d', j, p, c)
+        if j == a and #text >= #raw then
+          call('SETRANGE', key, 0, text)
         else
-          call('SET', key, format('S%d:%d:%d', j, p, c), 'PX', floor(((j + 2) * w - now) / 1000) + 1)
+          call('SET', key, text, 'PX', floor(((j + 2) * w - now) / 1000) + 1)
         end
       end
     else
@@ -134,7 +134,7 @@ repeat
           j, p, c = a, x, y
         end
       end
-      held[key], win[key], prev[key], count[key] = a, j, p, c
+      held[key], win[key], prev[key], count[key] = a == j and #raw, j, p, c
     end
   end
   if not ok then break end
@@ -193,10 +193,11 @@ repeat
   for r = 1, #order do
     local key = order[r]
     local j = win[key]
-    if j == held[key] then
-      call('SET', key, format('S%d:%d:%d', j, prev[key], count[key]), 'KEEPTTL')
+    local text, size = format('S%d:%d:%d', j, prev[key], count[key]), held[key]
+    if size and #text >= size then
+      call('SETRANGE', key, 0, text)
     else
-      call('SET', key, format('S%d:%d:%d', j, prev[key], count[key]), 'PX', floor(((j + 2) * w - now) / 1000) + 1)
+      call('SET', key, text, 'PX', floor(((j + 2) * w - now) / 1000) + 1)
     end
   end
   return out
