@@ -19,7 +19,7 @@
 //!   tokio runtime.
 //!
 //! * in the interleaved comparison only, `single` and `pipelined_64` for each
-//!   window algorithm on Redis (`RedisTier::from_config`, the tiers script):
+//!   window algorithm on Redis (`RedisTier::from_config`, its one-tier script):
 //!   fixed window (10⁶ per s), sliding window (10⁶ per s), bucketed window
 //!   (255 per 1.2 s in 6 buckets, the most its word holds: most decisions past
 //!   the first few batches are denials) and sliding log (64 per s: its value

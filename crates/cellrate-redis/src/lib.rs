@@ -22,8 +22,8 @@
 //! * **All or nothing.** Every tier of a request is judged before any is
 //!   charged: a request denied by one tier consumes from none. Nothing is
 //!   written before every request of the call is decided; each changed key
-//!   is written once (`SET … PX`; a sliding log's changed slots and header
-//!   by offset, then `PEXPIRE`) and expires within a millisecond after its
+//!   is written once (`SET`, its expiry set or kept; a log's changed slots
+//!   and header by offset, then `PEXPIRE`) and expires within a millisecond after its
 //!   state stops mattering (an expired key reads as full). A cost of 0
 //!   writes nothing (a peek) but a re-expressed state (below); a cost that
 //!   can never fit is a denial without a round trip.

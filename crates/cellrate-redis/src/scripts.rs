@@ -1,7 +1,8 @@
 //! The Lua scripts, composed from `lua/*.lua` with `include_str!`, and their
 //! handles.
 //!
-//! Every script starts with `lua/common.lua` (the clock, the one integer
+//! Every script but the fixed, sliding and bucketed windows' one-tier
+//! scripts starts with `lua/common.lua` (the clock, the one integer
 //! formatter, the exact quotient). The GCRA scripts follow it with
 //! `lua/gcra.lua`, the one GCRA step: reading a stored TAT, `TAT − now` in
 //! sub-ticks, splitting sub-ticks into whole microseconds and a fraction,
@@ -20,7 +21,13 @@
 //! decides one request with nothing else defined, then, for several
 //! requests, `gcra.lua`, `batch.lua` and `lua/one_batch.lua` (Lua runs a
 //! script's definitions as statements, so a single check never pays for
-//! the batch's).
+//! the batch's). The fixed, sliding and bucketed windows put
+//! `lua/flat_*.lua` first: their rule written out straight, with no
+//! function or table made before the decision, for one request or a batch
+//! whose keys hold what that limiter writes on its base parameters
+//! (absent or untagged); anything else leaves it, before any write, for
+//! the general code after it (the `flat_tests` module checks that both
+//! answer the same, on stored states of every kind, at fixed times).
 //!
 //! The contract of each script (keys, arguments, reply) heads its own Lua
 //! file; the math and the integer bounds are in the [crate docs](crate)
@@ -74,49 +81,53 @@ script!(
     lease_script = ["common.lua", "gcra.lua", "lease.lua"]
 );
 
-/// A one-tier window script: `lua/one.lua` deciding by the step table
-/// `$table` of `lua/$step` (bound to `alg`).
+/// A one-tier window script: `lua/$flat` when given (the common path,
+/// written straight through), then `lua/one.lua` deciding by the step
+/// table `$table` of `lua/$step` (bound to `alg`); `$source` is its text.
 macro_rules! one_tier_script {
-    ($(#[$doc:meta])* $name:ident = $step:literal, $table:literal) => {
+    ($(#[$doc:meta])* $name:ident, $source:ident = $step:literal, $table:literal $(, flat $flat:literal)?) => {
+        const $source: &str = concat!(
+            $(include_str!(concat!("lua/", $flat)),)?
+            include_str!("lua/common.lua"),
+            include_str!("lua/window.lua"),
+            include_str!(concat!("lua/", $step)),
+            "local alg = ",
+            $table,
+            "\n",
+            include_str!("lua/one.lua"),
+            include_str!("lua/gcra.lua"),
+            include_str!("lua/batch.lua"),
+            include_str!("lua/one_batch.lua")
+        );
         $(#[$doc])*
         pub(crate) fn $name() -> &'static ::redis::Script {
             static CELL: std::sync::OnceLock<::redis::Script> = std::sync::OnceLock::new();
-            CELL.get_or_init(|| {
-                ::redis::Script::new(concat!(
-                    include_str!("lua/common.lua"),
-                    include_str!("lua/window.lua"),
-                    include_str!(concat!("lua/", $step)),
-                    "local alg = ",
-                    $table,
-                    "\n",
-                    include_str!("lua/one.lua"),
-                    include_str!("lua/gcra.lua"),
-                    include_str!("lua/batch.lua"),
-                    include_str!("lua/one_batch.lua")
-                ))
-            })
+            CELL.get_or_init(|| ::redis::Script::new($source))
         }
     };
 }
 
 one_tier_script!(
     /// A policy of one fixed-window tier.
-    fixed_script = "step_fixed.lua", "fixed"
+    fixed_script, FIXED = "step_fixed.lua", "fixed", flat "flat_fixed.lua"
 );
 one_tier_script!(
     /// A policy of one sliding-window tier.
-    sliding_script = "step_sliding.lua", "sliding"
+    sliding_script, SLIDING = "step_sliding.lua", "sliding", flat "flat_sliding.lua"
 );
 one_tier_script!(
     /// A policy of one bucketed-window tier.
-    bucketed_script = "step_bucketed.lua", "bucketed"
+    bucketed_script, BUCKETED = "step_bucketed.lua", "bucketed", flat "flat_bucketed.lua"
 );
 one_tier_script!(
     /// A policy of one sliding-log tier.
-    log_script = "step_log.lua", "log"
+    log_script, LOG = "step_log.lua", "log"
 );
 
 /// Whether a failed reply is the server saying it does not know the script.
 pub(crate) fn is_noscript(e: &::redis::RedisError) -> bool {
     e.kind() == ::redis::ErrorKind::Server(::redis::ServerErrorKind::NoScript)
 }
+
+#[cfg(test)]
+mod flat_tests;
