@@ -619,3 +619,37 @@ fn a_value_without_parameters_reads_under_the_tiers() {
     let expected = if k == now / 20_000 { 2 } else { 6 };
     assert_eq!(o.tiers().results()[0].unwrap().remaining(), expected);
 }
+
+/// A peek that re-expresses a sliding log whose entries have all expired
+/// stores it with an expiry of at least 1 ms, never an invalid one: the
+/// log's key is kept past its last expiry (`PERSIST`, as a key can outlive
+/// its entries by up to a millisecond), then read under new parameters.
+#[test]
+#[ignore = "needs a Redis server: scripts/stages/70-redis.sh"]
+fn a_reload_peek_of_an_expired_log_stores_a_valid_expiry() {
+    let url = standalone();
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let prefix = unique("logpx");
+    let old = window(AlgorithmKind::SlidingLog, 5, 18, 0);
+    let rl = on(&url, RedisPolicy::new(&*prefix, vec![old]).unwrap());
+    assert!(rl.try_check_n("c", None, 3).unwrap().tiers().is_admitted());
+    let key = format!("{prefix}:{{c}}:t");
+    let kept: bool = redis::cmd("PERSIST").arg(&key).query(&mut conn).unwrap();
+    assert!(kept, "the log's key exists with an expiry");
+    std::thread::sleep(Duration::from_millis(25));
+    let new = window(AlgorithmKind::SlidingLog, 8, 18, 0);
+    let reloaded = rl
+        .with_policy(
+            RedisPolicy::new(&*prefix, vec![new]).unwrap(),
+            FailurePolicy::Closed,
+        )
+        .unwrap();
+    let o = reloaded.try_check_n("c", None, 0).unwrap();
+    assert_eq!(o.source(), Source::Redis);
+    assert_eq!(o.tiers().results()[0].unwrap().remaining(), 8);
+    let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut conn).unwrap();
+    assert!(ttl != -1, "the key was stored with an expiry (PTTL {ttl})");
+}

@@ -246,7 +246,11 @@ function log.store(key, v, now, p)
   else
     header = 'Lr' .. header
   end
-  local px = num(floor((v.newest - now) / 1000) + 1)
+  -- Until the newest expiry, at least 1 ms (a ring whose entries have all
+  -- expired, re-expressed by a peek, still gets a valid expiry).
+  local left = v.newest - now
+  if left < 0 then left = 0 end
+  local px = num(floor(left / 1000) + 1)
   if not v.stored then
     -- A new or re-laid ring: written from physical slot 0.
     call('SET', key, header .. slot_text(s, 0, v.from + v.dirty), 'PX', px)
