@@ -235,6 +235,33 @@ proptest! {
         }).map(|_| ())?;
     }
 
+    /// `Gcra::set_quota_mut`: every quota that builds at the limiter's
+    /// frequency is accepted, whatever its scale, with the properties of
+    /// `LocalGcra::set_quota`.
+    #[test]
+    fn gcra_changes_through_mut_take_every_quota(
+        (old, new) in rules().prop_flat_map(|old| (Just(old), change_of(old))),
+        steps in history(60),
+        gap in 0u64..6_000,
+        origin in origin(),
+    ) {
+        let mut ideal = Ideal::new(old);
+        let mut g = Gcra::new(old.quota());
+        let end = replay(0, &steps, &mut ideal, |now, cost| {
+            g.check_n(origin.wrapping_add(now), cost).is_ok()
+        })?;
+        let (now, at) = (end + gap, origin.wrapping_add(end + gap));
+        let before = g.peek(at).remaining();
+        prop_assert_eq!(before, ideal.allowance(now as i128));
+        prop_assert_eq!(g.set_quota_mut(at, new.quota()), Ok(new.quota()));
+        ideal.change(now as i128, new);
+        let after = g.peek(at).remaining();
+        monotone(old, new, before, after, ideal.allowance(now as i128))?;
+        replay(now, &steps, &mut ideal, |t, cost| {
+            g.check_n(origin.wrapping_add(t), cost).is_ok()
+        }).map(|_| ())?;
+    }
+
     /// `Gcra::set_quota` run alone: the same properties, for every quota it
     /// can express at its scale (the others are refused, changing nothing).
     #[test]

@@ -325,12 +325,40 @@ impl Gcra {
         self.shared = Limiter::from_parts(QuotaCell::new(quota), state);
     }
 
+    /// Replaces the quota at `now` through `&mut self`: as
+    /// [`set_quota`](Self::set_quota), for every quota that builds at this
+    /// limiter's clock frequency. Nothing can read the state meanwhile, so
+    /// the quota is taken at its own scale (one built for another frequency
+    /// is re-expressed at this one first) and the state re-expressed with
+    /// it; `set_quota`, through `&self`, keeps the scale the limiter was
+    /// built with. Returns the quota in force; never
+    /// [`Busy`](SetQuotaError::Busy).
+    ///
+    /// ```
+    /// use cellrate::{Gcra, Quota};
+    /// let mut g = Gcra::new(Quota::per_second(1_000).at_hz(1_000)); // 1 tick each
+    /// g.check_n(0, 10).unwrap();
+    /// // 1 500/s is not a whole number of ticks: another scale.
+    /// let raised = Quota::per_second(1_500).at_hz(1_000);
+    /// assert!(g.set_quota(0, raised).is_err());
+    /// assert_eq!(g.set_quota_mut(0, raised), Ok(raised));
+    /// assert_eq!(g.check(0).unwrap().remaining(), 1_500 - 10 - 1); // the 10 used stay used
+    /// ```
+    pub fn set_quota_mut(&mut self, now: u64, quota: Quota) -> Result<Quota, SetQuotaError> {
+        let quota = quota
+            .at_clock(self.quota().hz())
+            .map_err(SetQuotaError::Quota)?;
+        self.replace_quota(now, quota);
+        Ok(quota)
+    }
+
     /// Replaces the quota at `now`. Checks never block on it and each sees
     /// the old quota or the new one whole; the debt is kept as cells used
     /// ([`Algorithm::translate`](crate::Algorithm::translate)), at most the
     /// new burst. Returns the quota in force, re-expressed at this
     /// limiter's scale (rounded toward admitting less if it is not exact
-    /// there). Run alone, the change is exact; a check that overlaps it may
+    /// there; one not expressible within 1 % is refused, which
+    /// [`set_quota_mut`](Self::set_quota_mut) accepts). Run alone, the change is exact; a check that overlaps it may
     /// be charged at the old price (see docs/design/reconfigure.md).
     ///
     /// ```
