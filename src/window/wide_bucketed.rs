@@ -139,31 +139,40 @@ impl<const N: usize> WideBucketedWindow<N> {
         ///            Some(WindowError::TooManyBuckets { max: 8 }));
         /// ```
         pub fn try_with_buckets(limit: u64, window: u64, buckets: u32) -> Result<Self, WindowError> {
-            if let Err(e) = check_params(limit, window, u64::MAX) {
-                return Err(e);
-            }
-            let max = if N > MAX_BUCKETS as usize {
-                MAX_BUCKETS
-            } else {
-                N as u32
-            };
-            if let Err(e) = check_buckets(window, buckets, max) {
-                return Err(e);
-            }
-            let b = window / buckets as u64;
-            Ok(WideBucketedWindow {
-                limit,
-                bucket: Divisor::new(b),
-                n: buckets as usize,
-                last: u64::MAX / b,
-                ring: Guarded::new(Ring {
-                    index: GuardedU64::new(0),
-                    head: GuardedU64::new(0),
-                    total: GuardedU64::new(0),
-                    counts: guarded_zeros(),
+            match Self::validate(limit, window, buckets) {
+                Ok(b) => Ok(WideBucketedWindow {
+                    limit,
+                    bucket: Divisor::new(b),
+                    n: buckets as usize,
+                    last: u64::MAX / b,
+                    ring: Guarded::new(Ring {
+                        index: GuardedU64::new(0),
+                        head: GuardedU64::new(0),
+                        total: GuardedU64::new(0),
+                        counts: guarded_zeros(),
+                    }),
                 }),
-            })
+                Err(e) => Err(e),
+            }
         }
+    }
+
+    /// The checks of [`try_with_buckets`](Self::try_with_buckets): the
+    /// bucket's length in ticks, or what is wrong (a `const fn` under loom
+    /// too).
+    const fn validate(limit: u64, window: u64, buckets: u32) -> Result<u64, WindowError> {
+        if let Err(e) = check_params(limit, window, u64::MAX) {
+            return Err(e);
+        }
+        let max = if N > MAX_BUCKETS as usize {
+            MAX_BUCKETS
+        } else {
+            N as u32
+        };
+        if let Err(e) = check_buckets(window, buckets, max) {
+            return Err(e);
+        }
+        Ok(window / buckets as u64)
     }
 
     /// The number of buckets in use.
