@@ -10,7 +10,9 @@
 //!   takes, so the quota a change logs as the old one is the one it
 //!   replaced (the layer itself reads the rules lock-free as ever);
 //! * what `/admin/config` shows went through [`LayerConfig::redacted`]
-//!   before the application's renderer sees it.
+//!   before the application's renderer sees it;
+//! * with [`Admin::keep_overrides`], the file is rewritten after each
+//!   accepted change, under the same lock, whole or not at all ([`keep`]).
 
 mod auth;
 mod keep;
