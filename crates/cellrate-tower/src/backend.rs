@@ -13,8 +13,10 @@ use super::key::RequestKey;
 
 mod global;
 pub(crate) mod keyed;
+mod log;
 mod overrides;
 mod routes;
+mod store;
 mod tier;
 mod window;
 

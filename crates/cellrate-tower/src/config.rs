@@ -40,9 +40,9 @@
 //! | `tiers[i].name` | 1 to 32 printable ASCII characters, unique | required |
 //! | `tiers[i].quota` | a quota in either [form](cellrate::config#quotas-two-forms), at the clock's `hz` | required |
 //! | `tiers[i].scope` | `"client"`, `"client_and_endpoint"` | `"client"` |
-//! | `tiers[i].algorithm` | `"gcra"`, `"token_bucket"`, `"leaky_bucket"`, `"fixed_window"`, `"sliding_window"`, `"bucketed_window"` (with `buckets`); on Redis also `"sliding_log"`: the quota's rate per period | `"gcra"` |
+//! | `tiers[i].algorithm` | `"gcra"`, `"token_bucket"`, `"leaky_bucket"`, `"fixed_window"`, `"sliding_window"`, `"bucketed_window"` (with `buckets`), `"sliding_log"`: the quota's rate per period | `"gcra"` |
 //! | `tiers[i].capacity` | live keys the tier's table holds, ≥ 1 | required |
-//! | `tiers[i].overrides` | a table `client key → quota`: that client's own quota in this tier (on each endpoint of a `client_and_endpoint` tier); in process, GCRA-family tiers only | none |
+//! | `tiers[i].overrides` | a table `client key → quota`: that client's own quota in this tier (on each endpoint of a `client_and_endpoint` tier), of the tier's algorithm | none |
 //! | `tiers[i].max_overrides` | clients that can have an override in the tier at a time, counting those set at run time, 1 to 4 096 | 64 |
 //! | `tiers[i].routes` | the matched routes (`["/search", "/orders/{id}"]`) this tier decides, with `key.endpoint = "route"`; in process only; see [`LayerConfig::check_routes`] | every route |
 //! | `fields` | `"ietf"`, `"legacy"`, `"both"`, `"neither"` ([`Fields`]) | `"both"` |
@@ -147,8 +147,8 @@ pub struct LayerTier {
     pub routes: Option<Vec<String>>,
     /// The algorithm, by its configuration name (`"fixed_window"`, …, as
     /// [`LimiterConfig`](cellrate::compose::LimiterConfig) reads it);
-    /// `None`: GCRA. A window tier admits its quota's rate count per
-    /// period (no burst).
+    /// `None`: GCRA. A window or sliding-log tier admits its quota's rate
+    /// count per period (no burst).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub algorithm: Option<cellrate::compose::AlgorithmKind>,
     /// The buckets of a `bucketed_window` tier (required there, refused

@@ -111,9 +111,9 @@ use cellrate_config::ConfigError as Error;
 /// at the instant of the switch a raise (rate and burst both at least the
 /// old) never refuses what the old rules admit, a lower never admits what
 /// they refuse, and a client may take what it could before plus the burst
-/// difference. A window tier's quota switches and its clients' states are
-/// re-expressed (`Algorithm::translate`: the cells used kept, at most the
-/// new limit) before any check reads the new quota. Nobody is reset. Over
+/// difference. A window or sliding-log tier's quotas switch and each
+/// client's state is re-expressed (the cells used kept, at most the new
+/// limit) before any check reads it under the new quota. Nobody is reset. Over
 /// any span a client is admitted at most
 /// the largest burst plus what the fastest rate earns, plus what each
 /// switch in the span may forgive (the cells above a lowered burst); the
@@ -229,7 +229,7 @@ impl sealed::Reload for KeyedTiers {
         };
         #[allow(unused_mut)]
         let mut backend = KeyedTiers::committed(plan.0, self.when_full, routes, now);
-        // The quotas are published (a window tier's clients already
+        // The quotas are published (a store tier's clients already
         // re-expressed); each kept GCRA table's clients now keep the cells
         // they have used (until its walk passes a client, its debt reads as
         // time under the new quota).

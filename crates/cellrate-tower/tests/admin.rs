@@ -467,10 +467,10 @@ async fn config_masks_redis_passwords() {
     );
 }
 
-/// An override on a window tier in process is refused with 400 and its
-/// place (a window tier's table has no override slots); nothing changes.
+/// An override on a window tier in process is set (204), read back in
+/// the rules, and removed (204, then 404: it is gone), as on a GCRA tier.
 #[tokio::test(flavor = "current_thread")]
-async fn an_override_of_a_window_tier_is_400() {
+async fn an_override_of_a_window_tier_is_set_and_removed() {
     let layer = toml::from_str::<LayerConfig>(
         r#"
         key = { client = { header = "x-api-key" } }
@@ -485,24 +485,19 @@ async fn an_override_of_a_window_tier_is_400() {
     .build(StdClock::new(), StdClock::HZ)
     .unwrap();
     let reloader = layer.reloader();
-    let before = reloader.config();
     let router = Admin::new(layer.reloader(), AdminToken::new(TOKEN).unwrap()).router();
-    let r = admin(
-        &router,
-        "PUT",
-        "/admin/overrides/window/gina",
-        Some(TOKEN),
-        "20/min",
-    )
-    .await;
-    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
-    assert!(
-        r.body
-            .starts_with("tiers[0].overrides.gina: a fixed_window tier in process takes no"),
-        "{}",
-        r.body
+    let path = "/admin/overrides/window/gina";
+    let r = admin(&router, "PUT", path, Some(TOKEN), "20/min").await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    assert_eq!(
+        reloader.config().tiers[0].overrides["gina"].to_string(),
+        "20/min"
     );
-    assert_eq!(reloader.config(), before);
+    let r = admin(&router, "DELETE", path, Some(TOKEN), "").await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{}", r.body);
+    assert!(reloader.config().tiers[0].overrides.is_empty());
+    let r = admin(&router, "DELETE", path, Some(TOKEN), "").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
 }
 
 /// The API and an admin router keeping its overrides in `file`: a layer

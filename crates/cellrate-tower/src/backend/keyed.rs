@@ -4,13 +4,16 @@
 use std::sync::Arc;
 
 use cellrate::compose::Tiers;
-use cellrate::keyed::{Hashed, KeyId, KeyedBox, LiveQuota, Seed, WhenFull};
+use cellrate::keyed::{Hashed, KeyedBox, LiveQuota, Seed, WhenFull};
 use cellrate::Quota;
 
 pub use super::overrides::Epoch;
 pub(crate) use super::overrides::LiveOverrides;
+#[cfg(feature = "serde")]
+pub(crate) use super::overrides::OverrideSlots;
+pub(crate) use super::store::Store;
 pub(crate) use super::tier::{TierEntry, TierTable};
-pub(crate) use super::window::{WindowQuota, WindowTable};
+pub(crate) use super::window::WindowQuota;
 pub(crate) use super::Scope;
 
 pub(crate) use super::routes::Routes;
@@ -40,6 +43,13 @@ impl TierQuota {
             TierQuota::Window { hz, .. } => *hz,
         }
     }
+    /// The cells a decision under this quota reports as its limit.
+    pub(crate) fn limit(&self) -> u64 {
+        match self {
+            TierQuota::Gcra(q) => q.burst(),
+            TierQuota::Window { quota, .. } => quota.limit(),
+        }
+    }
 }
 
 /// One keyed tier: its table lives as long as some rules in force name it
@@ -66,12 +76,12 @@ impl KeyedTier {
             TierQuota::Gcra(quota) => TierTable::Gcra(KeyedBox::with_capacity_and_overrides(
                 capacity,
                 LiveQuota::new(quota),
-                LiveOverrides::new(max_overrides, quota),
+                LiveOverrides::new(max_overrides, || LiveQuota::new(quota)),
                 when_full,
                 Seed::random(),
             )),
             TierQuota::Window { quota, .. } => {
-                TierTable::Window(WindowTable::new(quota, capacity, when_full))
+                TierTable::Store(Store::new(quota, capacity, max_overrides, when_full))
             }
         };
         KeyedTier {
@@ -85,47 +95,67 @@ impl KeyedTier {
     pub(crate) fn quota(&self) -> TierQuota {
         match &self.table {
             TierTable::Gcra(t) => TierQuota::Gcra(t.algorithm().quota()),
-            TierTable::Window(t) => TierQuota::Window {
+            TierTable::Store(t) => TierQuota::Window {
                 quota: t.quota(),
                 hz: self.hz,
             },
         }
     }
-    /// How many override slots the tier has (none for a window tier).
+    /// How many override slots the tier has.
     pub(crate) fn override_capacity(&self) -> usize {
-        self.table.gcra().map_or(0, |t| t.overrides().capacity())
+        match &self.table {
+            TierTable::Gcra(t) => t.overrides().capacity(),
+            TierTable::Store(t) => t.slots().capacity(),
+        }
     }
     /// What each override slot gives its client.
     pub(crate) fn override_infos(&self) -> Vec<Option<TierInfo>> {
-        self.table
-            .gcra()
-            .map_or_else(Vec::new, |t| t.overrides().infos(&self.name))
+        match &self.table {
+            TierTable::Gcra(t) => t.overrides().infos(&self.name),
+            TierTable::Store(t) => t.override_infos(&self.name, self.hz),
+        }
     }
-    /// Sets the default quota and the overrides (both already re-expressed
-    /// at the table's scale, checked and placed in their slots), at `epoch`.
-    /// A GCRA tier's are only published:
-    /// [`translate_states`](Self::translate_states) then re-expresses each
-    /// client's state. A window tier's quota is published and every
-    /// client's state re-expressed at `now` before any check reads it
-    /// (the table's gate; see `backend/window.rs`).
+    /// Sets the default quota and the overrides `(slot, client id,
+    /// quota)` (a GCRA tier's re-expressed at the table's scale; all
+    /// checked and placed in their slots), at `epoch`. A GCRA tier's are
+    /// only published: [`translate_states`](Self::translate_states) then
+    /// re-expresses each client's state. A store tier's are published and
+    /// every client's cell brought to them at `now` (each as it is next
+    /// read, or by the walk; see `backend/store.rs`).
     pub(crate) fn apply(
         &self,
         default: TierQuota,
-        overrides: &[(usize, KeyId, Quota)],
+        overrides: &[(usize, u64, TierQuota)],
         epoch: Epoch,
         now: u64,
     ) {
         match (&self.table, default) {
             (TierTable::Gcra(t), TierQuota::Gcra(default)) => {
+                let gcra: Vec<(usize, u64, Quota)> = overrides
+                    .iter()
+                    .filter_map(|&(i, id, q)| match q {
+                        TierQuota::Gcra(q) => Some((i, id, q)),
+                        TierQuota::Window { .. } => None,
+                    })
+                    .collect();
                 let _ = t.algorithm().set_quota(default);
-                t.overrides().apply(overrides, default, epoch);
+                t.overrides().apply(&gcra, default, epoch);
             }
-            (TierTable::Window(t), TierQuota::Window { quota, .. }) => t.set(now, quota),
+            (TierTable::Store(t), TierQuota::Window { quota, .. }) => {
+                let windows: Vec<(usize, u64, WindowQuota)> = overrides
+                    .iter()
+                    .filter_map(|&(i, id, q)| match q {
+                        TierQuota::Window { quota, .. } => Some((i, id, quota)),
+                        TierQuota::Gcra(_) => None,
+                    })
+                    .collect();
+                t.apply(quota, &windows, epoch, now);
+            }
             _ => {} // a plan keeps a table only for its own kind of quota
         }
     }
     /// The quota each client of a GCRA tier follows: the default, and each
-    /// override's (`None` for a window tier, whose change translates as it
+    /// override's (`None` for a store tier, whose change translates as it
     /// publishes).
     pub(crate) fn quotas(&self) -> Option<TierQuotas> {
         self.table.gcra().map(|t| TierQuotas {
@@ -153,7 +183,7 @@ impl KeyedTier {
 }
 
 /// The quotas of a tier's clients at one moment: its default, and each
-/// override's by client ([`KeyId::get`]).
+/// override's by client ([`KeyId::get`](cellrate::keyed::KeyId::get)).
 pub(crate) struct TierQuotas {
     default: Quota,
     overrides: std::collections::HashMap<u64, Quota>,
@@ -161,8 +191,8 @@ pub(crate) struct TierQuotas {
 
 /// All-or-nothing in-process tiers, each a keyed table keyed by the client
 /// or by (client, endpoint): a GCRA table (built here, or from a
-/// configuration's GCRA, token-bucket or leaky-bucket tier) or a window
-/// table (a configuration's fixed, sliding or bucketed window tier). A
+/// configuration's GCRA, token-bucket or leaky-bucket tier) or a store (a
+/// configuration's fixed, sliding or bucketed window or sliding log tier). A
 /// request is admitted only if every tier admits it, and a request refused
 /// by one tier consumes from none
 /// ([`compose::check_all`](cellrate::compose::check_all) over the request's
@@ -218,12 +248,12 @@ pub(crate) enum Probe {
 impl Probe {
     /// The probe of a tier of `default` quota whose overrides are `quotas`.
     #[cfg_attr(not(feature = "serde"), allow(dead_code))]
-    pub(crate) fn new(default: Quota, mut quotas: impl Iterator<Item = Quota>) -> Self {
-        let burst = default.burst();
+    pub(crate) fn new(default: TierQuota, mut quotas: impl Iterator<Item = TierQuota>) -> Self {
+        let burst = default.limit();
         let mut any = false;
         for q in quotas.by_ref() {
             any = true;
-            if q.burst() == burst && q != default {
+            if q.limit() == burst && q != default {
                 return Probe::Always;
             }
         }
@@ -309,7 +339,7 @@ impl KeyedTiers {
     fn entry<'t>(tier: &'t KeyedTier, key: &RequestKey<'_>) -> TierEntry<'t> {
         let table = match &tier.table {
             TierTable::Gcra(table) => table,
-            TierTable::Window(table) => return TierEntry::Window(table.entry(tier.scope, key)),
+            TierTable::Store(store) => return TierEntry::Store(store.entry(tier.scope, key)),
         };
         TierEntry::Gcra(match (tier.scope, key.scope()) {
             // Decided by the client's override, if it has one (overrides
@@ -384,11 +414,14 @@ impl KeyedTiers {
                 Probe::Unless(burst) if burst == limit => continue,
                 _ => {}
             }
-            let Some(table) = tier.table.gcra() else {
-                continue; // a window tier has no overrides
+            let slot = match &tier.table {
+                TierTable::Gcra(table) => {
+                    let id = table.key_id(&Hashed(key.client()));
+                    table.overrides().slot_of(id.get())
+                }
+                TierTable::Store(store) => store.slots().slot_of(store.client_id(&key.client())),
             };
-            let id = table.key_id(&Hashed(key.client()));
-            if let Some(slot) = table.overrides().slot_of(id) {
+            if let Some(slot) = slot {
                 verdict = verdict.with_override(position, slot);
             }
         }

@@ -1,6 +1,8 @@
-//! A GCRA tier's per-client quotas that change at run time: its override
+//! A tier's per-client quotas that change at run time: its override
 //! slots, and the generations of rules that say when a freed slot may be
-//! given again.
+//! given again. A GCRA tier keeps each slot's quota in the slot
+//! ([`LiveOverrides`]); a store tier keeps them in its rules and uses the
+//! slots for their places only.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -21,16 +23,19 @@ use super::TierInfo;
 /// reloader says when that is with [`Epoch`]: a slot freed while the rules
 /// of generation `g` were in force is given again once no rules of a
 /// generation `≤ g` are read by any request.
-pub(crate) struct LiveOverrides {
-    slots: Box<[OverrideSlot]>,
+pub(crate) struct OverrideSlots<Q> {
+    slots: Box<[OverrideSlot<Q>]>,
 }
+
+/// A GCRA tier's override slots, each with its client's live quota.
+pub(crate) type LiveOverrides = OverrideSlots<LiveQuota>;
 
 /// The key word of a freed slot (no client's: an id has 62 bits).
 const RETIRED: u64 = u64::MAX;
 
-struct OverrideSlot {
+struct OverrideSlot<Q> {
     key: AtomicU64,
-    quota: LiveQuota,
+    quota: Q,
     /// The generation of the rules in force when the slot was freed
     /// (written and read by the reloader only).
     retired_at: AtomicU64,
@@ -47,13 +52,13 @@ pub struct Epoch {
 
 // Reloads are made from a configuration (feature `serde`).
 #[cfg_attr(not(feature = "serde"), allow(dead_code))]
-impl LiveOverrides {
-    pub(crate) fn new(capacity: usize, default: Quota) -> Self {
-        LiveOverrides {
+impl<Q> OverrideSlots<Q> {
+    pub(crate) fn new(capacity: usize, mut make: impl FnMut() -> Q) -> Self {
+        OverrideSlots {
             slots: (0..capacity)
                 .map(|_| OverrideSlot {
                     key: AtomicU64::new(0),
-                    quota: LiveQuota::new(default),
+                    quota: make(),
                     retired_at: AtomicU64::new(0),
                 })
                 .collect(),
@@ -64,16 +69,16 @@ impl LiveOverrides {
         self.slots.len()
     }
     /// The slots that are or were in use.
-    fn used(&self) -> impl Iterator<Item = (usize, &OverrideSlot)> {
+    fn used(&self) -> impl Iterator<Item = (usize, &OverrideSlot<Q>)> {
         self.slots
             .iter()
             .enumerate()
             .take_while(|(_, s)| s.key.load(Ordering::Acquire) != 0)
     }
-    /// The slot of `id`, if it has one.
+    /// The slot of the client `id` (below 2⁶²), if it has one.
     #[inline]
-    pub(crate) fn slot_of(&self, id: KeyId) -> Option<usize> {
-        let word = id.get() + 1;
+    pub(crate) fn slot_of(&self, id: u64) -> Option<usize> {
+        let word = id + 1;
         self.used()
             .find(|(_, s)| s.key.load(Ordering::Acquire) == word)
             .map(|(i, _)| i)
@@ -82,7 +87,7 @@ impl LiveOverrides {
     /// (and no others) is committed at `epoch`: its own if it has one, else
     /// a slot freed long enough ago (see [`LiveOverrides`]), else the first
     /// never used. `Err(i)`: `ids[i]` finds no slot.
-    pub(crate) fn assign(&self, ids: &[KeyId], epoch: Epoch) -> Result<Vec<usize>, usize> {
+    pub(crate) fn assign(&self, ids: &[u64], epoch: Epoch) -> Result<Vec<usize>, usize> {
         let mut free = self
             .used()
             .filter(|(_, s)| {
@@ -106,45 +111,66 @@ impl LiveOverrides {
         }
         Ok(taken)
     }
-    /// Commits one reload's overrides, `(slot, id, quota)` as
-    /// [`assign`](Self::assign) placed them, quotas already at the tier's
-    /// scale: each client's quota is written before its key word; a bound
-    /// client not among them follows `default` and its slot is freed at
-    /// `epoch`. Only the reloader (one at a time) calls this.
-    pub(crate) fn apply(&self, overrides: &[(usize, KeyId, Quota)], default: Quota, epoch: Epoch) {
+    /// Commits one reload's overrides, `(slot, id)` as
+    /// [`assign`](Self::assign) placed them: `set` runs on each override's
+    /// slot (with its index in `bound`) before its key word is written; a
+    /// bound client not among them has its slot freed at `epoch`, after
+    /// `set` ran on it with `None`. Only the reloader (one at a time) calls
+    /// this.
+    pub(crate) fn bind(
+        &self,
+        bound: &[(usize, u64)],
+        epoch: Epoch,
+        mut set: impl FnMut(&Q, Option<usize>),
+    ) {
         for (_, slot) in self.used() {
             let word = slot.key.load(Ordering::Acquire);
-            if word != RETIRED && !overrides.iter().any(|&(_, id, _)| id.get() + 1 == word) {
-                let _ = slot.quota.set_quota(default);
+            if word != RETIRED && !bound.iter().any(|&(_, id)| id + 1 == word) {
+                set(&slot.quota, None);
                 slot.retired_at.store(epoch.current, Ordering::Relaxed);
                 slot.key.store(RETIRED, Ordering::Release);
             }
         }
-        for &(i, id, q) in overrides {
+        for (n, &(i, id)) in bound.iter().enumerate() {
             let Some(slot) = self.slots.get(i) else {
                 continue; // placed by `assign`: unreachable
             };
-            let _ = slot.quota.set_quota(q);
-            slot.key.store(id.get() + 1, Ordering::Release);
+            set(&slot.quota, Some(n));
+            slot.key.store(id + 1, Ordering::Release);
         }
+    }
+    /// Each slot's client (`None`: free) and what the slot holds.
+    pub(crate) fn clients(&self) -> impl Iterator<Item = (Option<u64>, &Q)> {
+        self.slots
+            .iter()
+            .map(|s| match s.key.load(Ordering::Acquire) {
+                0 | RETIRED => (None, &s.quota),
+                word => (Some(word - 1), &s.quota),
+            })
+    }
+}
+
+#[cfg_attr(not(feature = "serde"), allow(dead_code))]
+impl LiveOverrides {
+    /// Commits one reload's overrides, `(slot, id, quota)`, quotas already
+    /// at the tier's scale ([`bind`](Self::bind)): a client whose slot is
+    /// freed follows `default` again.
+    pub(crate) fn apply(&self, overrides: &[(usize, u64, Quota)], default: Quota, epoch: Epoch) {
+        let bound: Vec<(usize, u64)> = overrides.iter().map(|&(i, id, _)| (i, id)).collect();
+        self.bind(&bound, epoch, |quota, n| {
+            let _ = quota.set_quota(n.map_or(default, |n| overrides[n].2));
+        });
     }
     /// Each client bound to a slot, by [`KeyId::get`], with its quota.
     pub(crate) fn bound(&self) -> std::collections::HashMap<u64, Quota> {
-        self.used()
-            .filter_map(|(_, s)| match s.key.load(Ordering::Acquire) {
-                RETIRED => None,
-                word => Some((word - 1, s.quota.quota())),
-            })
+        self.clients()
+            .filter_map(|(id, q)| id.map(|id| (id, q.quota())))
             .collect()
     }
     /// What each slot gives its client in tier `name` (`None`: free).
     pub(crate) fn infos(&self, name: &str) -> Vec<Option<TierInfo>> {
-        self.slots
-            .iter()
-            .map(|s| match s.key.load(Ordering::Acquire) {
-                0 | RETIRED => None,
-                _ => Some(TierInfo::from_quota(name, &s.quota.quota())),
-            })
+        self.clients()
+            .map(|(id, q)| id.map(|_| TierInfo::from_quota(name, &q.quota())))
             .collect()
     }
 }

@@ -1,19 +1,20 @@
 //! A keyed tier's table, of its algorithm's kind: a live GCRA table (GCRA,
-//! token bucket, leaky bucket; per-client overrides) or a window table
-//! (fixed, sliding, bucketed). A request's check dispatches once per tier
-//! on the kind, then runs that table's own entry.
+//! token bucket, leaky bucket) or a store (fixed, sliding and bucketed
+//! windows, sliding log); both take per-client overrides. A request's
+//! check dispatches once per tier on the kind, then runs that table's own
+//! entry.
 
 use cellrate::compose::Revocable;
 use cellrate::keyed::{Entry, EntryReceipt, KeyedBox, KeyedStats, LiveQuota, Slot};
 use cellrate::{Decision, Denied, RateLimiter, Snapshot};
 
 use super::overrides::LiveOverrides;
-use super::window::{WindowEntry, WindowTable};
+use super::store::{Store, StoreEntry, StoreReceipt};
 
 /// A tier's table.
 pub(crate) enum TierTable {
     Gcra(KeyedBox<LiveQuota, LiveOverrides>),
-    Window(WindowTable),
+    Store(Store),
 }
 
 impl TierTable {
@@ -21,21 +22,21 @@ impl TierTable {
     pub(crate) fn capacity(&self) -> usize {
         match self {
             TierTable::Gcra(t) => t.capacity(),
-            TierTable::Window(t) => t.capacity(),
+            TierTable::Store(t) => t.capacity(),
         }
     }
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(crate) fn stats(&self) -> KeyedStats {
         match self {
             TierTable::Gcra(t) => t.stats(),
-            TierTable::Window(t) => t.stats(),
+            TierTable::Store(t) => t.stats(),
         }
     }
     /// The live GCRA table, if the tier is of the GCRA family.
     pub(crate) fn gcra(&self) -> Option<&KeyedBox<LiveQuota, LiveOverrides>> {
         match self {
             TierTable::Gcra(t) => Some(t),
-            TierTable::Window(_) => None,
+            TierTable::Store(_) => None,
         }
     }
 }
@@ -43,51 +44,55 @@ impl TierTable {
 /// One request's key in one tier's table.
 pub(crate) enum TierEntry<'t> {
     Gcra(Entry<'t, LiveQuota, Box<[Slot]>, LiveOverrides>),
-    Window(WindowEntry<'t>),
+    Store(StoreEntry<'t>),
 }
 
-/// `$body` with `$e` bound to the entry of whichever table `$entry` is of.
-macro_rules! each {
-    ($entry:expr, $e:ident => $body:expr) => {
-        match $entry {
-            TierEntry::Gcra($e) => $body,
-            TierEntry::Window(WindowEntry::Fixed(g)) => {
-                let $e = &g.entry;
-                $body
-            }
-            TierEntry::Window(WindowEntry::Sliding(g)) => {
-                let $e = &g.entry;
-                $body
-            }
-            TierEntry::Window(WindowEntry::Bucketed(g)) => {
-                let $e = &g.entry;
-                $body
-            }
-        }
-    };
+/// What a tier's entry gives back on revocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TierReceipt {
+    Gcra(EntryReceipt),
+    Store(StoreReceipt),
 }
 
 impl RateLimiter for TierEntry<'_> {
     #[inline]
     fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        each!(self, e => e.check_n(now, cost))
+        match self {
+            TierEntry::Gcra(e) => e.check_n(now, cost),
+            TierEntry::Store(e) => e.check_n(now, cost),
+        }
     }
     fn peek(&self, now: u64) -> Snapshot {
-        each!(self, e => e.peek(now))
+        match self {
+            TierEntry::Gcra(e) => e.peek(now),
+            TierEntry::Store(e) => e.peek(now),
+        }
     }
 }
 
 impl Revocable for TierEntry<'_> {
-    type Receipt = EntryReceipt;
+    type Receipt = TierReceipt;
     #[inline]
-    fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, EntryReceipt), Denied> {
-        each!(self, e => e.admit_n(now, cost))
+    fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, TierReceipt), Denied> {
+        match self {
+            TierEntry::Gcra(e) => e.admit_n(now, cost).map(|(d, r)| (d, TierReceipt::Gcra(r))),
+            TierEntry::Store(e) => e
+                .admit_n(now, cost)
+                .map(|(d, r)| (d, TierReceipt::Store(r))),
+        }
     }
     #[inline]
-    fn revoke(&self, receipt: EntryReceipt) {
-        each!(self, e => e.revoke(receipt))
+    fn revoke(&self, receipt: TierReceipt) {
+        match (self, receipt) {
+            (TierEntry::Gcra(e), TierReceipt::Gcra(r)) => e.revoke(r),
+            (TierEntry::Store(e), TierReceipt::Store(r)) => e.revoke(r),
+            _ => {} // a receipt is only ever given back to its own entry
+        }
     }
     fn probe_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
-        each!(self, e => e.probe_n(now, cost))
+        match self {
+            TierEntry::Gcra(e) => e.probe_n(now, cost),
+            TierEntry::Store(e) => e.probe_n(now, cost),
+        }
     }
 }

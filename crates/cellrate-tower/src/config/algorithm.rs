@@ -1,9 +1,8 @@
 //! A tier's algorithm: its quota read as `limit` cells per `window` (the
 //! quota's rate and period) of the algorithm the tier names, GCRA by
-//! default. In process a tier's table runs the GCRA family (GCRA, token
-//! bucket, leaky bucket) and the fixed, sliding and bucketed windows (not
-//! the sliding log, whose state is more than a word); on Redis every
-//! algorithm runs, each the same step as in process.
+//! default. Every algorithm runs in process (the GCRA family in a live
+//! GCRA table; the fixed, sliding and bucketed windows and the sliding
+//! log in a store) and on Redis, each the same step in both.
 
 use cellrate::compose::{AlgorithmKind, LimiterConfig};
 use cellrate::Quota;
@@ -79,8 +78,7 @@ impl LayerConfig {
     /// Tier `i`'s quota `q` as its table runs it in process: itself for
     /// GCRA and the token bucket, one cell at a time for the leaky bucket,
     /// the window quota of its limiter configuration for the fixed,
-    /// sliding and bucketed windows (errors at `at`); the sliding log is
-    /// an error at `tiers[i].algorithm` (it runs on Redis only).
+    /// sliding and bucketed windows and the sliding log (errors at `at`).
     pub(super) fn in_process_quota(
         &self,
         i: usize,
@@ -95,13 +93,6 @@ impl LayerConfig {
                 .map(TierQuota::Gcra)
                 .map_err(|e| Error::new(at, e)),
             k if is_gcra_family(k) => Ok(TierQuota::Gcra(q)),
-            AlgorithmKind::SlidingLog => Err(Error::new(
-                format!("tiers[{i}].algorithm"),
-                "sliding_log runs on Redis (LayerConfig::build_redis): it keeps a time per \
-                 cell, and a tier's table in process holds one state word per client; \
-                 in process a tier runs gcra, token_bucket, leaky_bucket, fixed_window, \
-                 sliding_window or bucketed_window",
-            )),
             k => match WindowQuota::from_config(&self.limiter_config(i, k, q)) {
                 Some(Ok(quota)) => Ok(TierQuota::Window { quota, hz: q.hz() }),
                 Some(Err(e)) => Err(Error::new(at, e)),

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::{KeySource, LayerConfig, QuotaSpec, TierScope, DEFAULT_MAX_OVERRIDES, MAX_OVERRIDES};
-use crate::backend::keyed::{Epoch, Probe, TierQuota};
+use crate::backend::keyed::{Epoch, Probe, TierQuota, TierTable};
 use crate::{KeyedTiers, Part};
 use cellrate_config::ConfigError as Error;
 
@@ -54,6 +54,13 @@ impl Applied {
     }
 }
 
+/// An override placed: `(slot, client id, quota)`.
+type Placed = (usize, u64, TierQuota);
+
+/// A GCRA tier's table.
+type GcraTable =
+    cellrate::keyed::KeyedBox<cellrate::keyed::LiveQuota, crate::backend::keyed::LiveOverrides>;
+
 /// A tier table, kept from the rules in force or new.
 pub(crate) enum Planned {
     Kept(Arc<crate::backend::keyed::KeyedTier>),
@@ -74,7 +81,8 @@ impl Planned {
 pub(crate) struct TierPlan {
     tier: Planned,
     default: TierQuota,
-    overrides: Vec<(usize, cellrate::keyed::KeyId, cellrate::Quota)>,
+    /// `(slot, client id, quota)`, each quota of the tier's kind.
+    overrides: Vec<Placed>,
     /// The generation of the rules in force, which the committed rules
     /// replace.
     epoch: Epoch,
@@ -90,12 +98,12 @@ impl TierPlan {
         let mut infos = vec![None; self.tier.tier().override_capacity()];
         for &(slot, _, q) in &self.overrides {
             if let Some(info) = infos.get_mut(slot) {
-                *info = Some(crate::TierInfo::from_quota(&self.tier.tier().name, &q));
+                *info = Some(q.info(&self.tier.tier().name));
             }
         }
         infos
     }
-    /// Sets the tier's quotas (each switches on its own, whole; a window
+    /// Sets the tier's quotas (each switches on its own, whole; a store
     /// tier's clients re-expressed at `now` as it switches) and hands its
     /// table on.
     pub(crate) fn commit(self, now: u64) -> Arc<crate::backend::keyed::KeyedTier> {
@@ -119,10 +127,7 @@ impl KeyedTiers {
     ) -> Self {
         let probes: Vec<Probe> = plans
             .iter()
-            .map(|p| match p.default {
-                TierQuota::Gcra(q) => Probe::new(q, p.overrides.iter().map(|&(_, _, q)| q)),
-                TierQuota::Window { .. } => Probe::None,
-            })
+            .map(|p| Probe::new(p.default, p.overrides.iter().map(|&(_, _, q)| q)))
             .collect();
         KeyedTiers {
             tiers: plans.into_iter().map(|p| p.commit(now)).collect(),
@@ -219,17 +224,6 @@ impl LayerConfig {
                 TierScope::Client => crate::backend::keyed::Scope::Client,
                 TierScope::ClientAndEndpoint => crate::backend::keyed::Scope::ClientAndEndpoint,
             };
-            if let (TierQuota::Window { .. }, Some(client)) = (quota, t.overrides.keys().next()) {
-                return Err(Error::new(
-                    format!("tiers[{i}].overrides.{client}"),
-                    format_args!(
-                        "a {} tier in process takes no per-client overrides (its table \
-                         reads every slot by the tier's one quota); on Redis it does, or \
-                         give the tier a GCRA-family algorithm",
-                        kind.as_str()
-                    ),
-                ));
-            }
             let existing = old.and_then(|o| o.tiers.iter().find(|k| k.name == t.name));
             let tier = match existing {
                 Some(k) => {
@@ -252,8 +246,7 @@ impl LayerConfig {
                     if k.table.capacity() != t.capacity {
                         return Err(fixed("capacity"));
                     }
-                    if matches!(quota, TierQuota::Gcra(_)) && k.override_capacity() != max_overrides
-                    {
+                    if k.override_capacity() != max_overrides {
                         return Err(fixed("max_overrides"));
                     }
                     Planned::Kept(Arc::clone(k))
@@ -267,64 +260,19 @@ impl LayerConfig {
                     self.when_full,
                 ))),
             };
-            let (quota, table) = match (quota, tier.tier().table.gcra()) {
-                (TierQuota::Gcra(quota), Some(table)) => (quota, table),
-                // A window tier: its one quota, no overrides.
-                (quota, _) => {
-                    plans.push(TierPlan {
-                        tier,
-                        default: quota,
-                        overrides: Vec::new(),
-                        epoch,
-                    });
-                    continue;
+            let (default, overrides) = match (quota, &tier.tier().table) {
+                (TierQuota::Gcra(quota), TierTable::Gcra(table)) => {
+                    self.gcra_overrides(i, kind, quota, table, hz, epoch)?
                 }
+                (quota, TierTable::Store(store)) => {
+                    self.store_overrides(i, kind, quota, store, hz, epoch)?
+                }
+                // `same_table_kind` keeps a table only for its own kind.
+                _ => return Err(Error::new(place("algorithm"), "not of the tier's kind")),
             };
-            // Every quota at the table's scale (that of the quota it was
-            // made with), rounded toward admitting less; refused past 1 %.
-            let fixed = table.algorithm().quota();
-            let rescale = |q: cellrate::Quota, place: &str| {
-                q.rescaled(fixed.scale(), fixed.hz())
-                    .map_err(|e| Error::new(place, e))
-            };
-            let default = rescale(quota, &place("quota"))?;
-            let mut quotas = Vec::with_capacity(t.overrides.len());
-            let mut ids = Vec::with_capacity(t.overrides.len());
-            for (client, spec) in &t.overrides {
-                let at = format!("tiers[{i}].overrides.{client}");
-                let own = match self.in_process_quota(
-                    i,
-                    kind,
-                    self.override_quota(spec, hz, &at)?,
-                    &at,
-                )? {
-                    TierQuota::Gcra(own) => own,
-                    TierQuota::Window { .. } => continue, // refused above
-                };
-                quotas.push(rescale(own, &at)?);
-                ids.push(self.client_id(table, client, &at)?);
-            }
-            let slots = table.overrides().assign(&ids, epoch).map_err(|n| {
-                let client = t.overrides.keys().nth(n).map_or("", String::as_str);
-                Error::new(
-                    format!("tiers[{i}].overrides.{client}"),
-                    format_args!(
-                        "every one of the tier's {max_overrides} override slots is taken \
-                         (a slot freed by this reload, or still read by requests decided \
-                         before it, is free for the next): remove an override first, or \
-                         raise max_overrides under a new tier name"
-                    ),
-                )
-            })?;
-            let overrides = slots
-                .into_iter()
-                .zip(ids)
-                .zip(quotas)
-                .map(|((slot, id), q)| (slot, id, q))
-                .collect();
             plans.push(TierPlan {
                 tier,
-                default: TierQuota::Gcra(default),
+                default,
                 overrides,
                 epoch,
             });
@@ -332,14 +280,96 @@ impl LayerConfig {
         Ok(plans)
     }
 
+    /// A GCRA tier's default quota and overrides, every quota at the
+    /// table's scale (that of the quota it was made with), rounded toward
+    /// admitting less and refused past 1 %, each override in its slot.
+    fn gcra_overrides(
+        &self,
+        i: usize,
+        kind: cellrate::compose::AlgorithmKind,
+        quota: cellrate::Quota,
+        table: &GcraTable,
+        hz: u64,
+        epoch: Epoch,
+    ) -> Result<(TierQuota, Vec<Placed>), Error> {
+        let fixed = table.algorithm().quota();
+        let rescale = |q: cellrate::Quota, place: &str| {
+            q.rescaled(fixed.scale(), fixed.hz())
+                .map_err(|e| Error::new(place, e))
+        };
+        let default = rescale(quota, &format!("tiers[{i}].quota"))?;
+        let mut placed = Vec::with_capacity(self.tiers[i].overrides.len());
+        for (client, spec) in &self.tiers[i].overrides {
+            let at = format!("tiers[{i}].overrides.{client}");
+            let q = self.in_process_quota(i, kind, self.override_quota(spec, hz, &at)?, &at)?;
+            let TierQuota::Gcra(own) = q else {
+                continue; // a GCRA-family tier's overrides are of its family
+            };
+            let id = self.client_id(table, client, &at)?.get();
+            placed.push((id, TierQuota::Gcra(rescale(own, &at)?)));
+        }
+        let overrides = self.place(i, table.overrides(), placed, epoch)?;
+        Ok((TierQuota::Gcra(default), overrides))
+    }
+
+    /// A store tier's default quota and overrides, each override in its
+    /// slot.
+    fn store_overrides(
+        &self,
+        i: usize,
+        kind: cellrate::compose::AlgorithmKind,
+        quota: TierQuota,
+        store: &crate::backend::keyed::Store,
+        hz: u64,
+        epoch: Epoch,
+    ) -> Result<(TierQuota, Vec<Placed>), Error> {
+        let mut placed = Vec::with_capacity(self.tiers[i].overrides.len());
+        for (client, spec) in &self.tiers[i].overrides {
+            let at = format!("tiers[{i}].overrides.{client}");
+            let q = self.in_process_quota(i, kind, self.override_quota(spec, hz, &at)?, &at)?;
+            let id = store.client_id(&self.client_part(client, &at)?);
+            placed.push((id, q));
+        }
+        let overrides = self.place(i, store.slots(), placed, epoch)?;
+        Ok((quota, overrides))
+    }
+
+    /// Tier `i`'s overrides `(client id, quota)`, in the configuration's
+    /// client order, each placed in a slot of `slots` as `epoch` allows.
+    fn place<Q>(
+        &self,
+        i: usize,
+        slots: &crate::backend::keyed::OverrideSlots<Q>,
+        placed: Vec<(u64, TierQuota)>,
+        epoch: Epoch,
+    ) -> Result<Vec<Placed>, Error> {
+        let ids: Vec<u64> = placed.iter().map(|&(id, _)| id).collect();
+        let taken = slots.assign(&ids, epoch).map_err(|n| {
+            let t = &self.tiers[i];
+            let client = t.overrides.keys().nth(n).map_or("", String::as_str);
+            Error::new(
+                format!("tiers[{i}].overrides.{client}"),
+                format_args!(
+                    "every one of the tier's {} override slots is taken \
+                     (a slot freed by this reload, or still read by requests decided \
+                     before it, is free for the next): remove an override first, or \
+                     raise max_overrides under a new tier name",
+                    slots.capacity()
+                ),
+            )
+        })?;
+        Ok(taken
+            .into_iter()
+            .zip(placed)
+            .map(|(slot, (id, q))| (slot, id, q))
+            .collect())
+    }
+
     /// The table's id of the client named `client` (as the layer's client
     /// extractor reads it from a request).
     pub(super) fn client_id(
         &self,
-        table: &cellrate::keyed::KeyedBox<
-            cellrate::keyed::LiveQuota,
-            crate::backend::keyed::LiveOverrides,
-        >,
+        table: &GcraTable,
         client: &str,
         place: &str,
     ) -> Result<cellrate::keyed::KeyId, Error> {

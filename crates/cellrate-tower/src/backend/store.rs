@@ -1,0 +1,438 @@
+//! A store tier in process: the fixed, sliding and bucketed windows and
+//! the sliding log, each client's state kept with the parameters it was
+//! written under, so any client can have its own (an override).
+//!
+//! * The cells are in shards, each a `Mutex` over a map from the key's
+//!   64-bit hash (the client, or the client and endpoint) to the key's
+//!   cell: its client, its parameters, the generation of rules they are
+//!   of, and its state. A check holds its shard's lock while it reads the
+//!   rules in force, brings the cell to them, decides and writes.
+//! * **Rules** (the default quota and the overrides by client) are
+//!   published whole ([`ArcSwap`]), each a generation newer than the last.
+//!   A cell of an older generation is brought to the rules in force before
+//!   it is read, by whichever comes first, the check or the walk that
+//!   follows a publication: its parameters, if its client's changed, with
+//!   the state re-expressed at that instant (`WindowQuota::translate`).
+//!   So no state is ever read by parameters it was not written or
+//!   translated for, and a change is exact at its instant.
+//! * At most `capacity` keys hold a cell. A new key finding none free
+//!   evicts the idle cells of its shard (judged by each cell's own
+//!   parameters), then of the other shards not busy; failing that, it is
+//!   handled as the tier's [`WhenFull`] says (the shared cell follows the
+//!   default quota).
+//!
+//! Invariant: a cell's generation is never newer than the rules a check
+//! reads after taking its shard's lock (rules are published before any
+//! cell is brought to them).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, RandomState};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use arc_swap::ArcSwap;
+use cellrate::compose::Revocable;
+use cellrate::keyed::{KeyedStats, WhenFull};
+use cellrate::{Decision, Denied, Limited, RateLimiter, Snapshot};
+
+use super::overrides::{Epoch, OverrideSlots};
+use super::window::{CellState, WindowQuota};
+use super::{Scope, TierInfo};
+use crate::key::{Part, RequestKey};
+
+/// Shards of a store (at most; a store never has more than its capacity).
+const SHARDS: usize = 16;
+
+/// The client of the shared cell: no client id (62 bits) is this.
+const SHARED: u64 = u64::MAX;
+
+/// The rules of one generation: the default quota and the overrides by
+/// client id.
+pub(crate) struct StoreRules {
+    generation: u64,
+    default: WindowQuota,
+    overrides: HashMap<u64, WindowQuota>,
+}
+
+impl StoreRules {
+    fn quota_of(&self, client: u64) -> WindowQuota {
+        match self.overrides.get(&client) {
+            Some(q) => *q,
+            None => self.default,
+        }
+    }
+}
+
+/// One key's cell.
+struct Cell {
+    client: u64,
+    quota: WindowQuota,
+    generation: u64,
+    state: CellState,
+}
+
+impl Cell {
+    fn new(client: u64, rules: &StoreRules) -> Self {
+        let quota = rules.quota_of(client);
+        Cell {
+            client,
+            quota,
+            generation: rules.generation,
+            state: quota.fresh(),
+        }
+    }
+    /// The cell brought to `rules` at `now` (see the module docs).
+    fn refresh(&mut self, rules: &StoreRules, now: u64) {
+        if self.generation >= rules.generation {
+            return;
+        }
+        let quota = rules.quota_of(self.client);
+        if quota != self.quota {
+            self.quota.translate(&mut self.state, now, &quota);
+            self.quota = quota;
+        }
+        self.generation = rules.generation;
+    }
+    fn is_idle(&self, now: u64) -> bool {
+        self.quota.is_idle(&self.state, now)
+    }
+}
+
+/// Running totals, as a keyed table reports them ([`KeyedStats`]).
+#[derive(Default)]
+struct Counters {
+    inserted: AtomicUsize,
+    reused: AtomicUsize,
+    overflow_denied: AtomicUsize,
+    overflow_admitted: AtomicUsize,
+    shared_admitted: AtomicUsize,
+    shared_denied: AtomicUsize,
+}
+
+fn bump(counter: &AtomicUsize) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A store tier's table (see the module docs).
+pub(crate) struct Store {
+    rules: ArcSwap<StoreRules>,
+    slots: OverrideSlots<()>,
+    shards: Box<[Mutex<HashMap<u64, Cell>>]>,
+    shared: Mutex<Cell>,
+    hasher: RandomState,
+    capacity: usize,
+    len: AtomicUsize,
+    when_full: WhenFull,
+    counters: Counters,
+}
+
+/// Where an admission's cells were counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Charged {
+    Cell,
+    Shared,
+    Nothing,
+}
+
+/// What a store entry gives back on revocation: where its cells were
+/// counted, under which generation of rules, and their mark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StoreReceipt {
+    key: u64,
+    to: Charged,
+    generation: u64,
+    mark: u64,
+    cost: u64,
+}
+
+#[cfg_attr(not(feature = "serde"), allow(dead_code))]
+impl Store {
+    pub(crate) fn new(
+        quota: WindowQuota,
+        capacity: usize,
+        max_overrides: usize,
+        when_full: WhenFull,
+    ) -> Self {
+        let rules = StoreRules {
+            generation: 0,
+            default: quota,
+            overrides: HashMap::new(),
+        };
+        let shared = Cell::new(SHARED, &rules);
+        Store {
+            rules: ArcSwap::from_pointee(rules),
+            slots: OverrideSlots::new(max_overrides, || ()),
+            shards: (0..SHARDS.min(capacity.max(1)))
+                .map(|_| Mutex::new(HashMap::new()))
+                .collect(),
+            shared: Mutex::new(shared),
+            hasher: RandomState::new(),
+            capacity,
+            len: AtomicUsize::new(0),
+            when_full,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The default quota in force.
+    pub(crate) fn quota(&self) -> WindowQuota {
+        self.rules.load().default
+    }
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+    /// The override slots (their places; the quotas are in the rules).
+    pub(crate) fn slots(&self) -> &OverrideSlots<()> {
+        &self.slots
+    }
+
+    /// The id of `client` (below 2⁶², as override slots take it).
+    pub(crate) fn client_id(&self, client: &Part<'_>) -> u64 {
+        self.hasher.hash_one(client) & ((1 << 62) - 1)
+    }
+
+    fn key_of(&self, key: impl Hash) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// `key`'s entry: the client, or (client, endpoint).
+    pub(crate) fn entry<'t>(&'t self, scope: Scope, key: &RequestKey<'_>) -> StoreEntry<'t> {
+        let client = key.client();
+        let id = match (scope, key.scope()) {
+            (Scope::ClientAndEndpoint, Some(endpoint)) => self.key_of((client, endpoint)),
+            _ => self.key_of(client),
+        };
+        StoreEntry {
+            store: self,
+            key: id,
+            client: self.client_id(&client),
+        }
+    }
+
+    /// Publishes `default` and `overrides` (`(slot, client id, quota)`, as
+    /// [`OverrideSlots::assign`] placed them at `epoch`), then brings every
+    /// cell to them at `now`. Only the reloader (one at a time) calls this.
+    pub(crate) fn apply(
+        &self,
+        default: WindowQuota,
+        overrides: &[(usize, u64, WindowQuota)],
+        epoch: Epoch,
+        now: u64,
+    ) {
+        let rules = StoreRules {
+            generation: self.rules.load().generation + 1,
+            default,
+            overrides: overrides.iter().map(|&(_, id, q)| (id, q)).collect(),
+        };
+        let rules = Arc::new(rules);
+        self.rules.store(Arc::clone(&rules));
+        let bound: Vec<(usize, u64)> = overrides.iter().map(|&(i, id, _)| (i, id)).collect();
+        self.slots.bind(&bound, epoch, |_, _| {});
+        for shard in self.shards.iter() {
+            for cell in lock(shard).values_mut() {
+                cell.refresh(&rules, now);
+            }
+        }
+        lock(&self.shared).refresh(&rules, now);
+    }
+
+    /// What each override slot gives its client in tier `name` (`None`:
+    /// free).
+    pub(crate) fn override_infos(&self, name: &str, hz: u64) -> Vec<Option<TierInfo>> {
+        let rules = self.rules.load();
+        self.slots
+            .clients()
+            .map(|(id, _)| {
+                id.and_then(|id| rules.overrides.get(&id))
+                    .map(|q| q.info(name, hz))
+            })
+            .collect()
+    }
+
+    pub(crate) fn stats(&self) -> KeyedStats {
+        let c = &self.counters;
+        let get = |a: &AtomicUsize| a.load(Ordering::Relaxed);
+        let mut s = KeyedStats::default();
+        s.inserted = get(&c.inserted);
+        s.reused = get(&c.reused);
+        s.overflow_denied = get(&c.overflow_denied);
+        s.overflow_admitted = get(&c.overflow_admitted);
+        s.shared_admitted = get(&c.shared_admitted);
+        s.shared_denied = get(&c.shared_denied);
+        s
+    }
+
+    fn shard(&self, key: u64) -> &Mutex<HashMap<u64, Cell>> {
+        // The map hashes the key again; the shard takes its top bits.
+        &self.shards[((key >> 32) % self.shards.len() as u64) as usize]
+    }
+
+    /// `cost` cells of `key` (of `client`) at `now`, written only if
+    /// `write`: the decision and its receipt, or the denial.
+    fn decide(
+        &self,
+        key: u64,
+        client: u64,
+        now: u64,
+        cost: u64,
+        write: bool,
+    ) -> Result<(Decision, StoreReceipt), Denied> {
+        let mut shard = lock(self.shard(key));
+        let rules = self.rules.load();
+        let receipt = |to, generation, mark| StoreReceipt {
+            key,
+            to,
+            generation,
+            mark,
+            cost,
+        };
+        if let Some(cell) = shard.get_mut(&key) {
+            cell.refresh(&rules, now);
+            let (decision, mark) = cell.quota.check(&mut cell.state, now, cost, write)?;
+            return Ok((decision, receipt(Charged::Cell, cell.generation, mark)));
+        }
+        // A new key: its answer on a fresh state (a cost above the limit is
+        // refused before it takes room).
+        let mut cell = Cell::new(client, &rules);
+        let (decision, mark) = cell.quota.check(&mut cell.state, now, cost, write)?;
+        if !write || cost == 0 {
+            return Ok((decision, receipt(Charged::Nothing, 0, 0)));
+        }
+        if self.take_room(&mut shard, now) {
+            shard.insert(key, cell);
+            bump(&self.counters.inserted);
+            return Ok((decision, receipt(Charged::Cell, rules.generation, mark)));
+        }
+        let retry = shard
+            .values()
+            .map(|c| c.quota.peek(&c.state, now).reset_after())
+            .min()
+            .unwrap_or(0);
+        drop(shard);
+        match self.when_full {
+            WhenFull::Deny => {
+                bump(&self.counters.overflow_denied);
+                Err(Denied::Limited(Limited::new(
+                    decision.limit(),
+                    retry,
+                    retry,
+                )))
+            }
+            WhenFull::Admit => {
+                bump(&self.counters.overflow_admitted);
+                Ok((decision, receipt(Charged::Nothing, 0, 0)))
+            }
+            _ => {
+                let mut guard = lock(&self.shared);
+                let shared = &mut *guard;
+                shared.refresh(&rules, now);
+                let result = shared.quota.check(&mut shared.state, now, cost, true);
+                match result {
+                    Ok(_) => bump(&self.counters.shared_admitted),
+                    Err(_) => bump(&self.counters.shared_denied),
+                }
+                let generation = shared.generation;
+                result.map(|(d, mark)| (d, receipt(Charged::Shared, generation, mark)))
+            }
+        }
+    }
+
+    /// Room for one more cell, if there is or can be made: the idle cells
+    /// of `shard` (held), then of each other shard not busy, are evicted.
+    fn take_room(&self, shard: &mut HashMap<u64, Cell>, now: u64) -> bool {
+        let taken = self
+            .len
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.capacity).then_some(n + 1)
+            });
+        if taken.is_ok() {
+            return true;
+        }
+        let evict = |map: &mut HashMap<u64, Cell>| {
+            let before = map.len();
+            map.retain(|_, c| !c.is_idle(now));
+            let freed = before - map.len();
+            if freed > 0 {
+                // One freed cell is this key's; the others are free room.
+                self.len.fetch_sub(freed - 1, Ordering::AcqRel);
+            }
+            freed > 0
+        };
+        let found = evict(shard)
+            || self.shards.iter().any(|other| match other.try_lock() {
+                Ok(mut map) => evict(&mut map),
+                Err(_) => false, // busy (ours, or another check's): skipped
+            });
+        if found {
+            bump(&self.counters.reused);
+        }
+        found
+    }
+
+    fn revoke(&self, r: StoreReceipt) {
+        let give_back = |cell: &mut Cell| {
+            if cell.generation == r.generation {
+                cell.quota.refund(&mut cell.state, r.mark, r.cost);
+            }
+        };
+        match r.to {
+            Charged::Cell => {
+                if let Some(cell) = lock(self.shard(r.key)).get_mut(&r.key) {
+                    give_back(cell);
+                }
+            }
+            Charged::Shared => give_back(&mut lock(&self.shared)),
+            Charged::Nothing => {}
+        }
+    }
+
+    fn peek(&self, key: u64, client: u64, now: u64) -> Snapshot {
+        let mut shard = lock(self.shard(key));
+        let rules = self.rules.load();
+        match shard.get_mut(&key) {
+            Some(cell) => {
+                cell.refresh(&rules, now);
+                cell.quota.peek(&cell.state, now)
+            }
+            None => {
+                let cell = Cell::new(client, &rules);
+                cell.quota.peek(&cell.state, now)
+            }
+        }
+    }
+}
+
+/// One key of a store tier as a limiter of its own.
+pub(crate) struct StoreEntry<'t> {
+    store: &'t Store,
+    key: u64,
+    client: u64,
+}
+
+impl RateLimiter for StoreEntry<'_> {
+    fn check_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        self.admit_n(now, cost).map(|(d, _)| d)
+    }
+    fn peek(&self, now: u64) -> Snapshot {
+        self.store.peek(self.key, self.client, now)
+    }
+}
+
+impl Revocable for StoreEntry<'_> {
+    type Receipt = StoreReceipt;
+    fn admit_n(&self, now: u64, cost: u64) -> Result<(Decision, StoreReceipt), Denied> {
+        self.store.decide(self.key, self.client, now, cost, true)
+    }
+    fn revoke(&self, receipt: StoreReceipt) {
+        self.store.revoke(receipt)
+    }
+    fn probe_n(&self, now: u64, cost: u64) -> Result<Decision, Denied> {
+        self.store
+            .decide(self.key, self.client, now, cost, false)
+            .map(|(d, _)| d)
+    }
+}
