@@ -314,6 +314,56 @@ async fn overrides_decide_their_client_in_every_algorithm() {
     }
 }
 
+/// An override added, changed or removed by a reload of the
+/// configuration is a change of that client's rules at the reload's
+/// instant, as one set at run time: its cells used are kept.
+#[tokio::test]
+async fn a_reload_that_changes_an_override_keeps_the_cells_used() {
+    async fn case<P: Rules>(algorithm: &str, make: fn(u64, u64) -> P, seed: u64) {
+        let text = |overrides: &str| format!("quota = \"3/s\"\n{algorithm}\n{overrides}");
+        let clock = Arc::new(ManualClock::new(5_000));
+        let layer = one_tier(&text(""))
+            .build(TestClock(clock.clone()), HZ)
+            .unwrap();
+        let reloader = layer.reloader();
+        let mut svc = layer.layer(windows::ok_service());
+        let mut reference = Reference::new(make(3, 1_000));
+        let steps = schedule_on(seed, 60, false);
+        run(&mut svc, &clock, &mut reference, &steps, algorithm).await;
+        for (i, (overrides, rules)) in [
+            ("overrides = { ann = \"6/s\" }", Some(make(6, 1_000))),
+            ("overrides = { ann = \"5/2s\" }", Some(make(5, 2_000))),
+            ("", None),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let what = format!("{algorithm}: reloaded with {overrides:?}");
+            clock.advance(1);
+            step(&mut svc, &clock, &mut reference, (0, "ann", None), &what).await;
+            reloader.apply(&one_tier(&text(overrides))).unwrap();
+            reference.set_override(clock.now(), "ann", rules);
+            until_refused(&mut svc, &clock, &mut reference, "ann", None, &what).await;
+            let steps = schedule_on(seed + 1 + i as u64, 60, false);
+            run(&mut svc, &clock, &mut reference, &steps, &what).await;
+        }
+    }
+    case("algorithm = \"fixed_window\"", FixedWindowQuota::new, 60).await;
+    case(
+        "algorithm = \"sliding_window\"",
+        SlidingWindowQuota::new,
+        61,
+    )
+    .await;
+    case(
+        "algorithm = \"bucketed_window\"\nbuckets = 4",
+        |limit, window| BucketedWindowQuota::new(limit, window, 4),
+        62,
+    )
+    .await;
+    case("algorithm = \"sliding_log\"", LogQuota::new, 63).await;
+}
+
 /// The fields of a client with an override are its override's
 /// (`RateLimit-Policy`, `RateLimit`, `X-RateLimit-Limit`), the other
 /// clients' the tier's, on a window tier and on a log tier, from the
