@@ -16,13 +16,15 @@ cargo test -p cellrate-headers
 # the binary built first), the layer built from its config and its live
 # reloads (tests/tower_config.rs, tests/tower_reload.rs), what its rules
 # say beyond GCRA tiers (tests/tower_config_rules.rs), window tiers in
-# process and their reloads (tests/tower_windows.rs), the admin endpoint
+# process and their reloads (tests/tower_windows.rs), sliding-log tiers
+# and per-client overrides of window and log tiers in process
+# (tests/tower_store.rs), the admin endpoint
 # and the rules-file watcher (tests/admin.rs, tests/watch.rs), the
 # README's quick start (tests/readme_sync.rs), and every doc example.
 cargo build -p cellrate-tower --features axum,serde --example gateway
 cargo test -p cellrate-tower --features axum,tracing,serde --lib --test tower --test tower_fields \
     --test gateway --test tower_config --test tower_config_rules --test tower_windows \
-    --test tower_reload --test admin \
+    --test tower_store --test tower_reload --test admin \
     --test watch --test readme_sync
 cargo test -p cellrate-tower --features axum,tracing,serde,metrics --doc
 # The `metrics` feature: the series a layer records equal the answers

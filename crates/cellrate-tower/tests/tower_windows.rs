@@ -8,175 +8,25 @@
 #![cfg(feature = "serde")]
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use cellrate::window::{BucketedWindowQuota, FixedWindowQuota, SlidingWindowQuota};
-use cellrate::{Algorithm, Clock, Decision, Denied, Limiter, ManualClock, RateLimiter};
-use cellrate_config as config;
-use cellrate_tower::config::LayerConfig;
-use http::{Request, Response, StatusCode};
+use cellrate::{Clock, Limiter, ManualClock, RateLimiter};
+use http::{Request, StatusCode};
 use tower::{Layer, Service, ServiceExt};
 
-const HZ: u64 = 1_000;
-const KEY: &str = "key = { client = { header = \"x-api-key\" } }\n";
-
-fn read(text: &str) -> Result<LayerConfig, config::ConfigError> {
-    config::from_deserializer(toml::Deserializer::parse(text).unwrap())
-}
-
-/// One tier named "w" of `spec` (its quota, algorithm and buckets).
-fn one_tier(spec: &str) -> LayerConfig {
-    read(&format!(
-        "{KEY}[[tiers]]\nname = \"w\"\ncapacity = 64\n{spec}"
-    ))
-    .unwrap()
-}
-
-/// A clock the test moves while the layer holds it.
-struct TestClock(Arc<ManualClock>);
-
-impl Clock for TestClock {
-    fn now(&self) -> u64 {
-        self.0.now()
-    }
-}
-
-fn ok_service(
-) -> impl Service<Request<String>, Response = Response<String>, Error = Infallible, Future: Send> + Clone
-{
-    tower::service_fn(|_req: Request<String>| async {
-        Ok::<_, Infallible>(Response::new(String::from("ok")))
-    })
-}
-
-async fn call<S>(svc: &mut S, key: &str) -> Response<String>
-where
-    S: Service<Request<String>, Response = Response<String>, Error = Infallible>,
-{
-    let req = Request::builder()
-        .header("x-api-key", key)
-        .body(String::new())
-        .unwrap();
-    svc.ready().await.unwrap().call(req).await.unwrap()
-}
-
-/// What the layer must answer for the core's result `expected` of its one
-/// tier: the status, the legacy fields and `Retry-After`.
-fn assert_answer(got: &Response<String>, expected: &Result<Decision, Denied>, at: &str) {
-    let header = |name: &str| {
-        got.headers()
-            .get(name)
-            .map(|v| v.to_str().unwrap().to_owned())
-    };
-    let (limit, remaining, reset) = match expected {
-        Ok(d) => {
-            assert_eq!(got.status(), StatusCode::OK, "{at}");
-            assert_eq!(header("retry-after"), None, "{at}");
-            (d.limit(), d.remaining(), d.reset_after())
-        }
-        Err(denied) => {
-            assert_eq!(got.status(), StatusCode::TOO_MANY_REQUESTS, "{at}");
-            let retry = cellrate_headers::retry_after_secs(denied, HZ).unwrap();
-            assert_eq!(header("retry-after"), Some(retry.to_string()), "{at}");
-            let l = denied.limited().unwrap();
-            (l.limit(), l.remaining(), l.reset_after())
-        }
-    };
-    let reset = cellrate_headers::seconds_ceil(reset, HZ).unwrap();
-    assert_eq!(header("x-ratelimit-limit"), Some(limit.to_string()), "{at}");
-    assert_eq!(
-        header("x-ratelimit-remaining"),
-        Some(remaining.to_string()),
-        "{at}"
-    );
-    assert_eq!(header("x-ratelimit-reset"), Some(reset.to_string()), "{at}");
-}
-
-/// A fixed sequence of (ticks to wait, client) from `seed`: waits of 0 to
-/// 399 ms (often 0, so limits are reached), three clients.
-fn schedule(seed: u64, n: usize) -> Vec<(u64, &'static str)> {
-    let mut x = seed;
-    (0..n)
-        .map(|_| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let wait = if (x >> 60) < 10 { 0 } else { (x >> 33) % 400 };
-            (wait, ["ann", "bob", "cy"][((x >> 20) % 3) as usize])
-        })
-        .collect()
-}
-
-/// The core's reference: one window limiter of `quota` per client.
-struct Reference<Q: Algorithm + Copy> {
-    quota: Q,
-    clients: HashMap<&'static str, Limiter<Q>>,
-}
-
-impl<Q: Algorithm + Copy> Reference<Q> {
-    fn new(quota: Q) -> Self {
-        Reference {
-            quota,
-            clients: HashMap::new(),
-        }
-    }
-    fn client(&mut self, client: &'static str) -> &mut Limiter<Q> {
-        let quota = self.quota;
-        self.clients
-            .entry(client)
-            .or_insert_with(|| Limiter::with_quota(quota))
-    }
-    fn check(&mut self, client: &'static str, now: u64) -> Result<Decision, Denied> {
-        self.client(client).check(now)
-    }
-    /// Every client's limiter moves to `quota` at `now` (`set_quota`:
-    /// `Algorithm::translate`).
-    fn set_quota(&mut self, now: u64, quota: Q) {
-        self.quota = quota;
-        for limiter in self.clients.values_mut() {
-            limiter.set_quota(now, quota);
-        }
-    }
-}
-
-/// Drives `svc` and `reference` through `steps`, comparing every answer;
-/// how many were admitted and refused.
-async fn drive<S, Q>(
-    svc: &mut S,
-    clock: &ManualClock,
-    reference: &mut Reference<Q>,
-    steps: &[(u64, &'static str)],
-    what: &str,
-) -> (usize, usize)
-where
-    S: Service<Request<String>, Response = Response<String>, Error = Infallible>,
-    Q: Algorithm + Copy,
-{
-    let (mut admitted, mut refused) = (0, 0);
-    for (i, &(wait, client)) in steps.iter().enumerate() {
-        clock.advance(wait);
-        let now = clock.now();
-        let expected = reference.check(client, now);
-        match expected {
-            Ok(_) => admitted += 1,
-            Err(_) => refused += 1,
-        }
-        let got = call(svc, client).await;
-        assert_answer(
-            &got,
-            &expected,
-            &format!("{what}: step {i}, {client} at {now}"),
-        );
-    }
-    (admitted, refused)
-}
+#[path = "support/windows.rs"]
+mod windows;
+use windows::{
+    assert_answer, call, drive, ok_service, one_tier, read, schedule, Reference, Rules, TestClock,
+    HZ, KEY,
+};
 
 /// Each window tier from TOML answers every request as the core's limiter
 /// of the tier's limiter configuration does, fields included.
 #[tokio::test]
 async fn window_tiers_in_process_decide_as_the_core() {
-    async fn case<Q: Algorithm + Copy>(spec: &str, quota: Q, seed: u64) {
+    async fn case<Q: Rules>(spec: &str, quota: Q, seed: u64) {
         let clock = Arc::new(ManualClock::new(5_000));
         let layer = one_tier(spec).build(TestClock(clock.clone()), HZ).unwrap();
         let mut svc = layer.layer(ok_service());
@@ -222,7 +72,7 @@ async fn window_tiers_in_process_decide_as_the_core() {
 /// `Limiter::set_quota`, agrees), and every later answer is the core's.
 #[tokio::test]
 async fn a_reload_of_a_window_tier_keeps_the_cells_used() {
-    async fn case<Q: Algorithm + Copy>(old: (&str, Q), new: (&str, Q), new_limit: u64, seed: u64) {
+    async fn case<Q: Rules>(old: (&str, Q), new: (&str, Q), new_limit: u64, seed: u64) {
         let clock = Arc::new(ManualClock::new(5_000));
         let layer = one_tier(old.0).build(TestClock(clock.clone()), HZ).unwrap();
         let reloader = layer.reloader();
