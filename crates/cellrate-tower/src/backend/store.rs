@@ -18,8 +18,9 @@
 //! * At most `capacity` keys hold a cell. A new key finding none free
 //!   evicts the idle cells of its shard (judged by each cell's own
 //!   parameters), then of the other shards not busy; failing that, it is
-//!   handled as the tier's [`WhenFull`] says (the shared cell follows the
-//!   default quota).
+//!   handled as the tier's [`WhenFull`] says (a denial waits until the
+//!   first held key is idle again; the shared cell follows the default
+//!   quota).
 //!
 //! Invariant: a cell's generation is never newer than the rules a check
 //! reads after taking its shard's lock (rules are published before any
@@ -307,12 +308,21 @@ impl Store {
             bump(&self.counters.inserted);
             return Ok((decision, receipt(Charged::Cell, rules.generation, mark)));
         }
-        let retry = shard
-            .values()
-            .map(|c| c.quota.peek(&c.state, now).reset_after())
-            .min()
-            .unwrap_or(0);
+        // The first held key to be idle again: in this shard, then in the
+        // others not busy.
+        let until_idle = |map: &HashMap<u64, Cell>| {
+            map.values()
+                .map(|c| c.quota.peek(&c.state, now).reset_after())
+                .min()
+        };
+        let mut retry = until_idle(&shard);
         drop(shard);
+        for other in self.shards.iter() {
+            if let Ok(map) = other.try_lock() {
+                retry = retry.into_iter().chain(until_idle(&map)).min();
+            }
+        }
+        let retry = retry.unwrap_or(0);
         match self.when_full {
             WhenFull::Deny => {
                 bump(&self.counters.overflow_denied);
