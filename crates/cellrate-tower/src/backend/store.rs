@@ -17,10 +17,11 @@
 //!   translated for, and a change is exact at its instant.
 //! * At most `capacity` keys hold a cell. A new key finding none free
 //!   evicts the idle cells of its shard (judged by each cell's own
-//!   parameters), then of the other shards not busy; failing that, it is
+//!   parameters), then those among a few cells of each other shard not
+//!   busy; failing that, it is
 //!   handled as the tier's [`WhenFull`] says (a denial waits until the
-//!   first held key is idle again; the shared cell follows the default
-//!   quota).
+//!   first cell it looked at is idle again; the shared cell follows the
+//!   default quota).
 //!
 //! Invariant: a cell's generation is never newer than the rules a check
 //! reads after taking its shard's lock (rules are published before any
@@ -43,6 +44,9 @@ use crate::key::{Part, RequestKey};
 
 /// Shards of a store (at most; a store never has more than its capacity).
 const SHARDS: usize = 16;
+
+/// How many cells of another shard a new key looks at for an idle one.
+const SCAN: usize = 32;
 
 /// The client of the shared cell: no client id (62 bits) is this.
 const SHARED: u64 = u64::MAX;
@@ -131,21 +135,20 @@ pub(crate) struct Store {
     counters: Counters,
 }
 
-/// Where an admission's cells were counted.
+/// Where an admission's cells were counted, and under which parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Charged {
-    Cell,
-    Shared,
+    Cell(WindowQuota),
+    Shared(WindowQuota),
     Nothing,
 }
 
 /// What a store entry gives back on revocation: where its cells were
-/// counted, under which generation of rules, and their mark.
+/// counted, and their mark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct StoreReceipt {
     key: u64,
     to: Charged,
-    generation: u64,
     mark: u64,
     cost: u64,
 }
@@ -284,45 +287,34 @@ impl Store {
     ) -> Result<(Decision, StoreReceipt), Denied> {
         let mut shard = lock(self.shard(key));
         let rules = self.rules.load();
-        let receipt = |to, generation, mark| StoreReceipt {
+        let receipt = |to, mark| StoreReceipt {
             key,
             to,
-            generation,
             mark,
             cost,
         };
         if let Some(cell) = shard.get_mut(&key) {
             cell.refresh(&rules, now);
             let (decision, mark) = cell.quota.check(&mut cell.state, now, cost, write)?;
-            return Ok((decision, receipt(Charged::Cell, cell.generation, mark)));
+            return Ok((decision, receipt(Charged::Cell(cell.quota), mark)));
         }
         // A new key: its answer on a fresh state (a cost above the limit is
         // refused before it takes room).
         let mut cell = Cell::new(client, &rules);
         let (decision, mark) = cell.quota.check(&mut cell.state, now, cost, write)?;
         if !write || cost == 0 {
-            return Ok((decision, receipt(Charged::Nothing, 0, 0)));
+            return Ok((decision, receipt(Charged::Nothing, 0)));
         }
-        if self.take_room(&mut shard, now) {
-            shard.insert(key, cell);
-            bump(&self.counters.inserted);
-            return Ok((decision, receipt(Charged::Cell, rules.generation, mark)));
-        }
-        // The first held key to be idle again: in this shard, then in the
-        // others not busy.
-        let until_idle = |map: &HashMap<u64, Cell>| {
-            map.values()
-                .map(|c| c.quota.peek(&c.state, now).reset_after())
-                .min()
-        };
-        let mut retry = until_idle(&shard);
-        drop(shard);
-        for other in self.shards.iter() {
-            if let Ok(map) = other.try_lock() {
-                retry = retry.into_iter().chain(until_idle(&map)).min();
+        let retry = match self.take_room(&mut shard, now) {
+            Ok(()) => {
+                let quota = cell.quota;
+                shard.insert(key, cell);
+                bump(&self.counters.inserted);
+                return Ok((decision, receipt(Charged::Cell(quota), mark)));
             }
-        }
-        let retry = retry.unwrap_or(0);
+            Err(retry) => retry,
+        };
+        drop(shard);
         match self.when_full {
             WhenFull::Deny => {
                 bump(&self.counters.overflow_denied);
@@ -334,7 +326,7 @@ impl Store {
             }
             WhenFull::Admit => {
                 bump(&self.counters.overflow_admitted);
-                Ok((decision, receipt(Charged::Nothing, 0, 0)))
+                Ok((decision, receipt(Charged::Nothing, 0)))
             }
             _ => {
                 let mut guard = lock(&self.shared);
@@ -345,57 +337,72 @@ impl Store {
                     Ok(_) => bump(&self.counters.shared_admitted),
                     Err(_) => bump(&self.counters.shared_denied),
                 }
-                let generation = shared.generation;
-                result.map(|(d, mark)| (d, receipt(Charged::Shared, generation, mark)))
+                let quota = shared.quota;
+                result.map(|(d, mark)| (d, receipt(Charged::Shared(quota), mark)))
             }
         }
     }
 
     /// Room for one more cell, if there is or can be made: the idle cells
-    /// of `shard` (held), then of each other shard not busy, are evicted.
-    fn take_room(&self, shard: &mut HashMap<u64, Cell>, now: u64) -> bool {
+    /// of `shard` (held) are evicted, then those among the first
+    /// [`SCAN`] cells of each other shard not busy. `Err`: none, and the
+    /// ticks until the first cell looked at is idle again.
+    fn take_room(&self, shard: &mut HashMap<u64, Cell>, now: u64) -> Result<(), u64> {
         let taken = self
             .len
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < self.capacity).then_some(n + 1)
             });
         if taken.is_ok() {
-            return true;
+            return Ok(());
         }
-        let evict = |map: &mut HashMap<u64, Cell>| {
-            let before = map.len();
-            map.retain(|_, c| !c.is_idle(now));
-            let freed = before - map.len();
-            if freed > 0 {
-                // One freed cell is this key's; the others are free room.
-                self.len.fetch_sub(freed - 1, Ordering::AcqRel);
+        let mut soonest = u64::MAX;
+        let mut evict = |map: &mut HashMap<u64, Cell>, scan: usize| {
+            let mut idle = Vec::new();
+            for (&key, cell) in map.iter().take(scan) {
+                if cell.is_idle(now) {
+                    idle.push(key);
+                } else {
+                    soonest = soonest.min(cell.quota.peek(&cell.state, now).reset_after());
+                }
             }
-            freed > 0
+            for key in &idle {
+                map.remove(key);
+            }
+            if let Some(others) = idle.len().checked_sub(1) {
+                // One freed cell is this key's; the others are free room.
+                self.len.fetch_sub(others, Ordering::AcqRel);
+            }
+            !idle.is_empty()
         };
-        let found = evict(shard)
+        let found = evict(shard, usize::MAX)
             || self.shards.iter().any(|other| match other.try_lock() {
-                Ok(mut map) => evict(&mut map),
+                Ok(mut map) => evict(&mut map, SCAN),
                 Err(_) => false, // busy (ours, or another check's): skipped
             });
         if found {
             bump(&self.counters.reused);
+            Ok(())
+        } else {
+            Err(if soonest == u64::MAX { 0 } else { soonest })
         }
-        found
     }
 
     fn revoke(&self, r: StoreReceipt) {
-        let give_back = |cell: &mut Cell| {
-            if cell.generation == r.generation {
+        // Given back only under the parameters that counted the cells (a
+        // change since re-expressed them with the rest).
+        let give_back = |cell: &mut Cell, quota: WindowQuota| {
+            if cell.quota == quota {
                 cell.quota.refund(&mut cell.state, r.mark, r.cost);
             }
         };
         match r.to {
-            Charged::Cell => {
+            Charged::Cell(quota) => {
                 if let Some(cell) = lock(self.shard(r.key)).get_mut(&r.key) {
-                    give_back(cell);
+                    give_back(cell, quota);
                 }
             }
-            Charged::Shared => give_back(&mut lock(&self.shared)),
+            Charged::Shared(quota) => give_back(&mut lock(&self.shared), quota),
             Charged::Nothing => {}
         }
     }
@@ -444,5 +451,58 @@ impl Revocable for StoreEntry<'_> {
         self.store
             .decide(self.key, self.client, now, cost, false)
             .map(|(d, _)| d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Scope, Store, WindowQuota};
+    use crate::key::{Part, RequestKey};
+    use cellrate::compose::Revocable;
+    use cellrate::keyed::WhenFull;
+    use cellrate::window::FixedWindowQuota;
+    use cellrate::RateLimiter;
+
+    /// Threads racing on one key, and on keys of their own in a table too
+    /// small for them all, at one instant: exactly the limit is admitted
+    /// for the shared key, every admission given back is free again, and
+    /// the table never holds more keys than its capacity.
+    #[test]
+    fn racing_checks_admit_exactly_the_limit() {
+        let quota = WindowQuota::Fixed(FixedWindowQuota::new(50, 1_000));
+        let store = Store::new(quota, 8, 4, WhenFull::Deny);
+        let shared = RequestKey::new(Part::Str("shared"), None);
+        let admitted: usize = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|t| {
+                    let (store, shared) = (&store, &shared);
+                    s.spawn(move || {
+                        let own = format!("own{t}");
+                        let own = RequestKey::new(Part::Str(&own), None);
+                        let (mut kept, mut seen) = (0, 0);
+                        for _ in 0..40 {
+                            let entry = store.entry(Scope::Client, shared);
+                            if let Ok((_, receipt)) = entry.admit_n(10, 1) {
+                                seen += 1;
+                                // Every other admission is given back.
+                                if seen % 2 == 0 {
+                                    entry.revoke(receipt);
+                                } else {
+                                    kept += 1;
+                                }
+                            }
+                            let _ = store.entry(Scope::Client, &own).check_n(10, 1);
+                        }
+                        kept
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(admitted, 50);
+        let left = store.entry(Scope::Client, &shared).peek(10).remaining();
+        assert_eq!(left, 0);
+        let held: usize = store.shards.iter().map(|s| s.lock().unwrap().len()).sum();
+        assert!(held <= 8, "{held}");
     }
 }
