@@ -13,9 +13,8 @@ use std::sync::Arc;
 use cellrate::{Clock, ManualClock};
 use cellrate_config as config;
 use cellrate_tower::config::LayerConfig;
-use cellrate_tower::RouteName;
 use http::{Request, Response, StatusCode};
-use tower::{Layer, Service, ServiceExt};
+use tower::{Layer, Service};
 
 fn read(text: &str) -> Result<LayerConfig, config::ConfigError> {
     config::from_deserializer(toml::Deserializer::parse(text).unwrap())
@@ -28,18 +27,6 @@ impl Clock for TestClock {
     fn now(&self) -> u64 {
         self.0.now()
     }
-}
-
-async fn call<S>(svc: &mut S, key: &str, route: &'static str) -> Response<String>
-where
-    S: Service<Request<String>, Response = Response<String>, Error = Infallible>,
-{
-    let mut req = Request::builder()
-        .header("x-api-key", key)
-        .body(String::new())
-        .unwrap();
-    req.extensions_mut().insert(RouteName(route));
-    svc.ready().await.unwrap().call(req).await.unwrap()
 }
 
 fn ok_service(
@@ -57,11 +44,13 @@ where
 {
     let mut out = String::new();
     for _ in 0..n {
-        out.push(match call(svc, key, route).await.status() {
-            s if s.is_success() => 'A',
-            StatusCode::TOO_MANY_REQUESTS => 'D',
-            other => panic!("unexpected status {other}"),
-        });
+        out.push(
+            match windows::call_on(svc, key, Some(route)).await.status() {
+                s if s.is_success() => 'A',
+                StatusCode::TOO_MANY_REQUESTS => 'D',
+                other => panic!("unexpected status {other}"),
+            },
+        );
     }
     out
 }
@@ -159,10 +148,12 @@ async fn in_process_a_scoped_tier_override_applies_on_every_endpoint() {
     assert_eq!(run(&mut svc, "ann", "/b", 2).await, "AD");
     assert_eq!(run(&mut svc, "bob", "/a", 4).await, "AAAD");
     assert_eq!(run(&mut svc, "bob", "/b", 4).await, "AAAD");
-    let r = call(&mut svc, "bob", "/c").await;
+    let r = windows::call_on(&mut svc, "bob", Some("/c")).await;
     assert_eq!(r.headers()["x-ratelimit-limit"], "3");
     assert_eq!(
-        call(&mut svc, "ann", "/c").await.headers()["x-ratelimit-limit"],
+        windows::call_on(&mut svc, "ann", Some("/c"))
+            .await
+            .headers()["x-ratelimit-limit"],
         "1"
     );
     // One more a minute for bob on /a (20 s per cell at 3/min).
@@ -245,6 +236,9 @@ async fn routes_no_request_matched_are_reported() {
 }
 
 #[cfg(feature = "tracing")]
+#[path = "support/windows.rs"]
+mod windows;
+
 #[path = "support/logs.rs"]
 mod logs;
 
@@ -320,7 +314,7 @@ mod on_redis {
         // Late in a window: its limit, then refusals.
         sleep_until_into_second(&mut conn, 550_000);
         assert_eq!(run(&mut svc, "fay", "/a", 4).await, "AAAD");
-        let refused = call(&mut svc, "fay", "/a").await;
+        let refused = windows::call_on(&mut svc, "fay", Some("/a")).await;
         assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
         // The window ends within the second: Retry-After rounds it up to 1.
         assert_eq!(refused.headers()["retry-after"], "1");
@@ -350,11 +344,13 @@ mod on_redis {
         assert_eq!(run(&mut svc, "bob", "/a", 4).await, "AAAD");
         assert_eq!(run(&mut svc, "bob", "/b", 4).await, "AAAD");
         // Announced with bob's own quota.
-        let r = call(&mut svc, "bob", "/c").await;
+        let r = windows::call_on(&mut svc, "bob", Some("/c")).await;
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(r.headers()["x-ratelimit-limit"], "3");
         assert_eq!(
-            call(&mut svc, "ann", "/c").await.headers()["x-ratelimit-limit"],
+            windows::call_on(&mut svc, "ann", Some("/c"))
+                .await
+                .headers()["x-ratelimit-limit"],
             "1"
         );
     }
