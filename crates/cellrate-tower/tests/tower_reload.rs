@@ -738,17 +738,24 @@ async fn run_time_overrides_outlive_reloads() {
 /// Removing an override frees its slot: with 63 of a tier's 64 slots held,
 /// 1 000 clients in turn get an override through the last one and lose it,
 /// each announced its own quota while it has it; removing an override the
-/// client does not have is its own error.
+/// client does not have is its own error. So for a GCRA tier and for the
+/// store tiers (a fixed window, a sliding log).
 #[tokio::test]
 async fn removing_an_override_frees_its_slot() {
+    for algorithm in ["gcra", "fixed_window", "sliding_log"] {
+        overrides_free_their_slots(algorithm).await;
+    }
+}
+
+async fn overrides_free_their_slots(algorithm: &str) {
     use cellrate_tower::OverrideError;
     let clock = Arc::new(ManualClock::new(0));
-    let layer = read(
+    let layer = read(&format!(
         r#"
-        key = { client = { header = "x-api-key" } }
-        tiers = [{ name = "key", quota = "100/min", capacity = 4096 }]
+        key = {{ client = {{ header = "x-api-key" }} }}
+        tiers = [{{ name = "key", quota = "100/min", capacity = 4096, algorithm = "{algorithm}" }}]
         "#,
-    )
+    ))
     .build(TestClock(clock.clone()), 1_000_000)
     .unwrap();
     let reloader = layer.reloader();
@@ -763,7 +770,7 @@ async fn removing_an_override_frees_its_slot() {
         let client = format!("c{i}");
         reloader
             .set_override("key", &client, Some(spec(300 + i)))
-            .unwrap_or_else(|e| panic!("cycle {i}: {e}"));
+            .unwrap_or_else(|e| panic!("{algorithm}, cycle {i}: {e}"));
         let r = call(&mut svc, &client).await;
         let policy = r.headers()["ratelimit-policy"].to_str().unwrap();
         assert!(
