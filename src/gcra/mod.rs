@@ -368,6 +368,22 @@ impl Gcra {
     /// g.set_quota(0, Quota::per_second(1).with_burst(5).at_hz(1_000)).unwrap();
     /// assert_eq!(g.check(0).unwrap().remaining(), 3); // 1 cell used of 5
     /// ```
+    ///
+    /// A limiter meant to take, through `&self`, quotas whose intervals are
+    /// fractions of a tick is made at a scale that expresses them all
+    /// exactly ([`Quota::rescaled`]; the scale bounds how far apart two
+    /// checks are judged exactly, [`Quota::horizon_ticks`]):
+    ///
+    /// ```
+    /// use cellrate::{Gcra, Quota};
+    /// // Rates in thirds and halves of a 1 kHz tick: 6 sub-ticks per tick.
+    /// let made = Quota::per_second(1_000).at_hz(1_000).rescaled(6, 1_000).unwrap();
+    /// let g = Gcra::new(made);
+    /// let raised = g.set_quota(0, Quota::per_second(1_500).at_hz(1_000)).unwrap();
+    /// assert!(raised.is_exact());
+    /// let again = g.set_quota(0, Quota::per_second(2_000).at_hz(1_000)).unwrap();
+    /// assert!(again.is_exact());
+    /// ```
     pub fn set_quota(&self, now: u64, quota: Quota) -> Result<Quota, SetQuotaError> {
         let cell = self.shared.params();
         let fixed = cell.fixed();
