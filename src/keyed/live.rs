@@ -16,7 +16,10 @@ use crate::{Decision, Denied, Quota, Snapshot};
 /// A [`Quota`] that [`set_quota`](Self::set_quota) replaces while checks
 /// read it: the algorithm of a keyed table (or of an override) whose
 /// limits change at run time. A new quota is re-expressed at the scale and
-/// frequency the `LiveQuota` was made with (rounding `T` up). Each check
+/// frequency the `LiveQuota` was made with (rounding `T` up; refused past
+/// 1 %): to take quotas of fractional intervals exactly, make it at a
+/// scale that expresses them all ([`Quota::rescaled`], as for
+/// [`Gcra::set_quota`](crate::Gcra::set_quota)). Each check
 /// reads the quota once, whole, and decides entirely by the old or
 /// entirely by the new one. The set of overridden keys is fixed when the
 /// table is made.
