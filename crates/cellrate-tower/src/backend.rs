@@ -11,6 +11,7 @@ use cellrate_headers::Policy;
 use super::key::Part;
 use super::key::RequestKey;
 
+mod buckets;
 mod global;
 pub(crate) mod keyed;
 mod log;

@@ -1,8 +1,9 @@
 //! A store tier's parameters ([`WindowQuota`]: a fixed, sliding or
 //! bucketed window, or a sliding log) and the steps each runs on a
-//! client's state ([`CellState`]): a window's one word, by the core's
-//! window quota ([`cellrate::window`], its [`Algorithm`] phases), or a
-//! log's runs ([`LogQuota`]).
+//! client's state ([`CellState`]): a fixed or sliding window's one word,
+//! by the core's window quota ([`cellrate::window`], its [`Algorithm`]
+//! phases), a bucketed window's [`Buckets`], or a log's runs
+//! ([`LogQuota`]).
 //!
 //! A state is only ever read by the parameters it was written or
 //! translated for (the store keeps them beside it); a change of
@@ -14,6 +15,7 @@ use cellrate::compose::{AlgorithmKind, LimiterConfig, LimiterConfigError};
 use cellrate::window::{BucketedWindowQuota, FixedWindowQuota, SlidingWindowQuota};
 use cellrate::{Algorithm, Decision, Denied, Snapshot};
 
+use super::buckets::Buckets;
 use super::log::{LogQuota, Runs};
 use super::TierInfo;
 
@@ -98,10 +100,13 @@ impl WindowQuota {
     }
 }
 
-/// A client's state in a store tier: a window's word or a log's runs.
+/// A client's state in a store tier: a fixed or sliding window's word, a
+/// bucketed window's buckets (the whole index of the newest), or a log's
+/// runs.
 #[derive(Clone, Debug)]
 pub(crate) enum CellState {
     Word(u64),
+    Buckets(Buckets),
     Log(Runs),
 }
 
@@ -128,7 +133,7 @@ impl WindowQuota {
         match self {
             WindowQuota::Fixed(_) => CellState::Word(FixedWindowQuota::NEW),
             WindowQuota::Sliding(_) => CellState::Word(SlidingWindowQuota::NEW),
-            WindowQuota::Bucketed(_) => CellState::Word(BucketedWindowQuota::NEW),
+            WindowQuota::Bucketed(_) => CellState::Buckets(Buckets::default()),
             WindowQuota::Log(_) => CellState::Log(Runs::new()),
         }
     }
@@ -146,7 +151,7 @@ impl WindowQuota {
         match (self, &mut *state) {
             (WindowQuota::Fixed(q), CellState::Word(w)) => word_check(q, w, now, cost, write),
             (WindowQuota::Sliding(q), CellState::Word(w)) => word_check(q, w, now, cost, write),
-            (WindowQuota::Bucketed(q), CellState::Word(w)) => word_check(q, w, now, cost, write),
+            (WindowQuota::Bucketed(q), CellState::Buckets(b)) => b.check(q, now, cost, write),
             (WindowQuota::Log(l), CellState::Log(r)) => l.check(r, now, cost, write),
             // A state of another kind (never paired by the store): as new.
             _ => {
@@ -161,7 +166,7 @@ impl WindowQuota {
         match (self, state) {
             (WindowQuota::Fixed(q), CellState::Word(w)) => q.peek(*w, now),
             (WindowQuota::Sliding(q), CellState::Word(w)) => q.peek(*w, now),
-            (WindowQuota::Bucketed(q), CellState::Word(w)) => q.peek(*w, now),
+            (WindowQuota::Bucketed(q), CellState::Buckets(b)) => b.peek(q, now),
             (WindowQuota::Log(l), CellState::Log(r)) => l.peek(r, now),
             _ => self.peek(&self.fresh(), now),
         }
@@ -173,7 +178,7 @@ impl WindowQuota {
         match (self, state) {
             (WindowQuota::Fixed(q), CellState::Word(w)) => q.is_idle(*w, now),
             (WindowQuota::Sliding(q), CellState::Word(w)) => q.is_idle(*w, now),
-            (WindowQuota::Bucketed(q), CellState::Word(w)) => q.is_idle(*w, now),
+            (WindowQuota::Bucketed(q), CellState::Buckets(b)) => b.is_idle(q, now),
             (WindowQuota::Log(_), CellState::Log(r)) => LogQuota::is_idle(r, now),
             _ => true,
         }
@@ -184,7 +189,7 @@ impl WindowQuota {
         match (self, state) {
             (WindowQuota::Fixed(q), CellState::Word(w)) => *w = q.refund(*w, mark, cost),
             (WindowQuota::Sliding(q), CellState::Word(w)) => *w = q.refund(*w, mark, cost),
-            (WindowQuota::Bucketed(q), CellState::Word(w)) => *w = q.refund(*w, mark, cost),
+            (WindowQuota::Bucketed(_), CellState::Buckets(b)) => b.refund(mark, cost),
             (WindowQuota::Log(_), CellState::Log(r)) => LogQuota::refund(r, mark, cost),
             _ => {} // nothing of this quota's to give back
         }
@@ -200,8 +205,8 @@ impl WindowQuota {
             (WindowQuota::Sliding(a), WindowQuota::Sliding(b), CellState::Word(w)) => {
                 *w = a.translate(*w, now, b)
             }
-            (WindowQuota::Bucketed(a), WindowQuota::Bucketed(b), CellState::Word(w)) => {
-                *w = a.translate(*w, now, b)
+            (WindowQuota::Bucketed(a), WindowQuota::Bucketed(b), CellState::Buckets(s)) => {
+                s.translate(a, now, b)
             }
             (WindowQuota::Log(a), WindowQuota::Log(b), CellState::Log(r)) => a.translate(r, now, b),
             _ => *state = new.fresh(),
