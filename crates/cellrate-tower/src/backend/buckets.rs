@@ -26,12 +26,23 @@ pub(crate) struct Buckets {
     counts: Vec<u64>,
 }
 
-/// The buckets as seen at a `now`: the bucket judged, its counts newest
-/// first (`N` of them) and the ticks until the next bucket starts.
-struct View {
+/// The buckets as seen at a `now`: the bucket judged, the ticks until the
+/// next starts, and the stored counts still in its window. Its `N`
+/// counts, newest first, are `shift` zeros (buckets since the newest
+/// stored) then `kept`.
+struct View<'a> {
     index: u64,
-    counts: Vec<u64>,
     until_next: u64,
+    shift: usize,
+    kept: &'a [u64],
+}
+
+impl View<'_> {
+    /// The cells in the window once its `d` oldest buckets have left it.
+    fn held_after(&self, n: usize, d: usize) -> u64 {
+        let len = n.saturating_sub(d).saturating_sub(self.shift);
+        self.kept[..len.min(self.kept.len())].iter().sum()
+    }
 }
 
 /// What a bucketed quota's answers need of it.
@@ -50,44 +61,38 @@ impl Grid {
         }
     }
 
-    fn view(&self, s: &Buckets, now: u64) -> View {
+    fn view<'a>(&self, s: &'a Buckets, now: u64) -> View<'a> {
         let (j, until_next) = (now / self.b, self.b - now % self.b);
-        if s.counts.is_empty() {
-            return View {
-                index: j,
-                counts: vec![0; self.n],
-                until_next,
-            };
-        }
         if j < s.last {
             // A clock behind the newest bucket: judged at that bucket.
             return View {
                 index: s.last,
-                counts: s.counts.clone(),
                 until_next: until_next + (s.last - j) * self.b,
+                shift: 0,
+                kept: &s.counts,
             };
         }
-        let d = ((j - s.last).min(self.n as u64)) as usize;
-        let mut counts = vec![0; d];
-        counts.extend_from_slice(&s.counts[..self.n - d]);
+        let shift = ((j - s.last).min(self.n as u64)) as usize;
+        let kept = &s.counts[..s.counts.len().min(self.n - shift)];
         View {
             index: j,
-            counts,
             until_next,
+            shift,
+            kept,
         }
     }
 
     /// The ticks until `room` more cells fit: the oldest buckets leave one
     /// by one, at the starts of the next ones.
-    fn wait(&self, v: &View, room: u64) -> u64 {
+    fn wait(&self, v: &View<'_>, room: u64) -> u64 {
         let mut d = 1;
-        while d < self.n && v.counts[..self.n - d].iter().sum::<u64>() + room > self.limit {
+        while d < self.n && v.held_after(self.n, d) + room > self.limit {
             d += 1;
         }
         v.until_next + (d as u64 - 1) * self.b
     }
 
-    fn reset_after(&self, v: &View, total: u64) -> u64 {
+    fn reset_after(&self, v: &View<'_>, total: u64) -> u64 {
         if total == 0 {
             0
         } else {
@@ -114,8 +119,8 @@ impl Buckets {
                 limit: g.limit,
             });
         }
-        let mut v = g.view(self, now);
-        let total: u64 = v.counts.iter().sum();
+        let v = g.view(self, now);
+        let total = v.held_after(g.n, 0);
         if cost == 0 {
             let reset = g.reset_after(&v, total);
             return Ok((Decision::new(g.limit, g.limit - total, reset), v.index));
@@ -129,13 +134,14 @@ impl Buckets {
             )));
         }
         let reset = v.until_next + (g.n as u64 - 1) * g.b;
-        let index = v.index;
+        let (index, shift) = (v.index, v.shift);
         if write {
-            v.counts[0] += cost;
-            *self = Buckets {
-                last: index,
-                counts: v.counts,
-            };
+            // The window's counts, newest first, stored in place.
+            self.counts.resize(g.n, 0);
+            self.counts.rotate_right(shift);
+            self.counts[..shift].fill(0);
+            self.counts[0] += cost;
+            self.last = index;
         }
         Ok((Decision::new(g.limit, g.limit - total - cost, reset), index))
     }
@@ -144,7 +150,7 @@ impl Buckets {
     pub(crate) fn peek(&self, q: &BucketedWindowQuota, now: u64) -> Snapshot {
         let g = Grid::of(q);
         let v = g.view(self, now);
-        let total: u64 = v.counts.iter().sum();
+        let total = v.held_after(g.n, 0);
         let retry = if total < g.limit { 0 } else { g.wait(&v, 1) };
         Snapshot::new(g.limit, g.limit - total, g.reset_after(&v, total), retry)
     }
@@ -152,7 +158,7 @@ impl Buckets {
     /// Whether no bucket in `now`'s window holds a cell.
     pub(crate) fn is_idle(&self, q: &BucketedWindowQuota, now: u64) -> bool {
         let g = Grid::of(q);
-        g.view(self, now).counts.iter().all(|&c| c == 0)
+        g.view(self, now).held_after(g.n, 0) == 0
     }
 
     /// Takes back `cost` of the cells counted in bucket `mark`, if it is
@@ -173,7 +179,8 @@ impl Buckets {
         now: u64,
         new: &BucketedWindowQuota,
     ) {
-        let total: u64 = Grid::of(old).view(self, now).counts.iter().sum();
+        let g = Grid::of(old);
+        let total = g.view(self, now).held_after(g.n, 0);
         let g = Grid::of(new);
         *self = if total == 0 {
             Buckets::default()

@@ -8,9 +8,11 @@
 //!   (`newest`: the ticks until the newest pending cell expires), so the
 //!   runs stay sorted; a denial waits until the `(cost − free)`-th oldest
 //!   pending cell expires.
-//! * Invariants: runs are sorted by expiry, each count is at least 1, and
-//!   the pending cells number at most the limit. A check reads the runs
-//!   once (`O(runs)`, at most `limit`) and writes one run.
+//! * Invariants: runs are sorted by expiry, each count is at least 1, the
+//!   pending cells number at most the limit, and `cells` is the sum of
+//!   the counts. A check drops the runs that expired and writes one run
+//!   (`O(1)` amortised); a denial reads the runs up to the cell it waits
+//!   for.
 //! * A change of limit or window ([`LogQuota::translate`]) keeps the cells
 //!   the old window still counts, the newest `min(limit, limit′)`, each
 //!   until the later of its old and new expiry: at that instant the new
@@ -30,8 +32,44 @@ pub(crate) struct LogQuota {
     window: u64,
 }
 
-/// A client's log: runs of cells that expire at one tick, oldest first.
-pub(crate) type Runs = VecDeque<(u64, u64)>;
+/// A client's log: runs `(expiry, count)` of cells that expire at one
+/// tick, oldest first, and the cells they hold together.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Runs {
+    runs: VecDeque<(u64, u64)>,
+    cells: u64,
+}
+
+impl Runs {
+    pub(crate) fn new() -> Self {
+        Runs::default()
+    }
+
+    /// Drops the runs expired at `now`; the pending cells, and the ticks
+    /// until the newest expires (0 if none is pending).
+    fn expire(&mut self, now: u64) -> (u64, u64) {
+        while let Some(&(_, c)) = self.runs.front().filter(|&&(e, _)| e <= now) {
+            self.cells -= c;
+            self.runs.pop_front();
+        }
+        let newest = self.runs.back().map_or(0, |&(e, _)| e - now);
+        (self.cells, newest)
+    }
+
+    /// Takes up to `n` cells from the run at index `i`; the cells taken.
+    fn take(&mut self, i: usize, n: u64) -> u64 {
+        let Some(run) = self.runs.get_mut(i) else {
+            return 0;
+        };
+        let taken = run.1.min(n);
+        run.1 -= taken;
+        self.cells -= taken;
+        if run.1 == 0 {
+            self.runs.remove(i);
+        }
+        taken
+    }
+}
 
 impl LogQuota {
     /// `limit` per `window` ticks, both at least 1, the window one the
@@ -50,17 +88,6 @@ impl LogQuota {
         self.window
     }
 
-    /// Drops the runs expired at `now`; the pending cells, and the ticks
-    /// until the newest expires (0 if none is pending).
-    fn expire(runs: &mut Runs, now: u64) -> (u64, u64) {
-        while runs.front().is_some_and(|&(e, _)| e <= now) {
-            runs.pop_front();
-        }
-        let pending = runs.iter().map(|&(_, c)| c).sum();
-        let newest = runs.back().map_or(0, |&(e, _)| e - now);
-        (pending, newest)
-    }
-
     /// Admits `cost` cells at `now` (written only if `write`): the decision
     /// and the tick they expire at (their mark for a refund), or the
     /// denial. A cost of 0 is a peek.
@@ -77,7 +104,7 @@ impl LogQuota {
                 limit: self.limit,
             });
         }
-        let (pending, newest) = Self::expire(runs, now);
+        let (pending, newest) = runs.expire(now);
         let free = self.limit.saturating_sub(pending);
         if cost == 0 {
             return Ok((Decision::new(self.limit, free, newest), 0));
@@ -91,17 +118,18 @@ impl LogQuota {
         let until = newest.max(self.window);
         let at = now.saturating_add(until);
         if write {
-            match runs.back_mut() {
+            match runs.runs.back_mut() {
                 Some((e, c)) if *e == at => *c += cost,
-                _ => runs.push_back((at, cost)),
+                _ => runs.runs.push_back((at, cost)),
             }
+            runs.cells += cost;
         }
         Ok((Decision::new(self.limit, free - cost, until), at))
     }
 
     /// The expiry of the `n`-th oldest pending cell (`n ≥ 1`).
     fn nth_expiry(runs: &Runs, mut n: u64) -> Option<u64> {
-        for &(e, c) in runs {
+        for &(e, c) in &runs.runs {
             if c >= n {
                 return Some(e);
             }
@@ -115,7 +143,7 @@ impl LogQuota {
         let mut pending = 0;
         let mut oldest = None;
         let mut newest = 0;
-        for &(e, c) in runs.iter().filter(|&&(e, _)| e > now) {
+        for &(e, c) in runs.runs.iter().filter(|&&(e, _)| e > now) {
             pending += c;
             oldest.get_or_insert(e - now);
             newest = e - now;
@@ -127,45 +155,30 @@ impl LogQuota {
 
     /// Whether every cell has expired at `now` (the log is as new).
     pub(crate) fn is_idle(runs: &Runs, now: u64) -> bool {
-        runs.back().is_none_or(|&(e, _)| e <= now)
+        runs.runs.back().is_none_or(|&(e, _)| e <= now)
     }
 
     /// Takes back `cost` of the cells that expire at `at` (the newest such).
     pub(crate) fn refund(runs: &mut Runs, at: u64, mut cost: u64) {
         while cost > 0 {
-            let Some(i) = runs.iter().rposition(|&(e, _)| e == at) else {
+            let Some(i) = runs.runs.iter().rposition(|&(e, _)| e == at) else {
                 return;
             };
-            let taken = runs[i].1.min(cost);
-            runs[i].1 -= taken;
-            cost -= taken;
-            if runs[i].1 == 0 {
-                runs.remove(i);
-            }
+            cost -= runs.take(i, cost);
         }
     }
 
     /// The log re-expressed at `now` for `new` (see the module docs).
     pub(crate) fn translate(&self, runs: &mut Runs, now: u64, new: &LogQuota) {
-        Self::expire(runs, now);
+        let (pending, _) = runs.expire(now);
         let grow = new.window.saturating_sub(self.window);
-        for run in runs.iter_mut() {
+        for run in runs.runs.iter_mut() {
             run.0 = run.0.saturating_add(grow);
         }
         // The newest `min(limit, limit′)` cells.
-        let mut excess = runs
-            .iter()
-            .map(|&(_, c)| c)
-            .sum::<u64>()
-            .saturating_sub(self.limit.min(new.limit));
-        while excess > 0 {
-            let Some(front) = runs.front_mut() else { break };
-            let taken = front.1.min(excess);
-            front.1 -= taken;
-            excess -= taken;
-            if front.1 == 0 {
-                runs.pop_front();
-            }
+        let mut excess = pending.saturating_sub(self.limit.min(new.limit));
+        while excess > 0 && !runs.runs.is_empty() {
+            excess -= runs.take(0, excess);
         }
     }
 }
