@@ -1,4 +1,4 @@
-//! Assertions of the `config` module that its item docs no longer carry:
+//! Assertions of the `config` module kept out of its item docs:
 //! error text, a spec's own `hz` and the human form of a bare `Quota`.
 #![cfg(feature = "serde")]
 

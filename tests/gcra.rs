@@ -494,8 +494,8 @@ fn rounded_quotas_keep_the_burst_asked_for() {
 #[test]
 fn set_quota_keeps_the_burst_or_refuses_a_lossy_rounding() {
     // 2 per 511 ticks at 61.76 MHz is 8.27 µs a cell: on a 10 Hz limiter
-    // (scale 1) it cannot be expressed within 1 %; it used to be accepted
-    // 121× slower with a burst of 1.
+    // (scale 1) it cannot be expressed within 1 %, so it is refused rather
+    // than taken 121× slower.
     let g = Gcra::new(Quota::per_second(1).at_hz(10));
     let q = Quota::per_ticks(2, 511).with_burst(28).at_hz(61_760_000);
     assert_eq!(
@@ -609,12 +609,11 @@ fn the_horizon_is_guaranteed_below_two_to_the_34_hz() {
     assert_eq!(q.horizon_ticks() / 1_000_000_000_000 / 86_400, 53); // 53.4 days
 }
 
-/// A limiter fed Unix-epoch time (nanoseconds on a
-/// 1 GHz clock, microseconds on a 1 MHz one) used to deny every request,
-/// for the quotas whose scale pushed `now · scale` past the old horizon.
-/// Every such quota, in `Gcra`, `LocalGcra` and a keyed table, now gives a
-/// full burst at once and then one cell per emission interval, exactly as
-/// from tick 0.
+/// A limiter fed Unix-epoch time (nanoseconds on a 1 GHz clock,
+/// microseconds on a 1 MHz one), with quotas whose scale pushes
+/// `now · scale` far past `2⁶⁴`: in `Gcra`, `LocalGcra` and a keyed table,
+/// each gives a full burst at once and then one cell per emission
+/// interval, exactly as from tick 0.
 #[test]
 fn unix_time_is_a_clock() {
     use cellrate::keyed::{Keyed, Seed, WhenFull};
