@@ -16,19 +16,24 @@
 //!   So no state is ever read by parameters it was not written or
 //!   translated for, and a change is exact at its instant.
 //! * At most `capacity` keys hold a cell. A new key finding none free
-//!   evicts the idle cells of its shard (judged by each cell's own
-//!   parameters), then those among a few cells of each other shard not
-//!   busy; failing that, it is
-//!   handled as the tier's [`WhenFull`] says (a denial waits until the
-//!   first cell it looked at is idle again; the shared cell follows the
-//!   default quota).
+//!   looks at [`SCAN`] cells of its shard, those looked at longest ago
+//!   first, and evicts the idle ones (judged by each cell's own
+//!   parameters); finding none, it looks at [`SCAN_OTHER`] cells of each
+//!   other shard not busy. So a new key looks at no more than
+//!   `SCAN + 15 · SCAN_OTHER` cells whatever the capacity, and a shard's
+//!   cells are looked at in turn, each again after all the others.
+//!   Failing that, it is handled as the tier's [`WhenFull`] says (a
+//!   denial waits until the soonest of the cells it looked at is full
+//!   again; the shared cell follows the default quota).
 //!
-//! Invariant: a cell's generation is never newer than the rules a check
+//! Invariants: a cell's generation is never newer than the rules a check
 //! reads after taking its shard's lock (rules are published before any
-//! cell is brought to them).
+//! cell is brought to them); each key of a shard's map is once in the
+//! shard's order of looks, and no other key is.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, RandomState};
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -45,8 +50,11 @@ use crate::key::{Part, RequestKey};
 /// Shards of a store (at most; a store never has more than its capacity).
 const SHARDS: usize = 16;
 
-/// How many cells of another shard a new key looks at for an idle one.
-const SCAN: usize = 32;
+/// How many cells of its own shard a new key looks at for an idle one.
+const SCAN: usize = 16;
+
+/// How many cells of each other shard it looks at, finding none there.
+const SCAN_OTHER: usize = 4;
 
 /// The client of the shared cell: no client id (62 bits) is this.
 const SHARED: u64 = u64::MAX;
@@ -103,6 +111,66 @@ impl Cell {
     }
 }
 
+/// The hasher of a shard's map: its keys are already the store's keyed
+/// hashes (uniform, and unknown to clients), so they are used as they are.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64` keys reach this map; any other input is still mixed in.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, key: u64) {
+        self.0 = key;
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// One shard: its cells by key, and their keys in the order eviction
+/// looks at them (each key of `cells` once).
+#[derive(Default)]
+struct Shard {
+    cells: HashMap<u64, Cell, BuildHasherDefault<Prehashed>>,
+    order: VecDeque<u64>,
+}
+
+impl Shard {
+    fn insert(&mut self, key: u64, cell: Cell) {
+        self.cells.insert(key, cell);
+        self.order.push_back(key);
+    }
+
+    /// Looks at up to `scan` cells, the one looked at longest ago first:
+    /// evicts the idle ones and returns how many, and how many it looked
+    /// at; the others go to the back, `soonest` lowered to the ticks until
+    /// each is full again.
+    fn evict_idle(&mut self, now: u64, scan: usize, soonest: &mut u64) -> (usize, usize) {
+        let mut evicted = 0;
+        let looked = scan.min(self.order.len());
+        for _ in 0..looked {
+            let Some(key) = self.order.pop_front() else {
+                break;
+            };
+            if let Entry::Occupied(cell) = self.cells.entry(key) {
+                if cell.get().is_idle(now) {
+                    cell.remove();
+                    evicted += 1;
+                } else {
+                    let cell = cell.get();
+                    *soonest = (*soonest).min(cell.quota.peek(&cell.state, now).reset_after());
+                    self.order.push_back(key);
+                }
+            }
+        }
+        (evicted, looked)
+    }
+}
+
 /// Running totals, as a keyed table reports them ([`KeyedStats`]).
 #[derive(Default)]
 struct Counters {
@@ -112,6 +180,9 @@ struct Counters {
     overflow_admitted: AtomicUsize,
     shared_admitted: AtomicUsize,
     shared_denied: AtomicUsize,
+    /// Cells looked at for room.
+    #[cfg(test)]
+    looked_at: AtomicUsize,
 }
 
 fn bump(counter: &AtomicUsize) {
@@ -126,7 +197,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct Store {
     rules: ArcSwap<StoreRules>,
     slots: OverrideSlots<()>,
-    shards: Box<[Mutex<HashMap<u64, Cell>>]>,
+    shards: Box<[Mutex<Shard>]>,
     shared: Mutex<Cell>,
     hasher: RandomState,
     capacity: usize,
@@ -171,7 +242,7 @@ impl Store {
             rules: ArcSwap::from_pointee(rules),
             slots: OverrideSlots::new(max_overrides, || ()),
             shards: (0..SHARDS.min(capacity.max(1)))
-                .map(|_| Mutex::new(HashMap::new()))
+                .map(|_| Mutex::new(Shard::default()))
                 .collect(),
             shared: Mutex::new(shared),
             hasher: RandomState::new(),
@@ -196,7 +267,12 @@ impl Store {
 
     /// The id of `client` (below 2⁶², as override slots take it).
     pub(crate) fn client_id(&self, client: &Part<'_>) -> u64 {
-        self.hasher.hash_one(client) & ((1 << 62) - 1)
+        Self::id_of(self.key_of(client))
+    }
+
+    /// A client's id from its key (the low 62 bits).
+    fn id_of(client_key: u64) -> u64 {
+        client_key & ((1 << 62) - 1)
     }
 
     fn key_of(&self, key: impl Hash) -> u64 {
@@ -206,14 +282,15 @@ impl Store {
     /// `key`'s entry: the client, or (client, endpoint).
     pub(crate) fn entry<'t>(&'t self, scope: Scope, key: &RequestKey<'_>) -> StoreEntry<'t> {
         let client = key.client();
+        let client_key = self.key_of(client);
         let id = match (scope, key.scope()) {
             (Scope::ClientAndEndpoint, Some(endpoint)) => self.key_of((client, endpoint)),
-            _ => self.key_of(client),
+            _ => client_key,
         };
         StoreEntry {
             store: self,
             key: id,
-            client: self.client_id(&client),
+            client: Self::id_of(client_key),
         }
     }
 
@@ -237,7 +314,7 @@ impl Store {
         let bound: Vec<(usize, u64)> = overrides.iter().map(|&(i, id, _)| (i, id)).collect();
         self.slots.bind(&bound, epoch, |_, _| {});
         for shard in self.shards.iter() {
-            for cell in lock(shard).values_mut() {
+            for cell in lock(shard).cells.values_mut() {
                 cell.refresh(&rules, now);
             }
         }
@@ -270,8 +347,9 @@ impl Store {
         s
     }
 
-    fn shard(&self, key: u64) -> &Mutex<HashMap<u64, Cell>> {
-        // The map hashes the key again; the shard takes its top bits.
+    fn shard(&self, key: u64) -> &Mutex<Shard> {
+        // The shard takes bits 32 and up; a shard's map, the low bits and
+        // the top seven.
         &self.shards[((key >> 32) % self.shards.len() as u64) as usize]
     }
 
@@ -293,7 +371,7 @@ impl Store {
             mark,
             cost,
         };
-        if let Some(cell) = shard.get_mut(&key) {
+        if let Some(cell) = shard.cells.get_mut(&key) {
             cell.refresh(&rules, now);
             let (decision, mark) = cell.quota.check(&mut cell.state, now, cost, write)?;
             return Ok((decision, receipt(Charged::Cell(cell.quota), mark)));
@@ -343,11 +421,11 @@ impl Store {
         }
     }
 
-    /// Room for one more cell, if there is or can be made: the idle cells
-    /// of `shard` (held) are evicted, then those among the first
-    /// [`SCAN`] cells of each other shard not busy. `Err`: none, and the
-    /// ticks until the first cell looked at is idle again.
-    fn take_room(&self, shard: &mut HashMap<u64, Cell>, now: u64) -> Result<(), u64> {
+    /// Room for one more cell, if there is or can be made: idle cells
+    /// among [`SCAN`] of `shard` (held) are evicted, failing that among
+    /// [`SCAN_OTHER`] of each other shard not busy. `Err`: none, and the ticks
+    /// until the soonest of the cells looked at is full again.
+    fn take_room(&self, shard: &mut Shard, now: u64) -> Result<(), u64> {
         let taken = self
             .len
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
@@ -357,27 +435,21 @@ impl Store {
             return Ok(());
         }
         let mut soonest = u64::MAX;
-        let mut evict = |map: &mut HashMap<u64, Cell>, scan: usize| {
-            let mut idle = Vec::new();
-            for (&key, cell) in map.iter().take(scan) {
-                if cell.is_idle(now) {
-                    idle.push(key);
-                } else {
-                    soonest = soonest.min(cell.quota.peek(&cell.state, now).reset_after());
-                }
-            }
-            for key in &idle {
-                map.remove(key);
-            }
-            if let Some(others) = idle.len().checked_sub(1) {
+        let mut evict = |shard: &mut Shard, scan: usize| {
+            let (evicted, _looked) = shard.evict_idle(now, scan, &mut soonest);
+            #[cfg(test)]
+            self.counters
+                .looked_at
+                .fetch_add(_looked, Ordering::Relaxed);
+            if let Some(others) = evicted.checked_sub(1) {
                 // One freed cell is this key's; the others are free room.
                 self.len.fetch_sub(others, Ordering::AcqRel);
             }
-            !idle.is_empty()
+            evicted > 0
         };
-        let found = evict(shard, usize::MAX)
+        let found = evict(shard, SCAN)
             || self.shards.iter().any(|other| match other.try_lock() {
-                Ok(mut map) => evict(&mut map, SCAN),
+                Ok(mut other) => evict(&mut other, SCAN_OTHER),
                 Err(_) => false, // busy (ours, or another check's): skipped
             });
         if found {
@@ -398,7 +470,7 @@ impl Store {
         };
         match r.to {
             Charged::Cell(quota) => {
-                if let Some(cell) = lock(self.shard(r.key)).get_mut(&r.key) {
+                if let Some(cell) = lock(self.shard(r.key)).cells.get_mut(&r.key) {
                     give_back(cell, quota);
                 }
             }
@@ -410,7 +482,7 @@ impl Store {
     fn peek(&self, key: u64, client: u64, now: u64) -> Snapshot {
         let mut shard = lock(self.shard(key));
         let rules = self.rules.load();
-        match shard.get_mut(&key) {
+        match shard.cells.get_mut(&key) {
             Some(cell) => {
                 cell.refresh(&rules, now);
                 cell.quota.peek(&cell.state, now)
@@ -462,6 +534,7 @@ mod tests {
     use cellrate::keyed::WhenFull;
     use cellrate::window::FixedWindowQuota;
     use cellrate::RateLimiter;
+    use std::sync::atomic::Ordering;
 
     /// Threads racing on one key, and on keys of their own in a table too
     /// small for them all, at one instant: exactly the limit is admitted
@@ -502,7 +575,83 @@ mod tests {
         assert_eq!(admitted, 50);
         let left = store.entry(Scope::Client, &shared).peek(10).remaining();
         assert_eq!(left, 0);
-        let held: usize = store.shards.iter().map(|s| s.lock().unwrap().len()).sum();
+        let held: usize = store
+            .shards
+            .iter()
+            .map(|s| s.lock().unwrap().cells.len())
+            .sum();
         assert!(held <= 8, "{held}");
+    }
+
+    /// A store of `capacity` keys, each written at `now`, in windows of
+    /// 1 000 ticks.
+    fn full_store(capacity: usize, now: u64) -> Store {
+        let quota = WindowQuota::Fixed(FixedWindowQuota::new(100, 1_000));
+        let store = Store::new(quota, capacity, 4, WhenFull::Deny);
+        for i in 0..capacity {
+            let key = format!("c{i}");
+            let key = RequestKey::new(Part::Str(&key), None);
+            assert!(store.entry(Scope::Client, &key).check_n(now, 1).is_ok());
+        }
+        store
+    }
+
+    /// A new key finding a large store full of clients that are not idle
+    /// looks at a bounded number of cells, whatever the capacity, and is
+    /// denied until the soonest of them is full again.
+    #[test]
+    fn a_new_key_in_a_full_store_looks_at_a_bounded_number_of_cells() {
+        let store = full_store(4_096, 0);
+        let key = RequestKey::new(Part::Str("new"), None);
+        let denied = store.entry(Scope::Client, &key).check_n(10, 1).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(990));
+        let looked = store.counters.looked_at.load(Ordering::Relaxed);
+        assert_eq!(looked, super::SCAN + 15 * super::SCAN_OTHER);
+        assert!(looked <= 76, "docs/design/tower.md states at most 76");
+    }
+
+    /// Each new key looks further into every shard, so an idle cell is
+    /// found however deep in its shard it is: the client written last (at
+    /// the back of its shard's turn) goes idle while the other 4 095 stay
+    /// busy, and new keys find its room within as many tries as a shard
+    /// has cells over the cells a try looks at in another shard.
+    #[test]
+    fn an_idle_cell_is_found_wherever_it_is() {
+        let capacity = 4_096;
+        let store = full_store(capacity, 0);
+        for i in 0..capacity - 1 {
+            let key = format!("c{i}");
+            let key = RequestKey::new(Part::Str(&key), None);
+            assert!(store.entry(Scope::Client, &key).check_n(1_500, 1).is_ok());
+        }
+        let deepest = store
+            .shards
+            .iter()
+            .map(|s| s.lock().unwrap().cells.len())
+            .max()
+            .unwrap();
+        let tries = (0..deepest.div_ceil(super::SCAN_OTHER) + 1)
+            .position(|i| {
+                let key = format!("new{i}");
+                let key = RequestKey::new(Part::Str(&key), None);
+                store.entry(Scope::Client, &key).check_n(1_500, 1).is_ok()
+            })
+            .expect("the idle cell was never found");
+        assert!(tries <= deepest.div_ceil(super::SCAN_OTHER), "{tries}");
+        let held: usize = store
+            .shards
+            .iter()
+            .map(|s| s.lock().unwrap().cells.len())
+            .sum();
+        assert_eq!(held, capacity);
+        let victim = format!("c{}", capacity - 1);
+        let victim = RequestKey::new(Part::Str(&victim), None);
+        let gone = |s: &std::sync::Mutex<super::Shard>| {
+            !s.lock()
+                .unwrap()
+                .cells
+                .contains_key(&store.entry(Scope::Client, &victim).key)
+        };
+        assert!(store.shards.iter().all(gone));
     }
 }
