@@ -22,6 +22,16 @@
 //! published) against one built without a recorder (its handles do
 //! nothing), and the recording layer against the bare handler, to be read
 //! beside the `cellrate / bare handler` line of a run without the feature.
+//!
+//! With `serde`, one more pair: a fixed-window tier in process (its own
+//! table of cells, `capacity` keys) full of clients that are not idle, a
+//! request from a key it has never seen (it looks for room and is refused)
+//! against one from a key it holds (admitted), at two capacities; the
+//! work a flood of new keys costs.
+//!
+//! ```text
+//! cargo bench --features axum,serde --bench tower
+//! ```
 
 #[path = "../../../benches/common/paired.rs"]
 mod paired;
@@ -94,6 +104,49 @@ fn cellrate_router(deny: bool, fields: Fields) -> Router {
     .build()
     .unwrap();
     handler_router().route_layer(layer)
+}
+
+/// A fixed-window tier in process of `capacity` keys, filled with clients
+/// that stay busy for the bench (an hour's window, far from its limit).
+#[cfg(feature = "serde")]
+fn full_store_router(capacity: usize) -> Router {
+    let text = format!(
+        "key = {{ client = {{ header = \"x-api-key\" }} }}\n\
+         [[tiers]]\nname = \"w\"\nquota = \"1000000000/h\"\n\
+         algorithm = \"fixed_window\"\ncapacity = {capacity}\n"
+    );
+    let config: cellrate_tower::config::LayerConfig = toml::from_str(&text).unwrap();
+    let layer = config.build(StdClock::new(), StdClock::HZ).unwrap();
+    let mut router = handler_router().route_layer(layer);
+    for i in 0..capacity {
+        assert!(send(&mut router, &format!("held-{i}")));
+    }
+    assert!(!send(&mut router, "new"));
+    router
+}
+
+/// The pair of [`full_store_router`]: new keys over held keys.
+#[cfg(feature = "serde")]
+fn store_flood_ratios() {
+    for capacity in [1_000, 100_000] {
+        let mut router = full_store_router(capacity);
+        let (mut held, mut new) = (0usize, 0usize);
+        let mut known = || {
+            held += 1;
+            black_box(send(&mut router, &format!("held-{}", held % capacity)));
+        };
+        let mut router2 = full_store_router(capacity);
+        let mut fresh = || {
+            new += 1;
+            black_box(send(&mut router2, &format!("new-{new}")));
+        };
+        paired::ratio_calls(
+            &format!("window tier full at {capacity}: new key (refused) / held key (admitted)"),
+            16,
+            &mut known,
+            &mut fresh,
+        );
+    }
 }
 
 fn governor_router(deny: bool) -> Router {
@@ -213,13 +266,6 @@ fn floor_router(five: bool) -> Router {
 }
 
 /// The request for client `i`.
-fn request(keys: &[String], i: usize) -> Request<Body> {
-    Request::get("/orders")
-        .header("x-api-key", keys[i % CLIENTS].as_str())
-        .body(Body::empty())
-        .unwrap()
-}
-
 /// A waker that does nothing (every future here is ready when polled).
 struct Noop;
 
@@ -244,7 +290,16 @@ fn run<F: Future>(f: F) -> F::Output {
 
 /// One request through `router`; true if admitted.
 fn one(router: &mut Router, keys: &[String], i: usize) -> bool {
-    let response = run(router.call(request(keys, i))).unwrap();
+    send(router, &keys[i % CLIENTS])
+}
+
+/// One request of client `key` through `router`; true if admitted.
+fn send(router: &mut Router, key: &str) -> bool {
+    let request = Request::get("/orders")
+        .header("x-api-key", key)
+        .body(Body::empty())
+        .unwrap();
+    let response = run(router.call(request)).unwrap();
     black_box(response.headers().len());
     response.status() == StatusCode::OK
 }
@@ -371,6 +426,8 @@ fn paired_ratios() {
             );
         }
     }
+    #[cfg(feature = "serde")]
+    store_flood_ratios();
 }
 
 fn criterion_groups(c: &mut Criterion) {
