@@ -4,7 +4,7 @@
 # tests run here (its own workspace, no dependencies: a few seconds).
 set -euo pipefail
 cargo bench --no-run
-cargo bench --no-run -p cellrate-tower --features axum --bench tower
+cargo bench --no-run -p cellrate-tower --features axum,serde --bench tower
 cargo bench --no-run -p cellrate-redis --bench redis
 cargo fmt --manifest-path tools/bench-runner/Cargo.toml --check
 cargo clippy --manifest-path tools/bench-runner/Cargo.toml --all-targets -- -D warnings
